@@ -1,0 +1,108 @@
+"""One error hierarchy for zkconsumer, rooted at :class:`ZkConsumerError`.
+
+Every error carries a ``retriable`` flag (as kafka-python's errors do): ``True``
+means the same operation may succeed if tried again later (a broker moved, a
+ZooKeeper node was still held by a departing member), ``False`` means retrying
+without changing something (configuration, data, code) will fail the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class ZkConsumerError(Exception):
+    """Base of every error raised by zkconsumer."""
+
+    retriable: bool = False
+
+
+class ConfigurationError(ZkConsumerError, ValueError):
+    """A consumer property is unknown, has an invalid value, or contradicts another.
+
+    ``property`` names the offending property (Kafka's dotted name).
+    """
+
+    def __init__(self, prop: str, message: str) -> None:
+        self.property = prop
+        super().__init__(f"{prop}: {message}")
+
+
+class ConsumerTimeoutError(ZkConsumerError):
+    """No message arrived within ``consumer.timeout.ms``.
+
+    Like Kafka's ``ConsumerTimeoutException``, the stream stays usable: iterate it
+    again to keep consuming.
+    """
+
+    retriable = True
+
+
+#: Kafka's name for the same condition, for code ported from Scala/Java.
+ConsumerTimeoutException = ConsumerTimeoutError
+
+
+class ConsumerShutdownError(ZkConsumerError):
+    """The connector was shut down; the requested operation cannot run."""
+
+
+class MalformedZnodeError(ZkConsumerError):
+    """A ZooKeeper node holds data that is not in the expected format.
+
+    ``path`` is the node; other clients (or humans) sometimes write such nodes.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(f"malformed znode {path}: {message}")
+
+
+class ZooKeeperUnavailableError(ZkConsumerError):
+    """ZooKeeper could not be reached (or the session was lost) in time."""
+
+    retriable = True
+
+
+class ConsumerRebalanceFailedError(ZkConsumerError):
+    """A rebalance attempt could not claim every assigned partition.
+
+    Retriable: the rebalancer keeps trying (with jittered backoff) and reports
+    the state rather than leaving partitions silently ownerless.
+    """
+
+    retriable = True
+
+
+class BrokerError(ZkConsumerError):
+    """A Kafka broker answered with an error code, or could not be reached.
+
+    ``error_code`` is Kafka's numeric code when the broker sent one.
+    """
+
+    error_code: Optional[int] = None
+
+
+class BrokerUnavailableError(BrokerError):
+    """A broker could not be connected to or the connection broke."""
+
+    retriable = True
+
+
+class MessageSizeTooLargeError(ZkConsumerError):
+    """A message at ``topic``/``partition``/``offset`` exceeds ``fetch.message.max.bytes``."""
+
+    def __init__(self, topic: str, partition: int, offset: int, fetch_size: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        super().__init__(
+            f"found a message larger than the maximum fetch size ({fetch_size} bytes) "
+            f"on topic {topic} partition {partition} at offset {offset}; increase "
+            f"fetch.message.max.bytes, or decrease the broker's message.max.bytes"
+        )
+
+
+class CorruptMessageError(ZkConsumerError):
+    """A message failed its CRC check or could not be decoded."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        super().__init__(f"corrupt message on topic {topic} partition {partition} at offset {offset}: {reason}")
