@@ -93,6 +93,7 @@ class ChunkQueue:
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
+        self._wakeups = 0
 
     def put(self, chunk: FetchedDataChunk, should_abort: Callable[[], bool]) -> bool:
         """Queue ``chunk``, waiting while full; ``False`` if aborted before it fit."""
@@ -114,20 +115,26 @@ class ChunkQueue:
             self._not_empty.notify_all()
 
     def get(self, timeout: Optional[float]) -> Optional[QueueItem]:
-        """Take the oldest item; ``None`` if none arrived within ``timeout`` seconds.
+        """Take the oldest item, waiting up to ``timeout`` seconds (``None``: forever).
 
-        ``timeout=None`` waits forever.
+        Returns ``None`` if nothing arrived in time, or at once if
+        :meth:`wake_consumers` was called while waiting.
         """
         with self._not_empty:
             if not self._items:
-                if timeout is None:
-                    while not self._items:
-                        self._not_empty.wait()
-                elif not self._not_empty.wait_for(lambda: bool(self._items), timeout):
+                wakeups = self._wakeups
+                ready = lambda: bool(self._items) or self._wakeups != wakeups  # noqa: E731
+                if not self._not_empty.wait_for(ready, timeout) or not self._items:
                     return None
             item = self._items.popleft()
             self._not_full.notify()
             return item
+
+    def wake_consumers(self) -> None:
+        """Make every blocked :meth:`get` return ``None`` now (a background failure to report)."""
+        with self._lock:
+            self._wakeups += 1
+            self._not_empty.notify_all()
 
     def clear(self) -> int:
         """Drop every queued item (not the shutdown sentinel); return how many chunks went."""
