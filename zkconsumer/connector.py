@@ -1,0 +1,322 @@
+"""``ZookeeperConsumerConnector``: joins a group and wires the parts together.
+
+The connector holds no algorithm of its own. It creates, in order, a ZooKeeper
+session (:mod:`kazoo`), the group client (:mod:`.group`), the fetcher manager
+(:mod:`.fetcher`), the streams (:mod:`.stream`), the rebalancer
+(:mod:`.rebalancer`), the watches (:mod:`.watchers`) and the auto-committer
+(:mod:`.offsets`), and tears them down in the reverse order.
+
+Connector states::
+
+    CREATED ──create_message_streams*──▶ RUNNING ──shutdown()──▶ SHUT_DOWN
+       └──────────────────────────────shutdown()──────────────────────▲
+
+Example::
+
+    with ZookeeperConsumerConnector({"zookeeper.connect": "127.0.0.1:2181",
+                                     "group.id": "g1"}) as connector:
+        stream = connector.create_message_streams({"events": 1})["events"][0]
+        for m in stream:
+            handle(m.message)
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+from . import assignors, zkformat
+from .config import ConsumerConfig
+from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
+from .fetcher import FetcherManager
+from .group import GroupClient
+from .offsets import AutoCommitter, OffsetCommitter
+from .partition_info import ChunkQueue
+from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
+from .stream import Decoder, FailureSignal, KafkaStream
+from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
+from .watchers import GroupWatcher
+
+log = logging.getLogger(__name__)
+
+
+class ConnectorState(enum.Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    SHUT_DOWN = "shut_down"
+
+
+def make_consumer_id(config: ConsumerConfig) -> str:
+    """``<group>_<consumer.id>``, or ``<group>_<hostname>-<epoch ms>-<8 hex>`` as Kafka builds it."""
+    if config.consumer_id:
+        return f"{config.group_id}_{config.consumer_id}"
+    suffix = uuid.uuid4().hex[:8]
+    return f"{config.group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{suffix}"
+
+
+class ZookeeperConsumerConnector:
+    """A member of a ZooKeeper-coordinated consumer group (Kafka 0.8's high-level consumer).
+
+    Construction connects to ZooKeeper (raising :class:`ZooKeeperUnavailableError`
+    naming ``zookeeper.connect`` if it cannot within
+    ``zookeeper.connection.timeout.ms``). :meth:`create_message_streams` (or
+    :meth:`create_message_streams_by_filter`) registers the member, runs the
+    first rebalance and returns the streams; it may be called once per
+    connector, as in Kafka. :meth:`shutdown` is idempotent and joins every
+    thread the connector started.
+    """
+
+    def __init__(
+        self,
+        config: Union[ConsumerConfig, Mapping[str, Any]],
+        *,
+        rebalance_listener: Optional[ConsumerRebalanceListener] = None,
+    ) -> None:
+        self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
+        self.consumer_id = make_consumer_id(self.config)
+        self._listener = rebalance_listener
+        self._state = ConnectorState.CREATED
+        self._state_lock = threading.Lock()
+        self._failure = FailureSignal()
+        self._streams: List[KafkaStream] = []
+        self._rebalancer: Optional[Rebalancer] = None
+        self._watcher: Optional[GroupWatcher] = None
+        self._auto_committer: Optional[AutoCommitter] = None
+        self._session_was_lost = False
+
+        self._zk = self._connect_zookeeper()
+        self._group = GroupClient(
+            self._zk,
+            self.config.group_id,
+            self.consumer_id,
+            retry_timeout_s=self.config.zookeeper_session_timeout_ms / 1000.0,
+        )
+        self._committer = OffsetCommitter(self._group)
+        self._fetchers = FetcherManager(
+            self.config,
+            brokers=lambda: self._group.brokers(self.config.security_protocol),
+            on_error=self._background_failure,
+        )
+
+    # ------------------------------------------------------------------ public
+
+    def create_message_streams(
+        self,
+        topic_count_map: Mapping[str, int],
+        key_decoder: Optional[Decoder] = None,
+        value_decoder: Optional[Decoder] = None,
+    ) -> Dict[str, List[KafkaStream]]:
+        """Subscribe to ``{topic: number of streams}``; returns ``{topic: [KafkaStream, ...]}``.
+
+        Each stream is one consumer thread id (``<consumer id>-<i>``) of the group.
+        """
+        count = StaticTopicCount(self.consumer_id, dict(topic_count_map))
+        queues: Dict[Tuple[str, str], ChunkQueue] = {}
+        result: Dict[str, List[KafkaStream]] = {}
+        for topic, thread_ids in count.consumer_thread_ids(()).items():
+            result[topic] = []
+            for thread_id in thread_ids:
+                queue = ChunkQueue(self.config.queued_max_message_chunks)
+                queues[(topic, thread_id)] = queue
+                result[topic].append(self._new_stream(queue, thread_id, key_decoder, value_decoder))
+        self._join(count, lambda topic, thread_id: queues[(topic, thread_id)], topic_allowed=None)
+        return result
+
+    def create_message_streams_by_filter(
+        self,
+        topic_filter: TopicFilter,
+        num_streams: int = 1,
+        key_decoder: Optional[Decoder] = None,
+        value_decoder: Optional[Decoder] = None,
+    ) -> List[KafkaStream]:
+        """Subscribe to every topic the :class:`Whitelist`/:class:`Blacklist` allows, now and later."""
+        count = WildcardTopicCount(self.consumer_id, topic_filter, num_streams, self.config.exclude_internal_topics)
+        thread_ids = [f"{self.consumer_id}-{i}" for i in range(num_streams)]
+        queues = {t: ChunkQueue(self.config.queued_max_message_chunks) for t in thread_ids}
+        streams = [self._new_stream(queues[t], t, key_decoder, value_decoder) for t in thread_ids]
+        exclude = self.config.exclude_internal_topics
+        self._join(
+            count,
+            lambda topic, thread_id: queues[thread_id],
+            topic_allowed=lambda topic: topic_filter.is_topic_allowed(topic, exclude),
+        )
+        return streams
+
+    def commit_offsets(self) -> None:
+        """Commit the offsets of every message handed to the application so far.
+
+        Writes only partitions whose offset changed since the last commit.
+        Raises a background failure if one happened, and
+        :class:`ConsumerShutdownError` after :meth:`shutdown`.
+        """
+        self._failure.raise_if_failed()
+        if self._state is ConnectorState.SHUT_DOWN:
+            raise ConsumerShutdownError("commit_offsets() after shutdown()")
+        self._commit()
+
+    @property
+    def zk_client(self) -> KazooClient:
+        """The connector's ZooKeeper client, for monitoring and tests. Do not stop or close it."""
+        return self._zk
+
+    @property
+    def status(self) -> Optional[RebalanceStatus]:
+        """The rebalancer's state, owned partitions and last error (``None`` before joining)."""
+        return None if self._rebalancer is None else self._rebalancer.status
+
+    def shutdown(self) -> None:
+        """Leave the group: idempotent, ordered, joins every thread started.
+
+        Order: watches and auto-commit stop; the rebalancer stops; fetchers stop;
+        every stream ends (shutdown sentinel); offsets are committed
+        (``auto.commit.enable``); the ZooKeeper session closes, removing our
+        ephemeral nodes so the group rebalances at once.
+        """
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                return
+            self._state = ConnectorState.SHUT_DOWN
+        log.info("%s shutting down", self.consumer_id)
+        try:
+            if self._watcher is not None:
+                self._watcher.stop()
+            if self._auto_committer is not None:
+                self._auto_committer.stop()
+            if self._rebalancer is not None:
+                self._rebalancer.stop()
+            self._fetchers.shutdown()
+            for stream in self._streams:
+                stream.queue.clear()
+                stream.clear()
+                stream.queue.put_shutdown()
+            if self.config.auto_commit_enable and self._rebalancer is not None:
+                try:
+                    self._commit()
+                except ZkConsumerError as exc:
+                    log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
+        finally:
+            self._zk.remove_listener(self._on_zk_state)
+            self._zk.stop()
+            self._zk.close()
+
+    def __enter__(self) -> "ZookeeperConsumerConnector":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"ZookeeperConsumerConnector({self.consumer_id}, {self._state.value})"
+
+    # ----------------------------------------------------------------- wiring
+
+    def _connect_zookeeper(self) -> KazooClient:
+        cfg = self.config
+        auth = [("digest", cfg.zookeeper_auth)] if cfg.zookeeper_auth else None
+        client = KazooClient(
+            hosts=cfg.zookeeper_connect,
+            timeout=cfg.zookeeper_session_timeout_ms / 1000.0,
+            connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
+            auth_data=auth,
+        )
+        try:
+            client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
+        except KazooTimeoutError as exc:
+            client.stop()
+            client.close()
+            raise ZooKeeperUnavailableError(
+                f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
+                f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
+            ) from exc
+        client.add_listener(self._on_zk_state)
+        return client
+
+    def _new_stream(
+        self, queue: ChunkQueue, thread_id: str, key_decoder: Optional[Decoder], value_decoder: Optional[Decoder]
+    ) -> KafkaStream:
+        stream = KafkaStream(queue, self.config.consumer_timeout_ms, key_decoder, value_decoder, self._failure, thread_id)
+        self._streams.append(stream)
+        return stream
+
+    def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                raise ConsumerShutdownError("create_message_streams() after shutdown()")
+            if self._rebalancer is not None:
+                raise ConfigurationError(
+                    "create_message_streams", "streams can be created only once per connector (as in Kafka)"
+                )
+            self._state = ConnectorState.RUNNING
+        cfg = self.config
+        registration = zkformat.encode_registration(count.subscription, count.pattern, int(time.time() * 1000))
+        register = lambda: self._group.register(registration)  # noqa: E731
+        register()
+        self._watcher = GroupWatcher(self._zk, self._group.paths, self._request_rebalance, topic_allowed)
+        self._rebalancer = Rebalancer(
+            group=self._group,
+            topic_count=count,
+            assignor=assignors.get_assignor(cfg.partition_assignment_strategy),
+            queue_for=queue_for,
+            streams=self._streams,
+            fetchers=self._fetchers,
+            committer=self._committer,
+            auto_commit=cfg.auto_commit_enable,
+            fetch_size=cfg.fetch_message_max_bytes,
+            max_retries=cfg.rebalance_max_retries,
+            backoff_ms=cfg.rebalance_backoff_ms,
+            exclude_internal_topics=cfg.exclude_internal_topics,
+            register=register,
+            watch_topics=self._watcher.watch_topics,
+            on_failure=self._background_failure,
+            listener=self._listener,
+        )
+        self._rebalancer.start()
+        self._watcher.start()
+        self._rebalancer.wait_first_assignment(timeout=None)
+        if cfg.auto_commit_enable:
+            self._auto_committer = AutoCommitter(
+                self._commit, cfg.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
+            )
+            self._auto_committer.start()
+
+    def _commit(self) -> int:
+        if self._rebalancer is None:
+            return 0
+        return self._committer.commit(self._rebalancer.owned_infos())
+
+    # ------------------------------------------------------ callbacks (signal only)
+
+    def _request_rebalance(self, reason: str) -> None:
+        if self._rebalancer is not None:
+            self._rebalancer.request(reason)
+
+    def _on_zk_state(self, state: str) -> None:
+        """kazoo's connection thread: only signal."""
+        if state == KazooState.LOST:
+            self._session_was_lost = True
+            log.warning("%s: ZooKeeper session expired", self.consumer_id)
+            if self._rebalancer is not None:
+                self._rebalancer.session_lost()
+        elif state == KazooState.SUSPENDED:
+            log.warning("%s: ZooKeeper connection lost; still consuming owned partitions", self.consumer_id)
+        elif state == KazooState.CONNECTED and self._session_was_lost:
+            self._session_was_lost = False
+            log.info("%s: new ZooKeeper session; rejoining the group", self.consumer_id)
+            if self._rebalancer is not None:
+                self._rebalancer.session_restored()
+
+    def _background_failure(self, error: BaseException) -> None:
+        """A background thread failed: make every iterator and commit raise it."""
+        if self._failure.set(error):
+            log.error("%s: background failure: %r", self.consumer_id, error)
+            for stream in self._streams:
+                stream.queue.wake_consumers()

@@ -1,0 +1,365 @@
+"""Every ZooKeeper read and write a group member makes, and nothing else.
+
+:class:`GroupClient` owns ``/consumers/<group>/...`` for one member. Every write is
+a *repeat-safe* step (running it twice has the effect of running it once) run
+through a retry that survives ZooKeeper connection loss within the session, so a
+retry after a reply was lost never fails or double-applies:
+
+* claiming an owner node that already holds our thread id under our session is
+  a success; releasing one that is already gone is a success;
+* registering a member node that already exists under our session is a success;
+  one left behind by an *earlier* session of the same consumer id (the node
+  outlives its session briefly; see ZOOKEEPER-1740) is replaced rather than
+  waited on forever, as Kafka's consumer does;
+* offsets are written with ``set``/``create``, which are idempotent.
+
+Nodes written by other clients are read defensively: a malformed member
+registration or topic node is logged (naming the node) and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
+
+import tenacity
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from . import zkformat
+from .errors import MalformedZnodeError, ZooKeeperUnavailableError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TopicPartition = Tuple[str, int]
+
+#: Errors after which the same ZooKeeper call may succeed within the same session.
+_TRANSIENT = (ConnectionLoss, OperationTimeoutError)
+
+
+class GroupClient:
+    """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
+
+    ``retry_timeout_s`` bounds how long one operation keeps retrying transient
+    connection errors (it should not exceed the session timeout: past it, the
+    session is gone anyway). ``sleep`` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        group: str,
+        consumer_id: str,
+        *,
+        retry_timeout_s: float = 6.0,
+        acl: Optional[list] = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.consumer_id = consumer_id
+        self.paths = zkformat.GroupPaths(group)
+        self._acl = acl
+        self._retry_timeout_s = retry_timeout_s
+        self._sleep = sleep
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _retry(self, step: Callable[[], T]) -> T:
+        """Run a repeat-safe ``step``, retrying transient connection errors with jitter."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_TRANSIENT),
+            wait=tenacity.wait_exponential_jitter(initial=0.05, max=1.0),
+            stop=tenacity.stop_after_delay(self._retry_timeout_s),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(step)
+        except _TRANSIENT as exc:
+            raise ZooKeeperUnavailableError(f"ZooKeeper did not answer within {self._retry_timeout_s}s: {exc!r}") from exc
+
+    @property
+    def session_id(self) -> Optional[int]:
+        """The current ZooKeeper session id (``None`` before the first connection)."""
+        client_id = self.client.client_id
+        return client_id[0] if client_id else None
+
+    def _ours(self, stat: ZnodeStat) -> bool:
+        return stat.ephemeralOwner == self.session_id
+
+    def _create_ephemeral(self, path: str, data: bytes) -> None:
+        self.client.create(path, data, acl=self._acl, ephemeral=True, makepath=True)
+
+    # ------------------------------------------------------------- registration
+
+    def register(self, registration: bytes) -> None:
+        """Create ``/consumers/<g>/ids/<consumer_id>`` holding ``registration`` (ephemeral).
+
+        Repeat-safe. A node of the same id left by an earlier session is deleted
+        and recreated under this session.
+        """
+        path = self.paths.member(self.consumer_id)
+
+        def step() -> bool:
+            """One try; ``False`` when a stale node was removed or vanished (try again)."""
+            try:
+                self._create_ephemeral(path, registration)
+                return True
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                return False  # an earlier session's node just expired
+            if self._ours(stat):
+                if data != registration:
+                    self.client.set(path, registration, version=stat.version)
+                return True
+            log.info("replacing %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
+            try:
+                self.client.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+            return False
+
+        self._until_done(step, f"registering {path}")
+
+    def _until_done(self, step: Callable[[], bool], what: str, attempts: int = 5) -> None:
+        """Run ``step`` (through the retry) until it reports done, a bounded number of times."""
+        for _ in range(attempts):
+            if self._retry(step):
+                return
+        raise ZooKeeperUnavailableError(f"{what}: the node kept changing under us; gave up after {attempts} tries")
+
+    def deregister(self) -> None:
+        """Delete our member node if it is ours (repeat-safe)."""
+        self._delete_if_ours(self.paths.member(self.consumer_id), expected=None)
+
+    def members(self) -> Dict[str, zkformat.Registration]:
+        """All registered members and their registrations.
+
+        Members whose node vanishes while being read are left out (they are
+        leaving; a watch event follows). Malformed nodes are logged and left out.
+        """
+        try:
+            ids = self._retry(lambda: self.client.get_children(self.paths.ids))
+        except NoNodeError:
+            return {}
+        members: Dict[str, zkformat.Registration] = {}
+        for consumer_id in sorted(ids):
+            path = self.paths.member(consumer_id)
+            try:
+                data, _ = self._retry(lambda: self.client.get(path))
+            except NoNodeError:
+                continue
+            try:
+                members[consumer_id] = zkformat.decode_registration(path, data)
+            except MalformedZnodeError as exc:
+                log.warning("ignoring group member with an unreadable registration: %s", exc)
+        return members
+
+    # ------------------------------------------------------------------ topics
+
+    def all_topics(self) -> List[str]:
+        """Every topic under ``/brokers/topics`` (empty if the cluster has none yet)."""
+        try:
+            return sorted(self._retry(lambda: self.client.get_children(zkformat.BROKER_TOPICS_PATH)))
+        except NoNodeError:
+            return []
+
+    def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
+        """Sorted partition ids of each topic that exists; missing or malformed topics are left out."""
+        result: Dict[str, List[int]] = {}
+        for topic in sorted(set(topics)):
+            path = zkformat.topic_path(topic)
+            try:
+                data, _ = self._retry(lambda: self.client.get(path))
+            except NoNodeError:
+                continue
+            try:
+                result[topic] = sorted(zkformat.decode_topic_partitions(path, data))
+            except MalformedZnodeError as exc:
+                log.warning("ignoring topic with an unreadable partition map: %s", exc)
+        return result
+
+    def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
+        """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out."""
+        try:
+            ids = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH))
+        except NoNodeError:
+            return []
+        brokers = []
+        for broker_id in sorted(ids):
+            path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
+            try:
+                data, _ = self._retry(lambda: self.client.get(path))
+                brokers.append(zkformat.decode_broker(path, data, protocol))
+            except NoNodeError:
+                continue
+            except MalformedZnodeError as exc:
+                log.warning("ignoring broker with an unreadable registration: %s", exc)
+        return brokers
+
+    # ------------------------------------------------------------------ owners
+
+    def claim(self, topic: str, partition: int, thread_id: str) -> Optional[str]:
+        """Make ``thread_id`` the owner of the partition.
+
+        Returns ``None`` on success, or the current owner's thread id when another
+        member (or an earlier session of ours) holds the node. Repeat-safe: a node
+        already ours is relabelled to ``thread_id`` if needed.
+        """
+        path = self.paths.owner(topic, partition)
+        data = zkformat.encode_owner(thread_id)
+        holder: List[Optional[str]] = [None]
+
+        def step() -> bool:
+            """One try; ``False`` when the node vanished between create and read (try again)."""
+            holder[0] = None
+            try:
+                self._create_ephemeral(path, data)
+                return True
+            except NodeExistsError:
+                pass
+            try:
+                current, stat = self.client.get(path)
+            except NoNodeError:
+                return False
+            if self._ours(stat):
+                if current != data:
+                    self.client.set(path, data, version=stat.version)
+            else:
+                holder[0] = current.decode("utf-8", "replace")
+            return True
+
+        self._until_done(step, f"claiming {path}")
+        return holder[0]
+
+    def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
+        """Delete the owner node if this session holds it (repeat-safe).
+
+        Unlike Kafka's consumer, never deletes a node another member has already
+        claimed: that would make two members own one partition.
+        """
+        expected = None if thread_id is None else zkformat.encode_owner(thread_id)
+        self._delete_if_ours(self.paths.owner(topic, partition), expected)
+
+    def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
+        """Delete an owner node holding ``thread_id`` of *this* consumer but another session.
+
+        Such a node was created by an earlier, expired session of ours and would
+        otherwise block our claim until ZooKeeper gets round to removing it.
+        """
+        path = self.paths.owner(topic, partition)
+        expected = zkformat.encode_owner(thread_id)
+
+        def step() -> None:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                return
+            if data == expected and not self._ours(stat):
+                log.info("deleting %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
+                try:
+                    self.client.delete(path, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    pass
+
+        self._retry(step)
+
+    def _delete_if_ours(self, path: str, expected: Optional[bytes]) -> None:
+        def step() -> None:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                return
+            if not self._ours(stat) or (expected is not None and data != expected):
+                return
+            try:
+                self.client.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+        self._retry(step)
+
+    def watch_deletion(self, topic: str, partition: int, deleted: threading.Event) -> bool:
+        """Set ``deleted`` once the partition's owner node is gone; ``False`` if it already is.
+
+        The watch callback only sets the event: it never blocks kazoo's thread.
+        """
+
+        def on_event(_event: object) -> None:
+            deleted.set()
+
+        path = self.paths.owner(topic, partition)
+        stat = self._retry(lambda: self.client.exists(path, watch=on_event))
+        if stat is None:
+            deleted.set()
+            return False
+        return True
+
+    def owners(self, topic: str) -> Dict[int, str]:
+        """Current owners of a topic's partitions: partition → thread id."""
+        base = self.paths.owners_topic(topic)
+        try:
+            children = self._retry(lambda: self.client.get_children(base))
+        except NoNodeError:
+            return {}
+        result: Dict[int, str] = {}
+        for child in children:
+            try:
+                data, _ = self._retry(lambda: self.client.get(f"{base}/{child}"))
+                result[int(child)] = zkformat.decode_owner(f"{base}/{child}", data)
+            except (NoNodeError, ValueError, MalformedZnodeError):
+                continue
+        return result
+
+    # ----------------------------------------------------------------- offsets
+
+    def read_offset(self, topic: str, partition: int) -> Optional[int]:
+        """The committed next-offset-to-consume, or ``None`` if none was committed.
+
+        A malformed offset node raises :class:`MalformedZnodeError` naming it:
+        silently resetting would lose or replay data.
+        """
+        path = self.paths.offset(topic, partition)
+        try:
+            data, _ = self._retry(lambda: self.client.get(path))
+        except NoNodeError:
+            return None
+        return zkformat.decode_offset(path, data)
+
+    def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+        return {tp: self.read_offset(*tp) for tp in partitions}
+
+    def commit_offset(self, topic: str, partition: int, offset: int) -> None:
+        """Write ``offset`` as the next offset to consume (idempotent)."""
+        path = self.paths.offset(topic, partition)
+        data = zkformat.encode_offset(offset)
+
+        def step() -> None:
+            try:
+                self.client.set(path, data)
+            except NoNodeError:
+                try:
+                    self.client.create(path, data, acl=self._acl, makepath=True)
+                except NodeExistsError:
+                    self.client.set(path, data)
+
+        self._retry(step)
+
+    def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        for (topic, partition), offset in sorted(offsets.items()):
+            self.commit_offset(topic, partition, offset)
+
