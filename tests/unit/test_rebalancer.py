@@ -1,0 +1,273 @@
+"""The rebalance state machine against an in-memory group (pure logic; ZooKeeper itself is tested in integration)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+import pytest
+
+from zkconsumer import assignors
+from zkconsumer.offsets import OffsetCommitter
+from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.rebalancer import INVALID_OFFSET, RebalanceState, Rebalancer
+from zkconsumer.stream import KafkaStream
+from zkconsumer.topic_count import StaticTopicCount
+from zkconsumer.zkformat import Registration
+
+TP = Tuple[str, int]
+
+
+class FakeGroup:
+    """The GroupClient surface the rebalancer uses, over plain dicts."""
+
+    def __init__(self, consumer_id: str, partitions: Dict[str, int]) -> None:
+        self.consumer_id = consumer_id
+        self.group = "g"
+        self.members_: Dict[str, Registration] = {}
+        self.partitions = partitions
+        self.owner_nodes: Dict[TP, str] = {}
+        self.offsets: Dict[TP, int] = {}
+        self.claims: List[TP] = []
+        self.releases: List[TP] = []
+        self.watchers: Dict[TP, threading.Event] = {}
+
+    def join(self, consumer_id: str, subscription: Dict[str, int]) -> None:
+        self.members_[consumer_id] = Registration(subscription, "static", "0", 1)
+
+    def register(self) -> None:
+        self.members_.setdefault(self.consumer_id, Registration({"t": 1}, "static", "0", 1))
+
+    def members(self) -> Dict[str, Registration]:
+        return dict(self.members_)
+
+    def all_topics(self) -> List[str]:
+        return sorted(self.partitions)
+
+    def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
+        return {t: list(range(self.partitions[t])) for t in topics if t in self.partitions}
+
+    def claim(self, topic: str, partition: int, thread_id: str) -> Optional[str]:
+        holder = self.owner_nodes.get((topic, partition))
+        if holder is not None and not holder.startswith(self.consumer_id + "-"):
+            return holder
+        self.owner_nodes[(topic, partition)] = thread_id
+        self.claims.append((topic, partition))
+        return None
+
+    def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
+        if self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-"):
+            del self.owner_nodes[(topic, partition)]
+            self.releases.append((topic, partition))
+
+    def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
+        pass
+
+    def watch_deletion(self, topic: str, partition: int, event: threading.Event) -> bool:
+        if (topic, partition) not in self.owner_nodes:
+            event.set()
+            return False
+        self.watchers[(topic, partition)] = event
+        return True
+
+    def other_releases(self, tp: TP) -> None:
+        del self.owner_nodes[tp]
+        event = self.watchers.pop(tp, None)
+        if event:
+            event.set()
+
+    def read_offsets(self, tps: Iterable[TP]) -> Dict[TP, Optional[int]]:
+        return {tp: self.offsets.get(tp) for tp in tps}
+
+    def commit_offset(self, topic: str, partition: int, offset: int) -> None:
+        self.offsets[(topic, partition)] = offset
+
+
+class FakeFetchers:
+    def __init__(self) -> None:
+        self.running: List[PartitionTopicInfo] = []
+        self.starts = 0
+        self.stops = 0
+
+    def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None:
+        self.running = list(infos)
+        self.starts += 1
+
+    def stop_connections(self) -> None:
+        self.running = []
+        self.stops += 1
+
+
+ME = "g_me"
+
+
+def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto_commit: bool = True):
+    queue = ChunkQueue(2)
+    stream = KafkaStream(queue, 10)
+    fetchers = FakeFetchers()
+    failures: List[BaseException] = []
+    rebalancer = Rebalancer(
+        group=group,  # type: ignore[arg-type]
+        topic_count=StaticTopicCount(ME, {"t": 1}),
+        assignor=assignors.assign_range,
+        queue_for=lambda topic, thread: queue,
+        streams=[stream],
+        fetchers=fetchers,
+        committer=OffsetCommitter(group),  # type: ignore[arg-type]
+        auto_commit=auto_commit,
+        fetch_size=1024,
+        max_retries=max_retries,
+        backoff_ms=backoff_ms,
+        exclude_internal_topics=True,
+        register=group.register,
+        watch_topics=lambda topics: None,
+        on_failure=failures.append,
+    )
+    return rebalancer, fetchers, failures
+
+
+def settle(rebalancer: Rebalancer, state: RebalanceState = RebalanceState.STABLE, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while rebalancer.state is not state:
+        assert time.monotonic() < deadline, f"state stayed {rebalancer.state}, wanted {state}"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def group() -> FakeGroup:
+    g = FakeGroup(ME, {"t": 4})
+    g.join(ME, {"t": 1})
+    return g
+
+
+def test_initial_rebalance_claims_everything_and_starts_fetching(group: FakeGroup) -> None:
+    group.offsets[("t", 2)] = 17
+    rebalancer, fetchers, failures = build(group)
+    rebalancer.start()
+    try:
+        assert rebalancer.wait_first_assignment(5)
+        settle(rebalancer)
+        assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}
+        offsets = {(i.topic, i.partition): i.fetched_offset for i in fetchers.running}
+        assert offsets == {("t", 0): INVALID_OFFSET, ("t", 1): INVALID_OFFSET, ("t", 2): 17, ("t", 3): INVALID_OFFSET}
+    finally:
+        rebalancer.stop()
+    assert not failures
+
+
+def test_an_event_that_does_not_change_our_share_touches_nothing(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        before = (fetchers.starts, fetchers.stops, list(group.claims), list(group.releases))
+        rebalancer.request("a watch fired")
+        time.sleep(0.2)
+        settle(rebalancer)
+        assert (fetchers.starts, fetchers.stops, group.claims, group.releases) == before
+    finally:
+        rebalancer.stop()
+
+
+def test_only_partitions_that_move_are_released_and_retained_ones_keep_their_position(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, auto_commit=False)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        for info in fetchers.running:
+            info.consumed_offset = 5  # handed out, not committed
+        group.join("g_other", {"t": 1})  # "g_me-0" < "g_other-0": we keep 0 and 1
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while len(fetchers.running) != 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert group.releases == [("t", 2), ("t", 3)]
+        assert {(i.partition, i.fetched_offset) for i in fetchers.running} == {(0, 5), (1, 5)}
+        assert ("t", 0) not in group.offsets  # auto-commit off: nothing written behind the user's back
+    finally:
+        rebalancer.stop()
+
+
+def test_auto_commit_commits_before_releasing(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, auto_commit=True)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        for info in fetchers.running:
+            info.consumed_offset = 9
+        group.join("g_other", {"t": 1})
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while len(fetchers.running) != 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert group.offsets == {("t", p): 9 for p in range(4)}
+    finally:
+        rebalancer.stop()
+
+
+def test_a_conflicting_claim_is_retried_as_soon_as_the_owner_lets_go(group: FakeGroup) -> None:
+    group.owner_nodes[("t", 3)] = "g_old-0"  # a departing member has not released yet
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000)
+    started = time.monotonic()
+    rebalancer.start()
+    try:
+        time.sleep(0.2)
+        assert rebalancer.state is RebalanceState.REBALANCING
+        group.other_releases(("t", 3))
+        settle(rebalancer)
+        assert time.monotonic() - started < 2  # did not sleep the 5 s backoff
+        assert group.owner_nodes[("t", 3)] == f"{ME}-0"
+    finally:
+        rebalancer.stop()
+
+
+def test_a_failed_attempt_releases_what_it_claimed_and_keeps_retrying_past_max_retries(group: FakeGroup) -> None:
+    group.owner_nodes[("t", 3)] = "g_stuck-0"
+    rebalancer, fetchers, _ = build(group, backoff_ms=20, max_retries=2)
+    rebalancer.start()
+    try:
+        assert rebalancer.wait_first_assignment(5)  # released after max retries, not hung
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 4:  # still retrying past rebalance.max.retries
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        status = rebalancer.status
+        assert status.state in (RebalanceState.RETRYING, RebalanceState.REBALANCING)
+        assert status.last_error
+        assert set(group.owner_nodes) == {("t", 3)}  # nothing half-claimed left behind
+        assert fetchers.running == []
+        group.other_releases(("t", 3))
+        settle(rebalancer)
+        assert len(group.owner_nodes) == 4
+    finally:
+        rebalancer.stop()
+
+
+def test_session_loss_stops_delivery_and_restoration_rejoins(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        rebalancer.session_lost()
+        settle(rebalancer, RebalanceState.DISCONNECTED)
+        assert fetchers.running == [] and rebalancer.status.owned == {}
+        group.owner_nodes.clear()  # the server dropped our ephemerals
+        rebalancer.session_restored()
+        settle(rebalancer)
+        assert len(fetchers.running) == 4 and len(group.owner_nodes) == 4
+    finally:
+        rebalancer.stop()
+
+
+def test_stop_joins_the_thread_even_while_waiting_on_a_conflict(group: FakeGroup) -> None:
+    group.owner_nodes[("t", 0)] = "g_stuck-0"
+    rebalancer, _, _ = build(group, backoff_ms=60_000)
+    rebalancer.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    rebalancer.stop()
+    assert time.monotonic() - started < 2
+    assert rebalancer.state is RebalanceState.STOPPED
