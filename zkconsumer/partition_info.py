@@ -35,7 +35,7 @@ class FetchedDataChunk:
     failure surfaces in order, at the offset where it happened.
     """
 
-    __slots__ = ("topic_info", "fetch_offset", "messages", "error")
+    __slots__ = ("topic_info", "fetch_offset", "messages", "error", "epoch")
 
     def __init__(
         self,
@@ -48,6 +48,8 @@ class FetchedDataChunk:
         self.fetch_offset = fetch_offset
         self.messages = messages
         self.error = error
+        #: The queue's epoch when the chunk was queued (set by :meth:`ChunkQueue.put`).
+        self.epoch = 0
 
     def __repr__(self) -> str:
         return (
@@ -83,6 +85,10 @@ class ChunkQueue:
     while the queue is full (back-pressure). :meth:`put` returns ``False`` without
     queuing once ``should_abort()`` becomes true; whoever makes it true calls
     :meth:`wake_producers` so the blocked fetcher notices at once.
+
+    ``epoch`` counts :meth:`clear` calls and is stamped on each chunk as it is
+    queued: a consumer holding a chunk whose epoch is older than the queue's
+    took it before a rebalance cleared the queue, and must drop it.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -94,6 +100,7 @@ class ChunkQueue:
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
         self._wakeups = 0
+        self.epoch = 0
 
     def put(self, chunk: FetchedDataChunk, should_abort: Callable[[], bool]) -> bool:
         """Queue ``chunk``, waiting while full; ``False`` if aborted before it fit."""
@@ -104,6 +111,7 @@ class ChunkQueue:
                 self._not_full.wait()
             if should_abort():
                 return False
+            chunk.epoch = self.epoch
             self._items.append(chunk)
             self._not_empty.notify()
             return True
@@ -137,8 +145,9 @@ class ChunkQueue:
             self._not_empty.notify_all()
 
     def clear(self) -> int:
-        """Drop every queued item (not the shutdown sentinel); return how many chunks went."""
+        """Drop every queued item (not the shutdown sentinel), start a new epoch; return how many went."""
         with self._lock:
+            self.epoch += 1
             kept = [item for item in self._items if item is SHUTDOWN]
             dropped = len(self._items) - len(kept)
             self._items.clear()

@@ -13,8 +13,12 @@ Semantics (Kafka's ``ConsumerIterator``):
 * The shutdown sentinel ends iteration (``StopIteration``), for good.
 * A message whose offset is below its partition's ``consumed_offset`` is skipped,
   so a chunk fetched twice never delivers a message twice.
-* A rebalance calls :meth:`KafkaStream.clear`, dropping the chunk being iterated:
-  after the rebalancer committed, nothing from before the rebalance is handed out.
+* A rebalance clears the queue and then calls :meth:`KafkaStream.clear`,
+  dropping the chunk being iterated; a chunk taken from the queue before the
+  clear but not yet installed is recognised by its epoch and dropped too. After
+  the rebalancer committed, nothing fetched before the rebalance is handed out,
+  while chunks queued after it are delivered even to an iterator that was
+  waiting across the rebalance.
 * A background failure (a fetcher or rebalancer thread died) is raised to the
   iterating caller.
 """
@@ -85,7 +89,6 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._info: Optional[PartitionTopicInfo] = None
         self._messages: Sequence[RawMessage] = ()
         self._pos = 0
-        self._generation = 0
         self._done = False
 
     def __iter__(self) -> "ConsumerIterator":
@@ -99,7 +102,6 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                     return item
                 if self._done:
                     raise StopIteration
-                generation = self._generation
             self._failure.raise_if_failed()
             chunk = self._queue.get(self._timeout)
             if chunk is None:
@@ -109,8 +111,8 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 if chunk is SHUTDOWN:
                     self._done = True
                     raise StopIteration
-                if generation != self._generation:
-                    continue  # taken from the queue while a rebalance cleared it: stale
+                if chunk.epoch != self._queue.epoch:  # type: ignore[union-attr]
+                    continue  # queued before a rebalance cleared the queue: stale
                 self._install(chunk)  # type: ignore[arg-type]
 
     def _next_from_chunk(self) -> Optional[MessageAndMetadata]:
@@ -145,10 +147,9 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._info, self._messages, self._pos = info, chunk.messages, 0
 
     def clear(self) -> None:
-        """Drop the current chunk; a chunk being taken from the queue right now is dropped too."""
+        """Drop the current chunk (the rebalancer calls this right after clearing the queue)."""
         with self._lock:
             self._info, self._messages, self._pos = None, (), 0
-            self._generation += 1
 
     def _timeout_ms(self) -> int:
         return -1 if self._timeout is None else int(self._timeout * 1000)

@@ -92,7 +92,9 @@ def test_a_chunk_taken_while_a_rebalance_clears_is_dropped() -> None:
         def get(self, timeout):  # type: ignore[override]
             item = super().get(timeout)
             if item is not None and self.stream is not None:
-                self.stream.clear()  # the rebalancer clears between the take and the install
+                # The rebalancer clears between the take and the install.
+                self.clear()
+                self.stream.clear()
                 self.stream = None
             return item
 
@@ -168,3 +170,19 @@ def test_a_stale_fetch_is_not_queued() -> None:
     assert not info.enqueue(10, [(10, None, b"a")], never)
     assert len(queue) == 0
     assert (info.fetched_offset, info.consumed_offset) == (100, 100)
+
+
+def test_a_chunk_queued_after_a_clear_reaches_an_iterator_that_waited_across_it() -> None:
+    """Regression: a waiting iterator must not mistake post-rebalance data for stale data."""
+    queue = ChunkQueue(4)
+    stream = KafkaStream(queue, 2000)
+    got: List[MessageAndMetadata] = []
+    t = threading.Thread(target=lambda: got.append(next(iter(stream))))
+    t.start()
+    time.sleep(0.1)  # the iterator is now waiting in queue.get
+    queue.clear()  # a rebalance (or session loss) clears ...
+    stream.clear()
+    info = PartitionTopicInfo("t", 0, queue, offset=5, fetch_size=1024)
+    info.enqueue(5, [(5, None, b"fresh")], never)  # ... and the new fetcher delivers
+    t.join(5)
+    assert [m.message for m in got] == [b"fresh"]
