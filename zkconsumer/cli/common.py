@@ -1,0 +1,121 @@
+"""What every CLI command shares: options, the ZooKeeper connection, exit codes.
+
+Exit codes: :data:`EXIT_OK` 0, :data:`EXIT_ERROR` 1 (an operational error:
+unreachable ZooKeeper, unknown group, live group, malformed node),
+:data:`EXIT_USAGE` 2 (bad arguments or configuration). Commands raise
+:class:`CliError` (or any ``ZkConsumerError``) for expected failures; the
+entry point turns them into one ``zkconsumer: error: ...`` line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+from typing import Iterator
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from ..errors import ZooKeeperUnavailableError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: How long the admin commands wait for a ZooKeeper connection unless ``--zk-timeout-ms`` says otherwise.
+DEFAULT_ZK_TIMEOUT_MS = 5000
+
+#: Logger handed to kazoo: quiet unless ``--verbose`` (kazoo logs every refused connection).
+ZK_LOGGER = logging.getLogger("zkconsumer.cli.zookeeper")
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line, exit with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The options every command accepts (used as an argparse parent parser)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("connection")
+    group.add_argument("--zookeeper", required=True, metavar="HOST:PORT[,...][/CHROOT]",
+                       help="ZooKeeper connect string, as zookeeper.connect")
+    group.add_argument("--zk-timeout-ms", type=positive_int, metavar="MS",
+                       help=f"give up connecting to ZooKeeper after this long (default {DEFAULT_ZK_TIMEOUT_MS}; "
+                            "for consume, zookeeper.connection.timeout.ms)")
+    parent.add_argument("-v", "--verbose", action="store_true", help="log progress and ZooKeeper connection details")
+    return parent
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+@contextlib.contextmanager
+def zookeeper(args: argparse.Namespace) -> Iterator[KazooClient]:
+    """A started KazooClient for ``args.zookeeper``, stopped and closed on exit.
+
+    Raises :class:`~zkconsumer.errors.ZooKeeperUnavailableError` naming the
+    address if no connection is made within ``args.zk_timeout_ms``, and
+    :class:`CliError` (usage) for a connect string kazoo cannot parse.
+    """
+    ZK_LOGGER.setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    timeout_ms = args.zk_timeout_ms or DEFAULT_ZK_TIMEOUT_MS
+    timeout_s = timeout_ms / 1000.0
+    try:
+        client = KazooClient(
+            hosts=args.zookeeper,
+            timeout=max(timeout_s, 4.0),
+            connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            command_retry={"max_tries": 3, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            logger=ZK_LOGGER,
+        )
+    except ValueError as exc:
+        raise CliError(f"invalid --zookeeper {args.zookeeper!r}: {exc}", EXIT_USAGE) from None
+    try:
+        client.start(timeout=timeout_s)
+    except KazooTimeoutError:
+        _close(client)
+        raise ZooKeeperUnavailableError(
+            f"cannot connect to ZooKeeper at {args.zookeeper} within {timeout_ms} ms"
+        ) from None
+    try:
+        yield client
+    finally:
+        _close(client)
+
+
+@contextlib.contextmanager
+def quiet_kazoo(verbose: bool) -> Iterator[None]:
+    """Unless ``verbose``, silence kazoo's own loggers for the duration (restored after).
+
+    kazoo logs every refused connection attempt; the CLI reports an
+    unreachable ZooKeeper in one line of its own instead.
+    """
+    logger = logging.getLogger("kazoo")
+    previous = logger.level
+    if not verbose:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+def _close(client: KazooClient) -> None:
+    try:
+        client.stop()
+    finally:
+        client.close()

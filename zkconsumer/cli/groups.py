@@ -1,0 +1,72 @@
+"""``zkconsumer groups list|describe|delete``: Kafka's ConsumerGroupCommand/ConsumerOffsetChecker."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import admin
+from .common import EXIT_OK, common_options, zookeeper
+from .output import FORMATS, TtyProgress, render_description, render_json
+
+
+def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register ``groups`` and its subcommands."""
+    common = common_options()
+    groups = commands.add_parser("groups", help="list, describe or delete consumer groups")
+    sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    p = sub.add_parser("list", parents=[common], help="list the consumer groups in ZooKeeper")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(run=run_list)
+
+    p = sub.add_parser("describe", parents=[common],
+                       help="members, offsets, log end offsets, lag and owners of a group")
+    p.add_argument("--group", required=True)
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
+    p.set_defaults(run=run_describe)
+
+    p = sub.add_parser("delete", parents=[common],
+                       help="delete a group's ZooKeeper data (refused while it has live members)")
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", help="delete only this topic's offsets and owners")
+    p.set_defaults(run=run_delete)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with zookeeper(args) as zk:
+        groups = admin.list_groups(zk)
+    if args.format == "json":
+        sys.stdout.write(render_json(groups))
+    else:
+        sys.stdout.write("".join(f"{g}\n" for g in groups))
+    return EXIT_OK
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    progress = TtyProgress(f"describing {args.group}", sys.stderr)
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
+        try:
+            description = admin.describe_group(zk, args.group, offsets, progress)
+        finally:
+            progress.finish()
+    sys.stdout.write(render_description(description, args.format))
+    if args.format == "csv":
+        for warning in description.warnings:
+            sys.stderr.write(f"warning: {warning}\n")
+    return EXIT_OK
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    with zookeeper(args) as zk:
+        deleted = admin.delete_group(zk, args.group, args.topic)
+    if args.topic is None:
+        sys.stdout.write(f"Deleted consumer group {args.group} ({deleted[0]}).\n")
+    elif deleted:
+        sys.stdout.write(f"Deleted the offsets and owners of topic {args.topic} in group {args.group}: "
+                         f"{', '.join(deleted)}.\n")
+    else:
+        sys.stdout.write(f"Group {args.group} has no offsets or owners for topic {args.topic}; nothing deleted.\n")
+    return EXIT_OK

@@ -1,0 +1,277 @@
+"""Consumer metrics: counters a connector updates, snapshots a monitor reads.
+
+:class:`ConsumerMetrics` is owned by one connector. Its writers are the
+threads that already do the work (iterators hand out messages, the rebalancer
+finishes rebalances, fetchers see high watermarks); readers call
+:meth:`ConsumerMetrics.snapshot` with the state only the connector knows
+(owned partitions, queue sizes, lag) and get one JSON-ready ``dict``.
+:class:`MetricsReporter` logs such a snapshot every N seconds on its own thread.
+
+Contract:
+
+* Every method is thread-safe; counters only ever grow.
+* Rates (``messages_per_s``, ``bytes_per_s``) cover the *interval* since the
+  previous :meth:`~ConsumerMetrics.snapshot` (or since construction, for the
+  first), measured with the injected ``clock`` (``time.monotonic`` by default),
+  so two monitors calling ``snapshot`` share one interval: give each its own
+  :class:`ConsumerMetrics` if that matters.
+* Lag of a partition is ``high watermark - next offset to consume`` (never
+  negative); :meth:`~ConsumerMetrics.lag` computes it from the last high
+  watermark recorded with :meth:`~ConsumerMetrics.record_high_watermark`.
+
+Example (with a fake clock)::
+
+    >>> now = [100.0]
+    >>> m = ConsumerMetrics(clock=lambda: now[0])
+    >>> m.record_messages(10, 1000)
+    >>> now[0] = 102.0
+    >>> s = m.snapshot(owned={("t", 0): "g_c-0"}, queue_sizes={"g_c-0": 1}, lag={("t", 0): 5})
+    >>> s["messages_per_s"], s["bytes_per_s"], s["streams"]["g_c-0"]
+    (5.0, 500.0, {'queue_size': 1, 'partitions': [['t', 0]]})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+__all__ = ["ConsumerMetrics", "MetricsReporter", "partition_lag"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = Tuple[str, int]
+Clock = Callable[[], float]
+
+
+def partition_lag(
+    consumed: Mapping[TopicPartition, int], high_watermarks: Mapping[TopicPartition, int]
+) -> Dict[TopicPartition, int]:
+    """Per-partition lag ``max(0, high watermark - consumed)`` for partitions with both values known.
+
+    ``consumed`` holds next offsets to consume; negative ones (position not yet
+    known) are left out, as are partitions without a high watermark.
+
+    >>> partition_lag({("t", 0): 7, ("t", 1): -1, ("u", 0): 3}, {("t", 0): 10, ("t", 1): 4})
+    {('t', 0): 3}
+    """
+    result: Dict[TopicPartition, int] = {}
+    for tp, offset in consumed.items():
+        hw = high_watermarks.get(tp)
+        if hw is None or offset < 0 or hw < 0:
+            continue
+        result[tp] = max(0, hw - offset)
+    return result
+
+
+class ConsumerMetrics:
+    """Thread-safe counters of one consumer connector; see the module docstring.
+
+    Counters: ``messages`` and ``bytes`` handed to the application,
+    ``rebalances`` completed, ``last_rebalance_s`` and ``total_rebalance_s``.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._messages = 0
+        self._bytes = 0
+        self._rebalances = 0
+        self._last_rebalance_s: Optional[float] = None
+        self._total_rebalance_s = 0.0
+        self._high_watermarks: Dict[TopicPartition, int] = {}
+        # Where the current rate interval started.
+        self._interval_start = clock()
+        self._interval_messages = 0
+        self._interval_bytes = 0
+
+    # ------------------------------------------------------------------ writers
+
+    def record_message(self, size: int) -> None:
+        """One message of ``size`` bytes (key + value) was handed to the application."""
+        with self._lock:
+            self._messages += 1
+            self._bytes += size
+
+    def record_messages(self, count: int, size: int) -> None:
+        """``count`` messages totalling ``size`` bytes were handed to the application."""
+        if count < 0 or size < 0:
+            raise ValueError(f"counts cannot be negative: count={count}, size={size}")
+        with self._lock:
+            self._messages += count
+            self._bytes += size
+
+    def record_rebalance(self, duration_s: float) -> None:
+        """A rebalance completed successfully after ``duration_s`` seconds."""
+        if duration_s < 0:
+            raise ValueError(f"a duration cannot be negative: {duration_s}")
+        with self._lock:
+            self._rebalances += 1
+            self._last_rebalance_s = duration_s
+            self._total_rebalance_s += duration_s
+
+    @contextlib.contextmanager
+    def time_rebalance(self) -> Iterator[None]:
+        """Time the enclosed block as one rebalance; recorded only if the block does not raise."""
+        started = self._clock()
+        yield
+        self.record_rebalance(max(0.0, self._clock() - started))
+
+    def record_high_watermark(self, topic: str, partition: int, high_watermark: int) -> None:
+        """The latest high watermark a fetch reported for the partition (negative values ignored)."""
+        if high_watermark < 0:
+            return
+        with self._lock:
+            self._high_watermarks[(topic, partition)] = high_watermark
+
+    def forget_partitions(self) -> None:
+        """Drop recorded high watermarks (call when ownership changes, so lag covers owned partitions only)."""
+        with self._lock:
+            self._high_watermarks.clear()
+
+    # ------------------------------------------------------------------ readers
+
+    @property
+    def messages(self) -> int:
+        with self._lock:
+            return self._messages
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    @property
+    def rebalances(self) -> int:
+        with self._lock:
+            return self._rebalances
+
+    @property
+    def last_rebalance_s(self) -> Optional[float]:
+        """Duration of the last completed rebalance, ``None`` before the first."""
+        with self._lock:
+            return self._last_rebalance_s
+
+    @property
+    def total_rebalance_s(self) -> float:
+        with self._lock:
+            return self._total_rebalance_s
+
+    def lag(self, consumed: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
+        """Lag of the partitions in ``consumed`` (next offsets) against recorded high watermarks."""
+        with self._lock:
+            high_watermarks = dict(self._high_watermarks)
+        return partition_lag(consumed, high_watermarks)
+
+    def snapshot(
+        self,
+        owned: Mapping[TopicPartition, str],
+        queue_sizes: Mapping[str, int],
+        lag: Mapping[TopicPartition, int],
+    ) -> Dict[str, Any]:
+        """One JSON-ready view of the consumer, and the start of a new rate interval.
+
+        ``owned`` maps each owned partition to its stream's thread id;
+        ``queue_sizes`` maps thread id to queued chunks; ``lag`` maps partition
+        to lag. The result::
+
+            {"interval_s", "messages", "bytes", "messages_per_s", "bytes_per_s",
+             "rebalances", "last_rebalance_s", "total_rebalance_s",
+             "owned_partitions": int,
+             "streams": {thread_id: {"queue_size": int, "partitions": [[topic, p], ...]}},
+             "lag": [{"topic", "partition", "lag"}, ...], "total_lag": int}
+
+        Streams appear if they have a queue size or own a partition; lists are sorted.
+        """
+        now = self._clock()
+        with self._lock:
+            interval = now - self._interval_start
+            new_messages = self._messages - self._interval_messages
+            new_bytes = self._bytes - self._interval_bytes
+            self._interval_start = now
+            self._interval_messages = self._messages
+            self._interval_bytes = self._bytes
+            counters = {
+                "messages": self._messages,
+                "bytes": self._bytes,
+                "rebalances": self._rebalances,
+                "last_rebalance_s": self._last_rebalance_s,
+                "total_rebalance_s": self._total_rebalance_s,
+            }
+        streams: Dict[str, Dict[str, Any]] = {}
+        for thread_id in sorted(set(queue_sizes) | set(owned.values())):
+            streams[thread_id] = {"queue_size": int(queue_sizes.get(thread_id, 0)), "partitions": []}
+        for (topic, partition), thread_id in sorted(owned.items()):
+            streams[thread_id]["partitions"].append([topic, partition])
+        lag_rows: List[Dict[str, Any]] = [
+            {"topic": topic, "partition": partition, "lag": value} for (topic, partition), value in sorted(lag.items())
+        ]
+        return {
+            "interval_s": interval,
+            "messages_per_s": new_messages / interval if interval > 0 else 0.0,
+            "bytes_per_s": new_bytes / interval if interval > 0 else 0.0,
+            **counters,
+            "owned_partitions": len(owned),
+            "streams": streams,
+            "lag": lag_rows,
+            "total_lag": sum(lag.values()),
+        }
+
+
+class MetricsReporter:
+    """A thread that logs ``snapshot()`` every ``interval_s`` seconds until :meth:`stop`.
+
+    ``snapshot`` is any callable returning a JSON-ready mapping (typically a
+    closure calling :meth:`ConsumerMetrics.snapshot` with the connector's
+    state). A failing snapshot is logged and the next tick tries again.
+    ``start`` at most once; ``stop`` is idempotent, wakes the thread at once and
+    joins it. :meth:`report_once` logs one snapshot on the calling thread.
+    """
+
+    def __init__(
+        self,
+        snapshot: Callable[[], Mapping[str, Any]],
+        interval_s: float,
+        *,
+        logger: logging.Logger = log,
+        level: int = logging.INFO,
+        name: str = "zkconsumer-metrics",
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"the reporting interval must be positive, got {interval_s}")
+        self._snapshot = snapshot
+        self._interval_s = interval_s
+        self._logger = logger
+        self._level = level
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop and join the thread (safe to call twice, or before :meth:`start`)."""
+        self._stopped.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def report_once(self) -> Optional[Mapping[str, Any]]:
+        """Take and log one snapshot; returns it, or ``None`` if taking it failed (logged)."""
+        try:
+            snap = self._snapshot()
+        except Exception:  # a monitor must not die of a transient failure
+            self._logger.exception("could not take a consumer metrics snapshot")
+            return None
+        self._logger.log(self._level, "consumer metrics: %s", json.dumps(snap, sort_keys=True, default=str))
+        return snap
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            self.report_once()
