@@ -1,0 +1,568 @@
+"""Consumer configuration: every Kafka 0.8.2.2 consumer property, declared once.
+
+:data:`PROPERTIES` is the one table of accepted properties (Kafka's dotted names,
+types, defaults and a line of documentation each). Kafka's own properties come
+first, then zkconsumer's extensions; a feature that needs a new property adds one
+:class:`Property` row to ``_TABLE`` and nothing else.
+
+:class:`ConsumerConfig` parses values once (strings from ``.properties`` files or
+Spark options, or Python ints/bools), validates them once, and is immutable
+afterwards. Every property is an attribute with dots turned into underscores::
+
+    config = ConsumerConfig({"zookeeper.connect": "zk:2181/kafka", "group.id": "g1"})
+    config.group_id, config.client_id, config.rebalance_backoff_ms   # 'g1', 'g1', 2000
+    config.get("auto.offset.reset")                                  # 'largest'
+    config2 = config.with_overrides(**{"group.id": "g2"})            # client.id follows: 'g2'
+
+Validation (all errors are :class:`~zkconsumer.errors.ConfigurationError` naming
+the property):
+
+* unknown names are rejected (Kafka only logs a warning), with a suggestion when a
+  known name is close ("did you mean group.id?");
+* values must parse: integers are 32-bit (Java ``int``), booleans ``true``/``false``
+  (any case), enums case-insensitive;
+* ranges: sizes, counts and timeouts must be positive, backoffs non-negative;
+  ``consumer.timeout.ms`` may be any integer (negative blocks forever, as in Kafka);
+* ``group.id`` and ``client.id`` match ``[a-zA-Z0-9._-]+``;
+* combinations: ``fetch.wait.max.ms <= socket.timeout.ms`` (Kafka's own rule),
+  ``zookeeper.acl.enable`` needs ``zookeeper.auth``, ``ssl.keyfile`` needs
+  ``ssl.certfile``.
+
+Derived defaults, as in Kafka: ``client.id`` = ``group.id``;
+``rebalance.backoff.ms`` = ``zookeeper.sync.time.ms``;
+``zookeeper.connection.timeout.ms`` = ``zookeeper.session.timeout.ms``;
+``dual.commit.enabled`` = (``offsets.storage`` == ``kafka``). A derived default
+follows its source, also through :meth:`ConsumerConfig.with_overrides`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+from .errors import ConfigurationError
+
+__all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue", "parse_properties"]
+
+#: What a property value may be given as.
+PropertyValue = Union[str, int, bool, float, None]
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LEGAL_ID = re.compile(r"[a-zA-Z0-9._-]+")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+@dataclass(frozen=True)
+class Property:
+    """One consumer property.
+
+    ``type`` is ``"str"``, ``"int"``, ``"bool"`` or ``"enum"`` (a lowercase or,
+    for ``security.protocol``, uppercase string from ``choices``). The default is
+    ``default``, unless ``derived_from`` names another property whose value is the
+    default, or ``default_fn`` computes it from the other values.
+    """
+
+    name: str
+    type: str
+    default: Any
+    doc: str
+    required: bool = False
+    choices: Tuple[str, ...] = ()
+    minimum: Optional[int] = None
+    derived_from: Optional[str] = None
+    default_fn: Optional[Callable[[Mapping[str, Any]], Any]] = field(default=None, compare=False)
+    default_doc: Optional[str] = None
+    legal_id: bool = False
+    secret: bool = False
+    kafka: bool = True
+
+    @property
+    def attribute(self) -> str:
+        """The attribute name on :class:`ConsumerConfig`: dots become underscores."""
+        return self.name.replace(".", "_")
+
+    @property
+    def default_text(self) -> str:
+        """The default as documentation shows it (``"30000"``, ``"= group.id"``, ``"(required)"``)."""
+        if self.required:
+            return "(required)"
+        if self.default_doc is not None:
+            return self.default_doc
+        if self.derived_from is not None:
+            return f"= {self.derived_from}"
+        if self.default is None:
+            return "(none)"
+        if isinstance(self.default, bool):
+            return "true" if self.default else "false"
+        return str(self.default)
+
+
+def _dual_commit_default(values: Mapping[str, Any]) -> bool:
+    return values["offsets.storage"] == "kafka"
+
+
+# The one declarative table. Kafka 0.8.2.2's ConsumerConfig/ZKConfig properties, then
+# zkconsumer's extensions (kafka=False).
+_TABLE: Tuple[Property, ...] = (
+    Property("zookeeper.connect", "str", None, "ZooKeeper connect string host:port[,host:port...][/chroot]", required=True),
+    Property("group.id", "str", None, "the consumer group this member belongs to", required=True, legal_id=True),
+    Property("consumer.id", "str", None, "fixed consumer id (the member is <group.id>_<consumer.id>); generated if unset"),
+    Property("client.id", "str", None, "client id sent to brokers", derived_from="group.id", legal_id=True),
+    Property("socket.timeout.ms", "int", 30000, "socket timeout for broker requests; at least fetch.wait.max.ms", minimum=1),
+    Property("socket.receive.buffer.bytes", "int", 65536, "socket receive buffer for broker connections", minimum=1),
+    Property("fetch.message.max.bytes", "int", 1048576, "bytes per partition per fetch request; bounds the largest message", minimum=1),
+    Property("num.consumer.fetchers", "int", 1, "fetcher threads per broker", minimum=1),
+    Property("auto.commit.enable", "bool", True, "commit consumed offsets periodically"),
+    Property("auto.commit.interval.ms", "int", 60000, "how often offsets are committed when auto.commit.enable", minimum=1),
+    Property("queued.max.message.chunks", "int", 2, "fetched chunks buffered per stream (each up to fetch.message.max.bytes)", minimum=1),
+    Property("rebalance.max.retries", "int", 4, "rebalance attempts before reporting failure", minimum=1),
+    Property("fetch.min.bytes", "int", 1, "minimum bytes a broker returns for a fetch (it waits up to fetch.wait.max.ms)", minimum=0),
+    Property("fetch.wait.max.ms", "int", 100, "longest a broker blocks a fetch waiting for fetch.min.bytes", minimum=0),
+    Property("rebalance.backoff.ms", "int", None, "backoff between rebalance attempts", minimum=0, derived_from="zookeeper.sync.time.ms"),
+    Property("refresh.leader.backoff.ms", "int", 200, "backoff before looking for a partition's new leader", minimum=0),
+    Property("offsets.channel.backoff.ms", "int", 1000, "backoff before retrying the offsets channel (offsets.storage=kafka)", minimum=0),
+    Property("offsets.channel.socket.timeout.ms", "int", 10000, "socket timeout of offset fetch/commit requests (offsets.storage=kafka)", minimum=1),
+    Property("offsets.commit.max.retries", "int", 5, "retries of the offset commit at shutdown", minimum=0),
+    Property("offsets.storage", "enum", "zookeeper", "where offsets are committed: zookeeper or kafka", choices=("zookeeper", "kafka")),
+    Property(
+        "dual.commit.enabled", "bool", None, "also commit to ZooKeeper when offsets.storage=kafka (migration)",
+        default_fn=_dual_commit_default, default_doc="true if offsets.storage=kafka, else false",
+    ),
+    Property("auto.offset.reset", "enum", "largest", "where to start without a valid committed offset: smallest or largest", choices=("smallest", "largest")),
+    Property("consumer.timeout.ms", "int", -1, "raise ConsumerTimeoutError after this long without a message; negative blocks forever"),
+    Property("exclude.internal.topics", "bool", True, "never consume internal topics (__consumer_offsets) through wildcards"),
+    Property("partition.assignment.strategy", "enum", "range", "partition assignment: range or roundrobin", choices=("range", "roundrobin")),
+    Property("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", minimum=1),
+    Property("zookeeper.connection.timeout.ms", "int", None, "longest wait to connect to ZooKeeper", minimum=1, derived_from="zookeeper.session.timeout.ms"),
+    Property("zookeeper.sync.time.ms", "int", 2000, "how far a ZooKeeper follower may lag its leader", minimum=0),
+    # ---- zkconsumer extensions
+    Property("zookeeper.auth", "str", None, 'ZooKeeper digest credential "user:password"', secret=True, kafka=False),
+    Property("zookeeper.acl.enable", "bool", False, "create znodes readable by all but writable only by zookeeper.auth's user", kafka=False),
+    Property("security.protocol", "enum", "PLAINTEXT", "broker connections: PLAINTEXT or SSL", choices=("PLAINTEXT", "SSL"), kafka=False),
+    Property("ssl.cafile", "str", None, "CA bundle (PEM) to verify brokers; system CAs if unset", kafka=False),
+    Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
+    Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
+    Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
+)
+
+#: Every accepted property by dotted name, in documentation order.
+PROPERTIES: Mapping[str, Property] = {p.name: p for p in _TABLE}
+_ATTRIBUTES: Mapping[str, str] = {p.attribute: p.name for p in _TABLE}
+
+
+# --------------------------------------------------------------------------- parsing values
+
+
+def _shown(prop: Property, raw: object) -> str:
+    return "'***'" if prop.secret else repr(raw)
+
+
+def _bad(prop: Property, raw: object, expected: str) -> ConfigurationError:
+    return ConfigurationError(prop.name, f"invalid value {_shown(prop, raw)}: {expected}")
+
+
+def _parse(prop: Property, raw: PropertyValue) -> Any:
+    """Turn a given value into the property's typed value (no cross-property checks)."""
+    if prop.type == "int":
+        if isinstance(raw, bool):
+            raise _bad(prop, raw, "expected an integer, not a boolean")
+        if isinstance(raw, float):
+            if not raw.is_integer():
+                raise _bad(prop, raw, "expected an integer")
+            raw = int(raw)
+        if isinstance(raw, str):
+            text = raw.strip()
+            if not _INT_TEXT.fullmatch(text):
+                raise _bad(prop, raw, "expected an integer")
+            value = int(text)
+        elif isinstance(raw, int):
+            value = raw
+        else:
+            raise _bad(prop, raw, "expected an integer")
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _bad(prop, raw, "out of range for a 32-bit integer")
+        if prop.minimum is not None and value < prop.minimum:
+            raise _bad(prop, raw, f"must be >= {prop.minimum}")
+        return value
+
+    if prop.type == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+            return raw.strip().lower() == "true"
+        raise _bad(prop, raw, "expected true or false")
+
+    if prop.type == "enum":
+        if isinstance(raw, str):
+            text = raw.strip()
+            for choice in prop.choices:
+                if text.lower() == choice.lower():
+                    return choice
+        raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
+
+    # str
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)):
+        raise _bad(prop, raw, "expected a string")
+    text = str(raw).strip()
+    if not text:
+        if prop.required:
+            raise ConfigurationError(prop.name, "must not be empty")
+        return None  # empty means "not set" for optional strings
+    if prop.legal_id and not _LEGAL_ID.fullmatch(text):
+        raise ConfigurationError(
+            prop.name,
+            f"{text!r} is illegal, contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+    return text
+
+
+def _check_zookeeper_connect(value: str) -> None:
+    hosts, slash, chroot = value.partition("/")
+    if not hosts or any(not h.strip() for h in hosts.split(",")):
+        raise ConfigurationError("zookeeper.connect", f"invalid value {value!r}: expected host:port[,host:port...][/chroot]")
+    if slash and chroot and (chroot.endswith("/") or "//" in chroot):
+        raise ConfigurationError("zookeeper.connect", f"invalid chroot in {value!r}: /{chroot}")
+
+
+def _check_consumer_id(value: Optional[str]) -> None:
+    if value is not None and ("/" in value or value in (".", "..") or any(ord(c) < 32 for c in value)):
+        raise ConfigurationError("consumer.id", f"invalid value {value!r}: it becomes a ZooKeeper node name")
+
+
+def _check_zookeeper_auth(value: Optional[str]) -> None:
+    if value is not None:
+        user, colon, _ = value.partition(":")
+        if not colon or not user:
+            raise ConfigurationError("zookeeper.auth", "invalid value '***': expected user:password")
+
+
+def _check_combinations(v: Mapping[str, Any]) -> None:
+    _check_zookeeper_connect(v["zookeeper.connect"])
+    _check_consumer_id(v["consumer.id"])
+    _check_zookeeper_auth(v["zookeeper.auth"])
+    if v["fetch.wait.max.ms"] > v["socket.timeout.ms"]:
+        raise ConfigurationError(
+            "fetch.wait.max.ms",
+            f"{v['fetch.wait.max.ms']} exceeds socket.timeout.ms ({v['socket.timeout.ms']}); socket.timeout.ms "
+            "should always be at least fetch.wait.max.ms to prevent unnecessary socket timeouts",
+        )
+    if v["zookeeper.acl.enable"] and v["zookeeper.auth"] is None:
+        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password)")
+    if v["ssl.keyfile"] is not None and v["ssl.certfile"] is None:
+        raise ConfigurationError("ssl.keyfile", "is set but ssl.certfile is not")
+
+
+# --------------------------------------------------------------------------- names
+
+
+def _suggestion(name: str) -> str:
+    candidate = name.strip().lower().replace("_", ".")
+    if candidate in PROPERTIES:
+        return f"; did you mean {candidate}?"
+    close = difflib.get_close_matches(candidate, list(PROPERTIES), n=1, cutoff=0.7)
+    if close:
+        return f"; did you mean {close[0]}?"
+    return " (ConsumerConfig.PROPERTIES lists the accepted properties)"
+
+
+def _unknown(name: str) -> ConfigurationError:
+    return ConfigurationError(name, f"unknown property {name!r}{_suggestion(name)}")
+
+
+def _property_name(key: object, allow_attribute: bool) -> str:
+    if not isinstance(key, str):
+        raise ConfigurationError(repr(key), "property names must be strings")
+    if key in PROPERTIES:
+        return key
+    if allow_attribute and key in _ATTRIBUTES:
+        return _ATTRIBUTES[key]
+    raise _unknown(key)
+
+
+# --------------------------------------------------------------------------- the config
+
+
+class ConsumerConfig:
+    """An immutable, validated consumer configuration.
+
+    ``props`` maps Kafka's dotted property names to values (``str``, ``int``,
+    ``bool``; an integral ``float`` is accepted for integers). ``overrides`` are
+    applied on top; pass dotted names through ``**{"group.id": "g2"}`` (the
+    attribute spelling ``group_id=...`` is accepted too). A value of ``None``, or
+    an empty string for an optional string property, means "not set".
+
+    Raises :class:`~zkconsumer.errors.ConfigurationError` naming the property for
+    an unknown name, a bad value, a missing required property or an inconsistent
+    combination. See the module docstring for the rules and :data:`PROPERTIES`
+    for every property.
+
+    >>> c = ConsumerConfig({"zookeeper.connect": "zk:2181", "group.id": "g1", "auto.offset.reset": "Smallest"})
+    >>> c.auto_offset_reset, c.client_id, c.zookeeper_connection_timeout_ms, c.consumer_timeout_ms
+    ('smallest', 'g1', 6000, -1)
+    """
+
+    __slots__ = ("_given", "_values")
+
+    #: Every accepted property (same object as the module's :data:`PROPERTIES`).
+    PROPERTIES: ClassVar[Mapping[str, Property]] = PROPERTIES
+
+    _given: Dict[str, PropertyValue]
+    _values: Dict[str, Any]
+
+    def __init__(
+        self,
+        props: Union[Mapping[str, PropertyValue], "ConsumerConfig", None] = None,
+        **overrides: PropertyValue,
+    ) -> None:
+        given: Dict[str, PropertyValue] = {}
+        if isinstance(props, ConsumerConfig):
+            given.update(props._given)
+        elif props is not None:
+            if not isinstance(props, Mapping):
+                raise TypeError(f"props must be a mapping of property names to values, not {type(props).__name__}")
+            for key, value in props.items():
+                given[_property_name(key, allow_attribute=False)] = value
+        for key, value in overrides.items():
+            given[_property_name(key, allow_attribute=True)] = value
+        given = {k: v for k, v in given.items() if v is not None}
+
+        values: Dict[str, Any] = {}
+        for prop in _TABLE:
+            if prop.name in given:
+                values[prop.name] = _parse(prop, given[prop.name])
+                if values[prop.name] is None:  # an empty optional string: not set
+                    del given[prop.name]
+                    values[prop.name] = prop.default
+            elif prop.required:
+                raise ConfigurationError(prop.name, "required property is missing")
+            else:
+                values[prop.name] = prop.default
+        for prop in _TABLE:  # derived defaults, from the values resolved above
+            if prop.name not in given:
+                if prop.derived_from is not None:
+                    values[prop.name] = values[prop.derived_from]
+                elif prop.default_fn is not None:
+                    values[prop.name] = prop.default_fn(values)
+        _check_combinations(values)
+
+        object.__setattr__(self, "_given", given)
+        object.__setattr__(self, "_values", values)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_properties(cls, path: Union[str, "os.PathLike[str]"], **overrides: PropertyValue) -> "ConsumerConfig":
+        """Read a Java ``.properties`` file (see :func:`parse_properties`), then apply ``overrides``.
+
+        The file is read as UTF-8, or as ISO-8859-1 (Java's own encoding for
+        ``Properties.load``) if it is not valid UTF-8. ``OSError`` propagates.
+        """
+        with open(path, "rb") as f:
+            raw = f.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("iso-8859-1")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return cls(parse_properties(text), **overrides)
+
+    def with_overrides(self, **overrides: PropertyValue) -> "ConsumerConfig":
+        """A new config: this one's explicitly given properties plus ``overrides``.
+
+        Derived defaults are derived again, so ``with_overrides(**{"group.id": "g2"})``
+        also changes ``client.id`` unless ``client.id`` was given explicitly. A
+        ``None`` override removes an explicit setting (back to the default).
+        """
+        return type(self)(self._given, **overrides)
+
+    # ------------------------------------------------------------------ access
+
+    def get(self, name: str) -> Any:
+        """The typed value of a property by its dotted name (e.g. ``"group.id"``)."""
+        if name not in PROPERTIES:
+            raise _unknown(name)
+        return self._values[name]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Every property (dotted name -> typed value), defaults included.
+
+        Includes ``zookeeper.auth`` unmasked: do not log the result.
+        """
+        return dict(self._values)
+
+    def explicit_properties(self) -> Dict[str, Any]:
+        """The properties that were given explicitly (dotted name -> typed value).
+
+        ``ConsumerConfig(c.explicit_properties()) == c`` for every config ``c``;
+        useful to ship a config to another process.
+        """
+        return {name: self._values[name] for name in PROPERTIES if name in self._given}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        dotted = _ATTRIBUTES.get(name)
+        if dotted is None:
+            suggestion = difflib.get_close_matches(name, list(_ATTRIBUTES), n=1, cutoff=0.7)
+            hint = f"; did you mean {suggestion[0]}?" if suggestion else ""
+            raise AttributeError(f"ConsumerConfig has no property attribute {name!r}{hint}")
+        return self._values[dotted]
+
+    def __dir__(self) -> List[str]:
+        return sorted(set(super().__dir__()) | set(_ATTRIBUTES))
+
+    # ------------------------------------------------------------------ immutability
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("ConsumerConfig is immutable; use with_overrides() to derive a new one")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("ConsumerConfig is immutable; use with_overrides() to derive a new one")
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (type(self), (dict(self._given),))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConsumerConfig):
+            return NotImplemented
+        return self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        shown = {
+            name: ("***" if PROPERTIES[name].secret else value)
+            for name, value in self.explicit_properties().items()
+        }
+        return f"ConsumerConfig({shown!r})"
+
+
+# --------------------------------------------------------------------------- .properties files
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_WHITESPACE = " \t\f"
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    """Java ``Properties`` logical lines, following JDK 9+'s ``LineReader`` character by character.
+
+    Leading whitespace (space, tab, form feed) of every natural line is skipped.
+    While a logical line is still empty, ``#`` or ``!`` starts a comment that runs
+    to the end of the natural line, and blank lines are skipped. A line ending in
+    an odd number of backslashes continues on the next natural line. At the end of
+    the text a pending logical line is returned without its trailing backslash
+    (it may then be empty: Java then stores an empty key).
+    """
+    n = len(text)
+    off = 0
+    while True:
+        buf: List[str] = []
+        skip_ws, appended_begin, preceding_bs = True, False, False
+        line: Optional[str] = None
+        while line is None:
+            if off >= n:
+                if not buf:
+                    return
+                line = "".join(buf[:-1] if preceding_bs else buf)
+                break
+            c = text[off]
+            off += 1
+            if skip_ws:
+                if c in _WHITESPACE or (not appended_begin and c in "\r\n"):
+                    continue
+                skip_ws = appended_begin = False
+            if not buf and c in "#!":  # a comment: skip to the end of the natural line
+                while off < n and text[off] not in "\r\n":
+                    off += 1
+                if off >= n:
+                    return
+                off += 1
+                skip_ws = True
+                continue
+            if c not in "\r\n":
+                buf.append(c)
+                preceding_bs = (not preceding_bs) if c == "\\" else False
+            elif not buf:
+                skip_ws = True
+            elif off >= n:
+                line = "".join(buf[:-1] if preceding_bs else buf)
+            elif preceding_bs:  # continuation: drop the backslash, join the next line
+                buf.pop()
+                skip_ws, appended_begin, preceding_bs = True, True, False
+                if c == "\r" and text[off] == "\n":
+                    off += 1
+            else:
+                line = "".join(buf)
+        yield line
+
+
+def _unescape(text: str, key: str) -> str:
+    out: List[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        i += 1
+        if ch != "\\" or i >= len(text):
+            if ch != "\\":
+                out.append(ch)
+            continue
+        ch = text[i]
+        i += 1
+        if ch == "u":
+            digits = text[i : i + 4]
+            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                raise ConfigurationError(key or "(properties file)", f"malformed \\uxxxx escape: \\u{digits}")
+            out.append(chr(int(digits, 16)))
+            i += 4
+        else:
+            out.append(_ESCAPES.get(ch, ch))
+    return "".join(out)
+
+
+def _split_key_value(line: str) -> Tuple[str, str]:
+    i, n = 0, len(line)
+    while i < n:
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=:" or ch in _WHITESPACE:
+            break
+        i += 1
+    key, rest = line[:i], line[i:]
+    rest = rest.lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_WHITESPACE)
+    return key, rest
+
+
+def parse_properties(text: str) -> Dict[str, str]:
+    """Parse Java ``.properties`` text as ``java.util.Properties.load`` does; values trimmed.
+
+    Lines whose first non-blank character is ``#`` or ``!`` are comments. A key
+    ends at the first unescaped ``=``, ``:`` or whitespace; one ``=``/``:`` and the
+    whitespace around it separate key and value. A line ending in an odd number
+    of backslashes continues on the next line (whose leading whitespace is
+    dropped). Escapes ``\\t \\n \\r \\f \\uXXXX`` are decoded and ``\\x`` means
+    ``x``. The last occurrence of a key wins. Values are trimmed, as Kafka's
+    ``VerifiableProperties`` does.
+
+    >>> parse_properties('''# comment
+    ... group.id = g1
+    ... zookeeper.connect: zk1:2181,\\\\
+    ...     zk2:2181/kafka
+    ... consumer.timeout.ms 5000
+    ... ''')
+    {'group.id': 'g1', 'zookeeper.connect': 'zk1:2181,zk2:2181/kafka', 'consumer.timeout.ms': '5000'}
+    """
+    result: Dict[str, str] = {}
+    for line in _logical_lines(text):
+        raw_key, raw_value = _split_key_value(line)
+        key = _unescape(raw_key, "")
+        result[key] = _unescape(raw_value, key).strip()
+    return result
