@@ -39,6 +39,7 @@ from .config import ConsumerConfig
 from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
 from .fetcher import FetcherManager
 from .group import GroupClient
+from .metrics import ConsumerMetrics, MetricsReporter
 from .offsets import AutoCommitter, OffsetCommitter
 from .partition_info import ChunkQueue
 from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
@@ -80,6 +81,7 @@ class ZookeeperConsumerConnector:
         config: Union[ConsumerConfig, Mapping[str, Any]],
         *,
         rebalance_listener: Optional[ConsumerRebalanceListener] = None,
+        metrics_interval_s: Optional[float] = None,
     ) -> None:
         self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         self.consumer_id = make_consumer_id(self.config)
@@ -92,6 +94,11 @@ class ZookeeperConsumerConnector:
         self._watcher: Optional[GroupWatcher] = None
         self._auto_committer: Optional[AutoCommitter] = None
         self._session_was_lost = False
+        #: Counters and rates of this member; see :meth:`metrics_snapshot`.
+        self.metrics = ConsumerMetrics()
+        self._metrics_interval_s = metrics_interval_s
+        self._reporter: Optional[MetricsReporter] = None
+        self._recorded = (0, 0)
 
         self._zk = self._connect_zookeeper()
         self._group = GroupClient(
@@ -173,6 +180,28 @@ class ZookeeperConsumerConnector:
         """The rebalancer's state, owned partitions and last error (``None`` before joining)."""
         return None if self._rebalancer is None else self._rebalancer.status
 
+    def metrics_snapshot(self) -> Dict[str, Any]:
+        """Per-stream queue sizes and partitions, rebalances, messages/s, bytes/s, per-partition lag.
+
+        Rates cover the time since the previous snapshot. Lag is the fetched
+        high watermark minus the next offset to hand out.
+        """
+        messages = sum(s.delivered[0] for s in self._streams)
+        size = sum(s.delivered[1] for s in self._streams)
+        self.metrics.record_messages(messages - self._recorded[0], size - self._recorded[1])
+        self._recorded = (messages, size)
+        status = self.status
+        owned = dict(status.owned) if status is not None else {}
+        queue_sizes: Dict[str, int] = {}
+        for stream in self._streams:  # static streams of different topics share a thread id
+            queue_sizes[stream.thread_id] = queue_sizes.get(stream.thread_id, 0) + len(stream.queue)
+        lag = {
+            (p["topic"], p["partition"]): p["consumer_lag"]
+            for p in self._fetchers.metrics()["partitions"].values()
+            if p["consumer_lag"] is not None
+        }
+        return self.metrics.snapshot(owned, queue_sizes, lag)
+
     def shutdown(self) -> None:
         """Leave the group: idempotent, ordered, joins every thread started.
 
@@ -187,6 +216,8 @@ class ZookeeperConsumerConnector:
             self._state = ConnectorState.SHUT_DOWN
         log.info("%s shutting down", self.consumer_id)
         try:
+            if self._reporter is not None:
+                self._reporter.stop()
             if self._watcher is not None:
                 self._watcher.stop()
             if self._auto_committer is not None:
@@ -278,6 +309,7 @@ class ZookeeperConsumerConnector:
             watch_topics=self._watcher.watch_topics,
             on_failure=self._background_failure,
             listener=self._listener,
+            on_rebalanced=self.metrics.record_rebalance,
         )
         self._rebalancer.start()
         self._watcher.start()
@@ -287,6 +319,11 @@ class ZookeeperConsumerConnector:
                 self._commit, cfg.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
             )
             self._auto_committer.start()
+        if self._metrics_interval_s:
+            self._reporter = MetricsReporter(
+                self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
+            )
+            self._reporter.start()
 
     def _commit(self) -> int:
         if self._rebalancer is None:

@@ -79,7 +79,7 @@ class GroupClient:
         """Run a repeat-safe ``step``, retrying transient connection errors with jitter."""
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
-            wait=tenacity.wait_exponential_jitter(initial=0.05, max=1.0),
+            wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
             stop=tenacity.stop_after_delay(self._retry_timeout_s),
             sleep=self._sleep,
             reraise=True,

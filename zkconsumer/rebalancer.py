@@ -146,6 +146,7 @@ class Rebalancer:
         watch_topics: Callable[[Iterable[str]], None],
         on_failure: Callable[[BaseException], None],
         listener: Optional[ConsumerRebalanceListener] = None,
+        on_rebalanced: Optional[Callable[[float], None]] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
     ) -> None:
@@ -166,6 +167,7 @@ class Rebalancer:
         self._watch_topics = watch_topics
         self._on_failure = on_failure
         self._listener = listener
+        self._on_rebalanced = on_rebalanced
         self._clock = clock
         self._rng = rng or random.Random()
 
@@ -331,6 +333,8 @@ class Rebalancer:
                     self._state = RebalanceState.RETRYING
             if done:
                 log.info("%s owns %d partitions after %.3fs", self._consumer_id, len(self._owned), duration)
+                if self._on_rebalanced is not None:
+                    self._on_rebalanced(duration)
                 self._first_done.set()
                 return
             if failures >= self._max_retries:

@@ -26,7 +26,7 @@ Semantics (Kafka's ``ConsumerIterator``):
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import ConsumerTimeoutError
 from .partition_info import SHUTDOWN, ChunkQueue, FetchedDataChunk, PartitionTopicInfo, RawMessage
@@ -90,6 +90,9 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._messages: Sequence[RawMessage] = ()
         self._pos = 0
         self._done = False
+        #: Messages and key+value bytes handed out so far (read by metrics; only this iterator writes).
+        self.delivered_messages = 0
+        self.delivered_bytes = 0
 
     def __iter__(self) -> "ConsumerIterator":
         return self
@@ -129,6 +132,8 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 continue
             self._pos = pos
             info.consumed_offset = offset + 1
+            self.delivered_messages += 1
+            self.delivered_bytes += (len(key) if key else 0) + (len(value) if value else 0)
             if self._key_decoder is not None:
                 key = self._key_decoder(key)
             if self._value_decoder is not None:
@@ -184,6 +189,11 @@ class KafkaStream:
     def clear(self) -> None:
         """Drop the chunk being iterated (called by the rebalancer after clearing the queue)."""
         self._iterator.clear()
+
+    @property
+    def delivered(self) -> Tuple[int, int]:
+        """``(messages, bytes)`` handed to the application through this stream so far."""
+        return self._iterator.delivered_messages, self._iterator.delivered_bytes
 
     def __repr__(self) -> str:
         return f"KafkaStream({self.thread_id or 'unnamed'}, queued_chunks={len(self.queue)})"

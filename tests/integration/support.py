@@ -1,0 +1,218 @@
+"""Helpers shared by the integration tests: draining streams, reading the group as Kafka does."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from kazoo.client import KazooClient
+
+from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata
+
+TopicPartition = Tuple[str, int]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def consumer_props(cluster, group: str, **extra: object) -> Dict[str, object]:
+    """Properties for a test member: fast timeouts, manual commits unless overridden."""
+    props: Dict[str, object] = {
+        "zookeeper.connect": cluster.zk_connect,
+        "group.id": group,
+        "auto.offset.reset": "smallest",
+        "consumer.timeout.ms": 200,
+        "auto.commit.enable": "false",
+        "rebalance.backoff.ms": 1000,
+        "zookeeper.session.timeout.ms": 6000,
+        "refresh.leader.backoff.ms": 100,
+    }
+    props.update({k.replace("_", "."): v for k, v in extra.items()})
+    return props
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:
+    """Poll ``predicate`` until truthy; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Drainer:
+    """Iterates streams on background threads, collecting every message, until stopped."""
+
+    def __init__(self, streams: Iterable[KafkaStream]) -> None:
+        self.messages: List[MessageAndMetadata] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._drain, args=(s,), daemon=True) for s in streams]
+        for t in self._threads:
+            t.start()
+
+    def _drain(self, stream: KafkaStream) -> None:
+        while not self._stop.is_set():
+            try:
+                for message in stream:
+                    with self._lock:
+                        self.messages.append(message)
+                    if self._stop.is_set():
+                        return
+                return  # shutdown sentinel
+            except ConsumerTimeoutError:
+                continue
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.messages)
+
+    def wait_for(self, n: int, timeout: float = 60) -> List[MessageAndMetadata]:
+        wait_until(lambda: self.count() >= n, timeout, f"{n} messages (have {self.count()})")
+        return self.snapshot()
+
+    def snapshot(self) -> List[MessageAndMetadata]:
+        with self._lock:
+            return list(self.messages)
+
+    def stop(self) -> List[MessageAndMetadata]:
+        self._stop.set()
+        for t in self._threads:
+            t.join(10)
+            assert not t.is_alive(), "a drain thread did not stop"
+        return self.snapshot()
+
+
+def owners(zk: KazooClient, group: str, topic: str) -> Dict[int, str]:
+    base = f"/consumers/{group}/owners/{topic}"
+    if not zk.exists(base):
+        return {}
+    result = {}
+    for child in zk.get_children(base):
+        try:
+            result[int(child)] = zk.get(f"{base}/{child}")[0].decode()
+        except Exception:  # vanished meanwhile
+            continue
+    return result
+
+
+def members(zk: KazooClient, group: str) -> List[str]:
+    path = f"/consumers/{group}/ids"
+    return sorted(zk.get_children(path)) if zk.exists(path) else []
+
+
+def java_sorted(ids: Iterable[str]) -> List[str]:
+    """Thread ids in Java String order (UTF-16 units; ASCII ids sort as in Python)."""
+    return sorted(ids, key=lambda s: s.encode("utf-16-be"))
+
+
+def expected_range(thread_ids: Sequence[str], partitions: int) -> Dict[int, str]:
+    """Kafka's Range assignment for one topic, computed independently of zkconsumer."""
+    threads = java_sorted(thread_ids)
+    per, extra = divmod(partitions, len(threads))
+    result: Dict[int, str] = {}
+    for i, thread in enumerate(threads):
+        start = per * i + min(i, extra)
+        for p in range(start, start + per + (1 if i < extra else 0)):
+            result[p] = thread
+    return result
+
+
+def java_hash(s: str) -> int:
+    h = 0
+    for unit in range(0, len(s.encode("utf-16-be")), 2):
+        h = (31 * h + int.from_bytes(s.encode("utf-16-be")[unit:unit + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def expected_roundrobin(thread_ids: Sequence[str], topic: str, partitions: int) -> Dict[int, str]:
+    """Kafka's RoundRobin assignment for one topic, computed independently of zkconsumer."""
+    threads = java_sorted(thread_ids)
+    ordered = sorted(range(partitions), key=lambda p: java_hash(f"[{topic},{p}]"))
+    return {p: threads[i % len(threads)] for i, p in enumerate(ordered)}
+
+
+def thread_ids_of(zk: KazooClient, group: str, topic: str) -> List[str]:
+    """Every member's thread ids for ``topic`` from its registration (static or whitelist)."""
+    import json
+
+    ids = []
+    for member in members(zk, group):
+        data = json.loads(zk.get(f"/consumers/{group}/ids/{member}")[0])
+        subscription = data["subscription"]
+        n = subscription.get(topic)
+        if n is None and data["pattern"] != "static":
+            n = next((v for k, v in subscription.items() if re.fullmatch(k, topic)), None)
+        ids += [f"{member}-{i}" for i in range(n or 0)]
+    return ids
+
+
+class ScalaConsoleConsumer:
+    """Kafka's own ZooKeeper consumer (kafka.tools.ConsoleConsumer) as a group member."""
+
+    def __init__(self, cluster, group: str, topic: str, workdir: Path, **props: object) -> None:
+        config = workdir / f"{unique('console')}.properties"
+        settings = {"group.id": group, "auto.commit.interval.ms": 200, "zookeeper.session.timeout.ms": 6000,
+                    "rebalance.backoff.ms": 1000}
+        settings.update({k.replace("_", "."): v for k, v in props.items()})
+        config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        self.lines: List[str] = []
+        self._proc: subprocess.Popen = cluster.start_tool(
+            "kafka.tools.ConsoleConsumer", "--zookeeper", cluster.zk_connect, "--topic", topic,
+            "--consumer.config", str(config), "--from-beginning",
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            line = raw.decode() if isinstance(raw, bytes) else raw
+            self.lines.append(line.rstrip("\n"))
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5)
+        self._reader.join(5)
+
+
+def offset_checker(cluster, group: str, topic: str) -> Dict[int, Tuple[Optional[int], int, Optional[int]]]:
+    """Kafka's ConsumerOffsetChecker's view: partition → (offset, logSize, lag)."""
+    result = cluster.run_tool("kafka.tools.ConsumerOffsetChecker", "--zookeeper", cluster.zk_connect,
+                              "--group", group, "--topic", topic, timeout=60)
+    out = result.stdout.decode() if isinstance(result.stdout, bytes) else result.stdout
+    rows: Dict[int, Tuple[Optional[int], int, Optional[int]]] = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[0] == group and fields[1] == topic:
+            as_int = lambda s: None if s == "unknown" else int(s)  # noqa: E731
+            rows[int(fields[2])] = (as_int(fields[3]), int(fields[4]), as_int(fields[5]))
+    return rows
+
+
+def by_value(messages: Iterable[MessageAndMetadata]) -> List[bytes]:
+    return sorted(m.message for m in messages)
+
+
+def produced_values(n: int, prefix: str = "m") -> List[bytes]:
+    return [f"{prefix}-{i:06d}".encode() for i in range(n)]
+
+
+def partition_counts(placed: Iterable[Tuple[int, int]]) -> Mapping[int, int]:
+    counts: Dict[int, int] = {}
+    for partition, _offset in placed:
+        counts[partition] = counts.get(partition, 0) + 1
+    return counts

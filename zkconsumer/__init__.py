@@ -1,0 +1,54 @@
+"""zkconsumer: Kafka 0.8's ZooKeeper-backed high-level consumer, for Python and PySpark.
+
+Members of a consumer group register under ``/consumers/<group>/ids`` exactly as
+Kafka's own ``ZookeeperConsumerConnector`` does, so a group may mix zkconsumer
+members with Kafka's Scala consumer, and Kafka's tools read what zkconsumer
+writes. See ``docs/ARCHITECTURE.md`` for how the modules fit together.
+"""
+
+from .config import ConsumerConfig
+from .connector import ZookeeperConsumerConnector
+from .errors import (
+    BrokerError,
+    BrokerUnavailableError,
+    ConfigurationError,
+    ConsumerRebalanceFailedError,
+    ConsumerShutdownError,
+    ConsumerTimeoutError,
+    ConsumerTimeoutException,
+    CorruptMessageError,
+    MalformedZnodeError,
+    MessageSizeTooLargeError,
+    ZkConsumerError,
+    ZooKeeperUnavailableError,
+)
+from .rebalancer import ConsumerRebalanceListener, RebalanceState, RebalanceStatus
+from .stream import KafkaStream, MessageAndMetadata
+from .topic_count import Blacklist, TopicFilter, Whitelist
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Blacklist",
+    "BrokerError",
+    "BrokerUnavailableError",
+    "ConfigurationError",
+    "ConsumerConfig",
+    "ConsumerRebalanceFailedError",
+    "ConsumerRebalanceListener",
+    "ConsumerShutdownError",
+    "ConsumerTimeoutError",
+    "ConsumerTimeoutException",
+    "CorruptMessageError",
+    "KafkaStream",
+    "MalformedZnodeError",
+    "MessageAndMetadata",
+    "MessageSizeTooLargeError",
+    "RebalanceState",
+    "RebalanceStatus",
+    "TopicFilter",
+    "Whitelist",
+    "ZkConsumerError",
+    "ZookeeperConsumerConnector",
+    "ZooKeeperUnavailableError",
+]
