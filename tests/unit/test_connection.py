@@ -1,0 +1,184 @@
+"""zkconsumer.connection against a scripted local TCP server (no Kafka)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from typing import Callable, List, Optional, Tuple, Union
+
+import pytest
+from kafka.protocol.old.metadata import MetadataResponse_v0
+
+from zkconsumer.connection import BrokerConnection
+from zkconsumer.errors import BrokerUnavailableError
+
+#: handler(correlation_id, api_key, request bytes) -> response body, or
+#: (correlation id to answer with, body), or None to close the connection
+Handler = Callable[[int, int, bytes], Union[None, bytes, Tuple[int, bytes]]]
+
+METADATA_BODY = MetadataResponse_v0(brokers=[(1, "h", 9092)], topics=[]).encode()
+
+
+class ScriptedServer:
+    """Accepts connections and answers each request with ``handler``; records requests."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.requests: List[bytes] = []
+        self.connections = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                head = conn.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    return
+                (size,) = struct.unpack(">i", head)
+                request = conn.recv(size, socket.MSG_WAITALL)
+                self.requests.append(request)
+                api_key, _, cid = struct.unpack_from(">hhi", request)
+                body = self.handler(cid, api_key, request)
+                if body is None:
+                    return
+                if isinstance(body, tuple):
+                    cid, body = body
+                conn.sendall(struct.pack(">ii", 4 + len(body), cid) + body)
+
+    def close(self) -> None:
+        self._stop = True
+        self.listener.close()
+
+
+@pytest.fixture
+def server_factory():
+    servers: List[ScriptedServer] = []
+
+    def make(handler: Handler) -> ScriptedServer:
+        servers.append(ScriptedServer(handler))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def connect(server: ScriptedServer, timeout_ms: int = 2000) -> BrokerConnection:
+    return BrokerConnection("127.0.0.1", server.port, "unit-client", timeout_ms, 65536)
+
+
+def test_lazy_connect_and_request_framing(server_factory) -> None:
+    server = server_factory(lambda cid, key, req: METADATA_BODY)
+    conn = connect(server)
+    assert not conn.connected and server.connections == 0
+    resp = conn.metadata(["t"])
+    assert resp.brokers[0].node_id == 1 and conn.connected
+    api_key, version, cid = struct.unpack_from(">hhi", server.requests[0])
+    assert (api_key, version) == (3, 0)
+    assert server.requests[0][8:10] == struct.pack(">h", len("unit-client"))
+    conn.metadata(["t"])
+    cid2 = struct.unpack_from(">i", server.requests[1], 4)[0]
+    assert cid2 == cid + 1 and server.connections == 1
+    conn.close()
+    assert not conn.connected
+
+
+def test_large_response_is_read_completely(server_factory) -> None:
+    from kafka.protocol.old.fetch import FetchResponse_v0
+
+    payload = bytes(range(256)) * 40000  # 10 MB, many recv_into calls
+    body = FetchResponse_v0(topics=[("t", [(0, 0, 5, payload)])]).encode()
+    server = server_factory(lambda cid, key, req: body)
+    resp = connect(server).fetch([], 100, 1)
+    assert bytes(resp.partitions[0].message_set) == payload
+
+
+def test_correlation_mismatch_closes_and_raises(server_factory) -> None:
+    answers = iter([(999999, METADATA_BODY), METADATA_BODY])
+    server = server_factory(lambda cid, key, req: next(answers))
+    conn = connect(server)
+    with pytest.raises(BrokerUnavailableError, match="correlation id 999999"):
+        conn.metadata([])
+    assert not conn.connected
+    assert conn.metadata([]).brokers and server.connections == 2  # reconnects
+
+
+def test_refused_connection_names_the_broker() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    conn = BrokerConnection("127.0.0.1", port, "c", 1000, 0)
+    with pytest.raises(BrokerUnavailableError, match=f"127.0.0.1:{port}") as info:
+        conn.metadata([])
+    assert info.value.retriable
+
+
+def test_timeout_raises_and_closes(server_factory) -> None:
+    server = server_factory(lambda cid, key, req: time.sleep(1) or METADATA_BODY)
+    conn = connect(server, timeout_ms=100)
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailableError, match="did not answer within 100 ms"):
+        conn.metadata([])
+    assert time.monotonic() - started < 0.9
+    assert not conn.connected
+
+
+def test_peer_closing_mid_request_raises(server_factory) -> None:
+    server = server_factory(lambda cid, key, req: None)
+    conn = connect(server)
+    with pytest.raises(BrokerUnavailableError, match="closed by peer"):
+        conn.metadata([])
+    assert server.connections == 1  # a fresh connection is not retried
+
+
+def test_stale_reused_connection_is_retried_once(server_factory) -> None:
+    calls = {"n": 0}
+
+    def handler(cid: int, key: int, req: bytes) -> Optional[bytes]:
+        calls["n"] += 1
+        return None if calls["n"] == 2 else METADATA_BODY  # the 2nd request finds the socket closed
+
+    server = server_factory(handler)
+    conn = connect(server)
+    conn.metadata([])
+    assert conn.metadata([]).brokers
+    assert server.connections == 2 and calls["n"] == 3
+
+
+def test_abort_wakes_a_blocked_request_and_refuses_later_ones(server_factory) -> None:
+    server = server_factory(lambda cid, key, req: time.sleep(5) or METADATA_BODY)
+    conn = connect(server, timeout_ms=10_000)
+    errors: List[BaseException] = []
+
+    def request() -> None:
+        try:
+            conn.metadata([])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    t = threading.Thread(target=request)
+    t.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    conn.abort()
+    t.join(2)
+    assert not t.is_alive() and time.monotonic() - started < 1
+    assert isinstance(errors[0], BrokerUnavailableError) and "aborted" in str(errors[0])
+    with pytest.raises(BrokerUnavailableError, match="aborted"):
+        conn.metadata([])

@@ -1,0 +1,144 @@
+"""zkconsumer.protocol: byte-exact against kafka-python's protocol classes, and the error table."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.protocol.old.fetch import FetchRequest_v0, FetchResponse_v0
+from kafka.protocol.old.list_offsets import ListOffsetsRequest_v0, ListOffsetsResponse_v0
+from kafka.protocol.old.metadata import MetadataRequest_v0, MetadataResponse_v0
+
+from zkconsumer import protocol as p
+from zkconsumer.errors import BrokerError
+
+
+def test_request_frame_header() -> None:
+    frame = p.encode_request(p.MetadataRequest(["a"]), correlation_id=42, client_id="cli")
+    size, api_key, version, cid = struct.unpack_from(">ihhi", frame)
+    assert (size, api_key, version, cid) == (len(frame) - 4, 3, 0, 42)
+    assert frame[12:17] == b"\x00\x03cli"
+    assert frame[17:] == MetadataRequest_v0(topics=["a"]).encode()
+
+
+def test_null_client_id() -> None:
+    frame = p.encode_request(p.MetadataRequest([]), 1, None)
+    assert frame[12:14] == b"\xff\xff"
+
+
+def test_metadata_request_matches_kafka_python() -> None:
+    assert p.MetadataRequest(["a", "bé"]).encode_body() == MetadataRequest_v0(topics=["a", "bé"]).encode()
+    assert p.MetadataRequest([]).encode_body() == b"\x00\x00\x00\x00"
+
+
+def test_fetch_request_matches_kafka_python_grouping_partitions_by_topic() -> None:
+    ours = p.FetchRequest(250, 1, [
+        p.FetchPartition("t1", 0, 10, 1024),
+        p.FetchPartition("t2", 3, 1 << 40, 2048),
+        p.FetchPartition("t1", 1, 0, 1024),
+    ]).encode_body()
+    theirs = FetchRequest_v0(replica_id=-1, max_wait_ms=250, min_bytes=1, topics=[
+        ("t1", [(0, 10, 1024), (1, 0, 1024)]),
+        ("t2", [(3, 1 << 40, 2048)]),
+    ]).encode()
+    assert ours == theirs
+
+
+def test_list_offsets_request_matches_kafka_python() -> None:
+    ours = p.ListOffsetsRequest([("t", 0, p.EARLIEST_TIME), ("t", 1, p.LATEST_TIME)]).encode_body()
+    theirs = ListOffsetsRequest_v0(replica_id=-1, topics=[("t", [(0, -2, 1), (1, -1, 1)])]).encode()
+    assert ours == theirs
+
+
+def test_metadata_response_decoding() -> None:
+    raw = MetadataResponse_v0(
+        brokers=[(1, "h1", 9092), (2, "h2", 9093)],
+        topics=[(0, "t", [(0, 0, 1, [1, 2], [1]), (9, 1, 2, [2, 3], [2]), (5, 2, -1, [3], [])]),
+                (3, "missing", [])],
+    ).encode()
+    resp = p.MetadataRequest(["t", "missing"]).decode_response(memoryview(raw))
+    assert resp.brokers == (p.BrokerMetadata(1, "h1", 9092), p.BrokerMetadata(2, "h2", 9093))
+    t, missing = resp.topics
+    assert t.topic == "t" and t.error_code == 0
+    assert t.partitions[0] == p.PartitionMetadata(0, 0, 1, (1, 2), (1,))
+    assert t.partitions[1] == p.PartitionMetadata(1, 9, 2, (2, 3), (2,))
+    assert t.partitions[2].leader == p.NO_LEADER and t.partitions[2].isr == ()
+    assert (missing.error_code, missing.partitions) == (3, ())
+    assert resp.broker(2) == p.BrokerMetadata(2, "h2", 9093) and resp.broker(3) is None
+
+
+def test_fetch_response_decoding_gives_views_without_copying() -> None:
+    raw = bytearray(FetchResponse_v0(topics=[
+        ("t", [(0, 0, 100, b"abc"), (1, 6, -1, b"")]),
+        ("u", [(7, 1, 5, b"\x01\x02")]),
+    ]).encode())
+    resp = p.FetchRequest(0, 0, []).decode_response(memoryview(raw))
+    a, b, c = resp.partitions
+    assert (a.topic, a.partition, a.error_code, a.high_watermark, bytes(a.message_set)) == ("t", 0, 0, 100, b"abc")
+    assert (b.error_code, b.high_watermark, bytes(b.message_set)) == (6, -1, b"")
+    assert (c.topic, c.partition, c.error_code, bytes(c.message_set)) == ("u", 7, 1, b"\x01\x02")
+    assert isinstance(a.message_set, memoryview) and a.message_set.obj is raw
+
+
+def test_list_offsets_response_decoding_and_offset_lookup() -> None:
+    raw = ListOffsetsResponse_v0(topics=[("t", [(0, 0, [42]), (1, 3, [])])]).encode()
+    resp = p.ListOffsetsRequest([("t", 0, -1), ("t", 1, -1)]).decode_response(memoryview(raw))
+    assert resp.offset("t", 0) == 42
+    with pytest.raises(p.UnknownTopicOrPartitionError) as info:
+        resp.offset("t", 1)
+    assert info.value.retriable and info.value.topic == "t" and info.value.partition == 1
+    with pytest.raises(p.ProtocolDecodeError):
+        resp.offset("t", 9)
+
+
+def test_truncated_response_raises_decode_error() -> None:
+    raw = MetadataResponse_v0(brokers=[(1, "h1", 9092)], topics=[]).encode()
+    with pytest.raises(p.ProtocolDecodeError):
+        p.MetadataRequest([]).decode_response(memoryview(raw[:-3]))
+    fetch = FetchResponse_v0(topics=[("t", [(0, 0, 100, b"abcdef")])]).encode()
+    with pytest.raises(p.ProtocolDecodeError):
+        p.FetchRequest(0, 0, []).decode_response(memoryview(fetch[:-2]))
+
+
+def test_response_header() -> None:
+    cid, body = p.decode_response_header(memoryview(b"\x00\x00\x00\x07rest"))
+    assert cid == 7 and bytes(body) == b"rest"
+    with pytest.raises(p.ProtocolDecodeError):
+        p.decode_response_header(memoryview(b"\x00"))
+
+
+@pytest.mark.parametrize("code, cls, retriable", [
+    (1, p.OffsetOutOfRangeError, False),
+    (2, p.InvalidMessageError, False),
+    (3, p.UnknownTopicOrPartitionError, True),
+    (5, p.LeaderNotAvailableError, True),
+    (6, p.NotLeaderForPartitionError, True),
+    (7, p.RequestTimedOutError, True),
+    (9, p.ReplicaNotAvailableError, True),
+    (10, p.BrokerMessageTooLargeError, False),
+])
+def test_error_table(code: int, cls: type, retriable: bool) -> None:
+    err = p.error_for_code(code, "detail", "t", 4)
+    assert type(err) is cls and isinstance(err, BrokerError)
+    assert err.error_code == code and err.retriable is retriable
+    assert p.ERROR_NAMES[code] in str(err) and "t-4" in str(err) and "detail" in str(err)
+
+
+def test_every_known_code_maps_to_its_own_class() -> None:
+    for code, name in p.ERROR_NAMES.items():
+        if code <= 0:
+            continue
+        err = p.error_for_code(code)
+        assert err.error_code == code and err.error_name == name
+    assert p.error_for_code(14).retriable and not p.error_for_code(29).retriable
+
+
+def test_unknown_codes() -> None:
+    for code in (-1, 99):
+        err = p.error_for_code(code)
+        assert isinstance(err, p.UnknownServerError) and err.error_code == code and not err.retriable
+    with pytest.raises(ValueError):
+        p.error_for_code(0)
+    p.raise_for_code(0)
+    with pytest.raises(p.NotLeaderForPartitionError):
+        p.raise_for_code(6)

@@ -1,0 +1,241 @@
+"""One blocking TCP (optionally TLS) connection to one Kafka broker.
+
+:class:`BrokerConnection` is Kafka's ``SimpleConsumer``/``BlockingChannel`` in
+Python: it connects lazily, sends one request at a time and reads its response.
+Contract:
+
+* Any socket error, timeout (``socket_timeout_ms`` per socket operation),
+  short read, or a response whose correlation id is not the request's, closes
+  the connection and raises :class:`~zkconsumer.errors.BrokerUnavailableError`
+  (retriable) naming ``host:port``. The next call reconnects.
+* Broker error *codes* inside a well-formed response are not raised here,
+  except by the convenience :meth:`BrokerConnection.list_offsets`.
+* Thread-safe: requests are serialised by a lock. :meth:`abort` may be called
+  from any thread to make an in-flight or later request fail at once (used to
+  stop a fetcher blocked in a long fetch).
+
+Responses are read with ``recv_into`` into one buffer allocated at the
+response's announced size, so a large fetch response costs no repeated
+concatenation; fetch message sets are views into that buffer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import ssl
+import threading
+from typing import Optional, Sequence, TypeVar
+
+from .errors import BrokerUnavailableError
+from .protocol import (
+    EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchRequest, FetchResponse, ListOffsetsRequest,
+    MetadataRequest, MetadataResponse, Request, decode_response_header, encode_request,
+)
+
+__all__ = ["BrokerConnection", "EARLIEST_TIME", "LATEST_TIME"]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+#: Refuse absurd response sizes (a desynchronised stream reads garbage as a size).
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+class BrokerConnection:
+    """A lazily connected, blocking connection to the broker at ``host:port``.
+
+    ``socket_timeout_ms`` bounds connecting and every send/receive;
+    ``receive_buffer_bytes`` sets ``SO_RCVBUF`` when positive; ``ssl_context``,
+    if given, wraps the socket in TLS (``server_hostname=host``).
+    """
+
+    def __init__(self, host: str, port: int, client_id: str, socket_timeout_ms: int,
+                 receive_buffer_bytes: int, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.socket_timeout_ms = socket_timeout_ms
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.ssl_context = ssl_context
+        self._sock: Optional[socket.socket] = None
+        self._lock = threading.Lock()
+        self._correlation_ids = itertools.count(1)
+        self._aborted = False
+
+    @property
+    def address(self) -> str:
+        """``host:port``, as used in error messages."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        """Whether a socket is open right now (requests connect on demand anyway)."""
+        return self._sock is not None
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.address}, client_id={self.client_id!r}, connected={self.connected})"
+
+    def __enter__(self) -> "BrokerConnection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ requests
+
+    def send(self, request: Request[R]) -> R:
+        """Send ``request`` and return its decoded response.
+
+        Raises BrokerUnavailableError on any connection problem (see module docstring).
+        """
+        with self._lock:
+            if self._aborted:
+                raise BrokerUnavailableError(f"connection to broker {self.address} was aborted")
+            correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+            frame = encode_request(request, correlation_id, self.client_id)
+            try:
+                payload = self._round_trip(frame)
+            except (OSError, EOFError) as exc:
+                self._close_locked()
+                raise BrokerUnavailableError(self._describe(exc)) from exc
+            got, body = decode_response_header(payload)
+            if got != correlation_id:
+                self._close_locked()
+                raise BrokerUnavailableError(
+                    f"broker {self.address} answered correlation id {got} to request {correlation_id}; "
+                    "connection closed")
+        return request.decode_response(body)
+
+    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int) -> FetchResponse:
+        """Fetch v0 for ``partitions``; message sets in the result are views into one buffer."""
+        return self.send(FetchRequest(max_wait_ms, min_bytes, tuple(partitions)))
+
+    def metadata(self, topics: Sequence[str]) -> MetadataResponse:
+        """Metadata v0 for ``topics`` (empty: every topic)."""
+        return self.send(MetadataRequest(tuple(topics)))
+
+    def list_offsets(self, topic: str, partition: int, time: int) -> int:
+        """The offset of ``topic``/``partition`` before ``time`` (:data:`EARLIEST_TIME`, :data:`LATEST_TIME`).
+
+        Raises the partition's broker error (a :class:`~zkconsumer.protocol.KafkaProtocolError`)
+        if the broker reports one.
+        """
+        return self.send(ListOffsetsRequest(((topic, partition, time),))).offset(topic, partition)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the socket (idempotent). A later request reconnects unless :meth:`abort` was called."""
+        with self._lock:
+            self._close_locked()
+
+    def abort(self) -> None:
+        """From any thread: fail the in-flight request now and every later one.
+
+        Shuts the socket down without waiting for the request lock (a blocked
+        ``recv`` then returns at once); the requesting thread closes it.
+        """
+        self._aborted = True
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------------ internals
+
+    def _round_trip(self, frame: bytes) -> memoryview:
+        """Send ``frame`` and read the response (caller holds the lock).
+
+        A connection kept from an earlier request may have been closed by the
+        broker meanwhile (``connections.max.idle.ms``): if it fails at once, the
+        request is sent again once on a fresh connection, as Kafka's
+        SimpleConsumer does. Every request here only reads, so a repeat is safe.
+        Timeouts are not retried.
+        """
+        reused = self._sock is not None
+        try:
+            sock = self._sock or self._connect()
+            sock.sendall(frame)
+            return self._receive(sock)
+        except socket.timeout:
+            raise
+        except (OSError, EOFError) as exc:
+            if not reused or self._aborted:
+                raise
+            log.debug("reconnecting to broker %s after %r", self.address, exc)
+            self._close_locked()
+        sock = self._connect()
+        sock.sendall(frame)
+        return self._receive(sock)
+
+    def _connect(self) -> socket.socket:
+        """Open the socket (caller holds the lock)."""
+        timeout = self.socket_timeout_ms / 1000.0 if self.socket_timeout_ms > 0 else None
+        infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+        last: Optional[OSError] = None
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                self._configure(sock, timeout)
+                sock.connect(address)
+                if self.ssl_context is not None:
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except OSError as exc:
+                sock.close()
+                last = exc
+                continue
+            self._sock = sock  # published before checking, so a concurrent abort() cannot miss it
+            if self._aborted:
+                raise ConnectionAbortedError("aborted while connecting")
+            log.debug("connected to broker %s", self.address)
+            return sock
+        raise last or OSError(f"no address for {self.host}")
+
+    def _configure(self, sock: socket.socket, timeout: Optional[float]) -> None:
+        """Socket options, set before connecting so the receive window can scale."""
+        sock.settimeout(timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self.receive_buffer_bytes > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+
+    def _receive(self, sock: socket.socket) -> memoryview:
+        """Read one size-prefixed response; returns the frame without its size prefix."""
+        head = self._read_exactly(sock, 4)
+        size = int.from_bytes(head, "big", signed=True)
+        if size < 4 or size > MAX_RESPONSE_BYTES:
+            raise EOFError(f"implausible response size {size}")
+        return self._read_exactly(sock, size)
+
+    @staticmethod
+    def _read_exactly(sock: socket.socket, n: int) -> memoryview:
+        """``n`` bytes from ``sock`` into one preallocated buffer."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            r = sock.recv_into(view[got:], n - got)
+            if r == 0:
+                raise EOFError(f"connection closed by peer after {got} of {n} bytes")
+            got += r
+        return view
+
+    def _close_locked(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _describe(self, exc: BaseException) -> str:
+        if self._aborted:
+            return f"connection to broker {self.address} was aborted"
+        if isinstance(exc, socket.timeout):
+            return f"broker {self.address} did not answer within {self.socket_timeout_ms} ms"
+        return f"broker {self.address} unreachable: {exc!r}"

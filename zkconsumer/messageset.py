@@ -1,0 +1,384 @@
+"""Decoding Kafka message sets (message format magic 0 and 1) into ``RawMessage`` tuples.
+
+A message set is what a Fetch response carries per partition: a sequence of
+*entries*::
+
+    offset:int64  size:int32  message(size bytes)
+
+    message = crc:uint32  magic:int8  attributes:int8  [timestamp:int64 if magic 1]
+              key_length:int32  key  value_length:int32  value        (-1 length = null)
+
+``crc`` is the CRC-32 (zlib's) of everything after it. ``attributes & 0x07``
+names a compression codec (1 gzip, 2 snappy, 3 lz4); a compressed message is a
+*wrapper* whose value is a whole message set, compressed. For magic 0 the inner
+offsets are absolute; for magic 1 they are relative: the wrapper's offset is
+the absolute offset of the *last* inner message, so
+``inner absolute = wrapper offset - last inner relative + relative``.
+
+Rules (Kafka's ``ByteBufferMessageSet`` iterators, made explicit):
+
+* The broker cuts a fetch at ``max_bytes``, so the last entry is often
+  incomplete: a truncated *trailing* entry is normal and dropped.
+* If the buffer holds bytes but not one complete entry, the entry at the fetch
+  offset is larger than the fetch size: :attr:`DecodedMessageSet.too_large` is
+  true and the caller reports ``MessageSizeTooLargeError``.
+* Messages with ``offset < fetch_offset`` are dropped (a compressed wrapper
+  fetched mid-way still contains its earlier messages).
+* A CRC mismatch or malformed entry raises :class:`~zkconsumer.errors.CorruptMessageError`
+  naming topic, partition and offset, **if it is met before any message was
+  decoded**. Met after some messages, decoding stops in front of the bad entry
+  and returns the good prefix (like a truncated tail): a fetcher hands those
+  out, fetches again from the bad entry and then gets the error, so the
+  application sees every good message and then the error, in offset order.
+
+Worked example::
+
+    >>> from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    >>> b = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 20)
+    >>> for i in range(3): _ = b.append(i + 10, None, None, b"v%d" % i)
+    >>> data = bytes(b.build())
+    >>> r = decode_message_set(data[:-3], "t", 0, fetch_offset=11)   # cut inside the last entry
+    >>> r.messages, r.next_offset, r.too_large
+    ([(11, None, b'v1')], 12, False)
+
+The functions are split so a faster decoder (C, Cython) can replace
+:func:`decode_message_set` without touching callers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from typing import Callable, List, NamedTuple, Optional, Tuple, Union
+
+from .errors import CorruptMessageError
+from .partition_info import RawMessage
+
+__all__ = ["DecodedMessageSet", "decode_message_set", "UnsupportedCompressionError", "xxh32"]
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+CODEC_MASK = 0x07
+CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4 = 0, 1, 2, 3
+
+#: offset, size, crc, magic, attributes, key length (magic 0 layout; 22 bytes).
+_ENTRY_V0 = struct.Struct(">qiIbbi")
+#: offset, size, crc, magic, attributes, timestamp, key length (magic 1 layout; 30 bytes).
+_ENTRY_V1 = struct.Struct(">qiIbbqi")
+_OFFSET_SIZE = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_LOG_OVERHEAD = 12          # offset + size
+_MIN_MESSAGE_V0 = 14        # crc, magic, attributes, key length, value length
+_MIN_MESSAGE_V1 = 22        # ... plus the timestamp
+_CRC_START = 16             # crc covers the message from the magic byte on
+_NO_FILTER = -(1 << 63)
+
+
+class UnsupportedCompressionError(CorruptMessageError):
+    """A wrapper uses a codec this process cannot decompress (library missing, or unknown codec)."""
+
+
+class DecodedMessageSet(NamedTuple):
+    """What :func:`decode_message_set` found in one partition's message set.
+
+    ``messages``: complete messages with ``offset >= fetch_offset``, ascending.
+    ``valid_bytes``: length of the prefix made of complete, valid entries.
+    ``size``: length of the whole buffer.
+    ``next_offset``: the offset after the last complete entry (for a compressed
+    wrapper, after its last inner message); ``fetch_offset`` if there was none.
+    """
+
+    messages: List[RawMessage]
+    valid_bytes: int
+    size: int
+    next_offset: int
+
+    @property
+    def too_large(self) -> bool:
+        """The buffer held bytes but not one complete entry (the message at the fetch offset is over the fetch size)."""
+        return self.size > 0 and self.valid_bytes == 0
+
+
+class _Corrupt(Exception):
+    """Internal: decoding met a bad entry at byte ``pos`` with offset ``offset``."""
+
+    def __init__(self, pos: int, offset: int, reason: str, unsupported: bool = False) -> None:
+        super().__init__(reason)
+        self.pos, self.offset, self.reason, self.unsupported = pos, offset, reason, unsupported
+
+
+def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: int) -> DecodedMessageSet:
+    """Decode the message set ``buf`` fetched for ``topic``/``partition`` at ``fetch_offset``.
+
+    Contract: see the module docstring. Keys and values are ``bytes`` or ``None``.
+    Raises :class:`~zkconsumer.errors.CorruptMessageError` (or its subclass
+    :class:`UnsupportedCompressionError`) only when no message could be decoded
+    before the bad entry.
+    """
+    # One copy of the set into an immutable bytes object makes every key/value a
+    # single slice (cheaper per message than slicing a view and copying it).
+    data = buf if type(buf) is bytes else bytes(buf)
+    messages: List[RawMessage] = []
+    try:
+        valid, next_offset = _decode_entries(data, fetch_offset, messages, True)
+    except _Corrupt as bad:
+        if not messages:
+            cls = UnsupportedCompressionError if bad.unsupported else CorruptMessageError
+            raise cls(topic, partition, bad.offset, bad.reason) from bad.__cause__
+        valid, next_offset = bad.pos, messages[-1][0] + 1
+    return DecodedMessageSet(messages, valid, len(data), next_offset if valid else fetch_offset)
+
+
+def _decode_entries(data: bytes, fetch_offset: int, out: List[RawMessage], top_level: bool) -> Tuple[int, int]:
+    """Append the messages of ``data`` to ``out``; return ``(valid bytes, next offset)``.
+
+    At top level a truncated trailing entry ends decoding quietly; inside a
+    decompressed wrapper it is corruption, as is a nested wrapper.
+    Raises :class:`_Corrupt` for a bad entry.
+    """
+    mv = memoryview(data)
+    end = len(data)
+    pos = 0
+    next_offset = fetch_offset
+    unpack_v0 = _ENTRY_V0.unpack_from
+    unpack_i32 = _INT32.unpack_from
+    crc32 = zlib.crc32
+    append = out.append
+    while pos + 22 <= end:
+        offset, size, crc, magic, attributes, key_len = unpack_v0(data, pos)
+        if size < _MIN_MESSAGE_V0:
+            raise _Corrupt(pos, offset, f"message size {size} is below the minimum {_MIN_MESSAGE_V0}")
+        msg_end = pos + 12 + size
+        if msg_end > end:
+            break
+        if crc32(mv[pos + _CRC_START:msg_end]) != crc:
+            raise _Corrupt(pos, offset, f"CRC mismatch (stored {crc}, computed {crc32(mv[pos + _CRC_START:msg_end])})")
+        if magic == 0:
+            key_pos = pos + 22
+        else:
+            key_pos, key_len = _v1_key(data, pos, offset, magic, size)
+        if key_len < 0:
+            key = None
+            vlen_pos = key_pos
+        else:
+            vlen_pos = key_pos + key_len
+            key = data[key_pos:vlen_pos]
+        value_pos = vlen_pos + 4
+        if value_pos > msg_end:
+            raise _Corrupt(pos, offset, f"key length {key_len} overruns the message")
+        value_len = unpack_i32(data, vlen_pos)[0]
+        if value_len < 0:
+            value = None
+        else:
+            value = data[value_pos:value_pos + value_len]
+            if value_pos + value_len > msg_end:
+                raise _Corrupt(pos, offset, f"value length {value_len} overruns the message")
+        if attributes & CODEC_MASK:
+            if not top_level:
+                raise _Corrupt(pos, offset, "nested compressed message")
+            out.extend(_wrapper_messages(pos, offset, magic, attributes & CODEC_MASK, value, fetch_offset))
+        elif offset >= fetch_offset:
+            append((offset, key, value))
+        pos = msg_end
+        next_offset = offset + 1
+    if pos < end:
+        _check_tail(data, pos, end, top_level)
+    return pos, next_offset
+
+
+def _v1_key(data: bytes, pos: int, offset: int, magic: int, size: int) -> Tuple[int, int]:
+    """``(key position, key length)`` of a magic-1 message at ``pos``; other magics are corrupt."""
+    if magic != 1:
+        raise _Corrupt(pos, offset, f"unknown magic byte {magic}")
+    if size < _MIN_MESSAGE_V1:
+        raise _Corrupt(pos, offset, f"message size {size} is below the magic-1 minimum {_MIN_MESSAGE_V1}")
+    return pos + 30, _ENTRY_V1.unpack_from(data, pos)[6]
+
+
+def _check_tail(data: bytes, pos: int, end: int, top_level: bool) -> None:
+    """Judge bytes after the last complete entry: a cut entry is fine at top level only."""
+    if end - pos >= _LOG_OVERHEAD:
+        offset, size = _OFFSET_SIZE.unpack_from(data, pos)
+        if size < _MIN_MESSAGE_V0:
+            raise _Corrupt(pos, offset, f"message size {size} is below the minimum {_MIN_MESSAGE_V0}")
+    else:
+        offset = -1
+    if not top_level:
+        raise _Corrupt(pos, offset, "compressed message set ends inside a message")
+
+
+def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes],
+                      fetch_offset: int) -> List[RawMessage]:
+    """The inner messages of the compressed wrapper at byte ``pos``, absolute offsets, ``>= fetch_offset``."""
+    if value is None:
+        raise _Corrupt(pos, offset, "compressed message has a null value")
+    try:
+        raw = _decompress(codec, magic, value)
+    except _CodecMissing as exc:
+        raise _Corrupt(pos, offset, str(exc), unsupported=True) from None
+    except Exception as exc:  # every codec library has its own error types
+        raise _Corrupt(pos, offset, f"{_CODEC_NAMES.get(codec, codec)} decompression failed: {exc!r}") from exc
+    inner: List[RawMessage] = []
+    try:
+        _decode_entries(raw, _NO_FILTER, inner, False)
+    except _Corrupt as bad:
+        raise _Corrupt(pos, offset, f"inside compressed message: {bad.reason}") from None
+    if magic >= 1 and inner:
+        base = offset - inner[-1][0]
+        return [(base + o, k, v) for o, k, v in inner if base + o >= fetch_offset]
+    if inner and inner[0][0] < fetch_offset:
+        return [m for m in inner if m[0] >= fetch_offset]
+    return inner
+
+
+# --------------------------------------------------------------------------- codecs
+
+_CODEC_NAMES = {CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4"}
+
+
+class _CodecMissing(Exception):
+    """The library for a codec is not installed, or the codec is unknown."""
+
+
+def _decompress(codec: int, magic: int, payload: bytes) -> bytes:
+    """Decompress a wrapper's value with Kafka's framing for ``codec`` and ``magic``."""
+    if codec == CODEC_GZIP:
+        return gzip.decompress(payload)
+    if codec == CODEC_SNAPPY:
+        return _snappy_decode(payload)
+    if codec == CODEC_LZ4:
+        return _lz4_decode_kafka08(payload) if magic == 0 else _lz4_frame_decode(payload)
+    raise _CodecMissing(f"unknown compression codec {codec} for message format magic {magic}")
+
+
+def _load_snappy_raw() -> Optional[Callable[[bytes], bytes]]:
+    """The raw (unframed) snappy decompressor: cramjam's, else python-snappy's; ``None`` if neither."""
+    try:
+        import cramjam
+
+        raw = cramjam.snappy.decompress_raw
+        return lambda data: bytes(raw(data))
+    except ImportError:
+        pass
+    try:
+        import snappy
+
+        return snappy.uncompress
+    except ImportError:
+        return None
+
+
+def _load_lz4_frame() -> Optional[Callable[[bytes], bytes]]:
+    try:
+        import lz4.frame
+
+        return lz4.frame.decompress
+    except ImportError:
+        return None
+
+
+_snappy_raw = _load_snappy_raw()
+_lz4_frame = _load_lz4_frame()
+
+#: The header xerial's snappy-java writes in front of its framed blocks (Kafka's snappy).
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_LEN = 16     # magic(8) version(4) compatible version(4)
+
+
+def _snappy_decode(payload: bytes) -> bytes:
+    """Snappy as Kafka writes it: xerial framing (int32 block length + raw block)*, or raw snappy."""
+    if _snappy_raw is None:
+        raise _CodecMissing("snappy codec not installed (pip install cramjam or python-snappy)")
+    if len(payload) <= _XERIAL_HEADER_LEN or payload[:8] != _XERIAL_MAGIC:
+        return _snappy_raw(payload)
+    view = memoryview(payload)
+    chunks = []
+    pos, end = _XERIAL_HEADER_LEN, len(payload)
+    while pos < end:
+        if pos + 4 > end:
+            raise ValueError("xerial snappy block length cut short")
+        block_len = _INT32.unpack_from(payload, pos)[0]
+        pos += 4
+        if block_len < 0 or pos + block_len > end:
+            raise ValueError(f"xerial snappy block of {block_len} bytes overruns the payload")
+        chunks.append(_snappy_raw(view[pos:pos + block_len]))
+        pos += block_len
+    return b"".join(chunks)
+
+
+def _lz4_frame_decode(payload: bytes) -> bytes:
+    """A standard LZ4 frame (magic-1 messages, Kafka 0.10+)."""
+    if _lz4_frame is None:
+        raise _CodecMissing("lz4 codec not installed (pip install lz4)")
+    return _lz4_frame(payload)
+
+
+_LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def _lz4_decode_kafka08(payload: bytes) -> bytes:
+    """An LZ4 frame as Kafka 0.8/0.9 wrote it (magic 0).
+
+    Those versions computed the frame header checksum over the magic number as
+    well as the descriptor (KAFKA-3160), which standard decoders reject. The
+    checksum protects nothing a CRC-checked message does not, so recompute the
+    correct one and decode normally; correct frames pass unchanged.
+    """
+    if _lz4_frame is None:
+        raise _CodecMissing("lz4 codec not installed (pip install lz4)")
+    if len(payload) < 7 or payload[:4] != _LZ4_FRAME_MAGIC:
+        raise ValueError("not an LZ4 frame")
+    flags = payload[4]
+    descriptor_end = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    if len(payload) <= descriptor_end:
+        raise ValueError("LZ4 frame header cut short")
+    checksum = (xxh32(payload[4:descriptor_end]) >> 8) & 0xFF
+    if payload[descriptor_end] != checksum:
+        payload = b"".join((payload[:descriptor_end], bytes((checksum,)), payload[descriptor_end + 1:]))
+    return _lz4_frame(payload)
+
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * _P2) & _M32, 13) * _P1) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 of ``data`` (pure Python; used only on LZ4 frame headers, a few bytes long).
+
+    >>> hex(xxh32(b""))
+    '0x2cc5d05'
+    """
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            lanes = struct.unpack_from("<4I", data, pos)
+            v = [_round(v[i], lanes[i]) for i in range(4)]
+            pos += 16
+        acc = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        acc = (seed + _P5) & _M32
+    acc = (acc + n) & _M32
+    while pos + 4 <= n:
+        lane = struct.unpack_from("<I", data, pos)[0]
+        acc = (_rotl((acc + lane * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        acc = (_rotl((acc + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    acc ^= acc >> 15
+    acc = (acc * _P2) & _M32
+    acc ^= acc >> 13
+    acc = (acc * _P3) & _M32
+    acc ^= acc >> 16
+    return acc
