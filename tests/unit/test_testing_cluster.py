@@ -1,0 +1,63 @@
+"""The pure parts of zkconsumer.testing.cluster: placement, names, JVM command lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError, replica_assignment
+from zkconsumer.testing.cluster import java_command, validate_topic_name
+
+
+def test_replica_assignment_is_round_robin_from_the_lowest_broker() -> None:
+    assert replica_assignment([0, 1, 2], 4, 1) == {0: [0], 1: [1], 2: [2], 3: [0]}
+    assert replica_assignment([5, 3], 3, 2) == {0: [3, 5], 1: [5, 3], 2: [3, 5]}
+
+
+def test_replica_assignment_rejects_impossible_requests() -> None:
+    with pytest.raises(LocalClusterError):
+        replica_assignment([0, 1], 2, 3)
+    with pytest.raises(LocalClusterError):
+        replica_assignment([0], 0, 1)
+
+
+@pytest.mark.parametrize("name", ["events", "a.b_c-D9", "x" * 249])
+def test_legal_topic_names(name: str) -> None:
+    validate_topic_name(name)
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "has space", "slash/", "x" * 250, "ünï"])
+def test_illegal_topic_names(name: str) -> None:
+    with pytest.raises(LocalClusterError):
+        validate_topic_name(name)
+
+
+def test_java_command_is_small_tagged_and_ends_with_the_class() -> None:
+    argv = java_command("/usr/bin/java", "/k/a.jar:/k/b.jar", "kafka.Kafka", ["server.properties"], heap="256m",
+                        log4j_path="/w/conf/log4j.properties", tmp_dir="/w/tmp", tag="/w",
+                        extra_options=["-Dx=1"])
+    assert argv[0] == "/usr/bin/java" and "-Xmx256m" in argv and "-XX:+UseSerialGC" in argv
+    assert "-Djava.io.tmpdir=/w/tmp" in argv and "-Dlog4j.configuration=file:/w/conf/log4j.properties" in argv
+    assert "-Dzkconsumer.cluster=/w" in argv
+    assert argv.index("-Dx=1") < argv.index("-cp")
+    assert argv[-4:] == ["-cp", "/k/a.jar:/k/b.jar", "kafka.Kafka", "server.properties"]
+
+
+def test_an_unstarted_cluster_has_no_addresses_and_stops_quietly() -> None:
+    cluster = LocalCluster(brokers=2)
+    assert cluster.broker_ids == [0, 1]
+    with pytest.raises(LocalClusterError, match="not running"):
+        print(cluster.zk_connect)
+    cluster.stop()
+    cluster.stop()
+    with pytest.raises(ValueError):
+        LocalCluster(brokers=0)
+
+
+def test_starting_without_java_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    cluster = LocalCluster(brokers=1)
+    with pytest.raises(MissingDependencyError, match="openjdk-17-jre-headless"):
+        cluster.start()
+    with pytest.raises(LocalClusterError, match="stopped"):
+        cluster.start()

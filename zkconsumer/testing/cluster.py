@@ -1,0 +1,719 @@
+"""``LocalCluster``: a real ZooKeeper and real Kafka 0.9.0.1 brokers for tests.
+
+Example::
+
+    from zkconsumer.testing import LocalCluster
+
+    with LocalCluster(brokers=3, partitions=4) as cluster:
+        cluster.create_topic("events")                  # returns once leaders are known everywhere
+        cluster.produce("events", [b"a", b"b"], partition=0)
+        cluster.kill_broker(cluster.leader("events", 0))
+        out = cluster.run_tool("kafka.tools.ConsoleConsumer", "--zookeeper", cluster.zk_connect,
+                               "--topic", "events", "--from-beginning", "--max-messages", "2")
+
+Every JVM runs in its own process group, dies with the test process (see
+:mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
+directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep it). An
+``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
+processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
+
+Replica placement is deterministic: partition ``p`` of a topic created by
+:meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
+``B[(p + j) % len(B)]`` for ``j < replication``; the first is the leader. With brokers
+0, 1, 2, partition 0 is led by broker 0, partition 1 by broker 1, and so on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple,
+                    Union)
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+from zkconsumer.testing import processes
+from zkconsumer.testing.distribution import ensure_kafka_distribution, find_java, kafka_classpath
+from zkconsumer.testing.errors import ClusterStartError, ClusterTimeoutError, LocalClusterError
+from zkconsumer.testing.ports import free_ports
+from zkconsumer.testing.probes import fetch_metadata, sessions_with_ephemerals, zookeeper_command
+from zkconsumer.testing.properties import (BROKER_ZK_SESSION_TIMEOUT_MS, SERVER_QUIET_LOGGERS,
+                                           PropertyValue, broker_properties, format_value, log4j_properties,
+                                           render_properties, zookeeper_properties)
+from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
+
+HOST = "127.0.0.1"
+#: JVM options of every JVM: small heap, serial GC and the C1 compiler only, which
+#: start fast and stay light on a 2-core machine running several JVMs.
+JVM_OPTIONS = (
+    "-Xms64m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+)
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+KAFKA_MAIN = "kafka.Kafka"
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_Value = Union[bytes, str, None]
+
+_RUNNING_CLUSTERS: Set["LocalCluster"] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _stop_running_clusters() -> None:
+    """atexit backstop: stop every cluster that is still running."""
+    with _RUNNING_LOCK:
+        clusters = list(_RUNNING_CLUSTERS)
+    for cluster in clusters:
+        cluster.stop()
+
+
+atexit.register(_stop_running_clusters)
+
+
+def java_command(java: str, classpath: str, main_class: str, args: Sequence[str], *, heap: str,
+                 log4j_path: str, tmp_dir: str, tag: str, extra_options: Sequence[str] = ()) -> List[str]:
+    """The argv running ``main_class`` in a JVM configured for the local cluster.
+
+    ``tag`` is added as ``-Dzkconsumer.cluster=<tag>`` so the cluster's processes can be
+    found with ``pgrep -f``; ``extra_options`` come last and win.
+    """
+    return [
+        java, f"-Xmx{heap}", *JVM_OPTIONS,
+        f"-Djava.io.tmpdir={tmp_dir}",
+        f"-Dlog4j.configuration=file:{log4j_path}",
+        f"-Dzkconsumer.cluster={tag}",
+        *extra_options,
+        "-cp", classpath, main_class, *args,
+    ]
+
+
+def replica_assignment(brokers: Sequence[int], partitions: int, replication: int) -> Dict[int, List[int]]:
+    """Deterministic replica lists: partition p gets ``sorted(brokers)[(p + j) % n]``, j < replication.
+
+    >>> replica_assignment([2, 0, 1], 4, 2)
+    {0: [0, 1], 1: [1, 2], 2: [2, 0], 3: [0, 1]}
+    """
+    ordered = sorted(brokers)
+    if partitions < 1:
+        raise LocalClusterError("a topic needs at least one partition")
+    if not 1 <= replication <= len(ordered):
+        raise LocalClusterError(f"replication {replication} impossible with live brokers {ordered}")
+    return {p: [ordered[(p + j) % len(ordered)] for j in range(replication)] for p in range(partitions)}
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise LocalClusterError unless ``name`` is a legal Kafka 0.9 topic name."""
+    if not _TOPIC_NAME.match(name) or name in (".", ".."):
+        raise LocalClusterError(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
+
+
+def _as_bytes(value: _Value) -> Optional[bytes]:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+class LocalCluster:
+    """A ZooKeeper 3.4.6 server and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
+
+    ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
+    of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
+    remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
+    defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
+    cannot be started again. Methods are safe to call from several threads.
+    """
+
+    def __init__(self, brokers: int = 3, partitions: int = 4, *,
+                 broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
+                 zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
+                 kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
+                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self._broker_count = brokers
+        self.partitions = partitions
+        self._broker_config = dict(broker_config or {})
+        self._zookeeper_config = dict(zookeeper_config or {})
+        self._requested_home = Path(kafka_home) if kafka_home is not None else None
+        self._heap = heap
+        self._startup_timeout = startup_timeout
+        if keep_work_dir is None:
+            keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
+        self._keep_work_dir = keep_work_dir
+        self._lock = threading.RLock()
+        self._state = "new"
+        self._work: Optional[WorkDir] = None
+        self._home: Optional[Path] = None
+        self._java = ""
+        self._classpath = ""
+        self._zk_port = 0
+        self._broker_ports: Dict[int, int] = {}
+        self._zookeeper: Optional[processes.JavaProcess] = None
+        self._brokers: Dict[int, processes.JavaProcess] = {}
+        self._admin: Optional[KazooClient] = None
+        self._clients: List[KazooClient] = []
+        self._tools: List["subprocess.Popen[Any]"] = []
+        self._tool_logs: Dict[int, str] = {}
+        self._tool_counter = itertools.count(1)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = f" zk={self.zk_connect}" if self._state == "running" else ""
+        return f"<LocalCluster {self._state} brokers={self._broker_count}{where}>"
+
+    def start(self) -> "LocalCluster":
+        """Start ZooKeeper, then every broker; return once all are registered in /brokers/ids.
+
+        Idempotent while running. On failure everything started is stopped and
+        ClusterStartError (with the failing JVM's log tail) is raised; MissingDependencyError
+        or KafkaDistributionError if java or the distribution is missing.
+        """
+        with self._lock:
+            if self._state == "running":
+                return self
+            if self._state == "stopped":
+                raise LocalClusterError("this LocalCluster was stopped; create a new one")
+            with _RUNNING_LOCK:
+                _RUNNING_CLUSTERS.add(self)
+            self._state = "running"
+            try:
+                self._start()
+            except BaseException:
+                self.stop()
+                raise
+            return self
+
+    def _start(self) -> None:
+        self._java = find_java()
+        self._home = ensure_kafka_distribution(self._requested_home)
+        self._classpath = kafka_classpath(self._home)
+        sweep_abandoned()
+        self._work = WorkDir()
+        for sub in ("logs", "conf", "tmp", "zookeeper"):
+            (self._work.path / sub).mkdir()
+        ports = free_ports(1 + self._broker_count)
+        self._zk_port = ports[0]
+        self._broker_ports = {broker_id: ports[1 + broker_id] for broker_id in range(self._broker_count)}
+        self._write_log4j_configs()
+        self._start_zookeeper()
+        for broker_id in self.broker_ids:
+            self._brokers[broker_id] = self._make_broker(broker_id)
+            self._brokers[broker_id].start()
+        for broker_id in self.broker_ids:
+            self._wait_registered(broker_id, self._startup_timeout)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop tools, clients, brokers and ZooKeeper; remove the work directory. Idempotent.
+
+        Tools and ZooKeeper get SIGTERM, then SIGKILL after ``grace`` seconds (tools: at
+        most 2 s). Brokers get SIGKILL at once, as their data is deleted anyway (a graceful
+        stop of every broker costs a chain of controller hand-offs, ~3 s), or the same
+        SIGTERM-then-SIGKILL when the work directory is kept. Returns only when every
+        process has exited and been reaped.
+        """
+        with self._lock:
+            if self._state == "stopped":
+                return
+            self._state = "stopped"
+            try:
+                processes.terminate_all(self._tools, min(grace, 2.0))
+                self._close_clients()
+                brokers = [b.process for b in self._brokers.values() if b.process is not None]
+                if self._keep_work_dir:
+                    processes.terminate_all(brokers, grace)
+                else:  # their data is deleted anyway: skip the controller hand-offs of a graceful stop
+                    processes.kill_all(brokers)
+                if self._zookeeper is not None:
+                    self._zookeeper.terminate(grace)
+            finally:
+                if self._work is not None and self._keep_work_dir:
+                    self._work.release()
+                elif self._work is not None:
+                    self._work.remove()
+                with _RUNNING_LOCK:
+                    _RUNNING_CLUSTERS.discard(self)
+
+    def _close_clients(self) -> None:
+        clients = self._clients + ([self._admin] if self._admin is not None else [])
+        self._clients, self._admin = [], None
+        for client in clients:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # a client already broken must not block the shutdown
+                pass
+
+    # ------------------------------------------------------------------ addresses
+
+    def _require_running(self) -> None:
+        if self._state != "running":
+            raise LocalClusterError(f"the cluster is {self._state}, not running")
+
+    @property
+    def zk_connect(self) -> str:
+        """ZooKeeper connect string, ``127.0.0.1:<port>`` (brokers use no chroot)."""
+        self._require_running()
+        return f"{HOST}:{self._zk_port}"
+
+    @property
+    def zk_port(self) -> int:
+        """ZooKeeper's client port."""
+        self._require_running()
+        return self._zk_port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker, running or not, as ``127.0.0.1:p0,127.0.0.1:p1,...`` in id order."""
+        self._require_running()
+        return ",".join(f"{HOST}:{self._broker_ports[i]}" for i in self.broker_ids)
+
+    @property
+    def broker_ids(self) -> List[int]:
+        """The ids of all brokers of the cluster, running or not: ``[0, ..., n-1]``."""
+        return list(range(self._broker_count))
+
+    def broker_port(self, broker_id: int) -> int:
+        """The port of broker ``broker_id`` (stable across restarts)."""
+        self._require_running()
+        self._check_broker_id(broker_id)
+        return self._broker_ports[broker_id]
+
+    @property
+    def kafka_home(self) -> Path:
+        """The Kafka distribution directory (with ``libs/`` and ``config/``)."""
+        self._require_running()
+        assert self._home is not None
+        return self._home
+
+    @property
+    def work_dir(self) -> Path:
+        """The cluster's temporary directory (configs, data, logs)."""
+        self._require_running()
+        assert self._work is not None
+        return self._work.path
+
+    @property
+    def log_dir(self) -> Path:
+        """Where the JVMs log: ``zookeeper.log``, ``broker-<id>.log``, ``tool-<n>-<Class>.log``."""
+        return self.work_dir / "logs"
+
+    @property
+    def classpath(self) -> str:
+        """The Java classpath of the distribution (for running other Kafka classes)."""
+        self._require_running()
+        return self._classpath
+
+    def _check_broker_id(self, broker_id: int) -> None:
+        if broker_id not in self._broker_ports:
+            raise LocalClusterError(f"no broker {broker_id}; brokers are {self.broker_ids}")
+
+    # ------------------------------------------------------------------ JVMs
+
+    def _write_log4j_configs(self) -> None:
+        conf = self.work_dir / "conf"
+        server = log4j_properties("INFO", "System.out", SERVER_QUIET_LOGGERS)
+        (conf / "log4j-server.properties").write_text(render_properties(server))
+        (conf / "log4j-tools.properties").write_text(render_properties(log4j_properties("WARN", "System.err")))
+
+    def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,
+                   extra_options: Sequence[str] = ()) -> List[str]:
+        return java_command(self._java, self._classpath, main_class, args, heap=self._heap,
+                            log4j_path=str(self.work_dir / "conf" / log4j), tmp_dir=str(self.work_dir / "tmp"),
+                            tag=str(self.work_dir), extra_options=extra_options)
+
+    def _start_zookeeper(self) -> None:
+        config = self.work_dir / "conf" / "zookeeper.properties"
+        props = zookeeper_properties(str(self.work_dir / "zookeeper"), self._zk_port, self._zookeeper_config)
+        config.write_text(render_properties(props))
+        self._zookeeper = processes.JavaProcess(
+            "zookeeper", self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties"),
+            str(self.log_dir / "zookeeper.log"), cwd=str(self.work_dir))
+        self._zookeeper.start()
+        self._wait_for(f"ZooKeeper on port {self._zk_port}", self._zookeeper_serving,
+                       self._startup_timeout, self._zookeeper, ClusterStartError)
+        self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0)
+        self._admin.start(timeout=30)
+
+    def _zookeeper_serving(self) -> bool:
+        try:
+            return "Mode: " in zookeeper_command(HOST, self._zk_port, "srvr")
+        except OSError:
+            return False
+
+    def _make_broker(self, broker_id: int) -> processes.JavaProcess:
+        data_dir = self.work_dir / f"kafka-{broker_id}"
+        config = self.work_dir / "conf" / f"broker-{broker_id}.properties"
+        props = broker_properties(broker_id, self._broker_ports[broker_id], str(data_dir), self.zk_connect,
+                                  cluster_size=self._broker_count, partitions=self.partitions,
+                                  overrides=self._broker_config)
+        config.write_text(render_properties(props))
+        return processes.JavaProcess(
+            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),
+            str(self.log_dir / f"broker-{broker_id}.log"), cwd=str(self.work_dir))
+
+    def _wait_for(self, what: str, condition: Callable[[], bool], timeout: float,
+                  process: Optional[processes.JavaProcess] = None,
+                  error: type = ClusterTimeoutError, interval: float = 0.1) -> None:
+        """Poll ``condition`` until true; fail early if ``process`` exits, or after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if process is not None and not process.running():
+                raise ClusterStartError(
+                    f"{process.name} exited (status {process.exit_code()}) while waiting for {what}; "
+                    f"end of {process.log_path}:\n{process.log_tail()}")
+            if time.monotonic() > deadline:
+                detail = f"; end of {process.log_path}:\n{process.log_tail()}" if process is not None else ""
+                raise error(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+            time.sleep(interval)
+
+    # ------------------------------------------------------------------ ZooKeeper state
+
+    @property
+    def _zk(self) -> KazooClient:
+        self._require_running()
+        assert self._admin is not None
+        return self._admin
+
+    def registered_brokers(self) -> List[int]:
+        """Broker ids currently registered in ZooKeeper's /brokers/ids, sorted."""
+        try:
+            return sorted(int(child) for child in self._zk.get_children("/brokers/ids"))
+        except NoNodeError:
+            return []
+
+    def is_running(self, broker_id: int) -> bool:
+        """True while broker ``broker_id``'s JVM runs (it may not be registered yet)."""
+        self._check_broker_id(broker_id)
+        broker = self._brokers.get(broker_id)
+        return broker is not None and broker.running()
+
+    def _is_registered(self, broker_id: int) -> bool:
+        return self._zk.exists(f"/brokers/ids/{broker_id}") is not None
+
+    def _wait_registered(self, broker_id: int, timeout: float) -> None:
+        self._wait_for(f"broker {broker_id} to register in /brokers/ids", lambda: self._is_registered(broker_id),
+                       timeout, self._brokers[broker_id], ClusterStartError)
+
+    def partition_state(self, topic: str, partition: int) -> Dict[str, Any]:
+        """The JSON of ``/brokers/topics/<topic>/partitions/<p>/state`` (leader, isr, epochs)."""
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+        try:
+            data, _ = self._zk.get(path)
+        except NoNodeError:
+            raise LocalClusterError(f"{path} does not exist (no such topic/partition, or not yet created)") from None
+        return dict(json.loads(data.decode("utf-8")))
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The leader of ``topic``/``partition`` according to ZooKeeper; -1 if it has none."""
+        return int(self.partition_state(topic, partition)["leader"])
+
+    def topic_partitions(self, topic: str) -> Dict[int, List[int]]:
+        """The replica assignment of ``topic`` from ``/brokers/topics/<topic>``: partition -> brokers."""
+        try:
+            data, _ = self._zk.get(f"/brokers/topics/{topic}")
+        except NoNodeError:
+            raise LocalClusterError(f"topic {topic!r} does not exist") from None
+        partitions = json.loads(data.decode("utf-8"))["partitions"]
+        return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, partitions: Optional[int] = None, replication: int = 1,
+                     config: Optional[Mapping[str, PropertyValue]] = None, *,
+                     assignment: Optional[Mapping[int, Sequence[int]]] = None, timeout: float = 60.0) -> str:
+        """Create ``name`` the way Kafka's AdminUtils does (ZooKeeper nodes); return ``name``.
+
+        Replicas are placed as the module docstring says, on the brokers registered now,
+        unless ``assignment`` (partition -> replica broker ids, first = preferred leader)
+        is given. ``config`` is the topic-level config (written as is, not validated).
+        Returns once every partition has a leader in ZooKeeper and every running
+        broker's metadata reports that leader (see :meth:`wait_for_leaders`).
+        Raises LocalClusterError if the topic exists or the name is illegal.
+        """
+        validate_topic_name(name)
+        if assignment is None:
+            assignment = replica_assignment(self.registered_brokers(), partitions or self.partitions, replication)
+        self._check_assignment(assignment)
+        topic_path = f"/brokers/topics/{name}"
+        if self._zk.exists(topic_path):
+            raise LocalClusterError(f"topic {name!r} already exists")
+        topic_config = {key: format_value(value) for key, value in (config or {}).items()}
+        self._write_json(f"/config/topics/{name}", {"version": 1, "config": topic_config})
+        body = {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+        try:
+            self._zk.create(topic_path, json.dumps(body, separators=(",", ":")).encode(), makepath=True)
+        except NodeExistsError:
+            raise LocalClusterError(f"topic {name!r} already exists") from None
+        self.wait_for_leaders(name, timeout=timeout)
+        return name
+
+    def _check_assignment(self, assignment: Mapping[int, Sequence[int]]) -> None:
+        if sorted(assignment) != list(range(len(assignment))) or not assignment:
+            raise LocalClusterError(f"assignment partitions must be 0..n-1, got {sorted(assignment)}")
+        for partition, replicas in assignment.items():
+            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= set(self.broker_ids):
+                raise LocalClusterError(f"bad replica list {list(replicas)} for partition {partition}")
+
+    def _write_json(self, path: str, value: Mapping[str, Any]) -> None:
+        data = json.dumps(value, separators=(",", ":")).encode()
+        if self._zk.exists(path):
+            self._zk.set(path, data)
+        else:
+            self._zk.create(path, data, makepath=True)
+
+    def wait_for_leaders(self, topic: str, timeout: float = 60.0) -> Dict[int, int]:
+        """Wait until every partition of ``topic`` has a leader that is a running broker in
+        ZooKeeper's state, and every running broker's metadata cache reports that same
+        leader. Returns partition -> leader.
+
+        Use after failover too; a partition whose replicas are all down never qualifies
+        (ClusterTimeoutError after ``timeout``).
+        """
+        leaders: Dict[int, int] = {}
+
+        def settled() -> bool:
+            nonlocal leaders
+            leaders = self._zookeeper_leaders(topic)
+            running = [b for b in self.broker_ids if self.is_running(b)]
+            if not leaders or any(leader not in running for leader in leaders.values()):
+                return False
+            return all(self._broker_agrees(b, topic, leaders) for b in running)
+
+        self._wait_for(f"leaders of every partition of {topic!r}", settled, timeout, interval=0.05)
+        return leaders
+
+    def _zookeeper_leaders(self, topic: str) -> Dict[int, int]:
+        try:
+            partitions = self.topic_partitions(topic)
+            return {p: self.leader(topic, p) for p in partitions}
+        except LocalClusterError:
+            return {}
+
+    def _broker_agrees(self, broker_id: int, topic: str, leaders: Mapping[int, int]) -> bool:
+        try:
+            metadata = fetch_metadata(HOST, self._broker_ports[broker_id], [topic], timeout=2.0).get(topic)
+        except (OSError, ValueError):
+            return False
+        if metadata is None:
+            return False
+        reported = {p: m.leader for p, m in metadata.partitions.items()}
+        return reported == dict(leaders)
+
+    # ------------------------------------------------------------------ data
+
+    def produce(self, topic: str, values: Iterable[_Value], keys: Optional[Iterable[_Value]] = None,
+                partition: Optional[int] = None, acks: Union[int, str] = "all",
+                timeout: float = 30.0) -> List[Tuple[int, int]]:
+        """Send ``values`` (bytes, or str encoded as UTF-8) with kafka-python, in order.
+
+        ``keys`` pairs up with ``values``; ``partition`` pins every message to one partition
+        (else kafka-python's partitioner decides). Returns ``(partition, offset)`` per
+        message, once all are acknowledged with ``acks``. Raises kafka-python's errors.
+        """
+        from kafka import KafkaProducer  # imported lazily: only producers need it
+
+        value_list = list(values)
+        key_list = list(keys) if keys is not None else [None] * len(value_list)
+        if len(key_list) != len(value_list):
+            raise ValueError(f"{len(key_list)} keys for {len(value_list)} values")
+        running = [b for b in self.broker_ids if self.is_running(b)] or self.broker_ids
+        producer = KafkaProducer(
+            bootstrap_servers=[f"{HOST}:{self._broker_ports[b]}" for b in running],
+            api_version=(0, 9), acks=acks, enable_idempotence=False, linger_ms=0,
+            max_in_flight_requests_per_connection=1, retry_backoff_ms=200,
+            request_timeout_ms=int(min(timeout, 30.0) * 1000) // 2,
+            delivery_timeout_ms=int(timeout * 1000), max_block_ms=int(timeout * 1000))
+        try:
+            futures = [producer.send(topic, value=_as_bytes(v), key=_as_bytes(k), partition=partition)
+                       for k, v in zip(key_list, value_list)]
+            producer.flush(timeout=timeout)
+            return [(md.partition, md.offset) for md in (f.get(timeout=timeout) for f in futures)]
+        finally:
+            producer.close(timeout=5)
+
+    # ------------------------------------------------------------------ faults
+
+    def kill_broker(self, broker_id: int, wait_unregistered: bool = False) -> None:
+        """SIGKILL broker ``broker_id`` and return once its JVM is gone.
+
+        Its ZooKeeper session (and /brokers/ids entry) lives on until the session times
+        out (6 s); pass ``wait_unregistered=True`` to also wait for that.
+        """
+        with self._lock:
+            broker = self._running_broker(broker_id)
+            broker.kill()
+        if wait_unregistered:
+            self._wait_unregistered(broker_id)
+
+    def stop_broker(self, broker_id: int, timeout: float = 30.0) -> None:
+        """Stop broker ``broker_id`` gracefully (SIGTERM: controlled shutdown moves its
+        leaderships first), SIGKILL after ``timeout`` s; return once it is unregistered."""
+        with self._lock:
+            broker = self._running_broker(broker_id)
+            broker.terminate(timeout)
+        self._wait_unregistered(broker_id)
+
+    def start_broker(self, broker_id: int, timeout: Optional[float] = None) -> None:
+        """Start a stopped or killed broker with its id, port and data; return once it is
+        registered in /brokers/ids. Waits first for a killed broker's old registration to
+        expire (Kafka refuses to start while it exists)."""
+        self._check_broker_id(broker_id)
+        with self._lock:
+            self._require_running()
+            broker = self._brokers[broker_id]
+            if broker.running():
+                raise LocalClusterError(f"broker {broker_id} is already running")
+            self._wait_unregistered(broker_id)
+            broker.start()
+        self._wait_registered(broker_id, timeout or self._startup_timeout)
+
+    def _running_broker(self, broker_id: int) -> processes.JavaProcess:
+        self._check_broker_id(broker_id)
+        self._require_running()
+        broker = self._brokers[broker_id]
+        if not broker.running():
+            raise LocalClusterError(f"broker {broker_id} is not running")
+        return broker
+
+    def _wait_unregistered(self, broker_id: int) -> None:
+        timeout = 2 * BROKER_ZK_SESSION_TIMEOUT_MS / 1000 + 10
+        self._wait_for(f"broker {broker_id} to leave /brokers/ids", lambda: not self._is_registered(broker_id), timeout)
+
+    def kazoo_client(self, chroot: str = "", **kwargs: Any) -> KazooClient:
+        """A started KazooClient on this cluster (optionally under ``chroot``), closed by stop()."""
+        client = KazooClient(hosts=self.zk_connect + chroot, **kwargs)
+        client.start(timeout=30)
+        with self._lock:
+            self._clients.append(client)
+        return client
+
+    def expire_session(self, client: KazooClient, timeout: float = 30.0, wait_lost: bool = True) -> None:
+        """Make ZooKeeper expire ``client``'s session for real.
+
+        A second client joins the same session (id and password) and closes it: the
+        server ends the session, deletes its ephemeral nodes and drops the first
+        client's connection. Returns once the server no longer has the session's
+        ephemerals and, with ``wait_lost``, once ``client`` has seen ``KazooState.LOST``
+        (kazoo then opens a new session by itself).
+        """
+        session_id, password = client.client_id
+        lost = threading.Event()
+
+        def on_state(state: KazooState) -> bool:
+            if state == KazooState.LOST:
+                lost.set()
+                return True
+            return False
+
+        client.add_listener(on_state)
+        try:
+            twin = KazooClient(hosts=self.zk_connect, client_id=(session_id, password), timeout=10.0)
+            twin.start(timeout=timeout)
+            twin.stop()
+            twin.close()
+            self._wait_for(f"session 0x{session_id:x} to end", lambda: not self._has_ephemerals(session_id), timeout)
+            if wait_lost and not lost.wait(timeout):
+                raise ClusterTimeoutError(f"client did not observe the expiry of session 0x{session_id:x}")
+        finally:
+            client.remove_listener(on_state)
+
+    def _has_ephemerals(self, session_id: int) -> bool:
+        dump = zookeeper_command(HOST, self._zk_port, "dump")
+        return session_id in sessions_with_ephemerals(dump)
+
+    # ------------------------------------------------------------------ Kafka's own tools
+
+    def tool_command(self, main_class: str, *args: str, jvm_options: Sequence[str] = ()) -> List[str]:
+        """The argv running Kafka class ``main_class`` with the cluster's classpath and
+        a quiet log4j config (WARN and above, to stderr)."""
+        self._require_running()
+        return self._java_argv(main_class, [str(a) for a in args], "log4j-tools.properties", jvm_options)
+
+    def run_tool(self, main_class: str, *args: str, timeout: float = 120.0, check: bool = False,
+                 input: Optional[str] = None, jvm_options: Sequence[str] = ()) -> "subprocess.CompletedProcess[str]":
+        """Run a Kafka tool to completion; return its exit status, stdout and stderr (text).
+
+        On timeout the tool's process group is killed and subprocess.TimeoutExpired raised;
+        with ``check``, a non-zero exit raises subprocess.CalledProcessError.
+        """
+        argv = self.tool_command(main_class, *args, jvm_options=jvm_options)
+        process = self._spawn_tool(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = process.communicate(input=input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            processes.kill_all([process])
+            stdout, stderr = process.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout, output=stdout, stderr=stderr) from None
+        finally:
+            self._forget_tool(process)
+        result = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+        if check:
+            result.check_returncode()
+        return result
+
+    def start_tool(self, main_class: str, *args: str, stdout: Any = subprocess.PIPE, stderr: Any = None,
+                   text: bool = True, jvm_options: Sequence[str] = ()) -> "subprocess.Popen[Any]":
+        """Start a Kafka tool (e.g. a ConsoleConsumer) in the background; stop() kills it.
+
+        stdout is a pipe by default; stderr goes to ``tool_log(process)``'s file unless
+        given. Stop it early with :meth:`stop_tool`.
+        """
+        argv = self.tool_command(main_class, *args, jvm_options=jvm_options)
+        log_file = None
+        if stderr is None:
+            name = main_class.rsplit(".", 1)[-1]
+            log_path = str(self.log_dir / f"tool-{next(self._tool_counter)}-{name}.log")
+            log_file = stderr = open(log_path, "ab")
+        try:
+            process = self._spawn_tool(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text)
+        finally:
+            if log_file is not None:
+                log_file.close()
+        if log_file is not None:
+            self._tool_logs[process.pid] = log_file.name
+        return process
+
+    def tool_log(self, process: "subprocess.Popen[Any]") -> str:
+        """The stderr of a tool started by :meth:`start_tool` with its default stderr."""
+        path = self._tool_logs.get(process.pid)
+        return processes.tail(path, 10 ** 6) if path else ""
+
+    def stop_tool(self, process: "subprocess.Popen[Any]", grace: float = 5.0) -> int:
+        """SIGTERM a tool from :meth:`start_tool` (SIGKILL after ``grace`` s); return its exit status."""
+        processes.terminate_all([process], grace)
+        self._forget_tool(process)
+        return int(process.returncode)
+
+    def _spawn_tool(self, argv: List[str], **kwargs: Any) -> "subprocess.Popen[Any]":
+        with self._lock:
+            self._require_running()
+            process = processes.spawn(argv, cwd=str(self.work_dir), **kwargs)
+            self._tools.append(process)
+        return process
+
+    def _forget_tool(self, process: "subprocess.Popen[Any]") -> None:
+        with self._lock:
+            if process in self._tools:
+                self._tools.remove(process)

@@ -1,0 +1,98 @@
+"""Free loopback TCP ports for test servers.
+
+Ports are picked *below* the kernel's ephemeral range when there is room: a port
+the OS hands out with ``bind(0)`` lies inside that range, and a client connection
+made between our check and the JVM's ``bind`` (or before a broker restarts on the
+same port) could take it as its local port. Below the range only other servers
+compete, and each candidate is checked by binding it.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from typing import List, Optional, Tuple
+
+#: Lowest port we pick from when the ephemeral range leaves room below it.
+LOWEST_PORT = 10000
+#: Linux's default when /proc is unavailable.
+DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
+_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def ephemeral_port_range(path: str = _RANGE_FILE) -> Tuple[int, int]:
+    """The kernel's ephemeral port range ``(low, high)``; Linux's default if unreadable."""
+    try:
+        with open(path) as handle:
+            low, high = (int(field) for field in handle.read().split()[:2])
+        return low, high
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_RANGE
+
+
+def candidate_range(ephemeral: Tuple[int, int], lowest: int = LOWEST_PORT) -> Optional[Tuple[int, int]]:
+    """The inclusive range to pick from, below ``ephemeral``; None if under 1000 ports fit there.
+
+    >>> candidate_range((32768, 60999))
+    (10000, 32767)
+    >>> candidate_range((1024, 65535)) is None
+    True
+    """
+    high = ephemeral[0] - 1
+    if high - lowest + 1 < 1000:
+        return None
+    return lowest, high
+
+
+def free_ports(count: int, host: str = "127.0.0.1", rng: Optional[random.Random] = None) -> List[int]:
+    """Return ``count`` distinct ports on ``host`` that were free a moment ago.
+
+    Every port was bound (without SO_REUSEADDR) and released, all at the same time,
+    so the list has no duplicates. The caller's server should bind them promptly.
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    rng = rng or random.Random()
+    span = candidate_range(ephemeral_port_range())
+    held: List[socket.socket] = []
+    try:
+        while len(held) < count:
+            sock = _bind_random(host, span, rng)
+            held.append(sock)
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _bind_random(host: str, span: Optional[Tuple[int, int]], rng: random.Random) -> socket.socket:
+    """A socket bound to a free port: from ``span`` (100 tries) or else one the OS picks."""
+    if span is not None:
+        for _ in range(100):
+            sock = _try_bind(host, rng.randint(*span))
+            if sock is not None:
+                return sock
+    sock = _try_bind(host, 0)
+    if sock is None:
+        raise OSError(f"could not bind any port on {host}")
+    return sock
+
+
+def _try_bind(host: str, port: int) -> Optional[socket.socket]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+        sock.listen(1)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def is_port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True if something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
