@@ -1,0 +1,68 @@
+"""Operations on consumer groups stored in ZooKeeper: what the ``zkconsumer`` CLI runs.
+
+Each operation takes a started :class:`~kazoo.client.KazooClient` and, where log
+offsets are needed, a :class:`LogOffsets` source (normally :class:`BrokerOffsets`,
+which asks each partition's leader). They read and write exactly the nodes
+Kafka's own tools do (see ``DESIGN.md`` section 2), so results agree with
+``kafka.tools.ConsumerOffsetChecker``, ``ExportZkOffsets`` and ``ImportZkOffsets``:
+
+=====================  ==================================================================
+operation              Kafka counterpart / behaviour
+=====================  ==================================================================
+:func:`list_groups`    ``kafka-consumer-groups --list``: children of ``/consumers``
+:func:`describe_group` ``ConsumerOffsetChecker``: offset, log end, lag, owner per partition
+:func:`export_offsets` ``ExportZkOffsets``: ``/consumers/<g>/offsets/<t>/<p>:<offset>`` lines
+:func:`import_offsets` ``ImportZkOffsets``: write each line's offset to its path
+:func:`plan_reset`     (later Kafka's ``--reset-offsets``): compute, clamp, never write
+:func:`apply_reset`    write a plan, refusing while the group has live members
+:func:`delete_group`   ``kafka-consumer-groups --delete``: refused while members are live
+=====================  ==================================================================
+
+Writes refuse to run while the group has *live members* (children of
+``/consumers/<g>/ids``): a live member would overwrite offsets at its next
+commit, and deleting its nodes would corrupt its state. The check and the write
+are not atomic (ZooKeeper cannot make a multi-op depend on a node's children),
+so a member joining in between is not detected; the window is milliseconds.
+
+User errors raise subclasses of :class:`AdminError` (a ``ZkConsumerError``) with
+a one-line message; malformed offset nodes raise
+:class:`~zkconsumer.errors.MalformedZnodeError` naming the node.
+
+Submodules (everything public is re-exported here; import from ``zkconsumer.admin``):
+
+=====================  ==================================================================
+submodule              contents
+=====================  ==================================================================
+:mod:`.errors`         :class:`AdminError` and its subclasses
+:mod:`.log_offsets`    :class:`LogOffsets` (protocol), :class:`BrokerOffsets`
+:mod:`._zk`            private ZooKeeper reading helpers; :func:`list_groups`,
+                       :func:`live_members`, :data:`Progress`, :data:`TopicPartition`
+:mod:`.describe`       :class:`MemberInfo`, :class:`PartitionRow`, :class:`GroupDescription`,
+                       :func:`describe_group`
+:mod:`.offsets_file`   :class:`OffsetEntry`, :func:`export_offsets`, :func:`format_export`,
+                       :func:`parse_export`, :func:`import_offsets`
+:mod:`.reset`          :class:`ResetTarget`, :func:`parse_reset_target`, :func:`compute_reset`,
+                       :class:`ResetRow`, :class:`ResetPlan`, :func:`plan_reset`,
+                       :func:`apply_reset`
+:mod:`.delete`         :func:`delete_group`
+=====================  ==================================================================
+"""
+
+from __future__ import annotations
+
+from ._zk import ADMIN_CLIENT_ID, Progress, TopicPartition, list_groups, live_members
+from .delete import delete_group
+from .describe import GroupDescription, MemberInfo, PartitionRow, describe_group
+from .errors import AdminError, GroupActiveError, OffsetFileError, UnknownGroupError, UnknownTopicError
+from .log_offsets import BrokerOffsets, LogOffsets
+from .offsets_file import OffsetEntry, export_offsets, format_export, import_offsets, parse_export
+from .reset import ResetPlan, ResetRow, ResetTarget, apply_reset, compute_reset, parse_reset_target, plan_reset
+
+__all__ = [
+    "AdminError", "UnknownGroupError", "UnknownTopicError", "GroupActiveError", "OffsetFileError",
+    "LogOffsets", "BrokerOffsets", "MemberInfo", "PartitionRow", "GroupDescription",
+    "OffsetEntry", "ResetTarget", "ResetRow", "ResetPlan", "Progress",
+    "list_groups", "live_members", "describe_group", "export_offsets", "format_export",
+    "parse_export", "import_offsets", "parse_reset_target", "compute_reset", "plan_reset",
+    "apply_reset", "delete_group",
+]

@@ -1,0 +1,126 @@
+"""Where log start/end offsets come from: the :class:`LogOffsets` protocol and
+:class:`BrokerOffsets`, which asks each partition's leader."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from .. import zkformat
+from ..connection import BrokerConnection
+from ..errors import BrokerError, MalformedZnodeError
+from ..protocol import ERROR_NAMES, NO_LEADER, ListOffsetsRequest
+from . import _zk
+from ._zk import TopicPartition
+
+__all__ = ["LogOffsets", "BrokerOffsets"]
+
+
+class LogOffsets(Protocol):
+    """Where log start/end offsets come from (a fake in unit tests).
+
+    ``fetch`` returns ``(offsets, problems)``: an offset for every partition it
+    could look up, and a one-line reason for every one it could not.
+    """
+
+    def fetch(self, partitions: Sequence[TopicPartition], time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        ...
+
+
+class BrokerOffsets:
+    """:class:`LogOffsets` from the brokers: one ListOffsets request per partition leader.
+
+    The leader comes from ``/brokers/topics/<t>/partitions/<p>/state`` and its
+    address from ``/brokers/ids/<leader>`` (as ConsumerOffsetChecker does).
+    Connections are kept per broker until :meth:`close` (also a context manager).
+    """
+
+    def __init__(self, zk: KazooClient, *, socket_timeout_ms: int = 10000,
+                 client_id: str = "zkconsumer-admin", protocol: str = "PLAINTEXT") -> None:
+        self._zk = zk
+        self._timeout_ms = socket_timeout_ms
+        self._client_id = client_id
+        self._protocol = protocol
+        self._connections: Dict[int, BrokerConnection] = {}
+        self._brokers: Dict[int, Optional[zkformat.Broker]] = {}
+
+    def __enter__(self) -> "BrokerOffsets":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    def leaders(self, partitions: Sequence[TopicPartition]) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        """Leader broker id of each partition, and a reason for each partition without a usable one."""
+        state_paths = {tp: zkformat.partition_state_path(*tp) for tp in partitions}
+        data = _zk.get_many(self._zk, list(state_paths.values()))
+        leaders: Dict[TopicPartition, int] = {}
+        problems: Dict[TopicPartition, str] = {}
+        for tp, path in state_paths.items():
+            raw = data[path]
+            if raw is None:
+                problems[tp] = f"no partition state at {path}"
+                continue
+            try:
+                state = zkformat.decode_partition_state(path, raw)
+            except MalformedZnodeError as exc:
+                problems[tp] = str(exc)
+                continue
+            if state.leader == NO_LEADER:
+                problems[tp] = "the partition has no leader"
+            else:
+                leaders[tp] = state.leader
+        return leaders, problems
+
+    def _broker(self, broker_id: int) -> Optional[zkformat.Broker]:
+        if broker_id not in self._brokers:
+            path = zkformat.broker_path(broker_id)
+            try:
+                data, _ = self._zk.retry(self._zk.get, path)
+                self._brokers[broker_id] = zkformat.decode_broker(path, data, self._protocol)
+            except (NoNodeError, MalformedZnodeError):
+                self._brokers[broker_id] = None
+        return self._brokers[broker_id]
+
+    def _connection(self, broker: zkformat.Broker) -> BrokerConnection:
+        if broker.id not in self._connections:
+            self._connections[broker.id] = BrokerConnection(
+                broker.host, broker.port, self._client_id, self._timeout_ms, 0)
+        return self._connections[broker.id]
+
+    def fetch(self, partitions: Sequence[TopicPartition], time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        """Offsets before ``time`` (:data:`EARLIEST_TIME`/:data:`LATEST_TIME`) of ``partitions``."""
+        offsets: Dict[TopicPartition, int] = {}
+        leaders, problems = self.leaders(partitions)
+        by_leader: Dict[int, List[TopicPartition]] = {}
+        for tp, leader in leaders.items():
+            by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in sorted(by_leader.items()):
+            broker = self._broker(leader)
+            if broker is None:
+                for tp in tps:
+                    problems[tp] = f"leader broker {leader} is not registered under {zkformat.BROKER_IDS_PATH}"
+                continue
+            try:
+                response = self._connection(broker).send(ListOffsetsRequest(tuple((t, p, time) for t, p in tps)))
+            except BrokerError as exc:
+                for tp in tps:
+                    problems[tp] = str(exc)
+                continue
+            answered = {(r.topic, r.partition): r for r in response.partitions}
+            for tp in tps:
+                r = answered.get(tp)
+                if r is None or (r.error_code == 0 and not r.offsets):
+                    problems[tp] = f"broker {leader} returned no offset"
+                elif r.error_code != 0:
+                    problems[tp] = f"broker {leader}: {ERROR_NAMES.get(r.error_code, r.error_code)}"
+                else:
+                    offsets[tp] = r.offsets[0]
+        return offsets, problems

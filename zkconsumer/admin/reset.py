@@ -1,0 +1,185 @@
+"""Offset resets: parse a target, plan the new offsets (clamped to the log, nothing
+written) and apply a plan (later Kafka's ``kafka-consumer-groups --reset-offsets``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from kazoo.client import KazooClient
+
+from .. import zkformat
+from ..protocol import EARLIEST_TIME, LATEST_TIME
+from . import _zk
+from .errors import AdminError, UnknownTopicError
+from .log_offsets import LogOffsets
+
+__all__ = [
+    "ResetTarget", "parse_reset_target", "compute_reset", "ResetRow", "ResetPlan", "plan_reset", "apply_reset",
+]
+
+
+@dataclass(frozen=True)
+class ResetTarget:
+    """Where to move offsets: ``kind`` is ``earliest``, ``latest``, ``offset`` (``value``
+    is the offset) or ``shift`` (``value`` is the signed distance)."""
+
+    kind: str
+    value: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "offset":
+            return str(self.value)
+        if self.kind == "shift":
+            return f"shift:{self.value:+d}"
+        return self.kind
+
+
+def parse_reset_target(text: str) -> ResetTarget:
+    """Parse ``earliest``, ``latest``, ``<offset>``, ``shift:+N`` or ``shift:-N``; ``ValueError`` otherwise.
+
+    >>> parse_reset_target("shift:-5"), parse_reset_target("17")
+    (ResetTarget(kind='shift', value=-5), ResetTarget(kind='offset', value=17))
+    """
+    t = text.strip().lower()
+    if t in ("earliest", "smallest"):
+        return ResetTarget("earliest")
+    if t in ("latest", "largest"):
+        return ResetTarget("latest")
+    if t.isdigit():
+        return ResetTarget("offset", int(t))
+    match = re.fullmatch(r"shift:([+-]?)([0-9]+)", t)
+    if match:
+        return ResetTarget("shift", -int(match.group(2)) if match.group(1) == "-" else int(match.group(2)))
+    raise ValueError(f"invalid reset target {text!r}: expected earliest, latest, an offset, shift:+N or shift:-N")
+
+
+def compute_reset(
+    target: ResetTarget, current: Optional[int], log_start: int, log_end: int
+) -> Tuple[Optional[int], Optional[str]]:
+    """The new offset of one partition and a note for the plan (pure).
+
+    Explicit and shifted offsets are clamped into ``[log_start, log_end]`` and
+    the note says so; shifting a partition without a committed offset leaves it
+    alone (``None``) with a note.
+
+    >>> compute_reset(ResetTarget("shift", -10), 15, 8, 20)
+    (8, 'clamped 5 up to the log start 8')
+    >>> compute_reset(ResetTarget("latest"), None, 0, 20)
+    (20, None)
+    """
+    if target.kind == "earliest":
+        return log_start, None
+    if target.kind == "latest":
+        return log_end, None
+    if target.kind == "shift":
+        if current is None or current < 0:
+            return None, "no committed offset to shift; left unchanged"
+        wanted = current + target.value
+    elif target.kind == "offset":
+        wanted = target.value
+    else:
+        raise ValueError(f"unknown reset target kind {target.kind!r}")
+    if wanted < log_start:
+        return log_start, f"clamped {wanted} up to the log start {log_start}"
+    if wanted > log_end:
+        return log_end, f"clamped {wanted} down to the log end {log_end}"
+    return wanted, None
+
+
+@dataclass(frozen=True)
+class ResetRow:
+    """One partition of a reset plan; ``new`` is ``None`` when it is left unchanged."""
+
+    topic: str
+    partition: int
+    current: Optional[int]
+    new: Optional[int]
+    log_start: int
+    log_end: int
+    note: Optional[str] = None
+
+    @property
+    def changes(self) -> bool:
+        return self.new is not None and self.new != self.current
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """What :func:`apply_reset` would write; ``rows`` sorted by partition."""
+
+    group: str
+    topic: str
+    target: ResetTarget
+    rows: List[ResetRow]
+    group_exists: bool = True
+
+    @property
+    def changes(self) -> List[ResetRow]:
+        return [r for r in self.rows if r.changes]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "group": self.group, "topic": self.topic, "target": str(self.target),
+            "group_exists": self.group_exists,
+            "partitions": [dict(asdict(r), changes=r.changes) for r in self.rows],
+        }
+
+
+def plan_reset(
+    zk: KazooClient, group: str, topic: str, target: ResetTarget, log_offsets: LogOffsets,
+    partitions: Optional[Sequence[int]] = None,
+) -> ResetPlan:
+    """Compute, without writing anything, the new offset of each partition of ``topic``.
+
+    ``partitions`` restricts the plan (default: every partition of the topic).
+    A group that does not exist yet is allowed (a reset can seed its offsets);
+    the plan says so in ``group_exists``. Raises :class:`UnknownTopicError`,
+    :class:`AdminError` if a partition does not exist or a log offset cannot be
+    looked up (the plan could not be clamped), and
+    :class:`~zkconsumer.errors.MalformedZnodeError` for an unreadable offset node.
+    """
+    try:
+        paths = zkformat.GroupPaths(group)
+    except ValueError as exc:
+        raise AdminError(f"invalid group name {group!r}: {exc}") from None
+    client = _zk.group_client(zk, group)
+    all_partitions = client.partitions_for_topics([topic]).get(topic)
+    if all_partitions is None:
+        raise UnknownTopicError(topic)
+    chosen = sorted(set(partitions)) if partitions is not None else all_partitions
+    missing = sorted(set(chosen) - set(all_partitions))
+    if missing:
+        raise AdminError(f"topic {topic!r} has no partition {', '.join(map(str, missing))} "
+                         f"(it has {len(all_partitions)})")
+    tps = [(topic, p) for p in chosen]
+    starts, start_problems = log_offsets.fetch(tps, EARLIEST_TIME)
+    ends, end_problems = log_offsets.fetch(tps, LATEST_TIME)
+    problems = {**start_problems, **end_problems}
+    if problems:
+        (t, p), why = sorted(problems.items())[0]
+        raise AdminError(f"cannot look up the log offsets of {t}/{p}: {why}")
+    rows = []
+    for tp in tps:
+        current = client.read_offset(*tp)
+        new, note = compute_reset(target, current, starts[tp], ends[tp])
+        rows.append(ResetRow(tp[0], tp[1], current, new, starts[tp], ends[tp], note))
+    exists = zk.retry(zk.exists, paths.root) is not None
+    return ResetPlan(group, topic, target, rows, exists)
+
+
+def apply_reset(zk: KazooClient, plan: ResetPlan) -> int:
+    """Write the plan's changed offsets; returns how many were written.
+
+    Refuses with :class:`GroupActiveError` (nothing written) while the group has
+    live members.
+    """
+    _zk.refuse_if_live(zk, plan.group, "reset offsets")
+    client = _zk.group_client(zk, plan.group)
+    written = 0
+    for row in plan.changes:
+        assert row.new is not None
+        client.commit_offset(row.topic, row.partition, row.new)
+        written += 1
+    return written
