@@ -325,10 +325,13 @@ class ZookeeperConsumerConnector:
             )
             self._reporter.start()
 
-    def _commit(self) -> int:
+    def _commit(self) -> None:
+        """Commit what was handed out; partitions found owned by someone else are given up."""
         if self._rebalancer is None:
-            return 0
-        return self._committer.commit(self._rebalancer.owned_infos())
+            return
+        fenced = self._committer.commit(self._rebalancer.owned_partitions())
+        if fenced:
+            self._rebalancer.ownership_lost(fenced)
 
     # ------------------------------------------------------ callbacks (signal only)
 

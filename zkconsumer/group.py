@@ -363,3 +363,55 @@ class GroupClient:
         for (topic, partition), offset in sorted(offsets.items()):
             self.commit_offset(topic, partition, offset)
 
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
+        """Write ``offset`` only while ``owner`` holds the partition under this session: a fenced commit.
+
+        The owner node must hold ``owner`` and belong to the current session;
+        the check and the write then run as one ZooKeeper multi-operation
+        (``check`` of the owner node's version, ``set``/``create`` of the offset),
+        so a partition released or taken over in between is not written. A member
+        whose session expired while it was frozen cannot write at all (the
+        session is gone), and after reconnecting it sees another session's node.
+        Returns ``False`` (nothing written) when fenced. Repeat-safe.
+
+        Residual window: another client deleting our node *and* recreating one
+        at the same version between the read and the multi; only a foreign tool
+        deleting a live member's node can start that.
+        """
+        owner_path = self.paths.owner(topic, partition)
+        offset_path = self.paths.offset(topic, partition)
+        expected = zkformat.encode_owner(owner)
+        data = zkformat.encode_offset(offset)
+        outcome: List[bool] = [False]
+
+        def step() -> bool:
+            """One try; ``False`` when the offset node appeared or vanished meanwhile (try again)."""
+            try:
+                current, stat = self.client.get(owner_path)
+            except NoNodeError:
+                outcome[0] = False
+                return True
+            if current != expected or not self._ours(stat):
+                outcome[0] = False
+                return True
+            exists = self.client.exists(offset_path) is not None
+            if not exists:
+                self.client.ensure_path(self.paths.offsets_topic(topic), acl=self._acl)
+            transaction = self.client.transaction()
+            transaction.check(owner_path, stat.version)
+            if exists:
+                transaction.set_data(offset_path, data)
+            else:
+                transaction.create(offset_path, data, acl=self._acl)
+            check, write = transaction.commit()
+            if isinstance(check, Exception):
+                outcome[0] = False  # the owner node changed: fenced
+                return True
+            if isinstance(write, Exception):
+                return False  # the offset node appeared/vanished under us: go round again
+            outcome[0] = True
+            return True
+
+        self._until_done(step, f"committing {offset_path}")
+        return outcome[0]
+

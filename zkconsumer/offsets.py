@@ -5,13 +5,19 @@ one commit per partition per interval that is most of a large group's ZooKeeper
 write load. :class:`OffsetCommitter` remembers the last value known to be in
 ZooKeeper for each partition (read at claim time or written by us) and writes
 only partitions whose consumed offset moved.
+
+Commits are *fenced*: a partition is written only while this member still owns
+it in ZooKeeper under its current session (see
+:meth:`GroupClient.commit_offset_if_owner`), so a member that was frozen past
+its session timeout, or lost a partition some other way, never overwrites the
+new owner's offsets.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, Iterable, Tuple
+from typing import Callable, Dict, Iterable, List, Tuple
 
 from .group import GroupClient
 from .partition_info import PartitionTopicInfo
@@ -44,25 +50,35 @@ class OffsetCommitter:
         with self._lock:
             return dict(self._checkpoints)
 
-    def commit(self, infos: Iterable[PartitionTopicInfo]) -> int:
-        """Commit each partition's consumed offset if it changed; return how many were written.
+    def commit(self, owned: Iterable[Tuple[PartitionTopicInfo, str]]) -> List[TopicPartition]:
+        """Commit the consumed offset of each ``(partition info, owning thread id)`` that moved.
 
-        Partitions whose position is not yet known (negative offset: waiting for
-        ``auto.offset.reset`` to resolve it) are skipped.
+        Returns the partitions that were *fenced*: no longer owned by that
+        thread id under this session, so not written. Partitions whose position
+        is not yet known (negative offset: ``auto.offset.reset`` pending) are
+        skipped.
         """
         written = 0
+        fenced: List[TopicPartition] = []
         with self._lock:
-            for info in infos:
+            for info, owner in owned:
                 tp = (info.topic, info.partition)
                 offset = info.consumed_offset
                 if offset < 0 or self._checkpoints.get(tp) == offset:
                     continue
-                self._group.commit_offset(info.topic, info.partition, offset)
-                self._checkpoints[tp] = offset
-                written += 1
+                if self._group.commit_offset_if_owner(info.topic, info.partition, offset, owner):
+                    self._checkpoints[tp] = offset
+                    written += 1
+                else:
+                    fenced.append(tp)
         if written:
             log.debug("committed %d offsets for group %s", written, self._group.group)
-        return written
+        if fenced:
+            log.warning(
+                "not committing %s for group %s: no longer owned by this member under its current session",
+                ", ".join(f"{t}-{p}" for t, p in fenced), self._group.group,
+            )
+        return fenced
 
 
 class AutoCommitter:

@@ -117,6 +117,7 @@ class _Signals:
     session_lost: bool = False
     session_restored: bool = False
     stop: bool = False
+    lost: Set[TopicPartition] = field(default_factory=set)
 
 
 class Rebalancer:
@@ -212,6 +213,14 @@ class Rebalancer:
             self._signals.reasons.append("new ZooKeeper session")
             self._notify()
 
+    def ownership_lost(self, partitions: Iterable[TopicPartition]) -> None:
+        """A fenced commit found these partitions owned by someone else: stop delivering them, rebalance."""
+        with self._cond:
+            self._signals.lost.update(partitions)
+            self._signals.rebalance = True
+            self._signals.reasons.append("lost ownership of " + ", ".join(f"{t}-{p}" for t, p in sorted(partitions)))
+            self._notify()
+
     def _notify(self) -> None:
         """Wake the thread, wherever it waits; call with ``_cond`` held."""
         self._cond.notify_all()
@@ -239,10 +248,10 @@ class Rebalancer:
             self._thread.join()
         self._set_state(RebalanceState.STOPPED)
 
-    def owned_infos(self) -> List[PartitionTopicInfo]:
-        """The partitions currently owned (for commits), a snapshot."""
+    def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
+        """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot."""
         with self._cond:
-            return list(self._registry.values())
+            return [(info, self._owned[tp]) for tp, info in self._registry.items() if tp in self._owned]
 
     @property
     def state(self) -> RebalanceState:
@@ -284,7 +293,11 @@ class Rebalancer:
             self._first_done.set()
 
     def _apply_session_signals(self, signals: _Signals) -> bool:
-        """Act on session loss/restoration; ``False`` while the session is still lost."""
+        """Act on lost partitions and session loss/restoration; ``False`` while the session is still lost."""
+        if signals.lost:
+            with self._cond:  # no longer ours: the next attempt must not count them as owned
+                for tp in signals.lost:
+                    self._owned.pop(tp, None)
         if signals.session_lost:
             self._drop_everything("ZooKeeper session lost")
             self._set_state(RebalanceState.DISCONNECTED)
@@ -392,7 +405,7 @@ class Rebalancer:
             self._fetching = False
         self._clear_queues()
         if self._auto_commit and self._registry:
-            self._committer.commit(self._registry.values())
+            self._committer.commit(self.owned_partitions())
         if self._listener is not None and self._registry:
             by_topic: Dict[str, Set[int]] = {}
             for topic, partition in self._registry:
@@ -406,6 +419,12 @@ class Rebalancer:
             stream.clear()
 
     def _take_ownership(self, mine: Mapping[TopicPartition, str], assignment: Mapping[TopicPartition, str]) -> bool:
+        """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
+
+        On failure, partitions newly claimed in this attempt are released again,
+        but the retained ones keep being fetched: one partition stuck with a slow
+        member does not stall the rest.
+        """
         for tp in sorted(set(self._owned) - set(mine)):
             self._group.release(tp[0], tp[1], self._owned[tp])
             self._forget(tp)
@@ -416,7 +435,7 @@ class Rebalancer:
         for tp in sorted(mine):
             if tp in retained and self._owned[tp] == mine[tp]:
                 continue
-            holder = self._group.claim(tp[0], tp[1], mine[tp])
+            holder = self._group.claim(tp[0], tp[1], mine[tp])  # relabels a retained node of ours
             if holder is None:
                 claimed.append(tp)
             else:
@@ -429,35 +448,46 @@ class Rebalancer:
             for tp in claimed:
                 if tp not in retained:
                     self._group.release(tp[0], tp[1], mine[tp])
-            for tp in list(self._owned):
-                if tp in retained:
-                    self._owned[tp] = mine[tp]
+            self._install({tp: mine[tp] for tp in retained if tp not in conflicts}, retained, {})
             return False
 
-        registry: Dict[TopicPartition, PartitionTopicInfo] = {}
-        new = [tp for tp in mine if tp not in retained]
-        committed = self._group.read_offsets(new)
-        for tp, thread_id in mine.items():
-            queue = self._queue_for(tp[0], thread_id)
-            if tp in retained:
-                offset = self._registry[tp].consumed_offset
-            else:
-                found = committed[tp]
-                offset = INVALID_OFFSET if found is None else found
-                if found is not None:
-                    self._committer.checkpoint(tp[0], tp[1], found)
-            registry[tp] = PartitionTopicInfo(tp[0], tp[1], queue, offset, self._fetch_size)
-        with self._cond:
-            self._registry = registry
-            self._owned = dict(mine)
+        committed = self._group.read_offsets([tp for tp in mine if tp not in retained])
         if self._listener is not None:
             by_topic: Dict[str, Dict[int, str]] = {}
             for (topic, partition), thread_id in assignment.items():
                 by_topic.setdefault(topic, {})[partition] = thread_id
             self._listener.before_starting_fetchers(self._consumer_id, by_topic)
-        self._fetchers.start_connections(registry.values())
-        self._fetching = True
+        self._install(mine, retained, committed)
         return True
+
+    def _install(
+        self,
+        owned: Mapping[TopicPartition, str],
+        retained: Set[TopicPartition],
+        committed: Mapping[TopicPartition, Optional[int]],
+    ) -> None:
+        """Make ``owned`` the registry and start fetching it.
+
+        Retained partitions continue from the offset already handed out; the
+        others start from their committed offset (``INVALID_OFFSET`` if none:
+        the fetcher applies ``auto.offset.reset``).
+        """
+        registry: Dict[TopicPartition, PartitionTopicInfo] = {}
+        for tp, thread_id in owned.items():
+            if tp in retained:
+                offset = self._registry[tp].consumed_offset
+            else:
+                found = committed.get(tp)
+                offset = INVALID_OFFSET if found is None else found
+                if found is not None:
+                    self._committer.checkpoint(tp[0], tp[1], found)
+            registry[tp] = PartitionTopicInfo(tp[0], tp[1], self._queue_for(tp[0], thread_id), offset, self._fetch_size)
+        with self._cond:
+            self._registry = registry
+            self._owned = dict(owned)
+        if registry:
+            self._fetchers.start_connections(registry.values())
+            self._fetching = True
 
     def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str]) -> List[TopicPartition]:
         """Retry conflicting claims as their owner nodes are deleted, until the backoff runs out.

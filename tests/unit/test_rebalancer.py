@@ -83,6 +83,12 @@ class FakeGroup:
     def commit_offset(self, topic: str, partition: int, offset: int) -> None:
         self.offsets[(topic, partition)] = offset
 
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
+        if self.owner_nodes.get((topic, partition)) != owner:
+            return False
+        self.offsets[(topic, partition)] = offset
+        return True
+
 
 class FakeFetchers:
     def __init__(self) -> None:
@@ -271,3 +277,53 @@ def test_stop_joins_the_thread_even_while_waiting_on_a_conflict(group: FakeGroup
     rebalancer.stop()
     assert time.monotonic() - started < 2
     assert rebalancer.state is RebalanceState.STOPPED
+
+
+def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000)
+    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        group.owner_nodes[("t", 1)] = "g_intruder-0"  # taken over behind our back
+        for info in fetchers.running:
+            info.consumed_offset = 7
+        fenced = committer.commit(rebalancer.owned_partitions())
+        assert fenced == [("t", 1)]
+        assert ("t", 1) not in group.offsets and group.offsets[("t", 0)] == 7
+        rebalancer.ownership_lost(fenced)
+        deadline = time.monotonic() + 5
+        while ("t", 1) in {(i.topic, i.partition) for i in fetchers.running} or fetchers.stops == 0:
+            assert time.monotonic() < deadline, "still fetching a partition we lost"
+            time.sleep(0.01)
+        assert ("t", 1) not in rebalancer.status.owned
+        group.other_releases(("t", 1))
+        settle(rebalancer)
+        assert group.owner_nodes[("t", 1)] == f"{ME}-0"
+        assert len(fetchers.running) == 4
+    finally:
+        rebalancer.stop()
+
+
+def test_retained_partitions_keep_flowing_while_a_new_one_is_stuck(group: FakeGroup) -> None:
+    group.join("g_other", {"t": 1})  # "g_me-0" < "g_other-0": we get 0 and 1, it gets 2 and 3
+    group.owner_nodes[("t", 2)] = "g_other-0"
+    group.owner_nodes[("t", 3)] = "g_other-0"
+    rebalancer, fetchers, _ = build(group, backoff_ms=50, max_retries=2)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        assert sorted(i.partition for i in fetchers.running) == [0, 1]
+        del group.members_["g_other"]  # it leaves but is slow to release partition 2
+        group.other_releases(("t", 3))
+        rebalancer.request("member left")
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert sorted(i.partition for i in fetchers.running) == [0, 1]  # still consuming what it kept
+        group.other_releases(("t", 2))
+        settle(rebalancer)
+        assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
+    finally:
+        rebalancer.stop()
