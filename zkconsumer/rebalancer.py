@@ -405,7 +405,10 @@ class Rebalancer:
             self._fetching = False
         self._clear_queues()
         if self._auto_commit and self._registry:
-            self._committer.commit(self.owned_partitions())
+            fenced = self._committer.commit(self.owned_partitions())
+            with self._cond:  # taken over behind our back: not ours to retain
+                for tp in fenced:
+                    self._owned.pop(tp, None)
         if self._listener is not None and self._registry:
             by_topic: Dict[str, Set[int]] = {}
             for topic, partition in self._registry:
@@ -433,13 +436,16 @@ class Rebalancer:
         claimed: List[TopicPartition] = []
         conflicts: Dict[TopicPartition, str] = {}
         for tp in sorted(mine):
-            if tp in retained and self._owned[tp] == mine[tp]:
-                continue
-            holder = self._group.claim(tp[0], tp[1], mine[tp])  # relabels a retained node of ours
+            # For a retained partition this confirms the node is still ours (and relabels it
+            # if its thread changed): one taken behind our back is not silently kept.
+            holder = self._group.claim(tp[0], tp[1], mine[tp])
             if holder is None:
                 claimed.append(tp)
             else:
                 conflicts[tp] = holder
+                if tp in retained:
+                    retained.discard(tp)
+                    self._forget(tp)
         if conflicts:
             claimed.extend(self._wait_and_claim(conflicts, mine))
         if conflicts:

@@ -327,3 +327,24 @@ def test_retained_partitions_keep_flowing_while_a_new_one_is_stuck(group: FakeGr
         assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
     finally:
         rebalancer.stop()
+
+
+def test_a_retained_partition_taken_behind_our_back_is_not_silently_kept(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, backoff_ms=50, auto_commit=False)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        group.owner_nodes[("t", 0)] = "g_intruder-0"  # no commit will notice: auto-commit is off
+        group.join("g_other", {"t": 1})  # we keep 0 and 1 by assignment
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert ("t", 0) not in rebalancer.status.owned
+        assert 0 not in {i.partition for i in fetchers.running}
+        group.other_releases(("t", 0))
+        settle(rebalancer)
+        assert sorted(i.partition for i in fetchers.running) == [0, 1]
+    finally:
+        rebalancer.stop()
