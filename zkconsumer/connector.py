@@ -34,7 +34,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
-from . import assignors, zkformat
+from . import assignors, security, zkformat
 from .config import ConsumerConfig
 from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
 from .fetcher import FetcherManager
@@ -106,6 +106,7 @@ class ZookeeperConsumerConnector:
             self.config.group_id,
             self.consumer_id,
             retry_timeout_s=self.config.zookeeper_session_timeout_ms / 1000.0,
+            acl=security.zookeeper_acls(self.config),
         )
         self._committer = OffsetCommitter(self._group)
         self._fetchers = FetcherManager(
@@ -252,7 +253,8 @@ class ZookeeperConsumerConnector:
 
     def _connect_zookeeper(self) -> KazooClient:
         cfg = self.config
-        auth = [("digest", cfg.zookeeper_auth)] if cfg.zookeeper_auth else None
+        security.check_config(cfg)  # bad ACL/TLS settings fail before a session is opened
+        auth = security.zookeeper_auth_data(cfg)
         client = KazooClient(
             hosts=cfg.zookeeper_connect,
             timeout=cfg.zookeeper_session_timeout_ms / 1000.0,
@@ -268,6 +270,12 @@ class ZookeeperConsumerConnector:
                 f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
             ) from exc
+        try:
+            security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+        except BaseException:
+            client.stop()
+            client.close()
+            raise
         client.add_listener(self._on_zk_state)
         return client
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import logging
 import random
-import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -59,12 +58,13 @@ from typing import (
 
 from .assignors import java_string_hash
 from .connection import BrokerConnection
-from .errors import BrokerError, ConfigurationError, ConsumerShutdownError, CorruptMessageError, \
+from .errors import BrokerError, ConsumerShutdownError, CorruptMessageError, \
     MessageSizeTooLargeError, ZkConsumerError
 from .messageset import decode_message_set
 from .partition_info import PartitionTopicInfo
 from .protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, MetadataResponse, \
     OffsetOutOfRangeError
+from .security import broker_ssl_context
 
 if TYPE_CHECKING:  # pragma: no cover
     from .zkformat import Broker
@@ -108,27 +108,6 @@ class FetcherKey:
 def _is_expected(exc: BaseException) -> bool:
     """Failures that come from the outside world (retry later), as opposed to bugs (report)."""
     return isinstance(exc, (BrokerError, OSError)) or (isinstance(exc, ZkConsumerError) and exc.retriable)
-
-
-def _ssl_context(config: Any) -> Optional[ssl.SSLContext]:
-    """A client TLS context when ``security.protocol`` is SSL, else ``None``.
-
-    Raises ConfigurationError naming the property whose file cannot be loaded.
-    """
-    if str(getattr(config, "security_protocol", "PLAINTEXT")).upper() != "SSL":
-        return None
-    try:
-        ctx = ssl.create_default_context(cafile=getattr(config, "ssl_cafile", None) or None)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigurationError("ssl.cafile", f"cannot load CA certificates: {exc}") from exc
-    certfile = getattr(config, "ssl_certfile", None)
-    if certfile:
-        try:
-            ctx.load_cert_chain(certfile, getattr(config, "ssl_keyfile", None) or None)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigurationError("ssl.certfile", f"cannot load the client certificate/key: {exc}") from exc
-    ctx.check_hostname = bool(getattr(config, "ssl_check_hostname", True))
-    return ctx
 
 
 # =========================================================================== fetcher thread
@@ -476,7 +455,7 @@ class FetcherManager:
         self._brokers = brokers
         self._on_error = on_error
         self._sleep = sleep
-        self._ssl_context = _ssl_context(config)
+        self._ssl_context = broker_ssl_context(config)
         self._connection_factory = connection_factory
         self._lifecycle = threading.RLock()
         self._fetchers_lock = threading.Lock()

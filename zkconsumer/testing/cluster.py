@@ -17,6 +17,15 @@ directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep
 ``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
 processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
 
+With ``ssl=SslOptions(...)`` (or ``ssl=True``) every broker also gets an SSL listener,
+with certificates generated at start (a test CA, a broker certificate for 127.0.0.1 and
+localhost, a client certificate; see :mod:`zkconsumer.testing.tls`)::
+
+    with LocalCluster(brokers=1, ssl=SslOptions(client_auth="required")) as cluster:
+        cluster.ssl_bootstrap_servers                   # "127.0.0.1:<ssl port>"
+        cluster.ssl_files.ca, cluster.ssl_files.client_cert, cluster.ssl_files.client_key
+        cluster.ssl_files.consumer_properties()         # security.protocol=SSL + the three files
+
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
 ``B[(p + j) % len(B)]`` for ``j < replication``; the first is the leader. With brokers
@@ -48,7 +57,8 @@ from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.probes import fetch_metadata, sessions_with_ephemerals, zookeeper_command
 from zkconsumer.testing.properties import (BROKER_ZK_SESSION_TIMEOUT_MS, SERVER_QUIET_LOGGERS,
                                            PropertyValue, broker_properties, format_value, log4j_properties,
-                                           render_properties, zookeeper_properties)
+                                           render_properties, ssl_listener_properties, zookeeper_properties)
+from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
 
 HOST = "127.0.0.1"
@@ -130,6 +140,10 @@ class LocalCluster:
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
     defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
+    ``ssl`` (an :class:`~zkconsumer.testing.tls.SslOptions`, or ``True`` for the defaults)
+    adds an SSL listener to every broker, with material generated at start
+    (:attr:`ssl_files`, :attr:`ssl_bootstrap_servers`, :meth:`ssl_port`); without it
+    nothing TLS-related happens.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
     cannot be started again. Methods are safe to call from several threads.
@@ -139,7 +153,8 @@ class LocalCluster:
                  broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
-                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None) -> None:
+                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
+                 ssl: Union[SslOptions, bool, None] = None) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if partitions < 1:
@@ -162,6 +177,9 @@ class LocalCluster:
         self._classpath = ""
         self._zk_port = 0
         self._broker_ports: Dict[int, int] = {}
+        self._ssl_options: Optional[SslOptions] = SslOptions() if ssl is True else (ssl or None)
+        self._ssl_ports: Dict[int, int] = {}
+        self._ssl_files: Optional[SslFiles] = None
         self._zookeeper: Optional[processes.JavaProcess] = None
         self._brokers: Dict[int, processes.JavaProcess] = {}
         self._admin: Optional[KazooClient] = None
@@ -212,9 +230,15 @@ class LocalCluster:
         self._work = WorkDir()
         for sub in ("logs", "conf", "tmp", "zookeeper"):
             (self._work.path / sub).mkdir()
-        ports = free_ports(1 + self._broker_count)
+        with_ssl = self._ssl_options is not None
+        ports = free_ports(1 + self._broker_count * (2 if with_ssl else 1))
         self._zk_port = ports[0]
         self._broker_ports = {broker_id: ports[1 + broker_id] for broker_id in range(self._broker_count)}
+        if self._ssl_options is not None:
+            self._ssl_ports = {broker_id: ports[1 + self._broker_count + broker_id]
+                               for broker_id in range(self._broker_count)}
+            keytool = str(Path(self._java).resolve().parent / "keytool")
+            self._ssl_files = generate_ssl_files(self._work.path / "ssl", self._ssl_options, keytool=keytool)
         self._write_log4j_configs()
         self._start_zookeeper()
         for broker_id in self.broker_ids:
@@ -287,6 +311,30 @@ class LocalCluster:
         """Every broker, running or not, as ``127.0.0.1:p0,127.0.0.1:p1,...`` in id order."""
         self._require_running()
         return ",".join(f"{HOST}:{self._broker_ports[i]}" for i in self.broker_ids)
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        """Every broker's SSL listener, ``127.0.0.1:s0,...`` in id order (needs ``ssl=``)."""
+        self._require_ssl()
+        return ",".join(f"{HOST}:{self._ssl_ports[i]}" for i in self.broker_ids)
+
+    def ssl_port(self, broker_id: int) -> int:
+        """The SSL listener port of broker ``broker_id`` (needs ``ssl=``)."""
+        self._require_ssl()
+        self._check_broker_id(broker_id)
+        return self._ssl_ports[broker_id]
+
+    @property
+    def ssl_files(self) -> SslFiles:
+        """The generated CA, client certificate/key and broker stores (needs ``ssl=``)."""
+        self._require_ssl()
+        assert self._ssl_files is not None
+        return self._ssl_files
+
+    def _require_ssl(self) -> None:
+        self._require_running()
+        if self._ssl_options is None:
+            raise LocalClusterError("this LocalCluster has no SSL listeners; create it with ssl=SslOptions(...)")
 
     @property
     def broker_ids(self) -> List[int]:
@@ -364,9 +412,15 @@ class LocalCluster:
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
         config = self.work_dir / "conf" / f"broker-{broker_id}.properties"
+        overrides: Dict[str, Optional[PropertyValue]] = {}
+        if self._ssl_options is not None and self._ssl_files is not None:
+            overrides.update(ssl_listener_properties(
+                HOST, self._broker_ports[broker_id], self._ssl_ports[broker_id],
+                self._ssl_files.broker_properties(self._ssl_options.client_auth)))
+        overrides.update(self._broker_config)
         props = broker_properties(broker_id, self._broker_ports[broker_id], str(data_dir), self.zk_connect,
                                   cluster_size=self._broker_count, partitions=self.partitions,
-                                  overrides=self._broker_config)
+                                  overrides=overrides)
         config.write_text(render_properties(props))
         return processes.JavaProcess(
             f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),

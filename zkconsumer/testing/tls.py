@@ -1,0 +1,252 @@
+"""Throw-away TLS material for a LocalCluster's SSL listeners, generated at run time.
+
+:func:`generate_ssl_files` makes, in one directory and without any network access:
+
+- a test CA (``ca.pem``), valid for a couple of days;
+- a broker certificate and key signed by it, with subject alternative names for
+  every host given (``127.0.0.1`` and ``localhost`` by default), in PEM and in the
+  PKCS12 keystore ``broker.p12`` the brokers load (``ssl.keystore.type=PKCS12``);
+- the Java truststore ``truststore.p12`` holding the CA (for ``ssl.client.auth``);
+- a client certificate and key (``client.pem``, ``client-key.pem``, key unencrypted)
+  for ``ssl.certfile``/``ssl.keyfile``.
+
+Keys are ECDSA P-256 (fast to generate; JSSE on Java 17 and OpenSSL both speak it).
+The PKCS12 files use the ``cryptography`` package; a truststore needs the Java
+"trusted certificate" attribute, which ``cryptography`` writes from version 45
+(``serialize_java_truststore``); with an older version the JDK's ``keytool`` makes
+it. ``cryptography`` is a test dependency only.
+
+Example::
+
+    files = generate_ssl_files(Path("/tmp/x/ssl"))
+    files.consumer_properties()   # {"security.protocol": "SSL", "ssl.cafile": ".../ca.pem", ...}
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from zkconsumer.testing.errors import MissingDependencyError
+
+__all__ = ["CLIENT_AUTH_CHOICES", "SslFiles", "SslOptions", "generate_ssl_files"]
+
+#: Values of Kafka 0.9's ``ssl.client.auth``.
+CLIENT_AUTH_CHOICES = ("none", "requested", "required")
+#: Password of the generated keystores (they guard throw-away keys in a temp directory).
+STORE_PASSWORD = "zkconsumer-test"
+
+
+@dataclass(frozen=True)
+class SslOptions:
+    """How LocalCluster's SSL listeners are set up.
+
+    ``client_auth`` is the brokers' ``ssl.client.auth`` (``none``, ``requested`` or
+    ``required``); ``hosts`` go into the broker certificate's subject alternative
+    names (IP addresses as IP entries, the rest as DNS names); ``valid_days`` bounds
+    every certificate.
+    """
+
+    client_auth: str = "none"
+    hosts: Tuple[str, ...] = ("127.0.0.1", "localhost")
+    valid_days: int = 2
+
+    def __post_init__(self) -> None:
+        if self.client_auth not in CLIENT_AUTH_CHOICES:
+            raise ValueError(f"client_auth must be one of {', '.join(CLIENT_AUTH_CHOICES)}, not {self.client_auth!r}")
+        if not self.hosts:
+            raise ValueError("hosts must name at least one host for the broker certificate")
+        if self.valid_days < 1:
+            raise ValueError("valid_days must be >= 1")
+
+
+@dataclass(frozen=True)
+class SslFiles:
+    """Paths of the generated material (all inside ``directory``).
+
+    PEM: ``ca`` (the CA certificate), ``client_cert``/``client_key``,
+    ``broker_cert``/``broker_key``. Java: ``keystore`` (broker key and chain) and
+    ``truststore`` (the CA), both PKCS12 with password ``password``.
+    """
+
+    directory: Path
+    ca: Path
+    client_cert: Path
+    client_key: Path
+    broker_cert: Path
+    broker_key: Path
+    keystore: Path
+    truststore: Path
+    password: str = STORE_PASSWORD
+
+    def consumer_properties(self, client_cert: bool = True) -> Dict[str, str]:
+        """zkconsumer properties for an SSL consumer trusting the test CA (with the client certificate)."""
+        props = {"security.protocol": "SSL", "ssl.cafile": str(self.ca)}
+        if client_cert:
+            props.update({"ssl.certfile": str(self.client_cert), "ssl.keyfile": str(self.client_key)})
+        return props
+
+    def broker_properties(self, client_auth: str = "none") -> Dict[str, str]:
+        """Kafka 0.9 broker settings loading this keystore/truststore (``listeners`` not included)."""
+        return {
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(self.keystore),
+            "ssl.keystore.password": self.password,
+            "ssl.key.password": self.password,
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.location": str(self.truststore),
+            "ssl.truststore.password": self.password,
+            "ssl.client.auth": client_auth,
+        }
+
+
+def _crypto() -> Any:
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            "LocalCluster(ssl=...) generates certificates with the `cryptography` package: "
+            "pip install cryptography") from None
+    return cryptography
+
+
+def _name(common_name: str) -> Any:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "zkconsumer tests"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _san(hosts: Sequence[str]) -> Any:
+    from cryptography import x509
+
+    entries = []
+    for host in hosts:
+        try:
+            entries.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            entries.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(entries)
+
+
+def _issue(subject: str, key: Any, issuer: Optional[Tuple[Any, Any]], days: int, *,
+           hosts: Sequence[str] = (), server: bool = False, client: bool = False) -> Any:
+    """A certificate for ``key``: self-signed CA when ``issuer`` is None, else signed by (cert, key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder()
+               .subject_name(_name(subject))
+               .public_key(key.public_key())
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=days))
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False))
+    if issuer is None:
+        builder = (builder.issuer_name(_name(subject))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                content_commitment=False, key_encipherment=False,
+                                                data_encipherment=False, key_agreement=False,
+                                                encipher_only=False, decipher_only=False), critical=True))
+        return builder.sign(key, hashes.SHA256())
+    issuer_cert, issuer_key = issuer
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    builder = (builder.issuer_name(issuer_cert.subject)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                              critical=False)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=False, crl_sign=False,
+                                            content_commitment=False, key_encipherment=False,
+                                            data_encipherment=False, key_agreement=True,
+                                            encipher_only=False, decipher_only=False), critical=True)
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+    if hosts:
+        builder = builder.add_extension(_san(hosts), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _write(path: Path, data: bytes, private: bool = False) -> Path:
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _pem_cert(cert: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _pem_key(key: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+
+
+def _java_truststore(path: Path, ca_cert: Any, ca_pem: Path, password: str, keytool: Optional[str]) -> None:
+    """A PKCS12 truststore with ``ca_cert`` as a trusted entry (cryptography >= 45, else keytool)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    if hasattr(pkcs12, "serialize_java_truststore"):
+        data = pkcs12.serialize_java_truststore([pkcs12.PKCS12Certificate(ca_cert, b"ca")],
+                                                serialization.BestAvailableEncryption(password.encode()))
+        _write(path, data)
+        return
+    if keytool is None or not os.access(keytool, os.X_OK):
+        raise MissingDependencyError(
+            "writing a Java truststore needs cryptography >= 45 or the JDK's keytool next to java")
+    subprocess.run([keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem),
+                    "-keystore", str(path), "-storetype", "PKCS12", "-storepass", password],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+
+
+def generate_ssl_files(directory: Path, options: SslOptions = SslOptions(), *,
+                       keytool: Optional[str] = None) -> SslFiles:
+    """Create ``directory`` (mode 0700) and write a fresh CA, broker and client material into it.
+
+    ``keytool`` (path of the JDK's keytool) is used only when ``cryptography`` is too
+    old to write a Java truststore. Raises MissingDependencyError without
+    ``cryptography``. Takes well under a second.
+    """
+    _crypto()
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    days = options.valid_days
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = _issue("zkconsumer test CA", ca_key, None, days)
+    broker_key = ec.generate_private_key(ec.SECP256R1())
+    broker_cert = _issue(options.hosts[0], broker_key, (ca_cert, ca_key), days, hosts=options.hosts, server=True)
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_cert = _issue("zkconsumer test client", client_key, (ca_cert, ca_key), days, client=True)
+
+    files = SslFiles(
+        directory=directory,
+        ca=_write(directory / "ca.pem", _pem_cert(ca_cert)),
+        client_cert=_write(directory / "client.pem", _pem_cert(client_cert)),
+        client_key=_write(directory / "client-key.pem", _pem_key(client_key), private=True),
+        broker_cert=_write(directory / "broker.pem", _pem_cert(broker_cert)),
+        broker_key=_write(directory / "broker-key.pem", _pem_key(broker_key), private=True),
+        keystore=directory / "broker.p12",
+        truststore=directory / "truststore.p12",
+    )
+    keystore = pkcs12.serialize_key_and_certificates(
+        b"broker", broker_key, broker_cert, [ca_cert],
+        serialization.BestAvailableEncryption(files.password.encode()))
+    _write(files.keystore, keystore, private=True)
+    _java_truststore(files.truststore, ca_cert, files.ca, files.password, keytool)
+    return files
