@@ -1,0 +1,54 @@
+"""zkconsumer from PySpark: three ways in, each coordinated through the group's ZooKeeper nodes.
+
+1. :class:`KafkaStreamSource` ``(props, {topic: n})`` with
+   :meth:`~KafkaStreamSource.foreach_stream` ``(sc, handler)``: one Spark task
+   per stream, each a group member calling ``handler(stream)``; offsets are
+   committed after the handler returns (:mod:`.streams`).
+2. :func:`create_rdd` ``(sc, props, topics)``: the group's uncommitted messages
+   as an RDD, one Spark partition per Kafka partition, with ``.offset_ranges``;
+   :func:`commit_offset_ranges` writes them to ZooKeeper (:mod:`.rdd`).
+3. :func:`register_data_source` ``(spark)``: the ``zkconsumer`` Structured
+   Streaming source (:mod:`.datasource`).
+
+Executors never share a ZooKeeper client or a connector with the driver:
+everything sent to them is plain, picklable data (properties as strings,
+broker addresses, offset ranges) plus the user's handler.
+
+Module map: :mod:`.ranges` (offset ranges, pure), :mod:`.options` (validation,
+pure), :mod:`.group_view` (driver: ZooKeeper and log offsets),
+:mod:`.range_reader` (executor: fetch a range from the leader),
+:mod:`.streams`, :mod:`.rdd`, :mod:`.datasource`, :mod:`.examples` (helpers of
+the scripts in ``scripts/spark_*.py``).
+"""
+
+from .datasource import (
+    SCHEMA, SOURCE_NAME, OffsetRangePartition, ZkConsumerDataSource, ZkConsumerStreamReader, register_data_source,
+)
+from .group_view import GroupView, LogOffsetsUnavailableError
+from .options import SourceOptions
+from .range_reader import OffsetRangeUnavailableError, RangeReader
+from .ranges import OffsetRange
+from .rdd import commit_offset_ranges, create_rdd, plan_offset_ranges
+from .streams import BoundedStream, KafkaStreamSource, StreamResult, StreamSpec
+
+__all__ = [
+    "BoundedStream",
+    "GroupView",
+    "KafkaStreamSource",
+    "LogOffsetsUnavailableError",
+    "OffsetRange",
+    "OffsetRangePartition",
+    "OffsetRangeUnavailableError",
+    "RangeReader",
+    "SCHEMA",
+    "SOURCE_NAME",
+    "SourceOptions",
+    "StreamResult",
+    "StreamSpec",
+    "ZkConsumerDataSource",
+    "ZkConsumerStreamReader",
+    "commit_offset_ranges",
+    "create_rdd",
+    "plan_offset_ranges",
+    "register_data_source",
+]

@@ -1,0 +1,270 @@
+"""The ``zkconsumer`` Structured Streaming source, on PySpark 4's Python Data Source API.
+
+::
+
+    register_data_source(spark)
+    df = (spark.readStream.format("zkconsumer")
+          .option("zookeeper.connect", "zk:2181").option("group.id", "g1")
+          .option("topics", "events,clicks")          # or .option("topic.whitelist", "ev.*")
+          .option("auto.offset.reset", "smallest")     # any consumer property
+          .load())                                     # topic, partition, offset, key, value
+    df.writeStream.trigger(availableNow=True).option("checkpointLocation", path)...
+
+Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
+
+* ``initialOffset()`` (a query without a checkpoint): the group's committed
+  offsets from ZooKeeper, or ``auto.offset.reset`` where it has none (or they
+  fell outside the log).
+* ``latestOffset(start, limit)``: each partition's log end (or, under
+  ``trigger(availableNow=True)``, the log end recorded by
+  ``prepareForTriggerAvailableNow()``), bounded by ``ReadMaxRows`` when the
+  option ``max.messages.per.trigger`` is set. A partition that appears later
+  (a new partition, or a topic newly matching the whitelist) enters at its log
+  *start*, so all of its messages are read from the next micro-batch on.
+* ``partitions(start, end)``: one input partition per Kafka partition with
+  messages in ``[start, end)``; each is read on an executor straight from the
+  partition leader (:mod:`~spark_integration.range_reader`).
+* ``commit(end)``: writes ``end`` as the group's offsets in ZooKeeper, so
+  ZooKeeper-based lag monitors see the progress. Spark calls it only when it
+  plans the *following* batch, so the reader also writes ``start`` when
+  ``latestOffset(start, ...)`` is called: Spark plans micro-batches one at a
+  time, after the previous one completed, so ``start`` has been processed.
+  ZooKeeper thus trails Spark's commit log by at most the batch in flight, and
+  an ``availableNow`` run leaves the group's offsets at what it read.
+  Spark's checkpoint, not ZooKeeper, is what a restarted query resumes from
+  (no loss, no duplicates in the query's output, given an idempotent or
+  transactional sink); ZooKeeper offsets are used only by a query without a
+  checkpoint.
+
+A batch ``spark.read.format("zkconsumer")`` reads the group's uncommitted
+messages (committed offsets to log end, capped by
+``max.messages.per.partition``) and commits nothing.
+
+The reader objects hold only plain data when pickled; the driver-side
+ZooKeeper session (:class:`~spark_integration.group_view.GroupView`) is opened
+lazily in the planner process and closed in ``stop()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+from zkconsumer import ConfigurationError, ConsumerConfig
+
+from .group_view import BrokerAddress, GroupView
+from .options import SourceOptions
+from .range_reader import read_offset_range
+from .ranges import OffsetRange, TopicPartition, decode_offsets, encode_offsets, limit_total
+from .rdd import brokers_from_zookeeper
+
+__all__ = [
+    "SOURCE_NAME", "SCHEMA", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",
+    "OffsetRangePartition", "register_data_source", "read_rows",
+]
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "zkconsumer"
+
+#: The source's columns (``key`` is null for messages without a key).
+SCHEMA = StructType([
+    StructField("topic", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("offset", LongType(), False),
+    StructField("key", BinaryType(), True),
+    StructField("value", BinaryType(), True),
+])
+
+Row = Tuple[str, int, int, Optional[bytes], Optional[bytes]]
+
+
+class OffsetRangePartition(InputPartition):
+    """One Spark input partition: one Kafka partition's offset range, and how to reach the cluster.
+
+    Plain data only: ``props`` (consumer properties as strings), ``brokers``
+    (``(host, port)`` to bootstrap from) and the range.
+    """
+
+    def __init__(self, props: Dict[str, str], brokers: Sequence[BrokerAddress], offset_range: OffsetRange) -> None:
+        super().__init__(tuple(offset_range))
+        self.props = dict(props)
+        self.brokers = [tuple(b) for b in brokers]
+        self.offset_range = OffsetRange(*offset_range)
+
+    def __repr__(self) -> str:
+        return f"OffsetRangePartition({self.offset_range})"
+
+
+def read_rows(partition: InputPartition) -> Iterator[Row]:
+    """Executor side: the rows ``(topic, partition, offset, key, value)`` of one input partition.
+
+    Rows are produced per fetched chunk, so an Arrow ``RecordBatch`` per chunk
+    can replace the tuples later without changing the planning side.
+    """
+    if not isinstance(partition, OffsetRangePartition):
+        return  # Spark's placeholder partition when there was nothing to plan
+    r = partition.offset_range
+    refresh = lambda: brokers_from_zookeeper(partition.props)  # noqa: E731
+    for chunk in read_offset_range(partition.props, partition.brokers, r, refresh_brokers=refresh):
+        for offset, key, value in chunk:
+            yield (r.topic, r.partition, offset, key, value)
+
+
+def _check_schema(schema: StructType) -> None:
+    given = [(f.name, f.dataType) for f in schema.fields]
+    expected = [(f.name, f.dataType) for f in SCHEMA.fields]
+    if given != expected:
+        raise ConfigurationError(
+            "schema", f"the zkconsumer source has the fixed schema {SCHEMA.simpleString()}, not {schema.simpleString()}")
+
+
+ViewFactory = Callable[[ConsumerConfig], GroupView]
+
+
+class _Planner:
+    """Driver-side state shared by the readers: the options and a lazily opened GroupView."""
+
+    def __init__(self, options: SourceOptions, view_factory: ViewFactory) -> None:
+        self.options = options
+        self._view_factory = view_factory
+        self._view: Optional[GroupView] = None
+
+    @property
+    def view(self) -> GroupView:
+        if self._view is None:
+            self._view = self._view_factory(ConsumerConfig(self.options.props))
+        return self._view
+
+    def topic_partitions(self) -> List[TopicPartition]:
+        return self.view.topic_partitions(self.options.topics, self.options.whitelist)
+
+    def input_partitions(self, ranges: Sequence[OffsetRange], keep_empty: bool) -> List[InputPartition]:
+        brokers = self.view.brokers()
+        return [OffsetRangePartition(self.options.props, brokers, r) for r in ranges if keep_empty or r.count]
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"options": self.options, "_view_factory": self._view_factory, "_view": None}
+
+
+class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader of a group's topics; see the module docstring for each method's contract.
+
+    ``view_factory`` makes the driver-side :class:`GroupView` (injectable for tests).
+    """
+
+    def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView) -> None:
+        self._planner = _Planner(options, view_factory)
+        self._target: Optional[Dict[TopicPartition, int]] = None
+        self._committed: Dict[TopicPartition, int] = {}
+
+    def initialOffset(self) -> dict:
+        view = self._planner.view
+        return encode_offsets(view.positions(self._planner.topic_partitions()))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        view = self._planner.view
+        self._target = view.log_ends(self._planner.topic_partitions())
+        log.info("availableNow: reading up to %s", encode_offsets(self._target))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self._planner.options.max_messages_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = decode_offsets(start)
+        # Spark plans one micro-batch at a time: ``start`` is the end of a batch that has
+        # completed, so it is what the group has consumed (see the module docstring).
+        self._write_offsets(begin)
+        if self._target is not None:
+            ends = dict(self._target)
+        else:
+            ends = self._planner.view.log_ends(self._planner.topic_partitions())
+        latest: Dict[TopicPartition, int] = {}
+        for tp, offset in begin.items():
+            # A partition gone from the cluster, or whose log shrank, stays where it was.
+            latest[tp] = max(offset, ends.get(tp, offset))
+        new = sorted(tp for tp in ends if tp not in begin)
+        if new:
+            latest.update(self._planner.view.log_starts(new))
+            log.info("new partitions enter at their log start: %s", encode_offsets({tp: latest[tp] for tp in new}))
+        if isinstance(limit, ReadMaxRows):
+            latest = limit_total(begin, latest, limit.max_rows)
+        return encode_offsets(latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, finish = decode_offsets(start), decode_offsets(end)
+        ranges = [OffsetRange(t, p, begin[(t, p)], until) for (t, p), until in sorted(finish.items())
+                  if (t, p) in begin and until > begin[(t, p)]]
+        return self._planner.input_partitions(ranges, keep_empty=False) if ranges else []
+
+    def read(self, partition: InputPartition) -> Iterator[Tuple]:
+        return read_rows(partition)
+
+    def commit(self, end: dict) -> None:
+        self._write_offsets(decode_offsets(end))
+
+    def _write_offsets(self, offsets: Dict[TopicPartition, int]) -> None:
+        """Write the offsets that changed since the last write to the group's ZooKeeper nodes."""
+        changed = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
+        if changed:
+            self._planner.view.commit(changed)
+            self._committed.update(changed)
+
+    def stop(self) -> None:
+        self._planner.close()
+
+
+class ZkConsumerBatchReader(DataSourceReader):
+    """Batch read of the group's uncommitted messages (committed offsets to log end); commits nothing."""
+
+    def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView) -> None:
+        self._planner = _Planner(options, view_factory)
+
+    def partitions(self) -> List[InputPartition]:
+        try:
+            options = self._planner.options
+            ranges = self._planner.view.plan(options.topics, options.whitelist, options.max_messages_per_partition)
+            return self._planner.input_partitions(ranges, keep_empty=True)
+        finally:
+            self._planner.close()
+
+    def read(self, partition: InputPartition) -> Iterator[Tuple]:
+        return read_rows(partition)
+
+
+class ZkConsumerDataSource(DataSource):
+    """``format("zkconsumer")``: options ``zookeeper.connect``, ``group.id``, ``topics`` or
+    ``topic.whitelist``, ``max.messages.per.trigger``, ``max.messages.per.partition``,
+    and any consumer property. Options are validated when the reader is created."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        SourceOptions.from_options(self.options)  # fail at load(), on the driver, for bad options
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_schema(schema)
+        return ZkConsumerBatchReader(SourceOptions.from_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
+        return ZkConsumerStreamReader(SourceOptions.from_options(self.options))
+
+
+def register_data_source(spark: Any) -> str:
+    """Register the ``zkconsumer`` source with ``spark`` (a SparkSession); returns its format name."""
+    spark.dataSource.register(ZkConsumerDataSource)
+    return SOURCE_NAME

@@ -1,0 +1,126 @@
+"""Validating what users pass in: consumer properties and data source options (pure).
+
+Everything here runs on the driver before any Spark job starts, so a typo fails
+fast with :class:`~zkconsumer.errors.ConfigurationError` naming the property,
+instead of inside a task on an executor.
+
+Properties travel to executors as a plain ``{name: str}`` dict
+(:func:`plain_props`) and are parsed again there into a
+:class:`~zkconsumer.ConsumerConfig`: a ``ConsumerConfig`` never needs to be
+pickled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from zkconsumer import ConfigurationError, ConsumerConfig, Whitelist
+
+__all__ = [
+    "PropsLike", "plain_props", "member_config", "SourceOptions", "SOURCE_OPTIONS",
+]
+
+#: Consumer properties as users give them: a mapping of Kafka's dotted names, or a config.
+PropsLike = Union[Mapping[str, Any], ConsumerConfig]
+
+#: Options of the ``zkconsumer`` data source that are not consumer properties.
+SOURCE_OPTIONS = ("topics", "topic.whitelist", "max.messages.per.trigger", "max.messages.per.partition")
+
+
+def plain_props(props: PropsLike) -> Dict[str, str]:
+    """Validate ``props`` (raising ConfigurationError) and return them as ``{name: str}``.
+
+    Only the properties given explicitly are kept (defaults are re-derived on
+    the executor), with booleans spelled ``true``/``false`` as Kafka does.
+    """
+    config = props if isinstance(props, ConsumerConfig) else ConsumerConfig(props)
+    return {name: _text(value) for name, value in config.explicit_properties().items()}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def member_config(props: PropsLike, max_messages: Optional[int]) -> ConsumerConfig:
+    """The config of a ``foreach_stream`` member: manual commits, and a stream that ends.
+
+    ``auto.commit.enable`` must be unset or false (it is set to false): offsets
+    are committed only after the handler returns. The stream must be able to
+    end: ``consumer.timeout.ms >= 0`` or ``max_messages`` given.
+    """
+    config = props if isinstance(props, ConsumerConfig) else ConsumerConfig(props)
+    if "auto.commit.enable" in config.explicit_properties() and config.auto_commit_enable:
+        raise ConfigurationError(
+            "auto.commit.enable",
+            "must be false for foreach_stream: offsets are committed only after the handler returns",
+        )
+    if config.consumer_timeout_ms < 0 and max_messages is None:
+        raise ConfigurationError(
+            "consumer.timeout.ms",
+            f"is {config.consumer_timeout_ms} (block forever), so a stream would never end and never commit; "
+            "set consumer.timeout.ms >= 0 (the stream ends after that long without a message) or pass max_messages",
+        )
+    if max_messages is not None and max_messages < 1:
+        raise ValueError(f"max_messages must be >= 1, not {max_messages}")
+    return config.with_overrides(**{"auto.commit.enable": False})
+
+
+def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
+    raw = options.get(name)
+    if raw is None or str(raw).strip() == "":
+        return None
+    text = str(raw).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigurationError(name, f"invalid value {raw!r}: expected a positive integer")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The ``zkconsumer`` data source's options, validated.
+
+    ``props`` are the consumer properties (every option not in
+    :data:`SOURCE_OPTIONS`), validated by :class:`~zkconsumer.ConsumerConfig`.
+    Exactly one of ``topics`` (from the comma list ``topics``) and ``whitelist``
+    (``topic.whitelist``, Kafka's whitelist regex) is set.
+    ``max_messages_per_trigger`` bounds a streaming micro-batch (as Spark's
+    ``maxOffsetsPerTrigger``); ``max_messages_per_partition`` bounds what a
+    batch read takes from each partition.
+    """
+
+    props: Dict[str, str]
+    topics: Tuple[str, ...]
+    whitelist: Optional[str]
+    max_messages_per_trigger: Optional[int] = None
+    max_messages_per_partition: Optional[int] = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "SourceOptions":
+        """Parse Spark's (case-insensitive, string-valued) options; ConfigurationError naming the bad one."""
+        given = {str(k).lower(): v for k, v in options.items()}
+        raw_topics = str(given.get("topics") or "").strip()
+        raw_whitelist = str(given.get("topic.whitelist") or "").strip()
+        if bool(raw_topics) == bool(raw_whitelist):
+            raise ConfigurationError("topics", "give exactly one of the options topics (a comma list) and topic.whitelist")
+        topics: Tuple[str, ...] = ()
+        if raw_topics:
+            topics = tuple(dict.fromkeys(t.strip() for t in raw_topics.split(",") if t.strip()))
+            if not topics:
+                raise ConfigurationError("topics", f"invalid value {raw_topics!r}: no topic names")
+        else:
+            Whitelist(raw_whitelist)  # raises SubscriptionError (a ConfigurationError) if invalid
+        props = plain_props({k: v for k, v in given.items() if k not in SOURCE_OPTIONS})
+        return cls(
+            props=props,
+            topics=topics,
+            whitelist=raw_whitelist or None,
+            max_messages_per_trigger=_positive_int(given, "max.messages.per.trigger"),
+            max_messages_per_partition=_positive_int(given, "max.messages.per.partition"),
+        )
+
+    @property
+    def config(self) -> ConsumerConfig:
+        return ConsumerConfig(self.props)

@@ -1,0 +1,157 @@
+"""Offset ranges: what a batch reads from each Kafka partition (pure functions, no I/O).
+
+An :class:`OffsetRange` is the half-open interval ``[from_offset, until_offset)``
+of one partition, as in Spark's ``kafka-0-8`` integration. The driver plans
+ranges from three facts per partition: the group's committed offset (``None``
+if it never committed), the log start and the log end (high watermark)::
+
+    >>> start = resolve_start(committed=None, log_start=3, log_end=10, reset="smallest")
+    >>> start, resolve_start(committed=7, log_start=3, log_end=10, reset="smallest")
+    (3, 7)
+    >>> plan_ranges({("t", 0): start}, {("t", 0): 10}, max_messages_per_partition=5)
+    [OffsetRange(topic='t', partition=0, from_offset=3, until_offset=8)]
+
+Streaming offsets (what Spark checkpoints) are JSON objects keyed
+``"<topic>/<partition>"``; Kafka topic names cannot contain ``/``, so the key
+is unambiguous::
+
+    >>> encode_offsets({("t", 1): 5, ("t", 0): 2})
+    {'t/0': 2, 't/1': 5}
+    >>> decode_offsets({'t/0': 2})
+    {('t', 0): 2}
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+__all__ = [
+    "OffsetRange", "TopicPartition", "resolve_start", "plan_ranges", "offset_key", "parse_offset_key",
+    "encode_offsets", "decode_offsets", "limit_total",
+]
+
+TopicPartition = Tuple[str, int]
+
+
+class OffsetRange(NamedTuple):
+    """Messages ``from_offset <= offset < until_offset`` of ``topic``/``partition``.
+
+    Plain data (a tuple): picklable and cheap to ship to executors.
+    ``until_offset`` is what :func:`~spark_integration.commit_offset_ranges`
+    writes as the group's next offset to consume.
+    """
+
+    topic: str
+    partition: int
+    from_offset: int
+    until_offset: int
+
+    @property
+    def count(self) -> int:
+        """Upper bound of the messages in the range (exact unless the topic is compacted)."""
+        return max(0, self.until_offset - self.from_offset)
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+def resolve_start(committed: Optional[int], log_start: int, log_end: int, reset: str) -> int:
+    """Where a group resumes reading a partition, as Kafka's consumer would.
+
+    The committed offset if it lies in ``[log_start, log_end]``; otherwise (none
+    committed, deleted by retention, or beyond the log after the topic was
+    recreated) ``log_start`` for ``reset == "smallest"`` and ``log_end`` for
+    ``"largest"`` (``auto.offset.reset``).
+
+    >>> resolve_start(2, 5, 9, "smallest"), resolve_start(2, 5, 9, "largest"), resolve_start(9, 5, 9, "smallest")
+    (5, 9, 9)
+    """
+    if reset not in ("smallest", "largest"):
+        raise ValueError(f"auto.offset.reset must be smallest or largest, not {reset!r}")
+    if committed is not None and log_start <= committed <= log_end:
+        return committed
+    return log_start if reset == "smallest" else log_end
+
+
+def plan_ranges(
+    positions: Mapping[TopicPartition, int],
+    log_ends: Mapping[TopicPartition, int],
+    max_messages_per_partition: Optional[int] = None,
+) -> List[OffsetRange]:
+    """One range per partition of ``positions``, sorted by topic then partition.
+
+    Each range starts at the position and ends at the log end, or after
+    ``max_messages_per_partition`` offsets. A log end below the position (the log
+    was truncated) gives an empty range at the position, never a negative one.
+
+    >>> plan_ranges({("t", 1): 4, ("t", 0): 0}, {("t", 0): 3, ("t", 1): 2})
+    [OffsetRange(topic='t', partition=0, from_offset=0, until_offset=3), OffsetRange(topic='t', partition=1, from_offset=4, until_offset=4)]
+    """
+    if max_messages_per_partition is not None and max_messages_per_partition < 1:
+        raise ValueError(f"max_messages_per_partition must be >= 1, not {max_messages_per_partition}")
+    ranges = []
+    for tp in sorted(positions):
+        start = positions[tp]
+        until = max(start, log_ends[tp])
+        if max_messages_per_partition is not None:
+            until = min(until, start + max_messages_per_partition)
+        ranges.append(OffsetRange(tp[0], tp[1], start, until))
+    return ranges
+
+
+def offset_key(topic: str, partition: int) -> str:
+    """``"<topic>/<partition>"``, the key of a streaming offset."""
+    return f"{topic}/{partition}"
+
+
+def parse_offset_key(key: str) -> TopicPartition:
+    """Inverse of :func:`offset_key`; ``ValueError`` naming the key if it is malformed."""
+    topic, sep, partition = key.rpartition("/")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"malformed offset key {key!r}: expected '<topic>/<partition>'")
+    return topic, int(partition)
+
+
+def encode_offsets(offsets: Mapping[TopicPartition, int]) -> Dict[str, int]:
+    """``{(topic, partition): offset}`` as a JSON-ready dict, keys sorted."""
+    return {offset_key(t, p): int(o) for (t, p), o in sorted(offsets.items())}
+
+
+def decode_offsets(offsets: Mapping[str, object]) -> Dict[TopicPartition, int]:
+    """Inverse of :func:`encode_offsets`; ``ValueError`` for a malformed key or offset."""
+    result: Dict[TopicPartition, int] = {}
+    for key, value in offsets.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"malformed offset {value!r} for {key!r}: expected a non-negative integer")
+        result[parse_offset_key(key)] = value
+    return result
+
+
+def limit_total(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], max_messages: int
+) -> Dict[TopicPartition, int]:
+    """Move ``start`` towards ``end`` by at most ``max_messages`` offsets in total.
+
+    Partitions get shares proportional to their backlog (floor), and the
+    remainder goes one offset each to the largest fractional shares (ties by
+    topic/partition), so every call with a backlog makes progress. Partitions
+    only in ``end`` start at ``end`` (nothing to read). Deterministic.
+
+    >>> limit_total({("t", 0): 0, ("t", 1): 0}, {("t", 0): 30, ("t", 1): 10}, 8)
+    {('t', 0): 6, ('t', 1): 2}
+    """
+    if max_messages < 1:
+        raise ValueError(f"max_messages must be >= 1, not {max_messages}")
+    backlog = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
+    total = sum(backlog.values())
+    if total <= max_messages:
+        return dict(end)
+    shares = {tp: b * max_messages // total for tp, b in backlog.items()}
+    leftover = max_messages - sum(shares.values())
+    # The fractional parts sum to ``leftover`` and each is < 1, so at least ``leftover``
+    # partitions have one, and each of those still has backlog beyond its floor share.
+    by_remainder = sorted(backlog, key=lambda tp: (-(backlog[tp] * max_messages % total), tp))
+    for tp in by_remainder[:leftover]:
+        shares[tp] += 1
+    return {tp: start.get(tp, end[tp]) + shares[tp] for tp in end}
