@@ -1,0 +1,119 @@
+"""The chaos schedule of ``scripts/chaos``, shortened (~1 minute per side).
+
+Three zkconsumer member processes on six partitions (replication 3, ``acks=all``
+producer) go through ``kill -9`` of a member, a member joining, a member stopped
+with SIGSTOP past its session timeout and resumed, and a SIGKILL of a leader
+broker (restarted before the end). Method and definitions:
+:mod:`zkconsumer.testing.chaos`. Each run starts a dedicated cluster, so these
+tests do not touch the session cluster.
+
+The same schedule with Kafka's own Scala consumer as members runs only when
+``ZKCONSUMER_CHAOS_KAFKA=1`` (it adds about a minute of four extra JVMs on top
+of the cluster's); ``scripts/chaos`` always runs it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from zkconsumer.testing.chaos import ChaosRun, ChaosSettings, OffsetMonitor, format_table, read_recordings, tally
+
+SHORT = ChaosSettings(duration_s=45, members=3, partitions=6, messages_per_second=50, seed=7)
+
+
+# ------------------------------------------------------------------ the accounting itself (no cluster)
+
+
+def test_a_message_the_group_skipped_is_lost_even_though_the_drain_ran() -> None:
+    t = tally(acked=["chaos-0000000000", "chaos-0000000001", "chaos-0000000002"],
+              recordings=[{"chaos-0000000000": 1}], drained=["chaos-0000000002"],
+              log_values=["chaos-0000000000", "chaos-0000000001", "chaos-0000000002"])
+    assert t.lost == ["chaos-0000000001"]
+    assert t.missing_from_log == 0
+
+
+def test_partial_last_lines_and_both_line_formats_are_read(tmp_path: Path) -> None:
+    out = tmp_path / "m.out"
+    out.write_bytes(b"3 17 chaos-0000000005\nchaos-0000000006\nnoise\n2 9 chaos-00000")
+    counts, malformed = read_recordings(out)
+    assert counts == {"chaos-0000000005": 1, "chaos-0000000006": 1}
+    assert malformed == 1
+
+
+class _Stat:
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+
+class _FakeZooKeeper:
+    """Just what OffsetMonitor uses: DataWatch and get."""
+
+    def __init__(self) -> None:
+        self.nodes: dict = {}
+        self.watchers: dict = {}
+
+    def DataWatch(self, path: str, func) -> None:  # noqa: N802 (kazoo's name)
+        self.watchers[path] = func
+
+    def get(self, path: str):
+        from kazoo.exceptions import NoNodeError
+
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        return self.nodes[path]
+
+    def write(self, path: str, value: int, version: int) -> None:
+        self.nodes[path] = (str(value).encode(), _Stat(version))
+        self.watchers[path](*self.nodes[path])
+
+
+def test_offset_monitor_counts_decreases_in_version_order_only() -> None:
+    zk = _FakeZooKeeper()
+    monitor = OffsetMonitor(zk, "g", "t", 1, pending_end=lambda p: 0, interval_s=3600)  # type: ignore[arg-type]
+    monitor.start()
+    try:
+        path = "/consumers/g/offsets/t/0"
+        zk.write(path, 0, 0)
+        zk.write(path, 50, 1)
+        zk.write(path, 80, 2)
+        zk.watchers[path](b"50", _Stat(1))  # a late, stale read of version 1: not a regression
+        assert monitor.regressions == []
+        zk.write(path, 60, 3)
+        assert [(r.partition, r.before, r.after) for r in monitor.regressions] == [(0, 80, 60)]
+        assert monitor.writes() == (4, 4)
+    finally:
+        monitor.stop()
+
+
+# ------------------------------------------------------------------ the schedule against real processes
+
+
+def test_zkconsumer_group_loses_nothing_and_never_regresses_offsets_under_chaos(tmp_path: Path) -> None:
+    result = ChaosRun("zkconsumer", SHORT, tmp_path / "zkconsumer").run()
+    table = format_table({"zkconsumer": result}) + "\n" + "\n".join(result.events)
+
+    assert result.acknowledged >= 0.8 * SHORT.duration_s * SHORT.messages_per_second, table
+    assert result.lost == 0, table
+    assert result.missing_from_log == 0, table
+    assert result.regressions == 0, table
+    assert result.failed_members == 0, table
+    assert result.stalled_partitions == 0, table
+    assert result.drained == 0, table
+    assert [m.killed_by_schedule for m in result.members].count(True) == 1, table
+    assert any(m.paused_by_schedule and not m.failed for m in result.members), table
+
+
+@pytest.mark.skipif(os.environ.get("ZKCONSUMER_CHAOS_KAFKA", "") in ("", "0"),
+                    reason="Kafka's consumer side of the chaos test runs with ZKCONSUMER_CHAOS_KAFKA=1 "
+                           "(and always in scripts/chaos)")
+def test_zkconsumer_does_no_worse_than_kafkas_consumer_under_the_same_chaos(tmp_path: Path) -> None:
+    results = {kind: ChaosRun(kind, SHORT, tmp_path / kind).run() for kind in ("zkconsumer", "kafka")}
+    zk, kafka = results["zkconsumer"], results["kafka"]
+    table = format_table(results)
+
+    assert kafka.acknowledged > 0 and kafka.lost == kafka.missing_from_log, table  # Kafka's side ran
+    assert zk.lost == 0 and zk.regressions == 0 and zk.failed_members == 0, table
+    assert zk.duplicate_pct <= kafka.duplicate_pct, table

@@ -1,0 +1,186 @@
+"""A zkconsumer group member as a process, for the chaos test (:mod:`zkconsumer.testing.chaos`).
+
+Usage::
+
+    python -m zkconsumer.testing.chaos_member --zookeeper 127.0.0.1:2181 --group G --topic T \\
+        --out member.out [--consumer-id m1] [--streams 1] [--property key=value ...]
+
+It joins group ``G`` with auto-commit every ``auto.commit.interval.ms`` (1000 by
+default here) and ``zookeeper.session.timeout.ms`` 6000, iterates its stream(s)
+and appends one line per message to ``--out``::
+
+    <partition> <offset> <value>\\n
+
+Contract with the chaos engine:
+
+* **A message counts as consumed once its line is in the file.** Each line is
+  written and flushed (one ``write(2)``) before the next message is taken, so a
+  ``kill -9`` loses at most the message being handed over, and a partial line
+  is never followed by another line; readers must ignore a last line without
+  ``\\n``. Values are written as text (``latin-1``, so any byte value survives).
+* The auto-committer may commit a message's offset in the instant between the
+  iterator handing it out and its line being flushed; a ``kill -9`` landing in
+  exactly that window loses it. This is the at-least-once contract of Kafka's
+  auto-commit (Kafka's own ``ConsoleConsumer`` has the same window), and it lasts
+  microseconds per message: the engine reports any loss rather than hiding it.
+* SIGTERM or SIGINT: ``connector.shutdown()`` (final commit, session closed),
+  every stream thread ends, the file is closed, exit status 0.
+* Exit status 3: a stream raised (a background failure of the connector),
+  printed with its traceback on stderr; 4: could not join the group
+  (ZooKeeper unreachable, bad configuration); 2: bad arguments.
+* Diagnostics (zkconsumer's INFO log: rebalances, session events, fenced
+  commits) go to stderr with wall-clock timestamps, and one line
+  ``chaos-member READY <consumer id>`` once the first assignment is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from types import FrameType
+from typing import Dict, List, Optional, Sequence
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_STREAM_FAILED = 3
+EXIT_JOIN_FAILED = 4
+
+#: Settings of a chaos member unless overridden with ``--property``.
+DEFAULT_PROPERTIES: Dict[str, str] = {
+    "auto.commit.enable": "true",
+    "auto.commit.interval.ms": "1000",
+    "zookeeper.session.timeout.ms": "6000",
+    "auto.offset.reset": "smallest",
+}
+
+log = logging.getLogger("zkconsumer.chaos_member")
+
+
+class LineSink:
+    """Appends ``partition offset value`` lines to a file, one flushed ``write`` per line.
+
+    Thread-safe (stream threads share it). ``count`` is the number of lines written.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def write(self, partition: int, offset: int, value: Optional[bytes]) -> None:
+        text = "null" if value is None else value.decode("latin-1")
+        data = f"{partition} {offset} {text}\n".encode("latin-1")
+        with self._lock:
+            view = memoryview(data)
+            while view:  # O_APPEND writes of a few bytes are atomic; loop only for safety
+                written = os.write(self._fd, view)
+                view = view[written:]
+            self.count += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m zkconsumer.testing.chaos_member",
+                                     description="A zkconsumer group member recording what it consumes.")
+    parser.add_argument("--zookeeper", required=True, help="zookeeper.connect")
+    parser.add_argument("--group", required=True, help="group.id")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--out", required=True, help="file to append 'partition offset value' lines to")
+    parser.add_argument("--consumer-id", help="consumer.id (the member is <group>_<consumer-id>)")
+    parser.add_argument("--streams", type=int, default=1, help="streams (consumer threads) of this member")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="any consumer property (repeatable); overrides the defaults")
+    args = parser.parse_args(argv)
+    if args.streams < 1:
+        parser.error("--streams must be >= 1")
+    for item in args.property:
+        if "=" not in item:
+            parser.error(f"--property {item!r}: expected KEY=VALUE")
+    return args
+
+
+def member_properties(args: argparse.Namespace) -> Dict[str, str]:
+    """The consumer properties of this member: defaults, then the command line."""
+    props = dict(DEFAULT_PROPERTIES)
+    props.update({"zookeeper.connect": args.zookeeper, "group.id": args.group})
+    if args.consumer_id:
+        props["consumer.id"] = args.consumer_id
+    for item in args.property:
+        key, value = item.split("=", 1)
+        props[key.strip()] = value.strip()
+    return props
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s.%(msecs)03d %(levelname)s %(threadName)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Optional[FrameType]) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    from zkconsumer import ZkConsumerError, ZookeeperConsumerConnector  # after logging is set up
+
+    sink = LineSink(args.out)
+    try:
+        connector = ZookeeperConsumerConnector(member_properties(args))
+        streams = connector.create_message_streams({args.topic: args.streams})[args.topic]
+    except ZkConsumerError as exc:
+        log.error("could not join group %s: %s", args.group, exc)
+        sink.close()
+        return EXIT_JOIN_FAILED
+    print(f"chaos-member READY {connector.consumer_id}", file=sys.stderr, flush=True)
+
+    failures: List[BaseException] = []
+
+    def consume(index: int) -> None:
+        try:
+            for message in streams[index]:
+                sink.write(message.partition, message.offset, message.message)
+            if not stop.is_set():  # only shutdown() may end a stream
+                raise RuntimeError(f"stream {index} ended before shutdown")
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+            traceback.print_exc(file=sys.stderr)
+            stop.set()
+
+    threads = [threading.Thread(target=consume, args=(i,), name=f"chaos-stream-{i}", daemon=True)
+               for i in range(len(streams))]
+    for thread in threads:
+        thread.start()
+    while not stop.wait(0.5):
+        pass
+    status = EXIT_STREAM_FAILED if failures else EXIT_OK
+    try:
+        connector.shutdown()  # ends every stream with the shutdown sentinel, commits
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        status = status or EXIT_STREAM_FAILED
+    for thread in threads:
+        thread.join(30)
+        if thread.is_alive():
+            log.error("%s did not end after shutdown", thread.name)
+            status = status or EXIT_STREAM_FAILED
+    sink.close()
+    log.info("wrote %d lines; exit status %d", sink.count, status)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
