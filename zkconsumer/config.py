@@ -26,13 +26,17 @@ the property):
 * ``group.id`` and ``client.id`` match ``[a-zA-Z0-9._-]+``;
 * combinations: ``fetch.wait.max.ms <= socket.timeout.ms`` (Kafka's own rule),
   ``zookeeper.acl.enable`` needs ``zookeeper.auth``, ``ssl.keyfile`` needs
-  ``ssl.certfile``.
+  ``ssl.certfile``, ``group.membership=kafka`` needs ``offsets.storage=kafka``,
+  and then ``heartbeat.interval.ms < session.timeout.ms``.
 
 Derived defaults, as in Kafka: ``client.id`` = ``group.id``;
 ``rebalance.backoff.ms`` = ``zookeeper.sync.time.ms``;
 ``zookeeper.connection.timeout.ms`` = ``zookeeper.session.timeout.ms``;
-``dual.commit.enabled`` = (``offsets.storage`` == ``kafka``). A derived default
-follows its source, also through :meth:`ConsumerConfig.with_overrides`.
+``dual.commit.enabled`` = (``offsets.storage`` == ``kafka``);
+``session.timeout.ms`` = ``zookeeper.session.timeout.ms`` and
+``heartbeat.interval.ms`` = ``session.timeout.ms`` / 3 (``group.membership=kafka``:
+a member is declared dead as fast as its ZooKeeper session would expire). A
+derived default follows its source, also through :meth:`ConsumerConfig.with_overrides`.
 """
 
 from __future__ import annotations
@@ -104,6 +108,10 @@ def _dual_commit_default(values: Mapping[str, Any]) -> bool:
     return values["offsets.storage"] == "kafka"
 
 
+def _heartbeat_default(values: Mapping[str, Any]) -> int:
+    return max(1, values["session.timeout.ms"] // 3)
+
+
 # The one declarative table. Kafka 0.8.2.2's ConsumerConfig/ZKConfig properties, then
 # zkconsumer's extensions (kafka=False).
 _TABLE: Tuple[Property, ...] = (
@@ -146,6 +154,21 @@ _TABLE: Tuple[Property, ...] = (
     Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
     Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
+    Property(
+        "group.membership", "enum", "zookeeper",
+        "who keeps the group's members and assignment: zookeeper (Kafka 0.8) or kafka (the brokers' group "
+        "coordinator, as Kafka 0.9; needs offsets.storage=kafka)", choices=("zookeeper", "kafka"), kafka=False,
+    ),
+    Property(
+        "session.timeout.ms", "int", None,
+        "group.membership=kafka: a member not heard from for this long is removed; within the brokers' "
+        "group.min.session.timeout.ms..group.max.session.timeout.ms (6000..30000 by default)",
+        minimum=1, derived_from="zookeeper.session.timeout.ms", kafka=False,
+    ),
+    Property(
+        "heartbeat.interval.ms", "int", None, "group.membership=kafka: time between heartbeats; below session.timeout.ms",
+        minimum=1, default_fn=_heartbeat_default, default_doc="session.timeout.ms / 3", kafka=False,
+    ),
 )
 
 #: Every accepted property by dotted name, in documentation order.
@@ -253,6 +276,17 @@ def _check_combinations(v: Mapping[str, Any]) -> None:
         raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password)")
     if v["ssl.keyfile"] is not None and v["ssl.certfile"] is None:
         raise ConfigurationError("ssl.keyfile", "is set but ssl.certfile is not")
+    if v["group.membership"] == "kafka" and v["offsets.storage"] != "kafka":
+        raise ConfigurationError(
+            "group.membership",
+            "kafka requires offsets.storage=kafka: only the coordinator can fence commits by generation "
+            "(docs/MIGRATION.md moves the offsets first)",
+        )
+    if v["group.membership"] == "kafka" and v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
+        raise ConfigurationError(
+            "heartbeat.interval.ms",
+            f"{v['heartbeat.interval.ms']} must be below session.timeout.ms ({v['session.timeout.ms']})",
+        )
 
 
 # --------------------------------------------------------------------------- names

@@ -6,6 +6,12 @@ session (:mod:`kazoo`), the group client (:mod:`.group`), the fetcher manager
 (:mod:`.rebalancer`), the watches (:mod:`.watchers`) and the auto-committer
 (:mod:`.offsets`), and tears them down in the reverse order.
 
+``group.membership=kafka`` makes ``ZookeeperConsumerConnector(config)`` return a
+:class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`: a
+subclass with the same API whose membership is kept by the brokers' group
+coordinator instead of ZooKeeper (see ``docs/MIGRATION.md``). Offsets go where
+``offsets.storage`` says (:mod:`.offset_storage`).
+
 Connector states::
 
     CREATED ──create_message_streams*──▶ RUNNING ──shutdown()──▶ SHUT_DOWN
@@ -40,6 +46,7 @@ from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, 
 from .fetcher import FetcherManager
 from .group import GroupClient
 from .metrics import ConsumerMetrics, MetricsReporter
+from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
 from .partition_info import ChunkQueue
 from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
@@ -74,7 +81,22 @@ class ZookeeperConsumerConnector:
     first rebalance and returns the streams; it may be called once per
     connector, as in Kafka. :meth:`shutdown` is idempotent and joins every
     thread the connector started.
+
+    With ``group.membership=kafka`` the constructor returns a
+    :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`
+    (still an instance of this class), so application code does not change.
     """
+
+    def __new__(
+        cls, config: Union[ConsumerConfig, Mapping[str, Any]], *args: Any, **kwargs: Any
+    ) -> "ZookeeperConsumerConnector":
+        if cls is ZookeeperConsumerConnector:
+            parsed = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
+            if parsed.group_membership == "kafka":
+                from .coordinator.connector import CoordinatorConsumerConnector  # imported late: it subclasses this
+
+                cls = CoordinatorConsumerConnector
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -108,7 +130,7 @@ class ZookeeperConsumerConnector:
             retry_timeout_s=self.config.zookeeper_session_timeout_ms / 1000.0,
             acl=security.zookeeper_acls(self.config),
         )
-        self._committer = OffsetCommitter(self._group)
+        self._committer = OffsetCommitter(self._group, make_offset_storage(self.config, self._group))
         self._fetchers = FetcherManager(
             self.config,
             brokers=lambda: self._group.brokers(self.config.security_protocol),
@@ -236,6 +258,7 @@ class ZookeeperConsumerConnector:
                 except ZkConsumerError as exc:
                     log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
         finally:
+            self._committer.close()
             self._zk.remove_listener(self._on_zk_state)
             self._zk.stop()
             self._zk.close()
@@ -318,6 +341,7 @@ class ZookeeperConsumerConnector:
             on_failure=self._background_failure,
             listener=self._listener,
             on_rebalanced=self.metrics.record_rebalance,
+            read_offsets=self._committer.read_offsets,
         )
         self._rebalancer.start()
         self._watcher.start()
@@ -337,9 +361,15 @@ class ZookeeperConsumerConnector:
         """Commit what was handed out; partitions found owned by someone else are given up."""
         if self._rebalancer is None:
             return
-        fenced = self._committer.commit(self._rebalancer.owned_partitions())
-        if fenced:
-            self._rebalancer.ownership_lost(fenced)
+        fenced: List[Tuple[str, int]] = []
+        try:
+            fenced = self._committer.commit(self._rebalancer.owned_partitions())
+        except OffsetStorageError as exc:
+            fenced = exc.fenced
+            raise
+        finally:
+            if fenced:
+                self._rebalancer.ownership_lost(fenced)
 
     # ------------------------------------------------------ callbacks (signal only)
 

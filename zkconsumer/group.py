@@ -325,6 +325,20 @@ class GroupClient:
                 continue
         return result
 
+    def owns(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Whether ``thread_id`` holds the partition's owner node under this session (a read only).
+
+        The check made before committing to Kafka under ZooKeeper membership:
+        a Kafka write cannot join a ZooKeeper transaction, so unlike
+        :meth:`commit_offset_if_owner` this leaves a window of one round trip.
+        """
+        path = self.paths.owner(topic, partition)
+        try:
+            data, stat = self._retry(lambda: self.client.get(path))
+        except NoNodeError:
+            return False
+        return data == zkformat.encode_owner(thread_id) and self._ours(stat)
+
     # ----------------------------------------------------------------- offsets
 
     def read_offset(self, topic: str, partition: int) -> Optional[int]:

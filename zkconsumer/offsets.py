@@ -1,25 +1,33 @@
-"""Committing consumed offsets to ZooKeeper, skipping values that did not change.
+"""Committing consumed offsets, skipping values that did not change.
 
 Kafka's consumer rewrote every offset on every auto-commit until KAFKA-987; at
 one commit per partition per interval that is most of a large group's ZooKeeper
-write load. :class:`OffsetCommitter` remembers the last value known to be in
-ZooKeeper for each partition (read at claim time or written by us) and writes
-only partitions whose consumed offset moved.
+write load. :class:`OffsetCommitter` remembers the last value known to be
+stored for each partition (read at claim time or written by us) and writes to
+ZooKeeper only partitions whose consumed offset moved, plus those whose stores
+were found disagreeing (:meth:`~zkconsumer.offset_storage.OffsetStorage.out_of_sync`).
+Kafka is sent every offset at every commit, as Kafka's consumer does, because a
+0.9 broker expires offsets ``offsets.retention.minutes`` after their last commit.
 
-Commits are *fenced*: a partition is written only while this member still owns
-it in ZooKeeper under its current session (see
-:meth:`GroupClient.commit_offset_if_owner`), so a member that was frozen past
-its session timeout, or lost a partition some other way, never overwrites the
-new owner's offsets.
+Where offsets are written is an :class:`~zkconsumer.offset_storage.OffsetStorage`
+(ZooKeeper by default; Kafka, or both, per ``offsets.storage`` and
+``dual.commit.enabled``). Commits are *fenced*: a partition is written only while
+this member still owns it, in ZooKeeper under its current session (see
+:meth:`GroupClient.commit_offset_if_owner`) or, for a broker-managed group, in
+the coordinator's current generation, so a member that was frozen past its
+session timeout, or lost a partition some other way, never overwrites the new
+owner's offsets.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, Iterable, List, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .group import GroupClient
+from .offset_storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, \
+    ZooKeeperOffsetStorage
 from .partition_info import PartitionTopicInfo
 
 log = logging.getLogger(__name__)
@@ -28,57 +36,98 @@ TopicPartition = Tuple[str, int]
 
 
 class OffsetCommitter:
-    """Writes ``PartitionTopicInfo.consumed_offset`` values to the group's offset nodes.
+    """Writes ``PartitionTopicInfo.consumed_offset`` values to the group's offset storage.
+
+    ``storage`` defaults to fenced ZooKeeper offsets of ``group``
+    (:class:`~zkconsumer.offset_storage.ZooKeeperOffsetStorage`).
 
     Thread-safe: the auto-commit thread, the rebalancer and the application may
     commit concurrently; commits are serialised so an older value never
     overwrites a newer one written by a concurrent commit.
     """
 
-    def __init__(self, group: GroupClient) -> None:
+    def __init__(self, group: GroupClient, storage: Optional[OffsetStorage] = None) -> None:
         self._group = group
+        self._storage: OffsetStorage = storage if storage is not None else ZooKeeperOffsetStorage(group)
         self._lock = threading.Lock()
         self._checkpoints: Dict[TopicPartition, int] = {}
 
+    @property
+    def storage(self) -> OffsetStorage:
+        return self._storage
+
+    def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+        """The committed offsets of ``partitions`` from the storage (``None``: none); raises on failure."""
+        return self._storage.read(partitions)
+
     def checkpoint(self, topic: str, partition: int, offset: int) -> None:
-        """Record that ZooKeeper already holds ``offset`` for the partition."""
+        """Record that the storage already holds ``offset`` for the partition."""
         with self._lock:
             self._checkpoints[(topic, partition)] = offset
 
     def committed(self) -> Dict[TopicPartition, int]:
-        """The last offsets known to be in ZooKeeper (a copy)."""
+        """The last offsets known to be stored (a copy)."""
         with self._lock:
             return dict(self._checkpoints)
 
-    def commit(self, owned: Iterable[Tuple[PartitionTopicInfo, str]]) -> List[TopicPartition]:
-        """Commit the consumed offset of each ``(partition info, owning thread id)`` that moved.
+    def commit(self, owned: Iterable[Tuple[PartitionTopicInfo, str]],
+               generation: Generation = NO_GENERATION) -> List[TopicPartition]:
+        """Commit the consumed offset of each ``(partition info, owning thread id)``.
+
+        Offsets that did not move since the last commit are not written to
+        ZooKeeper; they are re-sent to Kafka (see the module docstring).
+
+        ``generation`` is the broker-managed group's generation the partitions
+        were assigned in (:data:`~zkconsumer.offset_storage.NO_GENERATION` under
+        ZooKeeper membership).
 
         Returns the partitions that were *fenced*: no longer owned by that
-        thread id under this session, so not written. Partitions whose position
-        is not yet known (negative offset: ``auto.offset.reset`` pending) are
-        skipped.
+        thread id under this session (or in that generation), so not written.
+        Partitions whose position is not yet known (negative offset:
+        ``auto.offset.reset`` pending) are skipped. Raises
+        :class:`~zkconsumer.offset_storage.OffsetStorageError` (its ``fenced``
+        set as above) if some offsets could not be written; those written are
+        remembered all the same. A storage error with nothing fenced (e.g.
+        :class:`~zkconsumer.errors.ZooKeeperUnavailableError`) is raised as it is.
         """
-        written = 0
-        fenced: List[TopicPartition] = []
         with self._lock:
-            for info, owner in owned:
-                tp = (info.topic, info.partition)
-                offset = info.consumed_offset
-                if offset < 0 or self._checkpoints.get(tp) == offset:
-                    continue
-                if self._group.commit_offset_if_owner(info.topic, info.partition, offset, owner):
-                    self._checkpoints[tp] = offset
-                    written += 1
-                else:
-                    fenced.append(tp)
-        if written:
-            log.debug("committed %d offsets for group %s", written, self._group.group)
-        if fenced:
+            resync = self._storage.out_of_sync()
+            entries = [
+                CommitEntry(info.topic, info.partition, info.consumed_offset, owner,
+                            changed=(self._checkpoints.get((info.topic, info.partition)) != info.consumed_offset
+                                     or (info.topic, info.partition) in resync))
+                for info, owner in owned
+                if info.consumed_offset >= 0
+            ]
+            if not self._storage.rewrites_unchanged:
+                entries = [e for e in entries if e.changed]
+            if not entries:
+                return []
+            outcome = self._storage.write(entries, generation)
+            offsets = {e.tp: e.offset for e in entries}
+            for tp in outcome.committed:
+                self._checkpoints[tp] = offsets[tp]
+        if outcome.committed:
+            log.debug("committed %d offsets for group %s to %s", len(outcome.committed), self._group.group,
+                      self._storage.name)
+        if outcome.fenced:
             log.warning(
-                "not committing %s for group %s: no longer owned by this member under its current session",
-                ", ".join(f"{t}-{p}" for t, p in fenced), self._group.group,
+                "not committing %s for group %s: no longer owned by this member (session or generation)",
+                ", ".join(f"{t}-{p}" for t, p in outcome.fenced), self._group.group,
             )
-        return fenced
+        error = outcome.error
+        if error is not None:
+            if outcome.fenced and not isinstance(error, OffsetStorageError):
+                raise OffsetStorageError(
+                    f"committing offsets of group {self._group.group} to {self._storage.name} failed: {error}",
+                    retriable=error.retriable, fenced=outcome.fenced,
+                ) from error
+            raise error
+        return outcome.fenced
+
+    def close(self) -> None:
+        """Release the storage's connections (after the last commit)."""
+        self._storage.close()
 
 
 class AutoCommitter:

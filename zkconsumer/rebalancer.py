@@ -126,6 +126,8 @@ class Rebalancer:
     ``queue_for(topic, thread_id)`` gives the queue that feeds the stream of
     ``thread_id`` for ``topic``. ``watch_topics(topics)`` is called after each
     successful attempt so the caller can watch those topics' partition counts.
+    ``read_offsets(partitions)`` reads committed offsets (``None``: none) from
+    wherever ``offsets.storage`` keeps them; ZooKeeper's by default.
     """
 
     def __init__(
@@ -148,10 +150,12 @@ class Rebalancer:
         on_failure: Callable[[BaseException], None],
         listener: Optional[ConsumerRebalanceListener] = None,
         on_rebalanced: Optional[Callable[[float], None]] = None,
+        read_offsets: Optional[Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
     ) -> None:
         self._group = group
+        self._read_offsets = read_offsets if read_offsets is not None else group.read_offsets
         self._consumer_id = group.consumer_id
         self._topic_count = topic_count
         self._assignor = assignor
@@ -457,7 +461,7 @@ class Rebalancer:
             self._install({tp: mine[tp] for tp in retained if tp not in conflicts}, retained, {})
             return False
 
-        committed = self._group.read_offsets([tp for tp in mine if tp not in retained])
+        committed = self._read_offsets([tp for tp in mine if tp not in retained])
         if self._listener is not None:
             by_topic: Dict[str, Dict[int, str]] = {}
             for (topic, partition), thread_id in assignment.items():

@@ -52,6 +52,9 @@ EXTENSION_DEFAULTS: Dict[str, Any] = {
     "ssl.keyfile": None,
     "ssl.check.hostname": True,
     "security.protocol": "PLAINTEXT",
+    "group.membership": "zookeeper",
+    "session.timeout.ms": 6000,  # = zookeeper.session.timeout.ms
+    "heartbeat.interval.ms": 2000,  # = session.timeout.ms / 3
 }
 
 

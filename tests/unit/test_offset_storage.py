@@ -1,0 +1,298 @@
+"""Offset storages and the committer over them, against in-memory fakes of the coordinator and ZooKeeper."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Deque, Dict, List, Optional, Tuple
+
+import pytest
+
+from zkconsumer import group_protocol as g
+from zkconsumer.config import ConsumerConfig
+from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
+from zkconsumer.offset_storage import (
+    NO_GENERATION, CommitEntry, DualOffsetStorage, Generation, KafkaOffsetStorage, OffsetStorageError,
+    ZooKeeperOffsetStorage,
+)
+from zkconsumer.offsets import OffsetCommitter
+from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+
+TP = Tuple[str, int]
+
+
+class FakeChannel:
+    """A coordinator: stores commits, answers fetches; ``script`` injects per-request outcomes."""
+
+    def __init__(self) -> None:
+        self.offsets: Dict[TP, int] = {}
+        self.requests: List[object] = []
+        self.script: Deque[object] = deque()  # an exception, an int (error code for every partition), or None
+        self.invalidations = 0
+        self.closed = False
+
+    def send(self, request):  # type: ignore[no-untyped-def]
+        self.requests.append(request)
+        action = self.script.popleft() if self.script else None
+        if isinstance(action, BaseException):
+            raise action
+        code = action or 0
+        if isinstance(request, (g.OffsetCommitRequestV1, g.OffsetCommitRequestV2)):
+            if code == 0:
+                for e in request.offsets:
+                    self.offsets[(e.topic, e.partition)] = e.offset
+            return g.OffsetCommitResponse(tuple(g.OffsetCommitPartitionResponse(e.topic, e.partition, code)
+                                                for e in request.offsets))
+        assert isinstance(request, g.OffsetFetchRequest)
+        return g.OffsetFetchResponse(tuple(
+            g.OffsetFetchPartitionResponse(t, p, self.offsets.get((t, p), -1) if code == 0 else -1, "", code)
+            for t, p in request.partitions))
+
+    def invalidate(self, reason: str = "") -> None:
+        self.invalidations += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeGroup:
+    """The GroupClient surface offset storages use."""
+
+    group = "grp"
+
+    def __init__(self) -> None:
+        self.offsets: Dict[TP, int] = {}
+        self.owners: Dict[TP, str] = {}
+        self.fail_writes = False
+        self.writes = 0
+
+    def read_offsets(self, tps):  # type: ignore[no-untyped-def]
+        return {tp: self.offsets.get(tp) for tp in tps}
+
+    def commit_offset(self, topic: str, partition: int, offset: int) -> None:
+        if self.fail_writes:
+            raise ZooKeeperUnavailableError("down")
+        self.writes += 1
+        self.offsets[(topic, partition)] = offset
+
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
+        if self.owners.get((topic, partition)) != owner:
+            return False
+        self.commit_offset(topic, partition, offset)
+        return True
+
+    def owns(self, topic: str, partition: int, owner: str) -> bool:
+        return self.owners.get((topic, partition)) == owner
+
+
+def kafka_storage(channel: FakeChannel, group: Optional[FakeGroup] = None, retries: int = 2) -> KafkaOffsetStorage:
+    return KafkaOffsetStorage(channel, "grp", max_retries=retries, backoff_ms=0,  # type: ignore[arg-type]
+                              owns=group.owns if group is not None else None)
+
+
+def entries(*items: Tuple[str, int, int, str]) -> List[CommitEntry]:
+    return [CommitEntry(*item) for item in items]
+
+
+# --------------------------------------------------------------------------- Kafka
+
+
+def test_zookeeper_membership_commits_v1_with_no_generation_after_checking_ownership() -> None:
+    channel, group = FakeChannel(), FakeGroup()
+    group.owners = {("t", 0): "me-0", ("t", 1): "other-0"}
+    outcome = kafka_storage(channel, group).write(entries(("t", 0, 10, "me-0"), ("t", 1, 11, "me-0")))
+    assert (outcome.committed, outcome.fenced, outcome.error) == ([("t", 0)], [("t", 1)], None)
+    [request] = channel.requests
+    assert isinstance(request, g.OffsetCommitRequestV1)
+    assert (request.generation_id, request.member_id) == (-1, "")
+    assert channel.offsets == {("t", 0): 10}
+
+
+def test_coordinator_membership_commits_v2_fenced_by_generation() -> None:
+    channel = FakeChannel()
+    storage = kafka_storage(channel)
+    outcome = storage.write(entries(("t", 0, 5, "m-0")), Generation(7, "m"))
+    request = channel.requests[-1]
+    assert isinstance(request, g.OffsetCommitRequestV2) and (request.generation_id, request.member_id) == (7, "m")
+    assert outcome.committed == [("t", 0)]
+    for code in (g.ILLEGAL_GENERATION, g.UNKNOWN_MEMBER, g.REBALANCE_IN_PROGRESS):
+        channel.script.append(code)
+        outcome = storage.write(entries(("t", 0, 6, "m-0")), Generation(7, "m"))
+        assert (outcome.committed, outcome.fenced, outcome.error) == ([], [("t", 0)], None)
+    assert channel.offsets == {("t", 0): 5}
+
+
+def test_a_moved_coordinator_is_looked_up_again_and_the_commit_retried() -> None:
+    channel = FakeChannel()
+    channel.script.extend([g.NOT_COORDINATOR_FOR_GROUP, BrokerUnavailableError("gone"), None])
+    outcome = kafka_storage(channel, retries=2).write(entries(("t", 0, 3, "x")))
+    assert outcome.committed == [("t", 0)] and outcome.error is None
+    assert channel.invalidations == 1 and len(channel.requests) == 3
+
+
+def test_retries_are_bounded_by_offsets_commit_max_retries_and_reported() -> None:
+    channel = FakeChannel()
+    channel.script.extend([g.GROUP_COORDINATOR_NOT_AVAILABLE] * 10)
+    outcome = kafka_storage(channel, retries=2).write(entries(("t", 0, 3, "x")))
+    assert len(channel.requests) == 3  # 1 + offsets.commit.max.retries
+    assert isinstance(outcome.error, OffsetStorageError) and outcome.error.retriable
+    assert "offsets.commit.max.retries=2" in str(outcome.error)
+
+
+def test_a_zookeeper_managed_commit_refused_for_a_coordinator_managed_group_is_not_retried() -> None:
+    channel = FakeChannel()
+    channel.script.append(g.UNKNOWN_MEMBER)
+    outcome = kafka_storage(channel).write(entries(("t", 0, 3, "x")))
+    assert isinstance(outcome.error, OffsetStorageError) and not outcome.error.retriable
+    assert "group.membership=kafka" in str(outcome.error) and len(channel.requests) == 1
+
+
+def test_fetch_maps_minus_one_to_none_and_waits_out_a_loading_coordinator() -> None:
+    channel = FakeChannel()
+    channel.offsets[("t", 0)] = 42
+    channel.script.extend([g.GROUP_LOAD_IN_PROGRESS, None])
+    assert kafka_storage(channel).read([("t", 0), ("t", 1)]) == {("t", 0): 42, ("t", 1): None}
+    assert len(channel.requests) == 2
+
+
+def test_fetch_that_keeps_failing_raises_a_retriable_error() -> None:
+    channel = FakeChannel()
+    channel.script.extend([BrokerUnavailableError("down")] * 5)
+    with pytest.raises(OffsetStorageError) as raised:
+        kafka_storage(channel, retries=1).read([("t", 0)])
+    assert raised.value.retriable and len(channel.requests) == 2
+
+
+def test_fetch_with_a_non_retriable_error_raises_at_once() -> None:
+    channel = FakeChannel()
+    channel.script.append(g.GROUP_AUTHORIZATION_FAILED)
+    with pytest.raises(OffsetStorageError) as raised:
+        kafka_storage(channel).read([("t", 0)])
+    assert not raised.value.retriable and len(channel.requests) == 1
+
+
+# --------------------------------------------------------------------------- ZooKeeper and dual
+
+
+def test_zookeeper_storage_fenced_and_unfenced() -> None:
+    group = FakeGroup()
+    group.owners[("t", 0)] = "me-0"
+    fenced = ZooKeeperOffsetStorage(group).write(entries(("t", 0, 1, "me-0"), ("t", 1, 1, "me-0")))  # type: ignore[arg-type]
+    assert (fenced.committed, fenced.fenced) == ([("t", 0)], [("t", 1)])
+    plain = ZooKeeperOffsetStorage(group, fenced=False).write(entries(("t", 1, 2, "m-0")))  # type: ignore[arg-type]
+    assert plain.committed == [("t", 1)] and group.offsets == {("t", 0): 1, ("t", 1): 2}
+    group.fail_writes = True
+    failed = ZooKeeperOffsetStorage(group, fenced=False).write(entries(("t", 1, 3, "m-0")))  # type: ignore[arg-type]
+    assert failed.committed == [] and isinstance(failed.error, ZooKeeperUnavailableError)
+
+
+def test_dual_read_takes_the_larger_and_none_only_if_both_have_none() -> None:
+    channel, group = FakeChannel(), FakeGroup()
+    channel.offsets = {("t", 0): 10, ("t", 1): 3}
+    group.offsets = {("t", 0): 7, ("t", 1): 5, ("t", 2): 4}
+    dual = DualOffsetStorage(kafka_storage(channel), ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
+    assert dual.read([("t", 0), ("t", 1), ("t", 2), ("t", 3)]) == {("t", 0): 10, ("t", 1): 5, ("t", 2): 4, ("t", 3): None}
+    assert dual.out_of_sync() == {("t", 0), ("t", 1), ("t", 2)}
+
+
+def test_dual_commit_writes_zookeeper_only_for_what_kafka_accepted() -> None:
+    channel, group = FakeChannel(), FakeGroup()
+    group.owners = {("t", 0): "me-0", ("t", 1): "me-0"}
+    dual = DualOffsetStorage(kafka_storage(channel, group), ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
+    channel.script.append(g.GROUP_COORDINATOR_NOT_AVAILABLE)  # first attempt fails, the retry works
+    outcome = dual.write(entries(("t", 0, 8, "me-0"), ("t", 1, 9, "me-0")))
+    assert sorted(outcome.committed) == [("t", 0), ("t", 1)] and outcome.error is None
+    assert channel.offsets == group.offsets == {("t", 0): 8, ("t", 1): 9}
+    channel.script.extend([g.GROUP_COORDINATOR_NOT_AVAILABLE] * 3)
+    outcome = dual.write(entries(("t", 0, 20, "me-0")))
+    assert outcome.committed == [] and outcome.error is not None
+    assert group.offsets[("t", 0)] == 8  # ZooKeeper never runs ahead of Kafka
+
+
+def test_the_committer_resyncs_stores_that_disagreed_even_when_nothing_was_consumed() -> None:
+    channel, group = FakeChannel(), FakeGroup()
+    group.owners = {("t", 0): "me-0"}
+    channel.offsets = {("t", 0): 30}  # Kafka-only history: ZooKeeper is stale
+    group.offsets = {("t", 0): 12}
+    dual = DualOffsetStorage(kafka_storage(channel, group), ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
+    committer = OffsetCommitter(group, dual)  # type: ignore[arg-type]
+    found = committer.read_offsets([("t", 0)])
+    assert found == {("t", 0): 30}
+    committer.checkpoint("t", 0, 30)  # what the rebalancer does with what it read
+    info = PartitionTopicInfo("t", 0, ChunkQueue(1), 30, 1024)
+    assert committer.commit([(info, "me-0")]) == []
+    assert group.offsets == {("t", 0): 30} and group.writes == 1  # written although unchanged
+    committer.commit([(info, "me-0")])
+    assert group.writes == 1  # now in sync: ZooKeeper is not rewritten (KAFKA-987)
+
+
+def test_kafka_is_sent_unchanged_offsets_again_so_they_never_expire() -> None:
+    channel, group = FakeChannel(), FakeGroup()
+    group.owners = {("t", 0): "me-0"}
+    committer = OffsetCommitter(group, kafka_storage(channel, group))  # type: ignore[arg-type]
+    info = PartitionTopicInfo("t", 0, ChunkQueue(1), 30, 1024)
+    committer.commit([(info, "me-0")])
+    committer.commit([(info, "me-0")])  # nothing consumed meanwhile
+    commits = [r for r in channel.requests if isinstance(r, g.OffsetCommitRequestV1)]
+    assert len(commits) == 2 and commits[1].offsets == commits[0].offsets
+
+
+def test_zookeeper_offsets_that_did_not_move_are_not_rewritten() -> None:
+    group = FakeGroup()
+    group.owners = {("t", 0): "me-0"}
+    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    info = PartitionTopicInfo("t", 0, ChunkQueue(1), 30, 1024)
+    committer.commit([(info, "me-0")])
+    committer.commit([(info, "me-0")])
+    assert group.writes == 1
+
+
+def test_the_committer_raises_storage_errors_carrying_fenced_partitions() -> None:
+    channel, group = FakeChannel(), FakeGroup()
+    group.owners = {("t", 0): "me-0"}
+    committer = OffsetCommitter(group, kafka_storage(channel, group, retries=0))  # type: ignore[arg-type]
+    channel.script.append(g.GROUP_COORDINATOR_NOT_AVAILABLE)
+    infos = [(PartitionTopicInfo("t", p, ChunkQueue(1), 5, 1024), "me-0") for p in (0, 1)]
+    with pytest.raises(OffsetStorageError) as raised:
+        committer.commit(infos)
+    assert raised.value.fenced == [("t", 1)]
+    assert committer.commit(infos) == [("t", 1)]  # the retry commits partition 0
+    assert committer.committed() == {("t", 0): 5}
+
+
+def test_a_zookeeper_error_is_raised_as_it_is_when_nothing_was_fenced() -> None:
+    group = FakeGroup()
+    group.owners = {("t", 0): "me-0"}
+    group.fail_writes = True
+    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    with pytest.raises(ZooKeeperUnavailableError):
+        committer.commit([(PartitionTopicInfo("t", 0, ChunkQueue(1), 5, 1024), "me-0")])
+
+
+def test_no_generation_is_the_zookeeper_membership_marker() -> None:
+    assert NO_GENERATION == Generation(-1, "") and not NO_GENERATION.managed and Generation(0, "m").managed
+
+
+# --------------------------------------------------------------------------- config
+
+
+BASE = {"zookeeper.connect": "zk:2181", "group.id": "g"}
+
+
+def test_membership_and_session_properties() -> None:
+    config = ConsumerConfig(BASE, **{"group.membership": "kafka", "offsets.storage": "kafka",
+                                     "zookeeper.session.timeout.ms": 9000})
+    assert (config.group_membership, config.session_timeout_ms, config.heartbeat_interval_ms) == ("kafka", 9000, 3000)
+    assert config.dual_commit_enabled  # Kafka's default with offsets.storage=kafka
+
+
+def test_coordinator_membership_needs_kafka_offsets() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        ConsumerConfig(BASE, **{"group.membership": "kafka"})
+    assert raised.value.property == "group.membership" and "offsets.storage=kafka" in str(raised.value)
+
+
+def test_heartbeats_must_be_more_frequent_than_the_session_timeout() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        ConsumerConfig(BASE, **{"group.membership": "kafka", "offsets.storage": "kafka",
+                                "session.timeout.ms": 6000, "heartbeat.interval.ms": 6000})
+    assert raised.value.property == "heartbeat.interval.ms"

@@ -1,0 +1,21 @@
+"""Group membership through the broker's group coordinator (``group.membership=kafka``).
+
+Kafka 0.9 moved consumer-group membership from ZooKeeper to a coordinator
+broker: members find it (GroupCoordinator), join (JoinGroup), the elected
+leader computes the assignment on the client and hands it out (SyncGroup), and
+every member heartbeats within its session timeout. This package is that
+backend for zkconsumer, behind the same ``ZookeeperConsumerConnector`` API:
+
+=================  ==============================================================
+module             owns
+=================  ==============================================================
+``channel.py``     finding the coordinator; one cached connection to it
+``assignment.py``  member metadata and assignments as bytes; the leader's plan (pure)
+``membership.py``  the join/sync/heartbeat state machine and its two threads
+``delivery.py``    what an assignment means locally: fetchers, queues, positions
+``connector.py``   ``CoordinatorConsumerConnector``: the wiring
+=================  ==============================================================
+
+Nothing is imported here, so :mod:`zkconsumer.connector` can import this
+package lazily without a cycle.
+"""

@@ -1,0 +1,257 @@
+"""``CoordinatorConsumerConnector``: the ``ZookeeperConsumerConnector`` API, membership by the brokers.
+
+``ZookeeperConsumerConnector(config)`` returns one of these when
+``group.membership=kafka``; it is a subclass, so ``isinstance`` checks, the
+streams, ``commit_offsets()``, ``shutdown()``, ``status`` and
+``metrics_snapshot()`` all behave the same. What differs is who decides which
+member consumes what: the brokers' group coordinator, with the leader member
+running the same Range/RoundRobin assignors over thread ids
+``<member id>-<i>`` (:mod:`.assignment`).
+
+Wiring (the parts are those of the ZooKeeper connector, plus this package)::
+
+    create_message_streams ──▶ streams + queues (stream.py, partition_info.py)
+          │
+          ▼
+    GroupMembership (membership.py) ── CoordinatorChannel ×2 (channel.py): join/sync, heartbeat/leave
+          │ assign / revoke                 leader: plan (assignment.py) from ZooKeeper's topic list
+          ▼
+    Delivery (delivery.py) ── FetcherManager (fetcher.py), OffsetCommitter (offsets.py) with
+                              KafkaOffsetStorage: OffsetCommit v2 fenced by generation
+
+ZooKeeper is still used, read-only except for dual-committed offsets: to list
+live brokers (where to ask for the coordinator, where to fetch) and topics'
+partitions (the leader's plan), and to refuse joining while members of the same
+group still run with ZooKeeper membership (the two kinds would both consume
+every partition; ``docs/MIGRATION.md`` switches a group over).
+
+Shutdown order: auto-commit and metrics stop; membership and heartbeat threads
+stop (a held JoinGroup is interrupted); fetchers stop and every stream ends;
+offsets are committed under the still-valid generation (``auto.commit.enable``);
+LeaveGroup, so the others rebalance at once instead of after
+``session.timeout.ms``; connections and the ZooKeeper session close.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..config import ConsumerConfig
+from ..connector import ConnectorState, ZookeeperConsumerConnector
+from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError
+from ..group_protocol import GroupMember
+from ..metrics import MetricsReporter
+from ..offset_storage import Generation, OffsetStorageError
+from ..offsets import AutoCommitter
+from ..partition_info import ChunkQueue
+from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
+from ..topic_count import TopicCount
+from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs
+from .channel import CoordinatorChannel, connection_factory
+from .delivery import Delivery
+from .membership import GroupMembership
+
+__all__ = ["CoordinatorConsumerConnector"]
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
+    """A member of a consumer group managed by the brokers' group coordinator (``group.membership=kafka``).
+
+    Built by ``ZookeeperConsumerConnector(config)``; constructing it directly
+    works too. Requires ``offsets.storage=kafka`` (commits are fenced by the
+    coordinator's generation). :attr:`member_id` and :attr:`generation` show
+    the coordinator's view of this member once it joined.
+    """
+
+    def __init__(
+        self,
+        config: Union[ConsumerConfig, Mapping[str, Any]],
+        *,
+        rebalance_listener: Optional[ConsumerRebalanceListener] = None,
+        metrics_interval_s: Optional[float] = None,
+    ) -> None:
+        parsed = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
+        if parsed.group_membership != "kafka":
+            raise ConfigurationError("group.membership", "CoordinatorConsumerConnector needs group.membership=kafka")
+        self._membership: Optional[GroupMembership] = None
+        self._delivery: Optional[Delivery] = None
+        super().__init__(parsed, rebalance_listener=rebalance_listener, metrics_interval_s=metrics_interval_s)
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def member_id(self) -> Optional[str]:
+        """The id the coordinator gave this member (``None`` before it joined)."""
+        return None if self._membership is None else self._membership.member_id
+
+    @property
+    def generation(self) -> Optional[Generation]:
+        """The group generation whose assignment this member consumes (``None`` while rebalancing)."""
+        return None if self._membership is None else self._membership.generation
+
+    @property
+    def assignment(self) -> Dict[Tuple[str, int], str]:
+        """This member's partitions in the group's terms: partition -> thread id ``<member id>-<i>``.
+
+        (:attr:`status` ``.owned`` maps the same partitions to this connector's
+        streams, ``<consumer id>-<i>``, as the ZooKeeper connector does.)
+        """
+        return {} if self._delivery is None else self._delivery.assignment()
+
+    @property
+    def status(self) -> Optional[RebalanceStatus]:
+        """Membership state, owned partitions (by stream thread id), rebalances, last error."""
+        if self._membership is None or self._delivery is None:
+            return None
+        return self._membership.status(self._delivery.owned_map())
+
+    def shutdown(self) -> None:
+        """Leave the group: idempotent, ordered (see the module docstring), joins every thread started."""
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                return
+            self._state = ConnectorState.SHUT_DOWN
+        log.info("%s (member %s) shutting down", self.consumer_id, self.member_id)
+        try:
+            if self._reporter is not None:
+                self._reporter.stop()
+            if self._auto_committer is not None:
+                self._auto_committer.stop()
+            if self._membership is not None:
+                self._membership.stop()
+            self._fetchers.shutdown()
+            for stream in self._streams:
+                stream.queue.clear()
+                stream.clear()
+                stream.queue.put_shutdown()
+            if self.config.auto_commit_enable and self._delivery is not None:
+                try:
+                    self._commit()
+                except ZkConsumerError as exc:
+                    log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
+            if self._membership is not None:
+                self._membership.leave()
+        finally:
+            self._committer.close()
+            self._zk.remove_listener(self._on_zk_state)
+            self._zk.stop()
+            self._zk.close()
+
+    def __repr__(self) -> str:
+        return f"CoordinatorConsumerConnector({self.consumer_id}, member={self.member_id}, {self._state.value})"
+
+    # ------------------------------------------------------------------ wiring
+
+    def _join(self, count: TopicCount, queue_for: Callable[[str, str], ChunkQueue], topic_allowed: Any) -> None:
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                raise ConsumerShutdownError("create_message_streams() after shutdown()")
+            if self._membership is not None:
+                raise ConfigurationError(
+                    "create_message_streams", "streams can be created only once per connector (as in Kafka)"
+                )
+            self._state = ConnectorState.RUNNING
+        cfg = self.config
+        self._delivery = Delivery(
+            consumer_id=self.consumer_id,
+            queue_for=queue_for,
+            streams=self._streams,
+            fetchers=self._fetchers,
+            committer=self._committer,
+            auto_commit=cfg.auto_commit_enable,
+            fetch_size=cfg.fetch_message_max_bytes,
+            listener=self._listener,
+        )
+        self._membership = GroupMembership(
+            group_id=cfg.group_id,
+            name=self.consumer_id,
+            protocol=cfg.partition_assignment_strategy,
+            metadata=encode_subscription(count, int(time.time() * 1000)),
+            session_timeout_ms=cfg.session_timeout_ms,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            join_channel=self._channel("membership", cfg.session_timeout_ms + cfg.offsets_channel_socket_timeout_ms),
+            heartbeat_channel=self._channel("heartbeat", min(cfg.session_timeout_ms, cfg.offsets_channel_socket_timeout_ms)),
+            plan=self._plan,
+            listener=self._delivery,
+            precondition=self._zookeeper_members_gone,
+            max_retries=cfg.rebalance_max_retries,
+            backoff_ms=cfg.rebalance_backoff_ms,
+            on_failure=self._background_failure,
+            on_rebalanced=self.metrics.record_rebalance,
+        )
+        self._membership.start()
+        self._membership.wait_first_assignment(timeout=None)
+        self._failure.raise_if_failed()  # e.g. a strategy or session timeout the coordinator refused
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group")
+        if cfg.auto_commit_enable:
+            self._auto_committer = AutoCommitter(
+                self._commit, cfg.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
+            )
+            self._auto_committer.start()
+        if self._metrics_interval_s:
+            self._reporter = MetricsReporter(
+                self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
+            )
+            self._reporter.start()
+
+    def _channel(self, name: str, socket_timeout_ms: int) -> CoordinatorChannel:
+        cfg = self.config
+        return CoordinatorChannel(
+            cfg.group_id,
+            brokers=lambda: self._group.brokers(cfg.security_protocol),
+            connect=connection_factory(cfg, socket_timeout_ms),
+            lookup_connect=connection_factory(cfg, cfg.offsets_channel_socket_timeout_ms),
+            name=name,
+        )
+
+    def _plan(self, protocol: str, members: Sequence[GroupMember]) -> Tuple[List[Tuple[str, bytes]], Callable[[], bool]]:
+        """The leader's job: every member's share, from ZooKeeper's view of the topics."""
+        subscriptions = decode_subscriptions(((m.member_id, m.metadata) for m in members),
+                                             self.config.exclude_internal_topics)
+        inputs = read_inputs(subscriptions, self._group.all_topics, self._group.partitions_for_topics)
+        shares = plan(protocol, subscriptions, inputs)
+        assignments = [(member_id, encode_assignment(share)) for member_id, share in sorted(shares.items())]
+
+        def still_valid() -> bool:
+            return read_inputs(subscriptions, self._group.all_topics, self._group.partitions_for_topics) == inputs
+
+        return assignments, still_valid
+
+    def _zookeeper_members_gone(self) -> Optional[str]:
+        """``None`` if no ZooKeeper-membership member of this group is registered, else why we wait."""
+        members = sorted(self._group.members())
+        if not members:
+            return None
+        shown = ", ".join(members[:3]) + (f" and {len(members) - 3} more" if len(members) > 3 else "")
+        return (f"waiting for the group's ZooKeeper-membership members to shut down before joining through the "
+                f"coordinator ({shown} registered under {self._group.paths.ids}; see docs/MIGRATION.md)")
+
+    def _commit(self) -> None:
+        """Commit what was handed out, under the generation it was assigned in."""
+        if self._delivery is None or self._membership is None:
+            return
+        generation, owned = self._delivery.owned()
+        if generation is None or not owned:
+            return
+        fenced: List[Tuple[str, int]] = []
+        try:
+            fenced = self._committer.commit(owned, generation)
+        except OffsetStorageError as exc:
+            fenced = exc.fenced
+            raise
+        finally:
+            if fenced:
+                self._membership.request_rejoin(
+                    f"the coordinator refused a commit of generation {generation.generation_id}", generation,
+                    commit=False)
+
+    def _on_zk_state(self, state: str) -> None:
+        """kazoo's connection thread: membership does not depend on the ZooKeeper session; only log."""
+        log.info("%s: ZooKeeper connection %s (group membership is kept by the coordinator)", self.consumer_id,
+                 str(state).lower())
