@@ -1,3 +1,5 @@
-from setuptools import setup
+from setuptools import Extension, setup
 
-setup()
+# The C accelerator (zkconsumer/_speedups.c) is optional: if it cannot be compiled,
+# the build goes on without it and zkconsumer runs in pure Python.
+setup(ext_modules=[Extension("zkconsumer._speedups", ["zkconsumer/_speedups.c"], optional=True)])

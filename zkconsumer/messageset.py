@@ -38,24 +38,59 @@ Worked example::
     >>> for i in range(3): _ = b.append(i + 10, None, None, b"v%d" % i)
     >>> data = bytes(b.build())
     >>> r = decode_message_set(data[:-3], "t", 0, fetch_offset=11)   # cut inside the last entry
-    >>> r.messages, r.next_offset, r.too_large
+    >>> list(r.messages), r.next_offset, r.too_large
     ([(11, None, b'v1')], 12, False)
 
-The functions are split so a faster decoder (C, Cython) can replace
-:func:`decode_message_set` without touching callers.
+Two implementations, one contract:
+
+* the optional C extension :mod:`zkconsumer._speedups` (built by ``setup.py``
+  when a compiler is available) walks the entries with the GIL released for
+  large sets and returns the messages as a :class:`MessageBlock`: one chunk in
+  Arrow layout (int64 offsets; keys and values as int32 offsets + data +
+  validity bitmap, each a ``bytes`` object), which is also a read-only
+  sequence of ``(offset, key, value)`` tuples built on access. Per message it
+  costs a header parse, a CRC (zlib's) and two ``memcpy``; no Python object is
+  made until the message is handed out. Compressed wrappers are decompressed
+  here (the codecs are Python libraries) and their inner sets decoded in C.
+* :func:`decode_message_set_python`, the pure-Python reference, returns a list
+  of tuples. It is used when the extension is missing or when the environment
+  variable ``ZKCONSUMER_PURE_PYTHON`` is set (non-empty, not ``0``).
+
+:data:`ACCELERATED` says which one :func:`decode_message_set` uses. Callers
+only rely on ``messages`` being a sequence of ``(offset, key, value)``.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 import zlib
-from typing import Callable, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .errors import CorruptMessageError
 from .partition_info import RawMessage
 
-__all__ = ["DecodedMessageSet", "decode_message_set", "UnsupportedCompressionError", "xxh32"]
+__all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python",
+           "UnsupportedCompressionError", "xxh32"]
+
+
+def _load_speedups() -> Any:
+    """The C extension, or ``None`` if it is not built or ``ZKCONSUMER_PURE_PYTHON`` asks for pure Python."""
+    if os.environ.get("ZKCONSUMER_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+_speedups = _load_speedups()
+#: True when :func:`decode_message_set` (and the stream iterator) use the C extension.
+ACCELERATED = _speedups is not None
+#: The type of ``DecodedMessageSet.messages`` produced by the C decoder (``None`` without it).
+MessageBlock: Any = _speedups.MessageBlock if _speedups is not None else None
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -68,6 +103,8 @@ _ENTRY_V0 = struct.Struct(">qiIbbi")
 _ENTRY_V1 = struct.Struct(">qiIbbqi")
 _OFFSET_SIZE = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
+#: size, crc, magic, attributes (bytes 8..18 of an entry).
+_WRAPPER_HEAD = struct.Struct(">iIbb")
 _LOG_OVERHEAD = 12          # offset + size
 _MIN_MESSAGE_V0 = 14        # crc, magic, attributes, key length, value length
 _MIN_MESSAGE_V1 = 22        # ... plus the timestamp
@@ -82,14 +119,16 @@ class UnsupportedCompressionError(CorruptMessageError):
 class DecodedMessageSet(NamedTuple):
     """What :func:`decode_message_set` found in one partition's message set.
 
-    ``messages``: complete messages with ``offset >= fetch_offset``, ascending.
+    ``messages``: complete messages with ``offset >= fetch_offset``, ascending: a
+    sequence of ``(offset, key, value)`` (a :class:`MessageBlock` from the C
+    decoder, a list from the Python one; both compare equal to a list).
     ``valid_bytes``: length of the prefix made of complete, valid entries.
     ``size``: length of the whole buffer.
     ``next_offset``: the offset after the last complete entry (for a compressed
     wrapper, after its last inner message); ``fetch_offset`` if there was none.
     """
 
-    messages: List[RawMessage]
+    messages: Sequence[RawMessage]
     valid_bytes: int
     size: int
     next_offset: int
@@ -116,6 +155,64 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
     :class:`UnsupportedCompressionError`) only when no message could be decoded
     before the bad entry.
     """
+    if _speedups is None:
+        return decode_message_set_python(buf, topic, partition, fetch_offset)
+    decode = _speedups.decode
+    block, stop, next_offset, status, bad_offset, reason = decode(buf, 0, fetch_offset, True)
+    if status <= _speedups.TRUNCATED:  # the common case: no wrapper, nothing corrupt
+        return DecodedMessageSet(block, stop, len(buf), fetch_offset if next_offset is None else next_offset)
+    blocks = [block] if block else []
+    have = len(block)
+    last = fetch_offset if next_offset is None else next_offset
+    pos = stop
+    try:
+        while status == _speedups.WRAPPER:
+            inner, pos = _fast_wrapper(buf, pos, bad_offset, fetch_offset)
+            if inner:
+                blocks.append(inner)
+                have += len(inner)
+            last = bad_offset + 1
+            block, stop, next_offset, status, bad_offset, reason = decode(buf, pos, fetch_offset, True)
+            if block:
+                blocks.append(block)
+                have += len(block)
+            if next_offset is not None:
+                last = next_offset
+            pos = stop
+        if status == _speedups.CORRUPT:
+            raise _Corrupt(pos, bad_offset, reason)
+    except _Corrupt as bad:
+        if not have:
+            cls = UnsupportedCompressionError if bad.unsupported else CorruptMessageError
+            raise cls(topic, partition, bad.offset, bad.reason) from bad.__cause__
+        messages = _speedups.concat(blocks)
+        return DecodedMessageSet(messages, bad.pos, len(buf), messages.last_offset + 1)
+    messages = blocks[0] if len(blocks) == 1 else _speedups.concat(blocks)
+    return DecodedMessageSet(messages, pos, len(buf), last if pos else fetch_offset)
+
+
+def _fast_wrapper(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Tuple[Any, int]:
+    """C path: the inner messages (a MessageBlock) of the wrapper at ``pos``, and the byte after it.
+
+    The C decoder already checked the wrapper's CRC and bounds.
+    """
+    view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    size, _crc, magic, attributes = _WRAPPER_HEAD.unpack_from(view, pos + 8)
+    key_pos = pos + (30 if magic else 22)
+    key_len = _INT32.unpack_from(view, key_pos - 4)[0]
+    value_len_pos = key_pos + max(key_len, 0)
+    value_len = _INT32.unpack_from(view, value_len_pos)[0]
+    value = None if value_len < 0 else bytes(view[value_len_pos + 4:value_len_pos + 4 + value_len])
+    raw = _inflate(pos, offset, magic, attributes & CODEC_MASK, value)
+    inner, _stop, _next, status, _bad, reason = _speedups.decode(
+        raw, 0, fetch_offset, False, offset if magic >= 1 else None)
+    if status == _speedups.CORRUPT:
+        raise _Corrupt(pos, offset, f"inside compressed message: {reason}")
+    return inner, pos + _LOG_OVERHEAD + size
+
+
+def decode_message_set_python(buf: Buffer, topic: str, partition: int, fetch_offset: int) -> DecodedMessageSet:
+    """The pure-Python reference of :func:`decode_message_set` (same contract; ``messages`` is a list)."""
     # One copy of the set into an immutable bytes object makes every key/value a
     # single slice (cheaper per message than slicing a view and copying it).
     data = buf if type(buf) is bytes else bytes(buf)
@@ -211,14 +308,7 @@ def _check_tail(data: bytes, pos: int, end: int, top_level: bool) -> None:
 def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes],
                       fetch_offset: int) -> List[RawMessage]:
     """The inner messages of the compressed wrapper at byte ``pos``, absolute offsets, ``>= fetch_offset``."""
-    if value is None:
-        raise _Corrupt(pos, offset, "compressed message has a null value")
-    try:
-        raw = _decompress(codec, magic, value)
-    except _CodecMissing as exc:
-        raise _Corrupt(pos, offset, str(exc), unsupported=True) from None
-    except Exception as exc:  # every codec library has its own error types
-        raise _Corrupt(pos, offset, f"{_CODEC_NAMES.get(codec, codec)} decompression failed: {exc!r}") from exc
+    raw = _inflate(pos, offset, magic, codec, value)
     inner: List[RawMessage] = []
     try:
         _decode_entries(raw, _NO_FILTER, inner, False)
@@ -230,6 +320,18 @@ def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Opti
     if inner and inner[0][0] < fetch_offset:
         return [m for m in inner if m[0] >= fetch_offset]
     return inner
+
+
+def _inflate(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes]) -> bytes:
+    """The decompressed inner message set of the wrapper at byte ``pos``; raises :class:`_Corrupt`."""
+    if value is None:
+        raise _Corrupt(pos, offset, "compressed message has a null value")
+    try:
+        return _decompress(codec, magic, value)
+    except _CodecMissing as exc:
+        raise _Corrupt(pos, offset, str(exc), unsupported=True) from None
+    except Exception as exc:  # every codec library has its own error types
+        raise _Corrupt(pos, offset, f"{_CODEC_NAMES.get(codec, codec)} decompression failed: {exc!r}") from exc
 
 
 # --------------------------------------------------------------------------- codecs

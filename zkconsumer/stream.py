@@ -4,6 +4,8 @@ A stream wraps one :class:`~zkconsumer.partition_info.ChunkQueue` (one consumer
 thread id). Iterating it hands out messages in fetch order and advances each
 partition's ``consumed_offset`` as a message is handed out, so committed offsets
 are exactly what the application has received (at-least-once).
+:meth:`KafkaStream.batches` hands out the same messages as Arrow record
+batches instead, with the same semantics at batch granularity.
 
 Semantics (Kafka's ``ConsumerIterator``):
 
@@ -19,17 +21,49 @@ Semantics (Kafka's ``ConsumerIterator``):
   the rebalancer committed, nothing fetched before the rebalance is handed out,
   while chunks queued after it are delivered even to an iterator that was
   waiting across the rebalance.
+* An error chunk (a message over the fetch size, a corrupt message) is raised
+  when the iterator reaches it, in offset order.
 * A background failure (a fetcher or rebalancer thread died) is raised to the
   iterating caller.
+
+How the per-message path stays cheap
+------------------------------------
+
+The iterator is split in two. The *slow path*, :meth:`ConsumerIterator._refill`
+(once per chunk: queue wait, timeout, shutdown, epoch check, error chunks,
+failures), is Python and runs under the iterator's lock, which
+:meth:`~ConsumerIterator.clear` also takes. The *per-message path* walks the
+installed chunk: with the C extension (:mod:`zkconsumer._speedups`) it is the
+C ``__next__`` of the iterator's base class, which takes no lock. It does not
+need one: a C function runs under the GIL without letting another thread in
+unless it calls back into Python or allocates (a collection may run
+finalizers). So it builds the message's objects first, then checks that no
+``clear()``/install happened meanwhile (a generation counter), then hands the
+message out (position, ``consumed_offset``, counters) without running any
+Python code, and only then applies decoders. A ``clear()`` therefore happens
+either before the hand-out, which then does not happen, or after it, and the
+commit that follows includes the message. Without the extension the same
+per-message path is Python and holds the lock for each message.
+
+Chunks are normally :class:`~zkconsumer.messageset.MessageBlock` objects (the
+C decoder's Arrow-layout output) from which the ``bytes`` of a key and value
+are made only when the message is handed out, and from which
+:meth:`KafkaStream.batches` builds record batches without copying; any
+sequence of ``(offset, key, value)`` tuples works too.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import ConsumerTimeoutError
-from .partition_info import SHUTDOWN, ChunkQueue, FetchedDataChunk, PartitionTopicInfo, RawMessage
+from .messageset import _speedups
+from .partition_info import SHUTDOWN, ChunkQueue, PartitionTopicInfo, RawMessage
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow
 
 Decoder = Callable[[Optional[bytes]], Any]
 
@@ -68,8 +102,95 @@ class FailureSignal:
             raise self._error
 
 
-class ConsumerIterator(Iterator[MessageAndMetadata]):
-    """The single iterator of one :class:`KafkaStream`; see the module docstring."""
+class _PyCursor:
+    """Pure-Python twin of ``zkconsumer._speedups.Cursor``: the per-message path over the installed chunk.
+
+    Subclasses provide ``_lock`` (taken per message here) and ``_refill()``,
+    which installs the next chunk or raises.
+    """
+
+    _lock: threading.Lock
+
+    def __init__(self, message_type: Any, key_decoder: Optional[Decoder] = None,
+                 value_decoder: Optional[Decoder] = None) -> None:
+        self._message_type = message_type
+        self._key_decoder = key_decoder
+        self._value_decoder = value_decoder
+        self._info: Optional[PartitionTopicInfo] = None
+        self._messages: Sequence[RawMessage] = ()
+        self._pos = 0
+        #: Messages and key+value bytes handed out so far (read by metrics; only this iterator writes).
+        self.delivered_messages = 0
+        self.delivered_bytes = 0
+
+    def __iter__(self) -> "_PyCursor":
+        return self
+
+    def __next__(self) -> MessageAndMetadata:
+        while True:
+            with self._lock:
+                item = self._step()
+            if item is not None:
+                return item
+            self._refill()
+
+    def _refill(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _step(self) -> Optional[MessageAndMetadata]:
+        """The next deliverable message of the installed chunk, handed out; ``None`` when exhausted."""
+        info, messages = self._info, self._messages
+        if info is None:
+            return None
+        pos, end = self._pos, len(messages)
+        while pos < end:
+            offset, key, value = messages[pos]
+            pos += 1
+            if offset < info.consumed_offset:
+                continue
+            self._pos = pos
+            info.consumed_offset = offset + 1
+            self.delivered_messages += 1
+            self.delivered_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            if self._key_decoder is not None:
+                key = self._key_decoder(key)
+            if self._value_decoder is not None:
+                value = self._value_decoder(value)
+            return self._message_type(info.topic, info.partition, offset, key, value)
+        self._clear()
+        return None
+
+    def _install(self, info: PartitionTopicInfo, messages: Sequence[RawMessage], pos: int = 0) -> None:
+        self._info, self._messages, self._pos = info, messages, pos
+
+    def _clear(self) -> None:
+        self._info, self._messages, self._pos = None, (), 0
+
+    def _take_rest(self) -> Optional[Tuple[PartitionTopicInfo, Sequence[RawMessage], int]]:
+        info, messages, pos = self._info, self._messages, self._pos
+        self._clear()
+        if info is None or pos >= len(messages):
+            return None
+        return info, messages, pos
+
+    @property
+    def _has_chunk(self) -> bool:
+        return self._info is not None and self._pos < len(self._messages)
+
+
+#: The per-message engine: C when the extension is built (and not disabled), else Python. The C
+#: hand-out relies on the GIL for its atomicity, so a free-threaded interpreter uses the Python one.
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
+_CursorBase: Any = _speedups.Cursor if _speedups is not None and _GIL else _PyCursor
+
+
+class ConsumerIterator(_CursorBase):  # type: ignore[misc,valid-type]
+    """The single iterator of one :class:`KafkaStream`; see the module docstring.
+
+    ``delivered_messages`` / ``delivered_bytes`` count the messages and key+value
+    bytes handed out so far, by iteration and by batches (read by metrics; only
+    the iterating thread writes them).
+    """
 
     def __init__(
         self,
@@ -79,32 +200,24 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         value_decoder: Optional[Decoder],
         failure: FailureSignal,
     ) -> None:
+        super().__init__(MessageAndMetadata, key_decoder, value_decoder)
         self._queue = queue
         self._timeout: Optional[float] = None if consumer_timeout_ms < 0 else consumer_timeout_ms / 1000.0
-        self._key_decoder = key_decoder
-        self._value_decoder = value_decoder
         self._failure = failure
-        # The current chunk; guarded by _lock, which clear() also takes.
+        # Taken by the slow path, by batches and by clear(); the C per-message path needs none.
         self._lock = threading.Lock()
-        self._info: Optional[PartitionTopicInfo] = None
-        self._messages: Sequence[RawMessage] = ()
-        self._pos = 0
         self._done = False
-        #: Messages and key+value bytes handed out so far (read by metrics; only this iterator writes).
-        self.delivered_messages = 0
-        self.delivered_bytes = 0
 
-    def __iter__(self) -> "ConsumerIterator":
-        return self
+    def _refill(self) -> None:
+        """Wait for the next chunk and install it; raise at shutdown, timeout, error chunk or failure.
 
-    def __next__(self) -> MessageAndMetadata:
+        Called by the per-message path when the installed chunk is exhausted,
+        and by batches. Stale chunks (queued before a rebalance cleared the
+        queue) are dropped. Raises ``StopIteration`` once the shutdown sentinel was met.
+        """
         while True:
-            with self._lock:
-                item = self._next_from_chunk()
-                if item is not None:
-                    return item
-                if self._done:
-                    raise StopIteration
+            if self._done:
+                raise StopIteration
             self._failure.raise_if_failed()
             chunk = self._queue.get(self._timeout)
             if chunk is None:
@@ -116,45 +229,66 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                     raise StopIteration
                 if chunk.epoch != self._queue.epoch:  # type: ignore[union-attr]
                     continue  # queued before a rebalance cleared the queue: stale
-                self._install(chunk)  # type: ignore[arg-type]
-
-    def _next_from_chunk(self) -> Optional[MessageAndMetadata]:
-        """The next deliverable message of the current chunk, advancing offsets; under _lock."""
-        info, messages = self._info, self._messages
-        if info is None:
-            return None
-        pos, end = self._pos, len(messages)
-        consumed = info.consumed_offset
-        while pos < end:
-            offset, key, value = messages[pos]
-            pos += 1
-            if offset < consumed:
-                continue
-            self._pos = pos
-            info.consumed_offset = offset + 1
-            self.delivered_messages += 1
-            self.delivered_bytes += (len(key) if key else 0) + (len(value) if value else 0)
-            if self._key_decoder is not None:
-                key = self._key_decoder(key)
-            if self._value_decoder is not None:
-                value = self._value_decoder(value)
-            return MessageAndMetadata(info.topic, info.partition, offset, key, value)
-        self._info, self._messages, self._pos = None, (), 0
-        return None
-
-    def _install(self, chunk: FetchedDataChunk) -> None:
-        if chunk.error is not None:
-            raise chunk.error
-        info = chunk.topic_info
-        if info.consumed_offset < chunk.fetch_offset:
-            # The fetch position jumped ahead (auto.offset.reset): follow it.
-            info.consumed_offset = chunk.fetch_offset
-        self._info, self._messages, self._pos = info, chunk.messages, 0
+                error = chunk.error  # type: ignore[union-attr]
+                if error is None:
+                    info = chunk.topic_info  # type: ignore[union-attr]
+                    if info.consumed_offset < chunk.fetch_offset:  # type: ignore[union-attr]
+                        # The fetch position jumped ahead (auto.offset.reset): follow it.
+                        info.consumed_offset = chunk.fetch_offset  # type: ignore[union-attr]
+                    self._install(info, chunk.messages)  # type: ignore[union-attr]
+                    return
+            raise error
 
     def clear(self) -> None:
         """Drop the current chunk (the rebalancer calls this right after clearing the queue)."""
         with self._lock:
-            self._info, self._messages, self._pos = None, (), 0
+            self._clear()
+
+    def _next_batch(self, arrow: Any, max_rows: Optional[int]) -> Optional["pyarrow.RecordBatch"]:
+        """The next record batch, already handed out (offsets and counters advanced); ``None`` at shutdown."""
+        while True:
+            with self._lock:
+                rest = self._take_rest()
+                if rest is not None:
+                    batch = self._hand_out_batch(arrow, *rest, max_rows)
+                    if batch is not None:
+                        return batch
+                    continue
+            try:
+                self._refill()
+            except StopIteration:
+                return None
+
+    def _hand_out_batch(self, arrow: Any, info: PartitionTopicInfo, messages: Sequence[RawMessage], pos: int,
+                        max_rows: Optional[int]) -> Optional["pyarrow.RecordBatch"]:
+        """Under ``_lock``: the deliverable messages of ``messages[pos:]`` (at most ``max_rows``) as a batch."""
+        consumed = info.consumed_offset
+        end = len(messages)
+        if _speedups is not None and type(messages) is _speedups.MessageBlock:
+            start = max(pos, messages.bisect(consumed))
+            stop = end if max_rows is None else min(end, start + max_rows)
+            if start >= stop:
+                return None
+            batch = arrow.record_batch(info.topic, info.partition, messages, start, stop)
+            last = messages.offset_at(stop - 1)
+            size = messages.payload_bytes(start, stop)
+        else:
+            rows = [m for m in messages[pos:] if m[0] >= consumed]
+            if max_rows is not None and len(rows) > max_rows:
+                rows, stop = rows[:max_rows], end - (len(rows) - max_rows)
+            else:
+                stop = end
+            if not rows:
+                return None
+            batch = arrow.record_batch(info.topic, info.partition, rows)
+            last = rows[-1][0]
+            size = sum((len(k) if k else 0) + (len(v) if v else 0) for _, k, v in rows)
+        if stop < end:
+            self._install(info, messages, stop)  # the rest stays the current chunk
+        info.consumed_offset = last + 1
+        self.delivered_messages += batch.num_rows
+        self.delivered_bytes += size
+        return batch
 
     def _timeout_ms(self) -> int:
         return -1 if self._timeout is None else int(self._timeout * 1000)
@@ -185,6 +319,39 @@ class KafkaStream:
 
     def __iter__(self) -> ConsumerIterator:
         return self._iterator
+
+    def batches(self, max_rows: Optional[int] = None) -> Iterator["pyarrow.RecordBatch"]:
+        """The stream's messages as Arrow record batches (needs pyarrow: the ``spark`` extra).
+
+        Columns (:data:`zkconsumer.arrow.SCHEMA`): ``topic`` string, ``partition``
+        int32, ``offset`` int64, ``key`` binary, ``value`` binary. A batch holds
+        the messages of one fetched chunk of one partition (at most
+        ``max_rows``), built from the decoder's buffers without copying; key and
+        value decoders are not applied.
+
+        Same semantics as iterating: messages below ``consumed_offset`` are left
+        out, error chunks are raised in order, ``consumer.timeout.ms`` raises
+        :class:`~zkconsumer.errors.ConsumerTimeoutError` (call ``batches()``
+        again to go on), shutdown ends the generator, and a batch counts as
+        handed out when it is yielded: its partition's ``consumed_offset`` is
+        then past its last message, so the next commit includes all of it.
+        Iteration and batches may be mixed: whatever the iterator left of its
+        current chunk comes first.
+
+        Raises ``ImportError`` at once if pyarrow is not installed.
+        """
+        from . import arrow  # raises a clear ImportError without pyarrow
+
+        if max_rows is not None and max_rows < 1:
+            raise ValueError("max_rows must be >= 1")
+        return self._batches(arrow, max_rows)
+
+    def _batches(self, arrow: Any, max_rows: Optional[int]) -> Iterator["pyarrow.RecordBatch"]:
+        while True:
+            batch = self._iterator._next_batch(arrow, max_rows)
+            if batch is None:
+                return
+            yield batch
 
     def clear(self) -> None:
         """Drop the chunk being iterated (called by the rebalancer after clearing the queue)."""

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 from kazoo.exceptions import KazooException
 
 from ..errors import ConfigurationError, ZkConsumerError
-from . import consume, groups, offsets
+from . import consume, groups, offsets, perf
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, quiet_kazoo
 
 __all__ = ["build_parser", "run"]
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(commands)
     groups.add_parser(commands)
     offsets.add_parser(commands)
+    perf.add_parser(commands)
     return parser
 
 

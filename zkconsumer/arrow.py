@@ -1,0 +1,90 @@
+"""Arrow record batches of consumed messages (used by :meth:`KafkaStream.batches` and the Spark paths).
+
+Needs pyarrow (``pip install 'zkconsumer[spark]'``); importing this module
+without it raises an ``ImportError`` that says so.
+
+Every batch has the schema :data:`SCHEMA`::
+
+    topic: string, partition: int32, offset: int64, key: binary, value: binary
+
+which is what Spark's ``StringType``, ``IntegerType``, ``LongType`` and
+``BinaryType`` columns map to. From a :class:`~zkconsumer.messageset.MessageBlock`
+(the C decoder's output) the offset, key and value columns wrap the block's
+buffers without copying; from a list of ``(offset, key, value)`` tuples they
+are built the ordinary way.
+
+Example::
+
+    >>> batch = record_batch("t", 0, [(5, None, b"a"), (6, b"k", b"bc")])
+    >>> batch.num_rows, batch.column("offset").to_pylist(), value_bytes(batch)
+    (2, [5, 6], 3)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+try:
+    import pyarrow as pa
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "Arrow batches need pyarrow, which is not installed: pip install 'zkconsumer[spark]' (or pyarrow)"
+    ) from exc
+
+from .messageset import MessageBlock
+from .partition_info import RawMessage
+
+__all__ = ["SCHEMA", "record_batch", "value_bytes"]
+
+#: The columns of every batch.
+SCHEMA = pa.schema([
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+])
+
+
+def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], start: int = 0,
+                 stop: Optional[int] = None) -> "pa.RecordBatch":
+    """``messages[start:stop]`` of ``topic``/``partition`` as a record batch with :data:`SCHEMA`."""
+    end = len(messages)
+    stop = end if stop is None else max(0, min(stop, end))
+    start = max(0, min(start, stop))
+    if MessageBlock is not None and type(messages) is MessageBlock:
+        offsets, keys, values = _block_columns(messages)
+        if start or stop != end:
+            offsets, keys, values = (a.slice(start, stop - start) for a in (offsets, keys, values))
+    else:
+        rows = messages[start:stop] if start or stop != end else messages
+        offsets = pa.array([m[0] for m in rows], pa.int64())
+        keys = pa.array([m[1] for m in rows], pa.binary())
+        values = pa.array([m[2] for m in rows], pa.binary())
+    n = stop - start
+    columns = [pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n),
+               offsets, keys, values]
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
+def _block_columns(block: Any) -> Any:
+    """The offset, key and value arrays of a MessageBlock, wrapping its buffers (no copy)."""
+    n = len(block)
+    offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(block.offsets)], null_count=0)
+    keys = _binary(n, block.key_validity, block.key_offsets, block.key_data, block.key_null_count)
+    values = _binary(n, block.value_validity, block.value_offsets, block.value_data, block.value_null_count)
+    return offsets, keys, values
+
+
+def _binary(n: int, validity: Optional[bytes], offsets: bytes, data: bytes, nulls: int) -> "pa.Array":
+    buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.binary(), n, buffers, null_count=nulls)
+
+
+def value_bytes(batch: "pa.RecordBatch") -> int:
+    """Total length of the ``value`` column (what Kafka's ConsumerPerformance counts as data)."""
+    values = batch.column(4)
+    if len(values) == 0:
+        return 0
+    offsets = memoryview(values.buffers()[1]).cast("i")  # int32 value offsets; the array may be a slice
+    return offsets[values.offset + len(values)] - offsets[values.offset]
