@@ -45,6 +45,7 @@ from .config import ConsumerConfig
 from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
 from .fetcher import FetcherManager
 from .group import GroupClient
+from .lease import SessionLease
 from .metrics import ConsumerMetrics, MetricsReporter
 from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
@@ -121,6 +122,7 @@ class ZookeeperConsumerConnector:
         self._metrics_interval_s = metrics_interval_s
         self._reporter: Optional[MetricsReporter] = None
         self._recorded = (0, 0)
+        self._lease: Optional[SessionLease] = None
 
         self._zk = self._connect_zookeeper()
         self._group = GroupClient(
@@ -135,6 +137,7 @@ class ZookeeperConsumerConnector:
             self.config,
             brokers=lambda: self._group.brokers(self.config.security_protocol),
             on_error=self._background_failure,
+            deliverable=self._session_proven,
         )
 
     # ------------------------------------------------------------------ public
@@ -248,6 +251,8 @@ class ZookeeperConsumerConnector:
             if self._rebalancer is not None:
                 self._rebalancer.stop()
             self._fetchers.shutdown()
+            if self._lease is not None:
+                self._lease.stop()
             for stream in self._streams:
                 stream.queue.clear()
                 stream.clear()
@@ -322,6 +327,11 @@ class ZookeeperConsumerConnector:
         registration = zkformat.encode_registration(count.subscription, count.pattern, int(time.time() * 1000))
         register = lambda: self._group.register(registration)  # noqa: E731
         register()
+        self._lease = SessionLease(
+            self._zk, self._group.paths.member(self.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
+            name=f"zkconsumer-lease-{self.consumer_id}",
+        )
+        self._lease.start()
         self._watcher = GroupWatcher(self._zk, self._group.paths, self._request_rebalance, topic_allowed)
         self._rebalancer = Rebalancer(
             group=self._group,
@@ -391,6 +401,15 @@ class ZookeeperConsumerConnector:
             log.info("%s: new ZooKeeper session; rejoining the group", self.consumer_id)
             if self._rebalancer is not None:
                 self._rebalancer.session_restored()
+
+    def _session_proven(self) -> bool:
+        """Fetchers may queue data: the ZooKeeper session was proven alive within its timeout.
+
+        After a freeze longer than the session timeout (SIGSTOP, a stalled VM)
+        this is false at once, before kazoo learns the session expired, so a
+        resumed member does not hand out backlog that a successor owns by now.
+        """
+        return self._lease is None or self._lease.valid()
 
     def _background_failure(self, error: BaseException) -> None:
         """A background thread failed: make every iterator and commit raise it."""

@@ -142,7 +142,8 @@ class FetcherThread(threading.Thread):
 
     def __init__(self, key: FetcherKey, config: Any, connection: BrokerConnection,
                  hand_back: Callable[[List[PartitionTopicInfo]], None],
-                 on_error: Callable[[BaseException], None]) -> None:
+                 on_error: Callable[[BaseException], None],
+                 deliverable: Callable[[], bool] = lambda: True) -> None:
         super().__init__(name=f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}",
                          daemon=True)
         self.key = key
@@ -150,6 +151,7 @@ class FetcherThread(threading.Thread):
         self._conn = connection
         self._hand_back = hand_back
         self._on_error = on_error
+        self._deliverable = deliverable
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._partitions: Dict[TopicPartition, _PartitionState] = {}
@@ -208,6 +210,10 @@ class FetcherThread(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stopping:
+                if not self._deliverable():  # e.g. the session lease lapsed: fetch nothing for now
+                    with self._cond:
+                        self._cond.wait(0.05)
+                    continue
                 batch = self._next_batch()
                 if batch:
                     self._fetch_once(batch)
@@ -312,6 +318,8 @@ class FetcherThread(threading.Thread):
         info = st.info
         if info.fetched_offset != fetch_offset:
             return  # the position moved (reset) since the request went out: stale data
+        if not self._deliverable():
+            return  # not ours to hand out right now; fetched_offset is unchanged, so it is fetched again
         try:
             decoded = decode_message_set(message_set, info.topic, info.partition, fetch_offset)
         except CorruptMessageError as exc:
@@ -446,17 +454,22 @@ class FetcherManager:
     exceptions from the background threads. ``sleep`` replaces the LeaderFinder's
     backoff wait (tests); by default that wait ends early when stopping.
     ``connection_factory(host, port)`` replaces :class:`BrokerConnection` (tests).
+    While ``deliverable()`` is false (the connector's session lease lapsed),
+    fetcher threads neither fetch nor queue; positions do not move, so nothing
+    is skipped when it becomes true again.
     """
 
     def __init__(self, config: Any, brokers: Callable[[], Sequence["Broker"]],
                  on_error: Callable[[BaseException], None], *, sleep: Callable[[float], None] = time.sleep,
-                 connection_factory: Optional[ConnectionFactory] = None) -> None:
+                 connection_factory: Optional[ConnectionFactory] = None,
+                 deliverable: Callable[[], bool] = lambda: True) -> None:
         self._config = config
         self._brokers = brokers
         self._on_error = on_error
         self._sleep = sleep
         self._ssl_context = broker_ssl_context(config)
         self._connection_factory = connection_factory
+        self._deliverable = deliverable
         self._lifecycle = threading.RLock()
         self._fetchers_lock = threading.Lock()
         self._fetchers: Dict[FetcherKey, FetcherThread] = {}
@@ -671,7 +684,7 @@ class FetcherManager:
         fetcher = self._fetchers.get(key)
         if fetcher is None or not fetcher.is_alive():  # a dead one already reported its error
             fetcher = FetcherThread(key, self._config, self._connect(key.host, key.port), self._hand_back,
-                                    self._report)
+                                    self._report, self._deliverable)
             self._fetchers[key] = fetcher
             fetcher.start()
         return fetcher
