@@ -22,6 +22,7 @@ from .errors import (
     ZkConsumerError,
     ZooKeeperUnavailableError,
 )
+from .offset_storage import OffsetStorageError
 from .rebalancer import ConsumerRebalanceListener, RebalanceState, RebalanceStatus
 from .stream import KafkaStream, MessageAndMetadata
 from .topic_count import Blacklist, TopicFilter, Whitelist
@@ -44,6 +45,7 @@ __all__ = [
     "MalformedZnodeError",
     "MessageAndMetadata",
     "MessageSizeTooLargeError",
+    "OffsetStorageError",
     "RebalanceState",
     "RebalanceStatus",
     "TopicFilter",

@@ -238,4 +238,7 @@ class BrokerConnection:
             return f"connection to broker {self.address} was aborted"
         if isinstance(exc, socket.timeout):
             return f"broker {self.address} did not answer within {self.socket_timeout_ms} ms"
+        if isinstance(exc, ssl.SSLError):
+            return (f"TLS handshake with broker {self.address} failed ({exc!r}); check ssl.cafile, and "
+                    f"ssl.certfile/ssl.keyfile if the broker requires client certificates")
         return f"broker {self.address} unreachable: {exc!r}"

@@ -157,4 +157,4 @@ class AutoCommitter:
             try:
                 self._commit()
             except Exception as exc:  # keep going: the next tick tries again
-                log.warning("auto-commit failed, will retry in %.1fs: %s", self._interval, exc)
+                log.warning("auto-commit failed, will retry in %.1fs: %r", self._interval, exc)
