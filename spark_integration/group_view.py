@@ -25,7 +25,7 @@ from zkconsumer import ConsumerConfig, Whitelist, ZkConsumerError, ZooKeeperUnav
 from zkconsumer.admin import BrokerOffsets, UnknownTopicError
 from zkconsumer.group import GroupClient
 from zkconsumer.protocol import EARLIEST_TIME, LATEST_TIME
-from zkconsumer.security import zookeeper_acls, zookeeper_auth_data
+from zkconsumer.security import broker_ssl_context, zookeeper_acls, zookeeper_auth_data
 
 from .ranges import OffsetRange, TopicPartition, plan_ranges, resolve_start
 
@@ -94,7 +94,7 @@ class GroupView:
     def _new_log_offsets(self) -> BrokerOffsets:
         cfg = self.config
         return BrokerOffsets(self._zk, socket_timeout_ms=cfg.socket_timeout_ms, client_id=cfg.client_id,
-                             protocol=cfg.security_protocol)
+                             protocol=cfg.security_protocol, ssl_context=broker_ssl_context(cfg))
 
     def __enter__(self) -> "GroupView":
         return self

@@ -226,3 +226,14 @@ def test_acls_under_a_chroot_leave_the_chroot_and_consumers_open(secure: LocalCl
         assert anonymous.get_acls(f"{chroot}/consumers/{group}/ids")[0] == expected_acl()
     assert anonymous.get_acls(chroot)[0] == OPEN_ACL_UNSAFE
     assert anonymous.get_acls(f"{chroot}/consumers")[0] == OPEN_ACL_UNSAFE
+
+
+def test_the_spark_driver_reads_log_ends_over_tls(secure: LocalCluster) -> None:
+    from spark_integration import GroupView
+    from zkconsumer import ConsumerConfig
+
+    topic = unique("tls-ends")
+    secure.create_topic(topic, partitions=1)
+    secure.produce(topic, produced_values(7, "e"), partition=0)
+    with GroupView(ConsumerConfig(ssl_consumer_props(secure, unique("g")))) as view:
+        assert view.log_ends([(topic, 0)]) == {(topic, 0): 7}

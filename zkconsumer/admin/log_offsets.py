@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from kazoo.client import KazooClient
@@ -35,11 +37,14 @@ class BrokerOffsets:
     The leader comes from ``/brokers/topics/<t>/partitions/<p>/state`` and its
     address from ``/brokers/ids/<leader>`` (as ConsumerOffsetChecker does).
     Connections are kept per broker until :meth:`close` (also a context manager).
+    ``protocol`` picks the broker endpoint; give ``ssl_context`` for ``SSL`` endpoints.
     """
 
     def __init__(self, zk: KazooClient, *, socket_timeout_ms: int = 10000,
-                 client_id: str = "zkconsumer-admin", protocol: str = "PLAINTEXT") -> None:
+                 client_id: str = "zkconsumer-admin", protocol: str = "PLAINTEXT",
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self._zk = zk
+        self._ssl_context = ssl_context
         self._timeout_ms = socket_timeout_ms
         self._client_id = client_id
         self._protocol = protocol
@@ -92,7 +97,7 @@ class BrokerOffsets:
     def _connection(self, broker: zkformat.Broker) -> BrokerConnection:
         if broker.id not in self._connections:
             self._connections[broker.id] = BrokerConnection(
-                broker.host, broker.port, self._client_id, self._timeout_ms, 0)
+                broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context)
         return self._connections[broker.id]
 
     def fetch(self, partitions: Sequence[TopicPartition], time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
