@@ -231,42 +231,56 @@ class ZookeeperConsumerConnector:
     def shutdown(self) -> None:
         """Leave the group: idempotent, ordered, joins every thread started.
 
-        Order: watches and auto-commit stop; the rebalancer stops; fetchers stop;
-        every stream ends (shutdown sentinel); offsets are committed
-        (``auto.commit.enable``); the ZooKeeper session closes, removing our
+        Order: the metrics reporter and auto-commit stop; the coordination stops
+        (watches, rebalancer, session lease: :meth:`_stop_coordination`);
+        fetchers stop; every stream ends (shutdown sentinel); offsets are
+        committed (``auto.commit.enable``); the member leaves the group
+        (:meth:`_leave_group`); the ZooKeeper session closes, removing our
         ephemeral nodes so the group rebalances at once.
         """
         with self._state_lock:
             if self._state is ConnectorState.SHUT_DOWN:
                 return
             self._state = ConnectorState.SHUT_DOWN
-        log.info("%s shutting down", self.consumer_id)
+        log.info("%r shutting down", self)
         try:
             if self._reporter is not None:
                 self._reporter.stop()
-            if self._watcher is not None:
-                self._watcher.stop()
             if self._auto_committer is not None:
                 self._auto_committer.stop()
-            if self._rebalancer is not None:
-                self._rebalancer.stop()
+            self._stop_coordination()
             self._fetchers.shutdown()
-            if self._lease is not None:
-                self._lease.stop()
             for stream in self._streams:
                 stream.queue.clear()
                 stream.clear()
                 stream.queue.put_shutdown()
-            if self.config.auto_commit_enable and self._rebalancer is not None:
+            if self.config.auto_commit_enable and self._joined():
                 try:
                     self._commit()
                 except ZkConsumerError as exc:
                     log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
+            self._leave_group()
         finally:
             self._committer.close()
             self._zk.remove_listener(self._on_zk_state)
             self._zk.stop()
             self._zk.close()
+
+    def _stop_coordination(self) -> None:
+        """Stop (and join) whatever could change ownership or restart fetchers. A subclass hook."""
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._rebalancer is not None:
+            self._rebalancer.stop()
+        if self._lease is not None:
+            self._lease.stop()
+
+    def _joined(self) -> bool:
+        """Whether streams were created (so there is something to commit). A subclass hook."""
+        return self._rebalancer is not None
+
+    def _leave_group(self) -> None:
+        """Nothing to do here: closing the session removes our ephemeral nodes. A subclass hook."""
 
     def __enter__(self) -> "ZookeeperConsumerConnector":
         return self

@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import ConsumerConfig
 from ..connector import ConnectorState, ZookeeperConsumerConnector
-from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError
+from ..errors import ConfigurationError, ConsumerShutdownError
 from ..group_protocol import GroupMember
 from ..metrics import MetricsReporter
 from ..offset_storage import Generation, OffsetStorageError
@@ -109,37 +109,18 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
             return None
         return self._membership.status(self._delivery.owned_map())
 
-    def shutdown(self) -> None:
-        """Leave the group: idempotent, ordered (see the module docstring), joins every thread started."""
-        with self._state_lock:
-            if self._state is ConnectorState.SHUT_DOWN:
-                return
-            self._state = ConnectorState.SHUT_DOWN
-        log.info("%s (member %s) shutting down", self.consumer_id, self.member_id)
-        try:
-            if self._reporter is not None:
-                self._reporter.stop()
-            if self._auto_committer is not None:
-                self._auto_committer.stop()
-            if self._membership is not None:
-                self._membership.stop()
-            self._fetchers.shutdown()
-            for stream in self._streams:
-                stream.queue.clear()
-                stream.clear()
-                stream.queue.put_shutdown()
-            if self.config.auto_commit_enable and self._delivery is not None:
-                try:
-                    self._commit()
-                except ZkConsumerError as exc:
-                    log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
-            if self._membership is not None:
-                self._membership.leave()
-        finally:
-            self._committer.close()
-            self._zk.remove_listener(self._on_zk_state)
-            self._zk.stop()
-            self._zk.close()
+    # Hooks of ZookeeperConsumerConnector.shutdown(), which keeps the one ordered sequence.
+
+    def _stop_coordination(self) -> None:
+        if self._membership is not None:
+            self._membership.stop()
+
+    def _joined(self) -> bool:
+        return self._delivery is not None
+
+    def _leave_group(self) -> None:
+        if self._membership is not None:
+            self._membership.leave()
 
     def __repr__(self) -> str:
         return f"CoordinatorConsumerConnector({self.consumer_id}, member={self.member_id}, {self._state.value})"
