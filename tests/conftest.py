@@ -11,12 +11,12 @@ import itertools
 import re
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, List, Mapping, Optional
+from typing import Callable, Iterator, List, Mapping, Optional
 
 import pytest
+from kazoo.client import KazooClient
 
-if TYPE_CHECKING:
-    from zkconsumer.testing import LocalCluster
+from zkconsumer.testing import LocalCluster
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 
@@ -66,6 +66,16 @@ def make_topic(cluster: "LocalCluster", request: pytest.FixtureRequest) -> Calla
 def topic(make_topic: Callable[..., str]) -> str:
     """A fresh topic with 4 partitions, replication 1."""
     return make_topic()
+
+
+@pytest.fixture
+def zk(cluster: LocalCluster) -> Iterator[KazooClient]:
+    """A ZooKeeper client of the session cluster for this test, closed after it."""
+    client = KazooClient(hosts=cluster.zk_connect)
+    client.start()
+    yield client
+    client.stop()
+    client.close()
 
 
 @pytest.fixture

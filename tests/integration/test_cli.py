@@ -28,15 +28,6 @@ from zkconsumer.protocol import LATEST_TIME
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def zk(cluster):
-    client = KazooClient(hosts=cluster.zk_connect)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
-
-
 class Cli:
     """Runs ``main([...])`` in-process with ``--zookeeper`` added; returns (exit code, stdout, stderr)."""
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from support import (
     Drainer,
@@ -24,15 +23,6 @@ from support import (
     wait_until,
 )
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
-
-
-@pytest.fixture
-def zk(cluster):
-    client = KazooClient(hosts=cluster.zk_connect)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])

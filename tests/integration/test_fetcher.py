@@ -15,7 +15,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 from kafka import KafkaProducer
-from kazoo.client import KazooClient
 
 from zkconsumer.errors import MessageSizeTooLargeError
 from zkconsumer.fetcher import FetcherManager, fetcher_id
@@ -45,15 +44,6 @@ def fetch_config(**overrides: object) -> types.SimpleNamespace:
                   ssl_check_hostname=True)
     values.update(overrides)
     return types.SimpleNamespace(**values)
-
-
-@pytest.fixture
-def zk(cluster):
-    client = KazooClient(hosts=cluster.zk_connect)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture

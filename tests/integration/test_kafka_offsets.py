@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-from kazoo.client import KazooClient
 
 from offsets_support import kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
 from support import Drainer, consumer_props, produced_values, unique, wait_until
@@ -14,15 +12,6 @@ from zkconsumer.group import GroupClient
 from zkconsumer.offset_storage import NO_GENERATION, CommitEntry, KafkaOffsetStorage
 
 PARTITIONS = range(4)
-
-
-@pytest.fixture
-def zk(cluster):
-    client = KazooClient(hosts=cluster.zk_connect)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 def consume(cluster, group: str, topic: str, expected: int, **props: object):

@@ -12,7 +12,6 @@ import threading
 from typing import Dict, List
 
 import pytest
-from kazoo.client import KazooClient
 
 from offsets_support import kafka_committed, produce_evenly, values, zookeeper_committed
 from support import Drainer, consumer_props, produced_values, unique, wait_until
@@ -20,15 +19,6 @@ from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.offset_storage import OffsetStorageError
 
 PARTITIONS = range(4)
-
-
-@pytest.fixture
-def zk(cluster):
-    client = KazooClient(hosts=cluster.zk_connect)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 class Group:
