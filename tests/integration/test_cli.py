@@ -331,3 +331,25 @@ def test_python_dash_m_zkconsumer_runs(cluster, zk, topic_with_data) -> None:
                               cluster.zk_connect, "--group", unique("missing")],
                              capture_output=True, text=True, timeout=60, env=env, cwd=str(root))
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
+
+
+def test_groups_protected_by_acls_need_and_accept_zookeeper_auth(cluster, cli, monkeypatch) -> None:
+    from kazoo.security import ACL, Id, Permissions, make_digest_acl
+
+    group, topic = f"g-acl-{os.urandom(3).hex()}", f"t-acl-{os.urandom(3).hex()}"
+    cluster.create_topic(topic, partitions=1)
+    cluster.produce(topic, [b"x"] * 10, partition=0)
+    owner = cluster.kazoo_client(auth_data=[("digest", "ops:s3cret")])
+    acl = [make_digest_acl("ops", "s3cret", all=True), ACL(Permissions.READ, Id("world", "anyone"))]
+    path = f"/consumers/{group}/offsets/{topic}/0"
+    owner.create(path, b"5", acl=acl, makepath=True)
+    monkeypatch.delenv("ZKCONSUMER_ZOOKEEPER_AUTH", raising=False)
+
+    code, _, err = cli("offsets", "reset", "--group", group, "--topic", topic, "--to", "3", "--execute")
+    assert code == 1 and "--zookeeper-auth" in err and "NoAuth" in err
+    assert owner.get(path)[0] == b"5"
+
+    code, _, err = cli("offsets", "reset", "--group", group, "--topic", topic, "--to", "3", "--execute",
+                       "--zookeeper-auth", "ops:s3cret")
+    assert code == 0, err
+    assert owner.get(path)[0] == b"3"

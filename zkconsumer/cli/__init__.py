@@ -24,7 +24,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoAuthError
 
 from ..errors import ConfigurationError, ZkConsumerError
 from . import consume, groups, offsets, perf
@@ -77,6 +77,10 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except ZkConsumerError as exc:
         _error(str(exc))
+        return EXIT_ERROR
+    except NoAuthError:
+        _error(f"ZooKeeper {args.zookeeper} refused the change (NoAuth): the group's nodes are protected by "
+               f"an ACL; pass --zookeeper-auth USER:PASSWORD (or set ZKCONSUMER_ZOOKEEPER_AUTH)")
         return EXIT_ERROR
     except KazooException as exc:
         _error(f"ZooKeeper {args.zookeeper}: {type(exc).__name__} {exc}".rstrip())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 from typing import Iterator
 
 from kazoo.client import KazooClient
@@ -48,6 +49,9 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--zk-timeout-ms", type=positive_int, metavar="MS",
                        help=f"give up connecting to ZooKeeper after this long (default {DEFAULT_ZK_TIMEOUT_MS}; "
                             "for consume, zookeeper.connection.timeout.ms)")
+    group.add_argument("--zookeeper-auth", metavar="USER:PASSWORD", default=os.environ.get("ZKCONSUMER_ZOOKEEPER_AUTH"),
+                       help="ZooKeeper digest credential, as zookeeper.auth (default: $ZKCONSUMER_ZOOKEEPER_AUTH); "
+                            "needed to change groups whose nodes have ACLs")
     parent.add_argument("-v", "--verbose", action="store_true", help="log progress and ZooKeeper connection details")
     return parent
 
@@ -80,6 +84,7 @@ def zookeeper(args: argparse.Namespace) -> Iterator[KazooClient]:
             timeout=max(timeout_s, 4.0),
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
             command_retry={"max_tries": 3, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            auth_data=[("digest", args.zookeeper_auth)] if args.zookeeper_auth else None,
             logger=ZK_LOGGER,
         )
     except ValueError as exc:

@@ -57,6 +57,8 @@ def consumer_properties(args: argparse.Namespace) -> Dict[str, object]:
     """
     props: Dict[str, object] = dict(args.property)
     props["zookeeper.connect"] = args.zookeeper
+    if args.zookeeper_auth:
+        props["zookeeper.auth"] = args.zookeeper_auth
     props["group.id"] = args.group
     if args.zk_timeout_ms is not None:
         props["zookeeper.connection.timeout.ms"] = args.zk_timeout_ms
