@@ -370,9 +370,16 @@ class ZookeeperConsumerConnector:
         self._rebalancer.start()
         self._watcher.start()
         self._rebalancer.wait_first_assignment(timeout=None)
-        if cfg.auto_commit_enable:
+        self._start_periodic_threads()
+
+    def _start_periodic_threads(self) -> None:
+        """Start auto-commit (``auto.commit.enable``) and the metrics reporter (``metrics_interval_s``).
+
+        Called once the member has joined; :meth:`shutdown` stops and joins both.
+        """
+        if self.config.auto_commit_enable:
             self._auto_committer = AutoCommitter(
-                self._commit, cfg.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
+                self._commit, self.config.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
             )
             self._auto_committer.start()
         if self._metrics_interval_s:

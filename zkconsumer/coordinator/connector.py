@@ -42,9 +42,7 @@ from ..config import ConsumerConfig
 from ..connector import ConnectorState, ZookeeperConsumerConnector
 from ..errors import ConfigurationError, ConsumerShutdownError
 from ..group_protocol import GroupMember
-from ..metrics import MetricsReporter
 from ..offset_storage import Generation, OffsetStorageError
-from ..offsets import AutoCommitter
 from ..partition_info import ChunkQueue
 from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
 from ..topic_count import TopicCount
@@ -170,16 +168,7 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
         with self._state_lock:
             if self._state is ConnectorState.SHUT_DOWN:
                 raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group")
-        if cfg.auto_commit_enable:
-            self._auto_committer = AutoCommitter(
-                self._commit, cfg.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
-            )
-            self._auto_committer.start()
-        if self._metrics_interval_s:
-            self._reporter = MetricsReporter(
-                self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
-            )
-            self._reporter.start()
+        self._start_periodic_threads()
 
     def _channel(self, name: str, socket_timeout_ms: int) -> CoordinatorChannel:
         cfg = self.config
