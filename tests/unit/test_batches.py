@@ -19,10 +19,9 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-import kafka.codec
 import zkconsumer
 from zkconsumer.errors import ConsumerTimeoutError, CorruptMessageError
-from zkconsumer.messageset import ACCELERATED, decode_message_set, xxh32
+from zkconsumer.messageset import ACCELERATED, decode_message_set
 from zkconsumer.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.stream import KafkaStream
 
@@ -32,17 +31,7 @@ GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]
 
 
-@pytest.fixture(autouse=True)
-def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
-    if kafka.codec.xxhash is None:
-        class Digest:
-            def __init__(self, data: bytes) -> None:
-                self.value = xxh32(bytes(data))
-
-            def digest(self) -> bytes:
-                return self.value.to_bytes(4, "big")
-
-        monkeypatch.setattr(kafka.codec, "xxhash", type("xxhash", (), {"xxh32": staticmethod(Digest)}))
+pytestmark = pytest.mark.usefixtures("old_kafka_lz4")
 
 
 def never() -> bool:

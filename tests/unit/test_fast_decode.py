@@ -20,10 +20,9 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-import kafka.codec
 from zkconsumer import messageset
 from zkconsumer.errors import CorruptMessageError
-from zkconsumer.messageset import ACCELERATED, decode_message_set, decode_message_set_python, xxh32
+from zkconsumer.messageset import ACCELERATED, decode_message_set, decode_message_set_python
 
 GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]
@@ -31,18 +30,7 @@ Msg = Tuple[int, Optional[bytes], Optional[bytes]]
 needs_c = pytest.mark.skipif(not ACCELERATED, reason="the C extension zkconsumer._speedups is not built")
 
 
-@pytest.fixture(autouse=True)
-def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kafka-python needs ``xxhash`` for Kafka 0.8/0.9 LZ4 framing; lend it our XXH32 if it is missing."""
-    if kafka.codec.xxhash is None:
-        class Digest:
-            def __init__(self, data: bytes) -> None:
-                self.value = xxh32(bytes(data))
-
-            def digest(self) -> bytes:
-                return self.value.to_bytes(4, "big")
-
-        monkeypatch.setattr(kafka.codec, "xxhash", type("xxhash", (), {"xxh32": staticmethod(Digest)}))
+pytestmark = pytest.mark.usefixtures("old_kafka_lz4")
 
 
 # --------------------------------------------------------------------------- building sets

@@ -11,7 +11,6 @@ import lz4.frame
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
-import kafka.codec
 from zkconsumer.errors import CorruptMessageError
 from zkconsumer.messageset import UnsupportedCompressionError, decode_message_set, xxh32
 
@@ -19,18 +18,7 @@ GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]
 
 
-@pytest.fixture(autouse=True)
-def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kafka-python needs ``xxhash`` for Kafka 0.8/0.9 LZ4; lend it our XXH32 if it is missing."""
-    if kafka.codec.xxhash is None:
-        class Digest:
-            def __init__(self, data: bytes) -> None:
-                self.value = xxh32(bytes(data))
-
-            def digest(self) -> bytes:
-                return self.value.to_bytes(4, "big")
-
-        monkeypatch.setattr(kafka.codec, "xxhash", type("xxhash", (), {"xxh32": staticmethod(Digest)}))
+pytestmark = pytest.mark.usefixtures("old_kafka_lz4")
 
 
 # --------------------------------------------------------------------------- fixtures
