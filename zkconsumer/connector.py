@@ -328,15 +328,19 @@ class ZookeeperConsumerConnector:
         self._streams.append(stream)
         return stream
 
-    def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
+    def _begin_join(self) -> None:
+        """CREATED -> RUNNING, once: streams are created once per connector (as in Kafka)."""
         with self._state_lock:
             if self._state is ConnectorState.SHUT_DOWN:
                 raise ConsumerShutdownError("create_message_streams() after shutdown()")
-            if self._rebalancer is not None:
+            if self._state is ConnectorState.RUNNING:
                 raise ConfigurationError(
                     "create_message_streams", "streams can be created only once per connector (as in Kafka)"
                 )
             self._state = ConnectorState.RUNNING
+
+    def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
+        self._begin_join()
         cfg = self.config
         registration = zkformat.encode_registration(count.subscription, count.pattern, int(time.time() * 1000))
         register = lambda: self._group.register(registration)  # noqa: E731

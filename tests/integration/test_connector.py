@@ -195,3 +195,21 @@ def test_metrics_report_delivery_ownership_rebalances_and_lag(cluster) -> None:
     assert snap["owned_partitions"] == 4 and snap["rebalances"] >= 1
     assert sorted(snap["streams"]) == sorted(s.thread_id for s in streams)
     assert all(len(s["partitions"]) == 2 for s in snap["streams"].values())
+
+
+def test_streams_are_created_once_and_not_after_shutdown(cluster) -> None:
+    from zkconsumer import ConfigurationError, ConsumerShutdownError
+
+    topic, group = unique("once"), unique("g")
+    cluster.create_topic(topic, partitions=1, replication=1)
+    connector = ZookeeperConsumerConnector(consumer_props(cluster, group))
+    try:
+        connector.create_message_streams({topic: 1})
+        with pytest.raises(ConfigurationError, match="only once"):
+            connector.create_message_streams({topic: 1})
+    finally:
+        connector.shutdown()
+    late = ZookeeperConsumerConnector(consumer_props(cluster, group))
+    late.shutdown()
+    with pytest.raises(ConsumerShutdownError, match="after shutdown"):
+        late.create_message_streams({topic: 1})

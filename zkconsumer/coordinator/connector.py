@@ -126,14 +126,7 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
     # ------------------------------------------------------------------ wiring
 
     def _join(self, count: TopicCount, queue_for: Callable[[str, str], ChunkQueue], topic_allowed: Any) -> None:
-        with self._state_lock:
-            if self._state is ConnectorState.SHUT_DOWN:
-                raise ConsumerShutdownError("create_message_streams() after shutdown()")
-            if self._membership is not None:
-                raise ConfigurationError(
-                    "create_message_streams", "streams can be created only once per connector (as in Kafka)"
-                )
-            self._state = ConnectorState.RUNNING
+        self._begin_join()
         cfg = self.config
         self._delivery = Delivery(
             consumer_id=self.consumer_id,
