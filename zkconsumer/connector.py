@@ -51,7 +51,7 @@ from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
 from .partition_info import ChunkQueue
 from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
-from .stream import Decoder, FailureSignal, KafkaStream
+from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 from .watchers import GroupWatcher
 
@@ -250,9 +250,8 @@ class ZookeeperConsumerConnector:
                 self._auto_committer.stop()
             self._stop_coordination()
             self._fetchers.shutdown()
+            clear_streams(self._streams)
             for stream in self._streams:
-                stream.queue.clear()
-                stream.clear()
                 stream.queue.put_shutdown()
             if self.config.auto_commit_enable and self._joined():
                 try:

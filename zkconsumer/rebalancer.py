@@ -60,7 +60,7 @@ from .errors import ZkConsumerError
 from .group import GroupClient
 from .offsets import OffsetCommitter
 from .partition_info import ChunkQueue, PartitionTopicInfo
-from .stream import KafkaStream
+from .stream import KafkaStream, clear_streams
 from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
 
 log = logging.getLogger(__name__)
@@ -407,7 +407,7 @@ class Rebalancer:
         if self._fetching:
             self._fetchers.stop_connections()
             self._fetching = False
-        self._clear_queues()
+        clear_streams(self._streams)
         if self._auto_commit and self._registry:
             fenced = self._committer.commit(self.owned_partitions())
             with self._cond:  # taken over behind our back: not ours to retain
@@ -419,11 +419,6 @@ class Rebalancer:
                 by_topic.setdefault(topic, set()).add(partition)
             self._listener.before_releasing_partitions(by_topic)
 
-    def _clear_queues(self) -> None:
-        for queue in {id(s.queue): s.queue for s in self._streams}.values():
-            queue.clear()
-        for stream in self._streams:
-            stream.clear()
 
     def _take_ownership(self, mine: Mapping[TopicPartition, str], assignment: Mapping[TopicPartition, str]) -> bool:
         """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
@@ -546,7 +541,7 @@ class Rebalancer:
         if self._fetching:
             self._fetchers.stop_connections()
             self._fetching = False
-        self._clear_queues()
+        clear_streams(self._streams)
         with self._cond:
             self._registry = {}
             self._owned = {}

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import ConsumerTimeoutError
 from .messageset import _speedups
@@ -364,3 +364,17 @@ class KafkaStream:
 
     def __repr__(self) -> str:
         return f"KafkaStream({self.thread_id or 'unnamed'}, queued_chunks={len(self.queue)})"
+
+
+def clear_streams(streams: Iterable[KafkaStream]) -> None:
+    """Drop everything queued for ``streams`` and every chunk being iterated.
+
+    Queues first, then each stream's current chunk: clearing a queue starts a
+    new epoch, so a chunk an iterator took just before is recognised as stale.
+    Called with the fetchers stopped (a rebalance, session loss, shutdown).
+    """
+    streams = list(streams)
+    for queue in {id(s.queue): s.queue for s in streams}.values():
+        queue.clear()
+    for stream in streams:
+        stream.clear()

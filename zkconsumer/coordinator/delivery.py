@@ -33,7 +33,7 @@ from ..offset_storage import Generation
 from ..offsets import OffsetCommitter
 from ..partition_info import ChunkQueue, PartitionTopicInfo
 from ..rebalancer import INVALID_OFFSET, ConsumerRebalanceListener
-from ..stream import KafkaStream
+from ..stream import KafkaStream, clear_streams
 from ..topic_count import make_thread_id
 
 __all__ = ["Delivery"]
@@ -145,7 +145,7 @@ class Delivery:
         if self._fetching:
             self._fetchers.stop_connections()
             self._fetching = False
-        self._clear_queues()
+        clear_streams(self._streams)
         if generation is None:
             return
         if commit and self._auto_commit and registry:
@@ -180,8 +180,3 @@ class Delivery:
             return {}
         return {tp: offset for tp, offset in revoked.positions.items() if tp in share}
 
-    def _clear_queues(self) -> None:
-        for queue in {id(s.queue): s.queue for s in self._streams}.values():
-            queue.clear()
-        for stream in self._streams:
-            stream.clear()
