@@ -107,13 +107,14 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from zkconsumer.testing import processes
+from zkconsumer.testing.chaos_member import spawn_member
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import log4j_properties, render_properties
@@ -345,17 +346,8 @@ class ZkconsumerLauncher(MemberLauncher):
     def start(self, name: str) -> Member:
         out, log = self.directory / f"{name}.out", self.directory / f"{name}.log"
         props = self.properties(name)
-        argv = [sys.executable, "-m", "zkconsumer.testing.chaos_member", "--zookeeper", self.cluster.zk_connect,
-                "--group", self.group, "--topic", self.topic, "--out", str(out), "--consumer-id", name]
-        for key, value in props.items():
-            if key not in ("group.id", "consumer.id"):
-                argv += ["--property", f"{key}={value}"]
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        with open(log, "ab") as log_file:
-            process = processes.spawn(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                      env=env, cwd=str(self.directory))
+        process = spawn_member(self.cluster.zk_connect, self.group, self.topic, out, log, self.directory,
+                               props, consumer_id=name)
         return Member(name, process, out, log)
 
 

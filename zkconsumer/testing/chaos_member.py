@@ -39,11 +39,15 @@ import argparse
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import traceback
+from pathlib import Path
 from types import FrameType
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from zkconsumer.testing import processes
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -87,6 +91,29 @@ class LineSink:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, cwd: Path,
+                 properties: Mapping[str, object], consumer_id: Optional[str] = None) -> "subprocess.Popen[bytes]":
+    """Start this module as a member process (output to ``out``, logs to ``log``).
+
+    ``properties`` are passed as ``--property`` (``group.id``/``consumer.id`` come from
+    the arguments). The child imports this checkout's zkconsumer whether or not it is
+    installed.
+    """
+    argv = [sys.executable, "-m", "zkconsumer.testing.chaos_member", "--zookeeper", zk_connect,
+            "--group", group, "--topic", topic, "--out", str(out)]
+    if consumer_id is not None:
+        argv += ["--consumer-id", consumer_id]
+    for key, value in properties.items():
+        if key not in ("group.id", "consumer.id"):
+            argv += ["--property", f"{key}={value}"]
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    with open(log, "ab") as log_file:
+        return processes.spawn(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                               env=env, cwd=str(cwd))
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

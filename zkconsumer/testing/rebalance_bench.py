@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import statistics
 import subprocess
@@ -55,6 +54,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zkconsumer.testing import processes
+from zkconsumer.testing.chaos_member import spawn_member
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import log4j_properties, render_properties
@@ -141,17 +141,8 @@ class ZkconsumerLauncher(Launcher):
     def start(self) -> Member:
         name = self.next_name()
         out, log = self.directory / f"{name}.out", self.directory / f"{name}.log"
-        argv = [sys.executable, "-m", "zkconsumer.testing.chaos_member", "--zookeeper", self.cluster.zk_connect,
-                "--group", self.group, "--topic", self.topic, "--out", str(out)]
-        for key, value in self.properties().items():
-            if key != "group.id":
-                argv += ["--property", f"{key}={value}"]
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        with open(log, "ab") as log_file:
-            process = processes.spawn(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                      env=env, cwd=str(self.directory))
+        process = spawn_member(self.cluster.zk_connect, self.group, self.topic, out, log, self.directory,
+                               self.properties())
         return Member(self.kind, name, process, log)
 
 
