@@ -57,6 +57,20 @@ class MalformedZnodeError(ZkConsumerError):
         super().__init__(f"malformed znode {path}: {message}")
 
 
+class UnsupportedPatternError(ZkConsumerError):
+    """A wildcard subscription uses Java regular-expression syntax with no Python equivalent.
+
+    ``pattern`` is the Java regex. Raised where the pattern is first read (a
+    member's own ``Whitelist``/``Blacklist``, or another member's registration
+    read during a rebalance): the member refuses to compute an assignment it
+    would have to guess, rather than assign differently from Kafka's members.
+    """
+
+    def __init__(self, pattern: str, message: str) -> None:
+        self.pattern = pattern
+        super().__init__(f"unsupported Java regular expression {pattern!r}: {message}")
+
+
 class ZooKeeperUnavailableError(ZkConsumerError):
     """ZooKeeper could not be reached (or the session was lost) in time."""
 

@@ -39,6 +39,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -653,6 +654,73 @@ class LocalCluster:
     def _wait_unregistered(self, broker_id: int) -> None:
         timeout = 2 * BROKER_ZK_SESSION_TIMEOUT_MS / 1000 + 10
         self._wait_for(f"broker {broker_id} to leave /brokers/ids", lambda: not self._is_registered(broker_id), timeout)
+
+    # ZooKeeper faults. The server keeps its port and data directory across a restart, so
+    # sessions whose timeout has not run out survive a kill and restart (ZooKeeper restores
+    # them from its log and restarts their timers), as they do on a real ensemble.
+
+    def pause_zookeeper(self) -> None:
+        """SIGSTOP the ZooKeeper JVM: connections stay open but nothing answers."""
+        with self._lock:
+            processes.signal_group(self._running_zookeeper().process, signal.SIGSTOP)  # type: ignore[arg-type]
+
+    def resume_zookeeper(self) -> None:
+        """SIGCONT a paused ZooKeeper JVM (a no-op if it is not paused)."""
+        with self._lock:
+            processes.signal_group(self._running_zookeeper().process, signal.SIGCONT)  # type: ignore[arg-type]
+
+    def kill_zookeeper(self) -> None:
+        """SIGKILL the ZooKeeper JVM and return once it is gone (its data directory stays)."""
+        with self._lock:
+            zookeeper = self._running_zookeeper()
+            processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
+            zookeeper.kill()
+
+    def stop_zookeeper(self, grace: float = 5.0) -> None:
+        """Stop the ZooKeeper JVM with SIGTERM (SIGKILL after ``grace`` s); its data directory stays."""
+        with self._lock:
+            zookeeper = self._running_zookeeper()
+            processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
+            zookeeper.terminate(grace)
+
+    def start_zookeeper(self, timeout: Optional[float] = None) -> None:
+        """Start a killed or stopped ZooKeeper again on the same port and data directory.
+
+        Returns once it serves requests (``srvr`` answers) and the cluster's own
+        client has reconnected.
+        """
+        with self._lock:
+            self._require_running()
+            assert self._zookeeper is not None
+            if self._zookeeper.running():
+                raise LocalClusterError("ZooKeeper is already running")
+            self._zookeeper.start()
+            self._wait_for(f"ZooKeeper on port {self._zk_port}", self._zookeeper_serving,
+                           timeout or self._startup_timeout, self._zookeeper, ClusterStartError)
+        assert self._admin is not None
+        admin = self._admin
+        self._wait_for("the cluster's ZooKeeper client to reconnect",
+                       lambda: admin.state == KazooState.CONNECTED, timeout or self._startup_timeout)
+
+    def restart_zookeeper(self, down_for: float = 0.0, *, kill: bool = True) -> None:
+        """Kill (or stop, ``kill=False``) ZooKeeper, wait ``down_for`` seconds, start it again."""
+        if kill:
+            self.kill_zookeeper()
+        else:
+            self.stop_zookeeper()
+        if down_for > 0:
+            time.sleep(down_for)
+        self.start_zookeeper()
+
+    def zookeeper_running(self) -> bool:
+        """True while the ZooKeeper JVM has not exited (it may be paused)."""
+        return self._zookeeper is not None and self._zookeeper.running()
+
+    def _running_zookeeper(self) -> processes.JavaProcess:
+        self._require_running()
+        if self._zookeeper is None or not self._zookeeper.running():
+            raise LocalClusterError("ZooKeeper is not running")
+        return self._zookeeper
 
     def kazoo_client(self, chroot: str = "", **kwargs: Any) -> KazooClient:
         """A started KazooClient on this cluster (optionally under ``chroot``), closed by stop()."""
