@@ -290,6 +290,15 @@ def chrooted(watch_cluster: LocalCluster, zk: KazooClient) -> Iterator[Callable[
     yield lambda: watch_cluster.kazoo_client(root)
 
 
+def read_after_arming(client: KazooClient) -> None:
+    """A read on the watching client: once it returns, every watch armed before it is set.
+
+    (The contract: arming, then reading on the same client. ZooKeeper orders one
+    session's requests, not requests of different sessions.)
+    """
+    client.get_children("/")
+
+
 def topic_body(partitions: int) -> bytes:
     return json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(partitions)}}).encode()
 
@@ -301,6 +310,7 @@ def test_topic_watch_survives_the_topic_deleted_and_created_again(chrooted: Call
     path = zkformat.topic_path("x")
     other.create(path, topic_body(1))
     watcher.watch_topics(["x", "not-yet"])
+    read_after_arming(client)
     try:
         other.set(path, topic_body(2))
         signals.wait_for("partitions of topic x changed")
@@ -323,6 +333,7 @@ def test_members_watch_survives_its_node_deleted_and_created_again(chrooted: Cal
     signals = Signals()
     watcher = GroupWatcher(client, paths, signals)
     watcher.start()
+    read_after_arming(client)
     try:
         other.delete(paths.ids, recursive=True)
         signals.wait_for(f"group node {paths.ids} deleted")
@@ -339,6 +350,7 @@ def test_topic_list_watch_signals_only_matching_topics(chrooted: Callable[[], Ka
     signals = Signals()
     watcher = GroupWatcher(client, zkformat.GroupPaths("g"), signals, topic_allowed=lambda t: t.startswith("m"))
     watcher.start()
+    read_after_arming(client)
     try:
         other.create(zkformat.topic_path("other"), topic_body(1))
         other.create(zkformat.topic_path("match"), topic_body(1))
@@ -360,6 +372,7 @@ def test_watches_signal_after_a_session_expiry_and_keep_watching(
     watcher = GroupWatcher(client, paths, signals)
     watcher.start()
     watcher.watch_topics(["x"])
+    read_after_arming(client)
     try:
         watch_cluster.expire_session(client)
         wait_until(lambda: client.connected, 30, "a new session")
