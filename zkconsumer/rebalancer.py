@@ -185,6 +185,7 @@ class Rebalancer:
         # Set by any signal while an attempt waits for owner nodes to be deleted.
         self._wakeup: Optional[threading.Event] = None
         self._needs_register = False
+        self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
 
         # Owned by the rebalancer thread (read elsewhere only via snapshots under _cond).
         self._registry: Dict[TopicPartition, PartitionTopicInfo] = {}
@@ -375,12 +376,11 @@ class Rebalancer:
 
     def _attempt(self) -> bool:
         members = self._group.members()
-        reregistered = False
         if self._needs_register or self._consumer_id not in members:
             # A new session, or our node vanished (deleted by hand, a session race).
             self._register()
             self._needs_register = False
-            reregistered = True
+            self._confirm_owners = True
             members = self._group.members()
         need_topics = any(reg.pattern != "static" for reg in members.values())
         all_topics = self._group.all_topics() if need_topics else []
@@ -398,9 +398,11 @@ class Rebalancer:
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
 
-        if mine == self._owned and self._fetching and (not reregistered or self._reclaimed(mine)):
+        if mine == self._owned and self._fetching and (not self._confirm_owners or self._reclaimed(mine)):
+            self._confirm_owners = False
             log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
             return True
+        self._confirm_owners = False  # the full path below claims every assigned partition
         log.info("%s rebalancing: %d partitions assigned to it, %d owned", self._consumer_id, len(mine), len(self._owned))
         self._pause()
         return self._take_ownership(mine, assignment)
@@ -410,7 +412,8 @@ class Rebalancer:
 
         A deleted member node usually went with the whole group (``rmr
         /consumers/<g>``): claiming re-creates owner nodes deleted with it and
-        confirms those that are still ours, without pausing delivery.
+        confirms those that are still ours, without pausing delivery. If a
+        claim raises, the attempt fails and the next one confirms again.
         """
         return all(self._group.claim(tp[0], tp[1], mine[tp]) is None for tp in sorted(mine))
 

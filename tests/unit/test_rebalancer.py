@@ -384,3 +384,32 @@ def test_topic_watches_are_armed_before_the_partition_maps_are_read(group: FakeG
         assert calls[:2] == ["watch", "read"]
     finally:
         rebalancer.stop()
+
+
+def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: FakeGroup) -> None:
+    from zkconsumer.errors import ZooKeeperUnavailableError
+
+    rebalancer, _, _ = build(group, backoff_ms=20)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        claim = group.claim
+        failures = [1]
+
+        def flaky_claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+            if partition == 2 and failures:
+                failures.pop()
+                raise ZooKeeperUnavailableError("ZooKeeper did not answer")
+            return claim(topic, partition, thread_id)
+
+        group.claim = flaky_claim  # type: ignore[method-assign]
+        group.members_.clear()
+        group.owner_nodes.clear()
+        rebalancer.request("group node deleted")
+        deadline = time.monotonic() + 5
+        while len(group.owner_nodes) != 4:
+            assert time.monotonic() < deadline, f"owner nodes not all claimed again: {group.owner_nodes}"
+            time.sleep(0.01)
+        assert not failures
+    finally:
+        rebalancer.stop()
