@@ -370,8 +370,8 @@ class ZookeeperConsumerConnector:
             on_rebalanced=self.metrics.record_rebalance,
             read_offsets=self._committer.read_offsets,
         )
+        self._watcher.start()  # armed before the rebalancer's first read of members and topics
         self._rebalancer.start()
-        self._watcher.start()
         self._rebalancer.wait_first_assignment(timeout=None)
         self._start_periodic_threads()
 

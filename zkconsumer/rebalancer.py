@@ -124,8 +124,9 @@ class Rebalancer:
     """Runs rebalances for one member on one thread; see the module docstring.
 
     ``queue_for(topic, thread_id)`` gives the queue that feeds the stream of
-    ``thread_id`` for ``topic``. ``watch_topics(topics)`` is called after each
-    successful attempt so the caller can watch those topics' partition counts.
+    ``thread_id`` for ``topic``. ``watch_topics(topics)`` is called in each
+    attempt *before* those topics' partition maps are read, so a watch the
+    caller arms there sees every change the read does not.
     ``read_offsets(partitions)`` reads committed offsets (``None``: none) from
     wherever ``offsets.storage`` keeps them; ZooKeeper's by default.
     """
@@ -184,6 +185,7 @@ class Rebalancer:
         # Set by any signal while an attempt waits for owner nodes to be deleted.
         self._wakeup: Optional[threading.Event] = None
         self._needs_register = False
+        self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
 
         # Owned by the rebalancer thread (read elsewhere only via snapshots under _cond).
         self._registry: Dict[TopicPartition, PartitionTopicInfo] = {}
@@ -378,6 +380,7 @@ class Rebalancer:
             # A new session, or our node vanished (deleted by hand, a session race).
             self._register()
             self._needs_register = False
+            self._confirm_owners = True
             members = self._group.members()
         need_topics = any(reg.pattern != "static" for reg in members.values())
         all_topics = self._group.all_topics() if need_topics else []
@@ -390,17 +393,29 @@ class Rebalancer:
                 log.warning("ignoring member %s: %s", consumer_id, exc)
         consumers_for_topic = consumers_per_topic(counts, all_topics)
         my_topics = list(self._topic_count.consumer_thread_ids(all_topics))
+        self._watch_topics(my_topics)  # armed before the read it guards: a later change fires it
         partitions = self._group.partitions_for_topics(my_topics)
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
 
-        self._watch_topics(my_topics)
-        if mine == self._owned and self._fetching:
+        if mine == self._owned and self._fetching and (not self._confirm_owners or self._reclaimed(mine)):
+            self._confirm_owners = False
             log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
             return True
+        self._confirm_owners = False  # the full path below claims every assigned partition
         log.info("%s rebalancing: %d partitions assigned to it, %d owned", self._consumer_id, len(mine), len(self._owned))
         self._pause()
         return self._take_ownership(mine, assignment)
+
+    def _reclaimed(self, mine: Mapping[TopicPartition, str]) -> bool:
+        """Confirm our owner nodes after our member node had vanished; ``False`` if one is now someone else's.
+
+        A deleted member node usually went with the whole group (``rmr
+        /consumers/<g>``): claiming re-creates owner nodes deleted with it and
+        confirms those that are still ours, without pausing delivery. If a
+        claim raises, the attempt fails and the next one confirms again.
+        """
+        return all(self._group.claim(tp[0], tp[1], mine[tp]) is None for tp in sorted(mine))
 
     def _pause(self) -> None:
         """Stop fetching and handing out messages, then commit what was handed out."""

@@ -1,33 +1,206 @@
 """ZooKeeper watches that turn group and topic changes into rebalance requests.
 
-Every callback here runs on kazoo's event thread and only calls ``signal(reason)``
-(which must itself return at once, as :meth:`Rebalancer.request` does): no
-ZooKeeper call, no lock held for long, nothing that could stall kazoo.
+What is watched:
 
 * member changes: the children of ``/consumers/<g>/ids``;
 * partition-count changes: the data of ``/brokers/topics/<t>`` for every topic
   this member subscribes (including a topic being created later);
 * wildcard subscriptions: the children of ``/brokers/topics``, signalling only
   when the set of *matching* topics changed.
+
+Contract of every watch (:class:`PathWatch`):
+
+* **Armed before the read it guards.** Arming sends the request that sets the
+  watch before it returns. ZooKeeper answers one session's requests in order,
+  so a caller that arms first and reads afterwards on the same client sees
+  every change either in its read or as a signal; nothing falls in between.
+  The first value a watch sees is its baseline and signals nothing.
+* **Every later change signals**: different children or data, the node's
+  deletion, its re-creation.
+* **It survives its node.** When the node is deleted (``zkconsumer groups
+  delete``, an operator's ``rmr``) the watch signals and waits for the node to
+  be created again (an exists-watch), then watches it as before. (kazoo's
+  ``ChildrenWatch`` stops for good on a missing node.)
+* **It survives connection and session loss.** kazoo drops every watch when
+  the connection drops. After reconnecting, each watch is armed again and
+  signals once whatever it reads: a change made in the gap may have been read
+  by nobody, and the rebalance that follows is a no-op when nothing moved.
+
+Threads: callbacks run on kazoo's threads (watch events, request completions,
+connection-state listeners). They only send asynchronous requests (which do
+not wait for ZooKeeper) and call ``signal(reason)``, which must itself return
+at once (as :meth:`Rebalancer.request` does). Nothing here blocks kazoo.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, Iterable, List, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from kazoo.client import KazooClient
-from kazoo.protocol.states import WatchedEvent, ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from . import zkformat
 
 log = logging.getLogger(__name__)
 
+#: What a watch reads: sorted children, or data; ``None`` when the node does not exist.
+Value = Union[Tuple[str, ...], bytes, None]
+#: ``describe(previous, current)``: the reason to signal, or ``None`` when the change does not matter.
+Describe = Callable[[Value, Value], Optional[str]]
+
+_UNSET = object()
+#: Failures after which the same request may succeed once the connection is back.
+_CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+class PathWatch:
+    """Watches the children (``children=True``) or the data of one znode until :meth:`stop`.
+
+    See the module docstring for the contract. ``describe`` turns a change into
+    a signal reason (or ``None``: no signal); it runs on kazoo's threads and
+    must be quick and pure. ``name`` names the watch in reasons and logs.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        path: str,
+        *,
+        children: bool,
+        describe: Describe,
+        signal: Callable[[str], None],
+        name: str,
+    ) -> None:
+        self._client = client
+        self._path = path
+        self._children = children
+        self._describe = describe
+        self._signal = signal
+        self._name = name
+        self._lock = threading.Lock()
+        self._last: object = _UNSET
+        self._gap = False  # a watch was lost (connection, session, failed request): signal on the next read
+        self._started = False
+        self._stopped = False
+
+    def start(self) -> None:
+        """Arm the watch: the request is sent before this returns; its answer becomes the baseline."""
+        with self._lock:
+            if self._started or self._stopped:
+                return
+            self._started = True
+        self._client.add_listener(self._on_state)
+        self._arm()
+
+    def stop(self) -> None:
+        """Make every later callback a no-op (idempotent; does not wait for ZooKeeper)."""
+        with self._lock:
+            self._stopped = True
+        self._client.remove_listener(self._on_state)
+
+    # ------------------------------------------------------------ requests
+
+    def _arm(self) -> None:
+        """Send the read that (re)sets the watch; the answer arrives on kazoo's completion thread."""
+        if self._stopped:
+            return
+        if self._children:
+            result = self._client.get_children_async(self._path, watch=self._on_event)
+        else:
+            result = self._client.get_async(self._path, watch=self._on_event)
+        result.rawlink(self._on_read)
+
+    def _on_read(self, result: IAsyncResult) -> None:
+        try:
+            answer = result.get()
+        except NoNodeError:
+            # Wait for the node's creation; exists() sets a watch on a missing node.
+            if not self._stopped:
+                self._client.exists_async(self._path, watch=self._on_event).rawlink(self._on_exists)
+            return
+        except KazooException as exc:
+            self._failed(exc)
+            return
+        value: Value = tuple(sorted(answer)) if self._children else answer[0]
+        self._deliver(value)
+
+    def _on_exists(self, result: IAsyncResult) -> None:
+        try:
+            stat = result.get()
+        except KazooException as exc:
+            self._failed(exc)
+            return
+        if stat is None:
+            self._deliver(None)
+        else:
+            self._arm()  # created between our read and exists(): read it again
+
+    def _failed(self, exc: KazooException) -> None:
+        """A request failed: the watch may not be set. Re-arm now or when the connection is back."""
+        if isinstance(exc, ConnectionClosedError) or self._stopped:
+            return  # the client is closing
+        with self._lock:
+            self._gap = True
+        if isinstance(exc, _CONNECTION_ERRORS):
+            if self._client.connected:  # the reconnection listener may have run already
+                self._arm()
+            return
+        log.error("cannot watch %s (%s): %r; retrying after the next reconnection", self._path, self._name, exc)
+
+    def _deliver(self, value: Value) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            previous, self._last = self._last, value
+            gap, self._gap = self._gap, False
+        if gap:
+            self._signal(f"{self._name}: watch re-armed after it was lost")
+        elif previous is not _UNSET and previous != value:
+            reason = self._describe(previous, value)  # type: ignore[arg-type]
+            if reason is not None:
+                self._signal(reason)
+
+    # ----------------------------------------------------------- callbacks
+
+    def _on_event(self, event: WatchedEvent) -> None:
+        """kazoo's watch thread: a change fired the watch (re-arm and read), or kazoo dropped it."""
+        if self._stopped:
+            return
+        if event.type == EventType.NONE:  # kazoo drops watches on connection loss
+            with self._lock:
+                self._gap = True
+            return  # re-armed by _on_state once connected
+        self._arm()
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's connection thread: note a lost connection, re-arm once it is back."""
+        if self._stopped:
+            return
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            with self._lock:
+                self._gap = True
+        elif state == KazooState.CONNECTED and self._gap:
+            self._arm()
+
 
 class GroupWatcher:
-    """Owns the watches of one member; :meth:`stop` makes every callback a no-op and ends it."""
+    """Owns the watches of one member; :meth:`stop` makes every callback a no-op.
+
+    Call :meth:`start` before the first read of the group's members (and, for
+    a wildcard subscription, of the topic list), and :meth:`watch_topics`
+    before reading those topics' partition maps.
+    """
 
     def __init__(
         self,
@@ -42,54 +215,69 @@ class GroupWatcher:
         self._topic_allowed = topic_allowed
         self._lock = threading.Lock()
         self._stopped = False
-        self._topic_watches: Dict[str, DataWatch] = {}
-        self._matching: Optional[Set[str]] = None
-        self._watches: List[object] = []
+        self._topic_watches: Dict[str, PathWatch] = {}
+        self._watches: List[PathWatch] = []
 
     def start(self) -> None:
-        """Watch the group's members and, for a wildcard subscription, the topic list."""
-        self._watches.append(ChildrenWatch(self._client, self._paths.ids, self._on_members))
+        """Arm the watch of the group's members and, for a wildcard subscription, of the topic list."""
+        self._add(PathWatch(self._client, self._paths.ids, children=True, describe=self._members_changed,
+                            signal=self._signal, name=f"members of {self._paths.ids}"))
         if self._topic_allowed is not None:
-            self._watches.append(ChildrenWatch(self._client, zkformat.BROKER_TOPICS_PATH, self._on_topics))
+            self._add(PathWatch(self._client, zkformat.BROKER_TOPICS_PATH, children=True,
+                                describe=self._topics_changed, signal=self._signal, name="topic list"))
 
     def watch_topics(self, topics: Iterable[str]) -> None:
-        """Also watch the partition maps of ``topics`` (idempotent; adds only new ones)."""
+        """Arm a watch of the partition map of each of ``topics`` not watched yet (idempotent)."""
         for topic in topics:
             with self._lock:
                 if self._stopped or topic in self._topic_watches:
                     continue
-                self._topic_watches[topic] = DataWatch(self._client, zkformat.topic_path(topic), self._topic_callback(topic))
+                watch = PathWatch(self._client, zkformat.topic_path(topic), children=False,
+                                  describe=_topic_changed(topic), signal=self._signal, name=f"topic {topic}")
+                self._topic_watches[topic] = watch
+                self._watches.append(watch)
+            watch.start()
 
     def stop(self) -> None:
+        """Make every callback a no-op and remove the watches' connection listeners (idempotent)."""
         with self._lock:
             self._stopped = True
+            watches = list(self._watches)
+        for watch in watches:
+            watch.stop()
 
-    # Callbacks: kazoo's thread. Returning False ends a kazoo watch recipe.
-
-    def _on_members(self, children: List[str]) -> bool:
-        if self._stopped:
-            return False
-        self._signal(f"group members changed ({len(children)} registered)")
-        return True
-
-    def _on_topics(self, children: List[str]) -> bool:
-        if self._stopped:
-            return False
-        assert self._topic_allowed is not None
-        matching = {t for t in children if self._topic_allowed(t)}
+    def _add(self, watch: PathWatch) -> None:
         with self._lock:
-            previous, self._matching = self._matching, matching
-        if previous is not None and matching != previous:
-            added = sorted(matching - previous)
-            self._signal(f"matching topics changed (new: {', '.join(added) or 'none'})")
-        return True
-
-    def _topic_callback(self, topic: str) -> Callable[..., bool]:
-        def on_change(data: Optional[bytes], stat: Optional[ZnodeStat], event: Optional[WatchedEvent] = None) -> bool:
             if self._stopped:
-                return False
-            if event is not None:  # None: the initial read, not a change
-                self._signal(f"partitions of topic {topic} changed")
-            return True
+                return
+            self._watches.append(watch)
+        watch.start()
 
-        return on_change
+    # Describe functions: kazoo's threads; pure.
+
+    def _members_changed(self, previous: Value, current: Value) -> Optional[str]:
+        if current is None:
+            return f"group node {self._paths.ids} deleted"
+        if previous is None:
+            return f"group node {self._paths.ids} created again ({len(current)} registered)"
+        return f"group members changed ({len(current)} registered)"
+
+    def _topics_changed(self, previous: Value, current: Value) -> Optional[str]:
+        assert self._topic_allowed is not None
+        allowed = self._topic_allowed
+        before = {t for t in (previous or ()) if allowed(t)}  # type: ignore[union-attr]
+        after = {t for t in (current or ()) if allowed(t)}  # type: ignore[union-attr]
+        if before == after:
+            return None
+        return f"matching topics changed (new: {', '.join(sorted(after - before)) or 'none'})"
+
+
+def _topic_changed(topic: str) -> Describe:
+    def describe(previous: Value, current: Value) -> Optional[str]:
+        if current is None:
+            return f"topic {topic} deleted"
+        if previous is None:
+            return f"topic {topic} created"
+        return f"partitions of topic {topic} changed"
+
+    return describe

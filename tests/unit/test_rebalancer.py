@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import pytest
 
@@ -108,7 +108,8 @@ class FakeFetchers:
 ME = "g_me"
 
 
-def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto_commit: bool = True):
+def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto_commit: bool = True,
+          watch_topics: Callable[[Iterable[str]], None] = lambda topics: None):
     queue = ChunkQueue(2)
     stream = KafkaStream(queue, 10)
     fetchers = FakeFetchers()
@@ -127,7 +128,7 @@ def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto
         backoff_ms=backoff_ms,
         exclude_internal_topics=True,
         register=group.register,
-        watch_topics=lambda topics: None,
+        watch_topics=watch_topics,
         on_failure=failures.append,
     )
     return rebalancer, fetchers, failures
@@ -346,5 +347,69 @@ def test_a_retained_partition_taken_behind_our_back_is_not_silently_kept(group: 
         group.other_releases(("t", 0))
         settle(rebalancer)
         assert sorted(i.partition for i in fetchers.running) == [0, 1]
+    finally:
+        rebalancer.stop()
+
+
+def test_after_our_member_node_vanished_the_owner_nodes_are_claimed_again_without_pausing(group: FakeGroup) -> None:
+    """``rmr /consumers/<g>``: member and owner nodes gone; the member re-registers and re-creates its owner nodes."""
+    rebalancer, fetchers, _ = build(group)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        before = (fetchers.starts, fetchers.stops)
+        group.members_.clear()
+        group.owner_nodes.clear()
+        rebalancer.request("group node deleted")
+        deadline = time.monotonic() + 5
+        while len(group.owner_nodes) != 4:
+            assert time.monotonic() < deadline, "owner nodes not claimed again"
+            time.sleep(0.01)
+        settle(rebalancer)
+        assert ME in group.members_
+        assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}
+        assert (fetchers.starts, fetchers.stops) == before  # delivery went on
+    finally:
+        rebalancer.stop()
+
+
+def test_topic_watches_are_armed_before_the_partition_maps_are_read(group: FakeGroup) -> None:
+    calls: List[str] = []
+    read = group.partitions_for_topics
+    group.partitions_for_topics = lambda topics: (calls.append("read"), read(topics))[1]  # type: ignore[method-assign]
+    rebalancer, _, _ = build(group, watch_topics=lambda topics: calls.append("watch"))
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        assert calls[:2] == ["watch", "read"]
+    finally:
+        rebalancer.stop()
+
+
+def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: FakeGroup) -> None:
+    from zkconsumer.errors import ZooKeeperUnavailableError
+
+    rebalancer, _, _ = build(group, backoff_ms=20)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        claim = group.claim
+        failures = [1]
+
+        def flaky_claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+            if partition == 2 and failures:
+                failures.pop()
+                raise ZooKeeperUnavailableError("ZooKeeper did not answer")
+            return claim(topic, partition, thread_id)
+
+        group.claim = flaky_claim  # type: ignore[method-assign]
+        group.members_.clear()
+        group.owner_nodes.clear()
+        rebalancer.request("group node deleted")
+        deadline = time.monotonic() + 5
+        while len(group.owner_nodes) != 4:
+            assert time.monotonic() < deadline, f"owner nodes not all claimed again: {group.owner_nodes}"
+            time.sleep(0.01)
+        assert not failures
     finally:
         rebalancer.stop()
