@@ -105,6 +105,8 @@ class ZookeeperConsumerConnector:
         *,
         rebalance_listener: Optional[ConsumerRebalanceListener] = None,
         metrics_interval_s: Optional[float] = None,
+        metrics_port: Optional[int] = None,
+        metrics_registry: Any = None,
     ) -> None:
         self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         self.consumer_id = make_consumer_id(self.config)
@@ -139,6 +141,17 @@ class ZookeeperConsumerConnector:
             on_error=self._background_failure,
             deliverable=self._session_proven,
         )
+        #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_registry``:
+        #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.monitoring.prometheus`.
+        self.prometheus: Any = None
+        if metrics_port is not None or metrics_registry is not None:
+            from .monitoring.prometheus import instrument_connector
+            try:
+                self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry)
+            except BaseException:
+                self._zk.stop()
+                self._zk.close()
+                raise
 
     # ------------------------------------------------------------------ public
 
@@ -260,6 +273,8 @@ class ZookeeperConsumerConnector:
                     log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
             self._leave_group()
         finally:
+            if self.prometheus is not None:
+                self.prometheus.close()
             self._committer.close()
             self._zk.remove_listener(self._on_zk_state)
             self._zk.stop()
