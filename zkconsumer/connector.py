@@ -83,6 +83,11 @@ class ZookeeperConsumerConnector:
     connector, as in Kafka. :meth:`shutdown` is idempotent and joins every
     thread the connector started.
 
+    ``metrics_port=P`` serves the member's Prometheus metrics on ``http://0.0.0.0:P/metrics``
+    (0: any free port, read ``connector.prometheus.port``); ``metrics_registry=R`` registers them
+    on an application's own ``prometheus_client`` registry instead (or as well). Names:
+    ``docs/MONITORING.md``.
+
     With ``group.membership=kafka`` the constructor returns a
     :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`
     (still an instance of this class), so application code does not change.

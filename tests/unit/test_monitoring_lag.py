@@ -105,3 +105,26 @@ def test_lag_collector_exposes_partition_and_group_series() -> None:
     assert families["zkconsumer_group_ownerless_seconds"][0].name == "zkconsumer_group_ownerless_seconds_total"
     assert families["zkconsumer_exporter_polls"][0].value == 3.0
     assert families["zkconsumer_exporter_poll_errors"][0].labels == {"group": "bad"}
+
+
+def test_the_grafana_dashboard_uses_only_exported_metric_names() -> None:
+    """Every metric a dashboard query names is one the exporter or a connector exposes."""
+    import json
+    import re
+    from pathlib import Path
+
+    import test_monitoring_prometheus as fake
+
+    monitor = LagMonitor(window=2)
+    families = scrape(monitor.observe(snap("g", 1000, ["g_a"], {0: (10, 20, "g_a-0", 900)})))
+    exported = {s.name for samples in families.values() for s in samples}
+    registry = CollectorRegistry()
+    from zkconsumer.monitoring.prometheus import instrument_connector
+    instrument_connector(fake.FakeConnector(), registry=registry)
+    exported |= {s.name for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
+    dashboard = json.loads((Path(__file__).parents[2] / "docs" / "grafana-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"zkconsumer_[a-z_]+", target["expr"])}
+    assert used and used <= exported, sorted(used - exported)
+    docs = (Path(__file__).parents[2] / "docs" / "MONITORING.md").read_text()
+    assert not {n for n in used if n not in docs and not n.endswith("_bucket")}
