@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 from kazoo.client import KazooClient
 
-from support import Drainer, consumer_props, offset_checker, produced_values, unique, wait_until
+from support import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.__main__ import main
 from zkconsumer.group import GroupClient
@@ -106,6 +106,30 @@ def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: LocalClust
     doc = json.loads(status(capsys, local, group, "json", samples=1))
     assert [(p["partition"], p["offset"], p["log_end_offset"], p["lag"]) for p in doc["partitions"]] == \
         [(0, 12, 30, 18), (1, None, 20, None)]
+
+
+def test_exporter_watches_every_group_including_kafkas_own_consumers(local: LocalCluster, zk: KazooClient,
+                                                                     tmp_path: Path) -> None:
+    topic = local.create_topic(unique("t-scala"), partitions=2)
+    produce_per_partition(local, topic, {0: 12, 1: 8})
+    group = unique("g-scala")
+    scala = ScalaConsoleConsumer(local, group, topic, tmp_path)
+    exporter = LagExporter(zk, window=3, interval_s=1.0)  # no group named: every group under /consumers
+    try:
+        wait_until(lambda: len(scala.lines) >= 20, 60, "Kafka's ConsoleConsumer to print 20 messages")
+        wait_until(lambda: zk_offsets(zk, group, topic) == {0: 12, 1: 8}, 30, "Kafka's consumer to commit")
+        results = exporter.poll_once()
+        assert group in results
+        ours = results[group]
+        kafka = offset_checker(local, group, topic)
+        assert {p.partition: (p.offset, p.log_end_offset, p.lag) for p in ours.partitions} == kafka == \
+            {0: (12, 12, 0), 1: (8, 8, 0)}
+        assert len(ours.members) == 1 and ours.owned_partitions == 2
+        assert all(p.owner is not None and p.owner.startswith(ours.members[0]) for p in ours.partitions)
+        assert ours.status.value == "OK"
+    finally:
+        exporter.stop()
+        scala.stop()
 
 
 # --------------------------------------------------------------------------- Burrow's verdicts
