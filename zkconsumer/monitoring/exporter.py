@@ -86,9 +86,8 @@ class LagExporter:
         self._zk = zk
         self._groups = sorted(set(groups)) if groups else None
         self._interval_s = interval_s
-        self._owned_offsets = log_offsets is None
-        self._log_offsets: LogOffsets = log_offsets if log_offsets is not None else BrokerOffsets(
-            zk, socket_timeout_ms=socket_timeout_ms, client_id="zkconsumer-exporter")
+        self._log_offsets = log_offsets
+        self._socket_timeout_ms = socket_timeout_ms
         self._clock = clock
         self._monitor = LagMonitor(window)
         self._lock = threading.Lock()
@@ -105,7 +104,18 @@ class LagExporter:
     def poll_once(self) -> Dict[str, GroupLag]:
         """Poll every group once on the calling thread; returns the new evaluations (also kept)."""
         started = self._clock()
-        offsets = _PollOffsets(self._log_offsets)
+        # Default source: fresh broker connections and addresses each poll (brokers move and restart).
+        brokers = None
+        if self._log_offsets is None:
+            brokers = BrokerOffsets(self._zk, socket_timeout_ms=self._socket_timeout_ms,
+                                    client_id="zkconsumer-exporter")
+        try:
+            return self._poll(_PollOffsets(self._log_offsets or brokers), started)  # type: ignore[arg-type]
+        finally:
+            if brokers is not None:
+                brokers.close()
+
+    def _poll(self, offsets: "_PollOffsets", started: float) -> Dict[str, GroupLag]:
         try:
             groups = self._groups if self._groups is not None else list_groups(self._zk)
         except (KazooException, ZkConsumerError) as exc:
@@ -154,14 +164,12 @@ class LagExporter:
             self._stopped.wait(self._interval_s)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """Stop polling and join the thread (idempotent); closes broker connections it opened."""
+        """Stop polling and join the thread (idempotent)."""
         self._stopped.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 log.warning("lag exporter thread did not stop within %ss", timeout_s)
-        if self._owned_offsets:
-            self._log_offsets.close()  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ reading
 

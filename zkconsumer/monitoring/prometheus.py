@@ -151,6 +151,7 @@ class ConnectorCollector(Collector):
         self._hooks = hooks
         self._scrape_errors = 0
         self._lock = threading.Lock()
+        self._snapshot_lock = threading.Lock()
 
     def labels(self) -> Dict[str, str]:
         c = self._connector
@@ -166,8 +167,9 @@ class ConnectorCollector(Collector):
         snapshot: Optional[Dict[str, Any]] = None
         status = None
         try:
-            status = c.status
-            snapshot = c.metrics_snapshot()
+            with self._snapshot_lock:  # concurrent scrapes must not interleave metrics_snapshot() calls
+                status = c.status
+                snapshot = c.metrics_snapshot()
         except Exception:  # noqa: BLE001 - a scrape must not fail because the connector is shutting down
             log.debug("metrics snapshot of %s failed", c.consumer_id, exc_info=True)
             with self._lock:
