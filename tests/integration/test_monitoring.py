@@ -308,3 +308,14 @@ def test_prometheus_scrapes_the_exporter_and_a_connector(local: LocalCluster, zk
                 process.kill()
                 process.wait(5)
     assert exporter.returncode == 0, (tmp_path / "exporter.log").read_text()
+
+
+def test_metrics_port_with_broker_managed_membership(local: LocalCluster) -> None:
+    """``group.membership=kafka`` returns a CoordinatorConsumerConnector: it takes metrics_port as well."""
+    group = unique("g-coord")
+    connector = ZookeeperConsumerConnector(consumer_props(local, group, group_membership="kafka", offsets_storage="kafka"), metrics_port=0)
+    try:
+        text = scrape(f"http://127.0.0.1:{connector.prometheus.port}/metrics")
+        assert sample(text, "zkconsumer_consumer_zookeeper_connected", group=group) == 1
+    finally:
+        connector.shutdown()
