@@ -85,8 +85,9 @@ class ZookeeperConsumerConnector:
 
     ``metrics_port=P`` serves the member's Prometheus metrics on ``http://0.0.0.0:P/metrics``
     (0: any free port, read ``connector.prometheus.port``); ``metrics_registry=R`` registers them
-    on an application's own ``prometheus_client`` registry instead (or as well). Names:
-    ``docs/MONITORING.md``.
+    on an application's own ``prometheus_client`` registry instead (or as well);
+    ``metrics_pushgateway="host:port"`` pushes them to a Prometheus Pushgateway every 10 s and at
+    shutdown. Names: ``docs/MONITORING.md``.
 
     With ``group.membership=kafka`` the constructor returns a
     :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`
@@ -112,6 +113,7 @@ class ZookeeperConsumerConnector:
         metrics_interval_s: Optional[float] = None,
         metrics_port: Optional[int] = None,
         metrics_registry: Any = None,
+        metrics_pushgateway: Optional[str] = None,
     ) -> None:
         self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         self.consumer_id = make_consumer_id(self.config)
@@ -146,13 +148,15 @@ class ZookeeperConsumerConnector:
             on_error=self._background_failure,
             deliverable=self._session_proven,
         )
-        #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_registry``:
+        #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_pushgateway``:
+        #: pushed; ``metrics_registry``:
         #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.monitoring.prometheus`.
         self.prometheus: Any = None
-        if metrics_port is not None or metrics_registry is not None:
+        if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
             from .monitoring.prometheus import instrument_connector
             try:
-                self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry)
+                self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry,
+                                                       push_gateway=metrics_pushgateway)
             except BaseException:
                 self._zk.stop()
                 self._zk.close()

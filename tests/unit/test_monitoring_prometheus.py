@@ -153,3 +153,64 @@ def test_a_port_in_use_is_a_configuration_error_and_leaves_nothing_attached() ->
         assert connector.zk_client.listeners == []
     finally:
         first.close()
+
+
+class FakePushgateway:
+    """A loopback HTTP server recording every request (method, path, body), answering 200."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        requests = self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+                requests.append(("PUT", self.path, body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def test_pushes_to_a_pushgateway_periodically_and_once_more_at_close() -> None:
+    gateway = FakePushgateway()
+    try:
+        connector = FakeConnector()
+        instrumentation = instrument_connector(connector, push_gateway=gateway.address, push_interval_s=0.1)
+        import time
+        deadline = time.monotonic() + 10
+        while len(gateway.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(gateway.requests) >= 2
+        connector.metrics.record_messages(7, 70)
+        instrumentation.close()
+        method, path, body = gateway.requests[-1]
+        assert method == "PUT" and path == "/metrics/job/zkconsumer/consumer_id/g_host-1/group/g"
+        assert 'zkconsumer_consumer_messages_total{client_id="app",consumer_id="g_host-1",group="g"} 7.0' in body
+        assert not instrumentation.pusher._thread.is_alive()  # type: ignore[union-attr]
+    finally:
+        gateway.close()
+
+
+def test_an_unreachable_pushgateway_is_counted_not_raised() -> None:
+    from zkconsumer.testing.ports import free_ports
+    instrumentation = instrument_connector(FakeConnector(), push_gateway=f"127.0.0.1:{free_ports(1)[0]}",
+                                           push_interval_s=60)
+    instrumentation.close()
+    assert instrumentation.pusher is not None and instrumentation.pusher.failures == 1

@@ -73,6 +73,7 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
         metrics_interval_s: Optional[float] = None,
         metrics_port: Optional[int] = None,
         metrics_registry: Any = None,
+        metrics_pushgateway: Optional[str] = None,
     ) -> None:
         parsed = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         if parsed.group_membership != "kafka":
@@ -80,7 +81,8 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
         self._membership: Optional[GroupMembership] = None
         self._delivery: Optional[Delivery] = None
         super().__init__(parsed, rebalance_listener=rebalance_listener, metrics_interval_s=metrics_interval_s,
-                         metrics_port=metrics_port, metrics_registry=metrics_registry)
+                         metrics_port=metrics_port, metrics_registry=metrics_registry,
+                         metrics_pushgateway=metrics_pushgateway)
 
     # ------------------------------------------------------------------ public
 

@@ -9,6 +9,7 @@ module                 contents
 :mod:`.exporter`       :class:`LagExporter` (polls every group), :class:`LagCollector`
 :mod:`.prometheus`     :func:`instrument_connector`: a connector's metrics, collected at scrape
 :mod:`.http`           :class:`MetricsServer`: a registry served over HTTP, joinable
+:mod:`.push`           :class:`Pusher`: a registry pushed to a Pushgateway
 =====================  ==================================================================
 
 Metric names and the Grafana dashboard: ``docs/MONITORING.md``.

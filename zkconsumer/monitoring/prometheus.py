@@ -43,6 +43,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .http import MetricsServer
+from .push import DEFAULT_PUSH_INTERVAL_S, Pusher
 
 __all__ = ["ConnectorCollector", "ConnectorHooks", "ConnectorInstrumentation", "instrument_connector",
            "REBALANCE_BUCKETS", "CONSUMER_PREFIX"]
@@ -279,11 +280,12 @@ class ConnectorInstrumentation:
     """What :func:`instrument_connector` attached; :meth:`close` undoes it (idempotent)."""
 
     def __init__(self, registry: CollectorRegistry, collector: ConnectorCollector, hooks: ConnectorHooks,
-                 server: Optional[MetricsServer]) -> None:
+                 server: Optional[MetricsServer], pusher: Optional[Pusher] = None) -> None:
         self.registry = registry
         self.collector = collector
         self.hooks = hooks
         self.server = server
+        self.pusher = pusher
         self._closed = False
 
     @property
@@ -294,6 +296,8 @@ class ConnectorInstrumentation:
         if self._closed:
             return
         self._closed = True
+        if self.pusher is not None:
+            self.pusher.close()  # a last push while the connector's figures are still readable
         self.hooks.detach()
         if self.server is not None:
             self.server.close()
@@ -305,9 +309,13 @@ class ConnectorInstrumentation:
 
 def instrument_connector(connector: Any, *, port: Optional[int] = None,
                          registry: Optional[CollectorRegistry] = None,
-                         addr: str = "0.0.0.0") -> ConnectorInstrumentation:
+                         addr: str = "0.0.0.0", push_gateway: Optional[str] = None,
+                         push_interval_s: float = DEFAULT_PUSH_INTERVAL_S) -> ConnectorInstrumentation:
     """Attach hooks and a collector to ``connector``; register on ``registry`` (a new one if ``None``)
-    and, if ``port`` is given (0: any free port), serve that registry on ``addr:port``.
+    and, if ``port`` is given (0: any free port), serve that registry on ``addr:port``; if
+    ``push_gateway`` (``host:port``) is given, push it there every ``push_interval_s`` and at
+    :meth:`~ConnectorInstrumentation.close`, under job ``zkconsumer`` with the grouping key
+    ``group``, ``consumer_id``.
 
     Call before the connector joins its group (the rebalance histogram hook is
     handed to the rebalancer at join time). Raises
@@ -328,4 +336,9 @@ def instrument_connector(connector: Any, *, port: Optional[int] = None,
             registry.unregister(collector)
             raise
     hooks.attach(connector)
-    return ConnectorInstrumentation(registry, collector, hooks, server)
+    pusher = None
+    if push_gateway:
+        pusher = Pusher(registry, push_gateway, grouping_key={"group": labels["group"],
+                                                              "consumer_id": labels["consumer_id"]},
+                        interval_s=push_interval_s).start()
+    return ConnectorInstrumentation(registry, collector, hooks, server, pusher)
