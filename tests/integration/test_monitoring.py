@@ -218,6 +218,18 @@ def test_connector_serves_its_metrics_on_metrics_port(local: LocalCluster, zk: K
         assert sample(text, "zkconsumer_consumer_zookeeper_connected", **labels) == 1
         assert sample(text, "zkconsumer_consumer_partition_lag", topic=topic, partition="0", **labels) == 0
 
+        # A second member joins: this one pauses (releases, re-fetches) and the pause is counted.
+        second = ZookeeperConsumerConnector(consumer_props(local, group))
+        try:
+            second.create_message_streams({topic: 1})
+            wait_until(lambda: sample(scrape(url), "zkconsumer_consumer_owned_partitions", **labels) == 1, 30,
+                       "the first member to own one partition")
+            text = scrape(url)
+            assert sample(text, "zkconsumer_consumer_rebalances_total", **labels) >= 2
+            assert sample(text, "zkconsumer_consumer_rebalance_pause_seconds_total", **labels) > 0
+        finally:
+            second.shutdown()
+
         # The owner's server survives a session expiry and counts it.
         local.expire_session(connector.zk_client)
         wait_until(lambda: sample(scrape(url), "zkconsumer_consumer_zookeeper_reconnects_total", **labels) >= 1,

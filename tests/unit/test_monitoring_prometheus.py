@@ -214,3 +214,34 @@ def test_an_unreachable_pushgateway_is_counted_not_raised() -> None:
                                            push_interval_s=60)
     instrumentation.close()
     assert instrumentation.pusher is not None and instrumentation.pusher.failures == 1
+
+
+def test_rebalance_pause_is_timed_and_the_applications_listener_still_called() -> None:
+    now = [100.0]
+    calls: List[str] = []
+
+    class AppListener:
+        def before_releasing_partitions(self, partitions: Any) -> None:
+            calls.append("release")
+
+        def before_starting_fetchers(self, consumer_id: str, assignment: Any) -> None:
+            calls.append("start")
+
+    connector = FakeConnector()
+    connector._listener = AppListener()
+    registry = CollectorRegistry()
+    instrumentation = instrument_connector(connector, registry=registry)
+    instrumentation.hooks._clock = lambda: now[0]
+    listener = connector._listener  # what the rebalancer gets at join
+    listener.before_starting_fetchers("g_host-1", {})  # the first join: nothing was released
+    listener.before_releasing_partitions({"t": {0}})
+    now[0] = 102.5
+    f = families(registry)
+    assert one(f["zkconsumer_consumer_rebalance_pause_seconds"], "zkconsumer_consumer_rebalance_pause_seconds_total") \
+        == 2.5  # the pause under way counts
+    listener.before_starting_fetchers("g_host-1", {"t": {0: "g_host-1-0"}})
+    now[0] = 110.0
+    f = families(registry)
+    assert one(f["zkconsumer_consumer_rebalance_pause_seconds"], "zkconsumer_consumer_rebalance_pause_seconds_total") \
+        == 2.5
+    assert calls == ["start", "release", "start"]

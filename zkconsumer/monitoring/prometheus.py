@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 from kazoo.protocol.states import KazooState
@@ -61,7 +62,8 @@ class ConnectorHooks:
     """Event counters of one connector; thread-safe. :meth:`attach` installs them, :meth:`detach` removes
     the ZooKeeper listener (the wrappers stay, harmless, until the connector is collected)."""
 
-    def __init__(self, labels: Dict[str, str], registry: Optional[CollectorRegistry] = None) -> None:
+    def __init__(self, labels: Dict[str, str], registry: Optional[CollectorRegistry] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self.zk_transitions: Dict[str, int] = {s: 0 for s in _ZK_STATES}
         self.zk_reconnects = 0
@@ -76,6 +78,9 @@ class ConnectorHooks:
         self.rebalance_seconds = self.rebalance_histogram.labels(**labels)
         self._previous_zk_state: Optional[str] = None
         self._zk: Any = None
+        self._clock = clock
+        self._paused_at: Optional[float] = None
+        self.pause_s = 0.0
 
     # ------------------------------------------------------------------ events
 
@@ -91,6 +96,25 @@ class ConnectorHooks:
 
     def observe_rebalance(self, duration_s: float) -> None:
         self.rebalance_seconds.observe(max(0.0, duration_s))
+
+    def partitions_released(self) -> None:
+        """The member stopped fetching and is about to release its partitions (a rebalance began)."""
+        with self._lock:
+            if self._paused_at is None:
+                self._paused_at = self._clock()
+
+    def fetchers_starting(self) -> None:
+        """The member is about to fetch its (new) partitions: the pause, if any, ends."""
+        with self._lock:
+            if self._paused_at is not None:
+                self.pause_s += max(0.0, self._clock() - self._paused_at)
+                self._paused_at = None
+
+    def paused_seconds(self) -> float:
+        """Seconds spent between releasing and re-fetching partitions, the pause under way included."""
+        with self._lock:
+            running = 0.0 if self._paused_at is None else max(0.0, self._clock() - self._paused_at)
+            return self.pause_s + running
 
     def counted_commit(self, commit: Callable[[], None]) -> Callable[[], None]:
         """``commit`` wrapped so that each call counts as a commit, or a failure if it raises."""
@@ -113,8 +137,10 @@ class ConnectorHooks:
 
         Wraps ``connector.metrics.record_rebalance`` (an instance attribute
         shadows the method; the connector passes it to its rebalancer when it
-        joins) and the connector's ``_commit`` (used by ``commit_offsets``,
-        auto-commit and shutdown), and adds a kazoo state listener.
+        joins), the connector's ``_commit`` (used by ``commit_offsets``,
+        auto-commit and shutdown) and its rebalance listener (handed to the
+        rebalancer at join; the application's listener, if any, is still
+        called, first), and adds a kazoo state listener.
         """
         record = connector.metrics.record_rebalance
 
@@ -126,6 +152,8 @@ class ConnectorHooks:
         commit = getattr(connector, "_commit", None)
         if callable(commit):
             connector._commit = self.counted_commit(commit)
+        if hasattr(connector, "_listener"):
+            connector._listener = _TimingListener(connector._listener, self)
         self._zk = connector.zk_client
         self._previous_zk_state = str(self._zk.state)
         self._zk.add_listener(self.on_zk_state)
@@ -142,6 +170,26 @@ class ConnectorHooks:
         with self._lock:
             return {"zk_transitions": dict(self.zk_transitions), "zk_reconnects": self.zk_reconnects,
                     "commits": self.commits, "commit_failures": self.commit_failures}
+
+
+class _TimingListener:
+    """A ConsumerRebalanceListener that times the pause of a rebalance, then delegates to ``inner``."""
+
+    def __init__(self, inner: Any, hooks: ConnectorHooks) -> None:
+        self._inner = inner
+        self._hooks = hooks
+
+    def before_releasing_partitions(self, partitions: Any) -> None:
+        self._hooks.partitions_released()
+        if self._inner is not None:
+            self._inner.before_releasing_partitions(partitions)
+
+    def before_starting_fetchers(self, consumer_id: str, assignment: Any) -> None:
+        try:
+            if self._inner is not None:
+                self._inner.before_starting_fetchers(consumer_id, assignment)
+        finally:
+            self._hooks.fetchers_starting()
 
 
 class ConnectorCollector(Collector):
@@ -266,6 +314,11 @@ class ConnectorCollector(Collector):
                                 "Reconnections to ZooKeeper after a disconnection or an expired session.",
                                 labels=names)
         m.add_metric(values, counts["zk_reconnects"])
+        yield m
+        m = CounterMetricFamily(f"{p}_rebalance_pause_seconds",
+                                "Seconds this member's partitions went unfetched in rebalances (from releasing "
+                                "them to fetching again).", labels=names)
+        m.add_metric(values, self._hooks.paused_seconds())
         yield m
         m = CounterMetricFamily(f"{p}_commits", "Offset commits that succeeded.", labels=names)
         m.add_metric(values, counts["commits"])
