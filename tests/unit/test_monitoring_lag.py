@@ -128,3 +128,59 @@ def test_the_grafana_dashboard_uses_only_exported_metric_names() -> None:
     assert used and used <= exported, sorted(used - exported)
     docs = (Path(__file__).parents[2] / "docs" / "MONITORING.md").read_text()
     assert not {n for n in used if n not in docs and not n.endswith("_bucket")}
+
+
+def test_exporter_keeps_figures_through_zookeeper_errors_and_drops_deleted_groups(monkeypatch) -> None:
+    import time
+
+    from kazoo.exceptions import ConnectionLoss
+
+    import zkconsumer.monitoring.exporter as exporter_module
+    from zkconsumer.admin import UnknownGroupError
+    from zkconsumer.monitoring.exporter import LagExporter
+
+    listing: Dict[str, object] = {"groups": ["a", "b"]}
+    failing: set = set()
+
+    def list_groups(zk) -> List[str]:
+        value = listing["groups"]
+        if isinstance(value, Exception):
+            raise value
+        return list(value)  # type: ignore[call-overload]
+
+    def snapshot_group(zk, group, offsets, clock=None) -> GroupSnapshot:
+        if group in failing:
+            raise UnknownGroupError(group)
+        return snap(group, 1000, [], {0: (1, 5, None, 900)})
+
+    class NoOffsets:
+        def fetch(self, partitions, time):
+            return {}, {}
+
+    monkeypatch.setattr(exporter_module, "list_groups", list_groups)
+    monkeypatch.setattr(exporter_module, "snapshot_group", snapshot_group)
+    exporter = LagExporter(object(), interval_s=0.05, log_offsets=NoOffsets())  # type: ignore[arg-type]
+    exporter.poll_once()
+    assert sorted(exporter.latest()) == ["a", "b"]
+
+    listing["groups"] = ConnectionLoss()
+    exporter.poll_once()  # ZooKeeper unreachable for the listing: nothing forgotten
+    assert sorted(exporter.latest()) == ["a", "b"] and exporter.stats()["errors"] == {"": 1}
+
+    listing["groups"] = ["a", "b"]
+    failing.add("a")
+    exporter.poll_once()  # one group fails: it keeps its previous figures, the other is updated
+    assert sorted(exporter.latest()) == ["a", "b"] and exporter.stats()["errors"] == {"": 1, "a": 1}
+
+    listing["groups"] = ["b"]
+    exporter.poll_once()  # group a was deleted
+    assert sorted(exporter.latest()) == ["b"]
+
+    exporter.start()
+    polls = exporter.stats()["polls"]
+    deadline = time.monotonic() + 5
+    while exporter.stats()["polls"] < polls + 2 and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.02)
+    exporter.stop()
+    assert exporter.stats()["polls"] >= polls + 2  # type: ignore[operator]
+    assert not exporter._thread.is_alive()  # type: ignore[union-attr]

@@ -116,12 +116,15 @@ class LagExporter:
                 brokers.close()
 
     def _poll(self, offsets: "_PollOffsets", started: float) -> Dict[str, GroupLag]:
+        listed = True
         try:
             groups = self._groups if self._groups is not None else list_groups(self._zk)
         except (KazooException, ZkConsumerError) as exc:
             log.warning("cannot list consumer groups: %s", exc)
             self._count_error("")
-            groups = []
+            listed = False  # keep every group's figures and windows; poll the ones we know
+            with self._lock:
+                groups = sorted(self._latest)
         results: Dict[str, GroupLag] = {}
         for group in groups:
             try:
@@ -132,7 +135,7 @@ class LagExporter:
                 continue
             results[group] = self._monitor.observe(snap)
         with self._lock:
-            gone = set(self._latest) - set(groups)
+            gone = set(self._latest) - set(groups) if listed else set()
             for group in gone:
                 del self._latest[group]
             self._latest.update(results)
