@@ -83,6 +83,12 @@ class ZookeeperConsumerConnector:
     connector, as in Kafka. :meth:`shutdown` is idempotent and joins every
     thread the connector started.
 
+    ``metrics_port=P`` serves the member's Prometheus metrics on ``http://0.0.0.0:P/metrics``
+    (0: any free port, read ``connector.prometheus.port``); ``metrics_registry=R`` registers them
+    on an application's own ``prometheus_client`` registry instead (or as well);
+    ``metrics_pushgateway="host:port"`` pushes them to a Prometheus Pushgateway every 10 s and at
+    shutdown. Names: ``docs/MONITORING.md``.
+
     With ``group.membership=kafka`` the constructor returns a
     :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`
     (still an instance of this class), so application code does not change.
@@ -105,6 +111,9 @@ class ZookeeperConsumerConnector:
         *,
         rebalance_listener: Optional[ConsumerRebalanceListener] = None,
         metrics_interval_s: Optional[float] = None,
+        metrics_port: Optional[int] = None,
+        metrics_registry: Any = None,
+        metrics_pushgateway: Optional[str] = None,
     ) -> None:
         self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         self.consumer_id = make_consumer_id(self.config)
@@ -139,6 +148,19 @@ class ZookeeperConsumerConnector:
             on_error=self._background_failure,
             deliverable=self._session_proven,
         )
+        #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_pushgateway``:
+        #: pushed; ``metrics_registry``:
+        #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.monitoring.prometheus`.
+        self.prometheus: Any = None
+        if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
+            from .monitoring.prometheus import instrument_connector
+            try:
+                self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry,
+                                                       push_gateway=metrics_pushgateway)
+            except BaseException:
+                self._zk.stop()
+                self._zk.close()
+                raise
 
     # ------------------------------------------------------------------ public
 
@@ -260,6 +282,8 @@ class ZookeeperConsumerConnector:
                     log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
             self._leave_group()
         finally:
+            if self.prometheus is not None:
+                self.prometheus.close()
             self._committer.close()
             self._zk.remove_listener(self._on_zk_state)
             self._zk.stop()

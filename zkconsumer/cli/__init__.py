@@ -6,7 +6,9 @@
                         [--max-messages N] [--timeout-ms MS] [--property k=v ...]
     zkconsumer groups   list     --zookeeper Z [--format table|json]
     zkconsumer groups   describe --zookeeper Z --group G [--format table|json|csv]
+    zkconsumer groups   status   --zookeeper Z --group G [--samples N] [--interval-ms MS] [--format table|json]
     zkconsumer groups   delete   --zookeeper Z --group G [--topic T]
+    zkconsumer exporter --zookeeper Z [--group G ...] [--port P] [--interval-s S] [--window N]
     zkconsumer offsets  export   --zookeeper Z [--group G ...] --output F
     zkconsumer offsets  import   --zookeeper Z --input F [--force]
     zkconsumer offsets  reset    --zookeeper Z --group G --topic T
@@ -27,7 +29,7 @@ from typing import Optional, Sequence
 from kazoo.exceptions import KazooException, NoAuthError
 
 from ..errors import ConfigurationError, ZkConsumerError
-from . import consume, groups, offsets, perf
+from . import consume, exporter, groups, offsets, perf
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, quiet_kazoo
 
 __all__ = ["build_parser", "run"]
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parser(commands)
     offsets.add_parser(commands)
     perf.add_parser(commands)
+    exporter.add_parser(commands)
     return parser
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from .. import admin
-from .common import EXIT_OK, common_options, zookeeper
-from .output import FORMATS, TtyProgress, render_description, render_json
+from ..admin.snapshot import snapshot_group
+from ..monitoring.lag import LagMonitor
+from .common import EXIT_OK, common_options, positive_int, zookeeper
+from .output import FORMATS, TtyProgress, render_description, render_group_lag, render_json
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -27,6 +30,18 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
                    help="timeout of each request to a broker (default 10000)")
     p.set_defaults(run=run_describe)
+
+    p = sub.add_parser("status", parents=[common],
+                       help="a group's lag and Burrow status (OK, WARN, STALL, STOP, ERR) over a few polls")
+    p.add_argument("--group", required=True)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--samples", type=positive_int, default=5, metavar="N",
+                   help="polls of the group's offsets to judge (Burrow's window; default 5)")
+    p.add_argument("--interval-ms", type=positive_int, default=1000, metavar="MS",
+                   help="time between polls (default 1000)")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
+    p.set_defaults(run=run_status)
 
     p = sub.add_parser("delete", parents=[common],
                        help="delete a group's ZooKeeper data (refused while it has live members)")
@@ -56,6 +71,23 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.format == "csv":
         for warning in description.warnings:
             sys.stderr.write(f"warning: {warning}\n")
+    return EXIT_OK
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Poll the group ``--samples`` times, ``--interval-ms`` apart, and print Burrow's verdict on the last poll."""
+    progress = TtyProgress(f"sampling {args.group}", sys.stderr, min_interval_s=0.0)
+    monitor = LagMonitor(args.samples)
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
+        try:
+            for i in range(args.samples):
+                if i:
+                    time.sleep(args.interval_ms / 1000.0)
+                result = monitor.observe(snapshot_group(zk, args.group, offsets))
+                progress(i + 1, args.samples)
+        finally:
+            progress.finish()
+    sys.stdout.write(render_group_lag(result, args.format))
     return EXIT_OK
 
 

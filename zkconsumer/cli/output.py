@@ -175,3 +175,34 @@ class TtyProgress:
             self._stream.write("\r\x1b[K")
             self._stream.flush()
             self._drawn = False
+
+
+# --------------------------------------------------------------------------- status
+
+
+def render_group_lag(result: Any, fmt: str) -> str:
+    """``groups status`` output: a :class:`~zkconsumer.monitoring.lag.GroupLag` as a table or JSON.
+
+    The table has one line per partition with its Burrow status and the first
+    and last commit of its window (``offset@lag``).
+    """
+    if fmt == "json":
+        return render_json(result.to_dict())
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}")
+    out = [f"Group: {result.group}\nStatus: {result.status.value}\n"
+           f"Members: {len(result.members)}  Owned partitions: {result.owned_partitions}  "
+           f"Total lag: {result.total_lag}\n\n"]
+    rows = []
+    for p in result.partitions:
+        window = "-"
+        if p.window:
+            first, last = p.window[0], p.window[-1]
+            window = f"{first.offset}@{_cell(first.lag)} .. {last.offset}@{_cell(last.lag)} ({len(p.window)})"
+        rows.append([p.topic, p.partition, p.offset, p.log_end_offset, p.lag, p.owner, p.status.value, window])
+    out.append(render_table(["TOPIC", "PARTITION", "OFFSET", "LOG-END-OFFSET", "LAG", "OWNER", "STATUS",
+                             "WINDOW (offset@lag first .. last)"], rows))
+    if result.warnings:
+        out.append("\nWarnings:\n")
+        out.extend(f"  - {w}\n" for w in result.warnings)
+    return "".join(out)

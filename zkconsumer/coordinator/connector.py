@@ -71,13 +71,18 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
         *,
         rebalance_listener: Optional[ConsumerRebalanceListener] = None,
         metrics_interval_s: Optional[float] = None,
+        metrics_port: Optional[int] = None,
+        metrics_registry: Any = None,
+        metrics_pushgateway: Optional[str] = None,
     ) -> None:
         parsed = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         if parsed.group_membership != "kafka":
             raise ConfigurationError("group.membership", "CoordinatorConsumerConnector needs group.membership=kafka")
         self._membership: Optional[GroupMembership] = None
         self._delivery: Optional[Delivery] = None
-        super().__init__(parsed, rebalance_listener=rebalance_listener, metrics_interval_s=metrics_interval_s)
+        super().__init__(parsed, rebalance_listener=rebalance_listener, metrics_interval_s=metrics_interval_s,
+                         metrics_port=metrics_port, metrics_registry=metrics_registry,
+                         metrics_pushgateway=metrics_pushgateway)
 
     # ------------------------------------------------------------------ public
 

@@ -1,0 +1,397 @@
+"""Prometheus metrics of one :class:`~zkconsumer.connector.ZookeeperConsumerConnector`.
+
+Two parts:
+
+* :class:`ConnectorCollector`, a custom ``prometheus_client`` collector that
+  reads the connector's public state at scrape time (``connector.status``,
+  ``connector.metrics_snapshot()``, ``connector.config``) and the counters of
+  its :class:`ConnectorHooks`;
+* :class:`ConnectorHooks`, counters that need an event rather than a snapshot:
+  the rebalance duration histogram (wrapping ``connector.metrics.record_rebalance``,
+  which the connector hands to its rebalancer when it joins), ZooKeeper
+  connection state changes (a kazoo state listener that only counts) and offset
+  commits and their failures (wrapping the connector's commit path).
+
+:func:`instrument_connector` attaches both and, given a port, serves them over
+HTTP (or pushes them to a Pushgateway); the connector calls it when built with
+``metrics_port=`` or ``metrics_registry=``. Every metric has the labels
+``group``, ``client_id`` (``client.id``) and ``consumer_id``; per-partition
+ones add ``topic`` and ``partition``, per-stream ones ``stream`` (the consumer
+thread id). Names follow Prometheus' conventions: counters end in ``_total``,
+durations are ``_seconds``. See ``docs/MONITORING.md`` for the list.
+
+Contract: collecting never raises (a failing snapshot yields the metrics that
+could be read plus ``zkconsumer_consumer_scrape_errors_total``); the kazoo
+listener never blocks; :meth:`ConnectorInstrumentation.close` is idempotent,
+removes the listener, stops the HTTP server and joins its thread.
+
+Caveat: ``metrics_snapshot()`` starts a new rate interval, so a connector that
+also logs metrics (``metrics_interval_s``) reports rates over the time since
+the last scrape or log, whichever was later. Prometheus computes its own rates
+from the ``_total`` counters.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+
+from kazoo.protocol.states import KazooState
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .http import MetricsServer
+from .push import DEFAULT_PUSH_INTERVAL_S, Pusher
+
+__all__ = ["ConnectorCollector", "ConnectorHooks", "ConnectorInstrumentation", "instrument_connector",
+           "REBALANCE_BUCKETS", "CONSUMER_PREFIX"]
+
+log = logging.getLogger(__name__)
+
+CONSUMER_PREFIX = "zkconsumer_consumer"
+#: Rebalance duration buckets (seconds): from a quiet join to a long retry storm.
+REBALANCE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
+_REBALANCE_STATES = ("starting", "rebalancing", "stable", "retrying", "disconnected", "stopped")
+
+
+class ConnectorHooks:
+    """Event counters of one connector; thread-safe. :meth:`attach` installs them, :meth:`detach` removes
+    the ZooKeeper listener (the wrappers stay, harmless, until the connector is collected)."""
+
+    def __init__(self, labels: Dict[str, str], registry: Optional[CollectorRegistry] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self.zk_transitions: Dict[str, int] = {s: 0 for s in _ZK_STATES}
+        self.zk_reconnects = 0
+        self.commits = 0
+        self.commit_failures = 0
+        self._labels = labels
+        # A private registry: the histogram is re-exported by ConnectorCollector with the common labels.
+        self.rebalance_histogram = Histogram(
+            f"{CONSUMER_PREFIX}_rebalance_duration_seconds", "Duration of successful rebalances.",
+            labelnames=list(labels), buckets=REBALANCE_BUCKETS, registry=registry or CollectorRegistry(),
+        )
+        self.rebalance_seconds = self.rebalance_histogram.labels(**labels)
+        self._previous_zk_state: Optional[str] = None
+        self._zk: Any = None
+        self._clock = clock
+        self._paused_at: Optional[float] = None
+        self.pause_s = 0.0
+
+    # ------------------------------------------------------------------ events
+
+    def on_zk_state(self, state: str) -> None:
+        """kazoo listener: count the transition (never blocks, never raises)."""
+        with self._lock:
+            if state in self.zk_transitions:
+                self.zk_transitions[state] += 1
+            if state == KazooState.CONNECTED and self._previous_zk_state in ("SUSPENDED", "LOST"):
+                self.zk_reconnects += 1
+            self._previous_zk_state = str(state)
+        return None
+
+    def observe_rebalance(self, duration_s: float) -> None:
+        self.rebalance_seconds.observe(max(0.0, duration_s))
+
+    def partitions_released(self) -> None:
+        """The member stopped fetching and is about to release its partitions (a rebalance began)."""
+        with self._lock:
+            if self._paused_at is None:
+                self._paused_at = self._clock()
+
+    def fetchers_starting(self) -> None:
+        """The member is about to fetch its (new) partitions: the pause, if any, ends."""
+        with self._lock:
+            if self._paused_at is not None:
+                self.pause_s += max(0.0, self._clock() - self._paused_at)
+                self._paused_at = None
+
+    def paused_seconds(self) -> float:
+        """Seconds spent between releasing and re-fetching partitions, the pause under way included."""
+        with self._lock:
+            running = 0.0 if self._paused_at is None else max(0.0, self._clock() - self._paused_at)
+            return self.pause_s + running
+
+    def counted_commit(self, commit: Callable[[], None]) -> Callable[[], None]:
+        """``commit`` wrapped so that each call counts as a commit, or a failure if it raises."""
+        def wrapper() -> None:
+            try:
+                commit()
+            except BaseException:
+                with self._lock:
+                    self.commit_failures += 1
+                raise
+            with self._lock:
+                self.commits += 1
+        wrapper.__wrapped__ = commit  # type: ignore[attr-defined]
+        return wrapper
+
+    # ------------------------------------------------------------------ wiring
+
+    def attach(self, connector: Any) -> None:
+        """Install the hooks on ``connector`` (before it joins its group).
+
+        Wraps ``connector.metrics.record_rebalance`` (an instance attribute
+        shadows the method; the connector passes it to its rebalancer when it
+        joins), the connector's ``_commit`` (used by ``commit_offsets``,
+        auto-commit and shutdown) and its rebalance listener (handed to the
+        rebalancer at join; the application's listener, if any, is still
+        called, first), and adds a kazoo state listener.
+        """
+        record = connector.metrics.record_rebalance
+
+        def record_rebalance(duration_s: float) -> None:
+            record(duration_s)
+            self.observe_rebalance(duration_s)
+
+        connector.metrics.record_rebalance = record_rebalance
+        commit = getattr(connector, "_commit", None)
+        if callable(commit):
+            connector._commit = self.counted_commit(commit)
+        if hasattr(connector, "_listener"):
+            connector._listener = _TimingListener(connector._listener, self)
+        self._zk = connector.zk_client
+        self._previous_zk_state = str(self._zk.state)
+        self._zk.add_listener(self.on_zk_state)
+
+    def detach(self) -> None:
+        if self._zk is not None:
+            try:
+                self._zk.remove_listener(self.on_zk_state)
+            except (KeyError, ValueError):
+                pass
+            self._zk = None
+
+    def counters(self) -> Dict[str, Any]:
+        with self._lock:
+            return {"zk_transitions": dict(self.zk_transitions), "zk_reconnects": self.zk_reconnects,
+                    "commits": self.commits, "commit_failures": self.commit_failures}
+
+
+class _TimingListener:
+    """A ConsumerRebalanceListener that times the pause of a rebalance, then delegates to ``inner``."""
+
+    def __init__(self, inner: Any, hooks: ConnectorHooks) -> None:
+        self._inner = inner
+        self._hooks = hooks
+
+    def before_releasing_partitions(self, partitions: Any) -> None:
+        self._hooks.partitions_released()
+        if self._inner is not None:
+            self._inner.before_releasing_partitions(partitions)
+
+    def before_starting_fetchers(self, consumer_id: str, assignment: Any) -> None:
+        try:
+            if self._inner is not None:
+                self._inner.before_starting_fetchers(consumer_id, assignment)
+        finally:
+            self._hooks.fetchers_starting()
+
+
+class ConnectorCollector(Collector):
+    """Reads one connector's state at scrape time; see the module docstring for the contract."""
+
+    def __init__(self, connector: Any, hooks: Optional[ConnectorHooks] = None) -> None:
+        self._connector = connector
+        self._hooks = hooks
+        self._scrape_errors = 0
+        self._lock = threading.Lock()
+        self._snapshot_lock = threading.Lock()
+
+    def labels(self) -> Dict[str, str]:
+        c = self._connector
+        return {"group": c.config.group_id, "client_id": c.config.client_id, "consumer_id": c.consumer_id}
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # collected lazily: never touch the connector at registration time
+
+    def collect(self) -> Iterator[Metric]:
+        base = self.labels()
+        names, values = list(base), list(base.values())
+        c = self._connector
+        snapshot: Optional[Dict[str, Any]] = None
+        status = None
+        try:
+            with self._snapshot_lock:  # concurrent scrapes must not interleave metrics_snapshot() calls
+                status = c.status
+                snapshot = c.metrics_snapshot()
+        except Exception:  # noqa: BLE001 - a scrape must not fail because the connector is shutting down
+            log.debug("metrics snapshot of %s failed", c.consumer_id, exc_info=True)
+            with self._lock:
+                self._scrape_errors += 1
+        yield from self._from_snapshot(names, values, snapshot, status)
+        yield from self._from_hooks(names, values)
+        with self._lock:
+            errors = self._scrape_errors
+        m = CounterMetricFamily(f"{CONSUMER_PREFIX}_scrape_errors", "Scrapes whose connector snapshot failed.",
+                                labels=names)
+        m.add_metric(values, errors)
+        yield m
+
+    def _from_snapshot(self, names: List[str], values: List[str], snap: Optional[Dict[str, Any]],
+                       status: Any) -> Iterator[Metric]:
+        p = CONSUMER_PREFIX
+        if snap is not None:
+            g = GaugeMetricFamily(f"{p}_owned_partitions", "Partitions this member owns.", labels=names)
+            g.add_metric(values, snap["owned_partitions"])
+            yield g
+            owned = GaugeMetricFamily(f"{p}_partition_owned",
+                                      "1 for each partition this member owns, labelled with its stream.",
+                                      labels=names + ["topic", "partition", "stream"])
+            queue = GaugeMetricFamily(f"{p}_queue_chunks", "Chunks waiting in a stream's queue.",
+                                      labels=names + ["stream"])
+            fill = GaugeMetricFamily(f"{p}_queue_fill_ratio",
+                                     "Queued chunks over queued.max.message.chunks, per stream (0-1).",
+                                     labels=names + ["stream"])
+            capacity = max(1, int(self._connector.config.queued_max_message_chunks))
+            for stream, info in sorted(snap["streams"].items()):
+                queue.add_metric(values + [stream], info["queue_size"])
+                fill.add_metric(values + [stream], min(1.0, info["queue_size"] / capacity))
+                for topic, partition in info["partitions"]:
+                    owned.add_metric(values + [topic, str(partition), stream], 1)
+            yield owned
+            yield queue
+            yield fill
+            lag = GaugeMetricFamily(f"{p}_partition_lag",
+                                    "Messages between the last fetched high watermark and the next offset to "
+                                    "hand out, per owned partition.", labels=names + ["topic", "partition"])
+            for row in snap["lag"]:
+                lag.add_metric(values + [row["topic"], str(row["partition"])], row["lag"])
+            yield lag
+            g = GaugeMetricFamily(f"{p}_lag", "Sum of the partition lags of this member.", labels=names)
+            g.add_metric(values, snap["total_lag"])
+            yield g
+            m = CounterMetricFamily(f"{p}_messages", "Messages handed to the application.", labels=names)
+            m.add_metric(values, snap["messages"])
+            yield m
+            m = CounterMetricFamily(f"{p}_bytes", "Bytes (key + value) handed to the application.", labels=names)
+            m.add_metric(values, snap["bytes"])
+            yield m
+        if status is not None:
+            m = CounterMetricFamily(f"{p}_rebalances", "Rebalances completed.", labels=names)
+            m.add_metric(values, status.rebalances)
+            yield m
+            g = GaugeMetricFamily(f"{p}_rebalance_failed_attempts",
+                                  "Failed attempts of the rebalance under way (0 once it succeeds).", labels=names)
+            g.add_metric(values, status.failed_attempts)
+            yield g
+            g = GaugeMetricFamily(f"{p}_rebalance_state", "1 for the rebalancer's current state.",
+                                  labels=names + ["state"])
+            for state in _REBALANCE_STATES:
+                g.add_metric(values + [state], 1 if status.state.value == state else 0)
+            yield g
+
+    def _from_hooks(self, names: List[str], values: List[str]) -> Iterator[Metric]:
+        p = CONSUMER_PREFIX
+        zk = getattr(self._connector, "zk_client", None)
+        if zk is not None:
+            state = str(zk.state)
+            g = GaugeMetricFamily(f"{p}_zookeeper_connected", "1 while the ZooKeeper session is connected.",
+                                  labels=names)
+            g.add_metric(values, 1 if state == "CONNECTED" else 0)
+            yield g
+            g = GaugeMetricFamily(f"{p}_zookeeper_state", "1 for the ZooKeeper connection's current state.",
+                                  labels=names + ["state"])
+            for s in _ZK_STATES:
+                g.add_metric(values + [s], 1 if state == s else 0)
+            yield g
+        if self._hooks is None:
+            return
+        counts = self._hooks.counters()
+        m = CounterMetricFamily(f"{p}_zookeeper_disconnects", "Times the ZooKeeper connection was lost (SUSPENDED).",
+                                labels=names)
+        m.add_metric(values, counts["zk_transitions"]["SUSPENDED"])
+        yield m
+        m = CounterMetricFamily(f"{p}_zookeeper_session_expirations", "ZooKeeper sessions that expired (LOST).",
+                                labels=names)
+        m.add_metric(values, counts["zk_transitions"]["LOST"])
+        yield m
+        m = CounterMetricFamily(f"{p}_zookeeper_reconnects",
+                                "Reconnections to ZooKeeper after a disconnection or an expired session.",
+                                labels=names)
+        m.add_metric(values, counts["zk_reconnects"])
+        yield m
+        m = CounterMetricFamily(f"{p}_rebalance_pause_seconds",
+                                "Seconds this member's partitions went unfetched in rebalances (from releasing "
+                                "them to fetching again).", labels=names)
+        m.add_metric(values, self._hooks.paused_seconds())
+        yield m
+        m = CounterMetricFamily(f"{p}_commits", "Offset commits that succeeded.", labels=names)
+        m.add_metric(values, counts["commits"])
+        yield m
+        m = CounterMetricFamily(f"{p}_commit_failures", "Offset commits that raised.", labels=names)
+        m.add_metric(values, counts["commit_failures"])
+        yield m
+        yield from self._hooks.rebalance_histogram.collect()
+
+
+class ConnectorInstrumentation:
+    """What :func:`instrument_connector` attached; :meth:`close` undoes it (idempotent)."""
+
+    def __init__(self, registry: CollectorRegistry, collector: ConnectorCollector, hooks: ConnectorHooks,
+                 server: Optional[MetricsServer], pusher: Optional[Pusher] = None) -> None:
+        self.registry = registry
+        self.collector = collector
+        self.hooks = hooks
+        self.server = server
+        self.pusher = pusher
+        self._closed = False
+
+    @property
+    def port(self) -> Optional[int]:
+        return None if self.server is None else self.server.port
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.pusher is not None:
+            self.pusher.close()  # a last push while the connector's figures are still readable
+        self.hooks.detach()
+        if self.server is not None:
+            self.server.close()
+        try:
+            self.registry.unregister(self.collector)
+        except KeyError:
+            pass
+
+
+def instrument_connector(connector: Any, *, port: Optional[int] = None,
+                         registry: Optional[CollectorRegistry] = None,
+                         addr: str = "0.0.0.0", push_gateway: Optional[str] = None,
+                         push_interval_s: float = DEFAULT_PUSH_INTERVAL_S) -> ConnectorInstrumentation:
+    """Attach hooks and a collector to ``connector``; register on ``registry`` (a new one if ``None``)
+    and, if ``port`` is given (0: any free port), serve that registry on ``addr:port``; if
+    ``push_gateway`` (``host:port``) is given, push it there every ``push_interval_s`` and at
+    :meth:`~ConnectorInstrumentation.close`, under job ``zkconsumer`` with the grouping key
+    ``group``, ``consumer_id``.
+
+    Call before the connector joins its group (the rebalance histogram hook is
+    handed to the rebalancer at join time). Raises
+    :class:`~zkconsumer.errors.ConfigurationError` if the port cannot be bound
+    (nothing stays attached then).
+    """
+    registry = registry if registry is not None else CollectorRegistry()
+    labels = {"group": connector.config.group_id, "client_id": connector.config.client_id,
+              "consumer_id": connector.consumer_id}
+    hooks = ConnectorHooks(labels)
+    collector = ConnectorCollector(connector, hooks)
+    registry.register(collector)
+    server = None
+    if port is not None:
+        try:
+            server = MetricsServer(registry, port, addr)
+        except BaseException:
+            registry.unregister(collector)
+            raise
+    hooks.attach(connector)
+    pusher = None
+    if push_gateway:
+        pusher = Pusher(registry, push_gateway, grouping_key={"group": labels["group"],
+                                                              "consumer_id": labels["consumer_id"]},
+                        interval_s=push_interval_s).start()
+    return ConnectorInstrumentation(registry, collector, hooks, server, pusher)
