@@ -83,8 +83,11 @@ class FakeGroup:
     def commit_offset(self, topic: str, partition: int, offset: int) -> None:
         self.offsets[(topic, partition)] = offset
 
+    def holds(self, topic: str, partition: int) -> bool:
+        return self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-")
+
     def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
-        if self.owner_nodes.get((topic, partition)) != owner:
+        if not self.holds(topic, partition):  # member-level fence, as GroupClient's
             return False
         self.offsets[(topic, partition)] = offset
         return True
@@ -95,10 +98,18 @@ class FakeFetchers:
         self.running: List[PartitionTopicInfo] = []
         self.starts = 0
         self.stops = 0
+        self.removes: List[List[TP]] = []
 
     def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None:
-        self.running = list(infos)
+        infos = list(infos)
+        added = {(i.topic, i.partition) for i in infos}
+        self.running = [i for i in self.running if (i.topic, i.partition) not in added] + infos
         self.starts += 1
+
+    def remove_partitions(self, tps: Iterable[TP]) -> None:
+        gone = set(tps)
+        self.running = [i for i in self.running if (i.topic, i.partition) not in gone]
+        self.removes.append(sorted(gone))
 
     def stop_connections(self) -> None:
         self.running = []
@@ -183,6 +194,7 @@ def test_only_partitions_that_move_are_released_and_retained_ones_keep_their_pos
         settle(rebalancer)
         for info in fetchers.running:
             info.consumed_offset = 5  # handed out, not committed
+        kept = {i.partition: i for i in fetchers.running if i.partition in (0, 1)}
         group.join("g_other", {"t": 1})  # "g_me-0" < "g_other-0": we keep 0 and 1
         rebalancer.request("member joined")
         deadline = time.monotonic() + 5
@@ -190,7 +202,9 @@ def test_only_partitions_that_move_are_released_and_retained_ones_keep_their_pos
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert group.releases == [("t", 2), ("t", 3)]
-        assert {(i.partition, i.fetched_offset) for i in fetchers.running} == {(0, 5), (1, 5)}
+        assert fetchers.stops == 0 and fetchers.removes == [[("t", 2), ("t", 3)]]  # only what moved stopped
+        assert {i.partition: i for i in fetchers.running} == kept  # still fetched, same position and chunks
+        assert {(i.partition, i.consumed_offset) for i in fetchers.running} == {(0, 5), (1, 5)}
         assert ("t", 0) not in group.offsets  # auto-commit off: nothing written behind the user's back
     finally:
         rebalancer.stop()
@@ -293,7 +307,7 @@ def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(gro
         assert ("t", 1) not in group.offsets and group.offsets[("t", 0)] == 7
         rebalancer.ownership_lost(fenced)
         deadline = time.monotonic() + 5
-        while ("t", 1) in {(i.topic, i.partition) for i in fetchers.running} or fetchers.stops == 0:
+        while ("t", 1) in {(i.topic, i.partition) for i in fetchers.running} or not fetchers.removes:
             assert time.monotonic() < deadline, "still fetching a partition we lost"
             time.sleep(0.01)
         assert ("t", 1) not in rebalancer.status.owned
