@@ -142,7 +142,12 @@ class ConsumerRebalanceListener(Protocol):
     """Hooks called by the rebalancer thread (Kafka's ``ConsumerRebalanceListener``)."""
 
     def before_releasing_partitions(self, partitions: Mapping[str, Set[int]]) -> None:
-        """Called after fetchers stopped and offsets were committed, before owners are released."""
+        """Called with the partitions that move, once they stopped being delivered and offsets were committed.
+
+        Called before their owner nodes are released. Partitions this member
+        keeps are not included (they keep flowing); unlike Kafka's consumer,
+        which releases everything at every rebalance.
+        """
 
     def before_starting_fetchers(self, consumer_id: str, assignment: Mapping[str, Mapping[int, str]]) -> None:
         """Called with the group's whole new assignment (topic → partition → thread id)."""
