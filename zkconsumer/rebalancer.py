@@ -599,13 +599,7 @@ class Rebalancer:
             if conflicts:
                 log.info("%s: partitions still owned by others: %s", self._consumer_id,
                          ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
-                # Partitions that only moved between our own streams stay ours (as retained
-                # ones do); those newly claimed are released by the finally clause.
-                keep = {tp: mine[tp] for tp in claimed if tp in self._carried}
-                if keep:
-                    self._install(keep, {})
-                    claimed = [tp for tp in claimed if tp not in keep]
-                return False
+                return False  # the finally clause settles what was claimed
 
             committed = self._read_offsets([tp for tp in claimed if tp not in self._carried])
             if self._listener is not None:
@@ -617,10 +611,25 @@ class Rebalancer:
             claimed = []
             return True
         finally:
-            self._release_uninstalled(claimed)
+            if claimed:
+                self._abandon(claimed, mine)
 
-    def _release_uninstalled(self, claimed: List[TopicPartition]) -> None:
-        """Release owner nodes claimed in a failed attempt; never raises (a failure is retried next attempt)."""
+    def _abandon(self, claimed: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
+        """Settle the nodes a failed attempt claimed but did not install; never raises.
+
+        A partition that only moved between our own streams stays ours and is
+        fetched from where it was (as a retained one is); every other one is
+        released. A release ZooKeeper refuses is retried by the next attempt
+        (the node stays in ``_nodes``).
+        """
+        keep = {tp: mine[tp] for tp in claimed if tp in self._carried}
+        if keep:
+            try:
+                self._install(keep, {})
+                claimed = [tp for tp in claimed if tp not in keep]
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("%s: could not resume %s (%s); releasing them", self._consumer_id,
+                            ", ".join(f"{t}-{p}" for t, p in sorted(keep)), exc)
         for tp in claimed:
             try:
                 self._group.release(tp[0], tp[1])

@@ -514,3 +514,42 @@ def test_item13d_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) ->
     finally:
         rebalancer.stop()
     assert not failures  # not a background failure: iterators are not failed by it
+
+
+def test_item13c_a_partition_moving_between_our_streams_resumes_where_it_was(group: FakeGroup) -> None:
+    """Only what moves stops; a partition relabelled to another of our streams keeps its position."""
+    group.join(ME, {"t": 2})
+    queues = {f"{ME}-0": ChunkQueue(4), f"{ME}-1": ChunkQueue(4)}
+    fetchers = FakeFetchers()
+    rebalancer = Rebalancer(
+        group=group,  # type: ignore[arg-type]
+        topic_count=StaticTopicCount(ME, {"t": 2}), assignor=assignors.assign_range,
+        queue_for=lambda topic, thread: queues[thread],
+        streams=[KafkaStream(q, 10, thread_id=t) for t, q in queues.items()], fetchers=fetchers,
+        committer=OffsetCommitter(group), auto_commit=False, fetch_size=1024,  # type: ignore[arg-type]
+        max_retries=2, backoff_ms=100, exclude_internal_topics=True, register=group.register,
+        watch_topics=lambda topics: None, on_failure=lambda exc: None,
+    )
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        assert rebalancer.status.owned == {("t", 0): f"{ME}-0", ("t", 1): f"{ME}-0",
+                                           ("t", 2): f"{ME}-1", ("t", 3): f"{ME}-1"}
+        for info in fetchers.running:
+            info.consumed_offset = 7  # handed out, not committed
+        kept = next(i for i in fetchers.running if i.partition == 3)
+        group.join("g_a", {"t": 1})  # g_a-0 < g_me-0 < g_me-1: 0,1 | 2 | 3
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while rebalancer.status.owned != {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"} \
+                or rebalancer.state is not RebalanceState.STABLE:
+            assert time.monotonic() < deadline, rebalancer.status
+            time.sleep(0.01)
+        assert fetchers.stops == 0 and fetchers.removes == [[("t", 0), ("t", 1), ("t", 2)]]
+        running = {i.partition: i for i in fetchers.running}
+        assert running[3] is kept
+        assert running[2].queue is queues[f"{ME}-0"] and running[2].fetched_offset == 7  # not re-read
+        assert group.owner_nodes == {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"}
+        assert group.releases == [("t", 0), ("t", 1)]
+    finally:
+        rebalancer.stop()
