@@ -37,7 +37,8 @@ def offset_path(group: str, topic: str, partition: int) -> str:
 
 def quiet_owners(connector: ZookeeperConsumerConnector, zk: KazooClient, group: str, topic: str) -> Dict[int, str]:
     """Owner nodes read while the member sat between two failed attempts (not mid-attempt)."""
-    while True:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
         before = connector.status
         if before.state is RebalanceState.RETRYING:
             found = owners(zk, group, topic)
@@ -45,6 +46,7 @@ def quiet_owners(connector: ZookeeperConsumerConnector, zk: KazooClient, group: 
             if after.state is RebalanceState.RETRYING and after.failed_attempts == before.failed_attempts:
                 return found
         time.sleep(0.02)
+    raise AssertionError(f"the member never sat between failed attempts: {connector.status}")
 
 
 def drain_available(stream: KafkaStream) -> List:
