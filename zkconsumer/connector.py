@@ -248,7 +248,7 @@ class ZookeeperConsumerConnector:
             for p in self._fetchers.metrics()["partitions"].values()
             if p["consumer_lag"] is not None
         }
-        return self.metrics.snapshot(owned, queue_sizes, lag)
+        return self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
 
     def shutdown(self) -> None:
         """Leave the group: idempotent, ordered, joins every thread started.

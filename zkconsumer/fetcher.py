@@ -518,17 +518,25 @@ class FetcherManager:
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """Stop fetching ``tps`` (and forget them) while the others go on.
 
-        Returns when no chunk for them can be queued any more.
+        Used by the rebalancer for partitions that move away: the others keep
+        their fetcher, position and queued chunks. Returns when no chunk for
+        ``tps`` can be queued any more; fetchers left without partitions are
+        stopped and joined.
         """
         tps = set(tps)
-        with self._lifecycle, self._fetchers_lock:
-            for fetcher in self._fetchers.values():
-                fetcher.remove_partitions(tps)
-            with self._cond:
-                for tp in tps:
-                    self._partitions.pop(tp, None)
-                    self._leaders.pop(tp, None)
-                self._leaderless -= tps
+        if not tps:
+            return
+        with self._lifecycle:
+            with self._fetchers_lock:
+                for fetcher in self._fetchers.values():
+                    fetcher.remove_partitions(tps)
+                with self._cond:
+                    for tp in tps:
+                        self._partitions.pop(tp, None)
+                        self._leaders.pop(tp, None)
+                        self._announced.pop(tp, None)
+                    self._leaderless -= tps
+            self._shutdown_idle_fetchers()
 
     def stop_connections(self) -> None:
         """Stop the LeaderFinder and every fetcher, join them all, forget every partition.

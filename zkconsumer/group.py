@@ -32,6 +32,8 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
 )
 from kazoo.protocol.states import ZnodeStat
 
@@ -325,19 +327,36 @@ class GroupClient:
                 continue
         return result
 
-    def owns(self, topic: str, partition: int, thread_id: str) -> bool:
-        """Whether ``thread_id`` holds the partition's owner node under this session (a read only).
+    def _our_thread(self, data: bytes) -> bool:
+        """Whether an owner node's content names one of this member's thread ids (``<consumer id>-<n>``)."""
+        return data.decode("utf-8", "replace").startswith(self.consumer_id + "-")
 
-        The check made before committing to Kafka under ZooKeeper membership:
-        a Kafka write cannot join a ZooKeeper transaction, so unlike
-        :meth:`commit_offset_if_owner` this leaves a window of one round trip.
+    def holds(self, topic: str, partition: int) -> bool:
+        """Whether this session holds the partition's owner node, under any of our thread ids (a read only).
+
+        Ownership belongs to the member, not to one of its streams: a node the
+        rebalancer relabelled from one of our thread ids to another is still
+        ours. This is the test for "was this partition taken from us?".
         """
         path = self.paths.owner(topic, partition)
         try:
             data, stat = self._retry(lambda: self.client.get(path))
         except NoNodeError:
             return False
-        return data == zkformat.encode_owner(thread_id) and self._ours(stat)
+        return self._ours(stat) and self._our_thread(data)
+
+    def owns(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Whether this member holds the partition's owner node under this session (a read only).
+
+        ``thread_id`` is the thread the caller believes owns it; a node that
+        names another of *our* thread ids (relabelled by a rebalance since the
+        caller looked) still counts: the member owns the partition.
+
+        The check made before committing to Kafka under ZooKeeper membership:
+        a Kafka write cannot join a ZooKeeper transaction, so unlike
+        :meth:`commit_offset_if_owner` this leaves a window of one round trip.
+        """
+        return self.holds(topic, partition)
 
     # ----------------------------------------------------------------- offsets
 
@@ -378,15 +397,22 @@ class GroupClient:
             self.commit_offset(topic, partition, offset)
 
     def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
-        """Write ``offset`` only while ``owner`` holds the partition under this session: a fenced commit.
+        """Write ``offset`` only while this member holds the partition under this session: a fenced commit.
 
-        The owner node must hold ``owner`` and belong to the current session;
-        the check and the write then run as one ZooKeeper multi-operation
-        (``check`` of the owner node's version, ``set``/``create`` of the offset),
-        so a partition released or taken over in between is not written. A member
+        The owner node must belong to the current session and name one of this
+        member's thread ids: ``owner`` is the thread the caller saw, but a node
+        relabelled meanwhile to another of our threads (a rebalance that kept the
+        partition) is still ours, so a commit racing a relabel is not fenced.
+        The check and the write run as one ZooKeeper multi-operation (``check``
+        of the owner node's version, ``set``/``create`` of the offset), so a
+        partition released or taken over in between is not written. A member
         whose session expired while it was frozen cannot write at all (the
         session is gone), and after reconnecting it sees another session's node.
-        Returns ``False`` (nothing written) when fenced. Repeat-safe.
+
+        Returns ``True`` when written, ``False`` when *fenced* (nothing written:
+        the partition is no longer ours). A write the server refuses for another
+        reason (``NoAuthError`` on an offset node another client protected with
+        an ACL, ...) is not fencing: the kazoo error is raised. Repeat-safe.
 
         Residual window: another client deleting our node *and* recreating one
         at the same version between the read and the multi; only a foreign tool
@@ -394,18 +420,17 @@ class GroupClient:
         """
         owner_path = self.paths.owner(topic, partition)
         offset_path = self.paths.offset(topic, partition)
-        expected = zkformat.encode_owner(owner)
         data = zkformat.encode_offset(offset)
         outcome: List[bool] = [False]
 
         def step() -> bool:
-            """One try; ``False`` when the offset node appeared or vanished meanwhile (try again)."""
+            """One try; ``False`` when the owner was relabelled or the offset node appeared/vanished (try again)."""
             try:
                 current, stat = self.client.get(owner_path)
             except NoNodeError:
                 outcome[0] = False
                 return True
-            if current != expected or not self._ours(stat):
+            if not (self._ours(stat) and self._our_thread(current)):
                 outcome[0] = False
                 return True
             exists = self.client.exists(offset_path) is not None
@@ -418,14 +443,14 @@ class GroupClient:
             else:
                 transaction.create(offset_path, data, acl=self._acl)
             check, write = transaction.commit()
-            if isinstance(check, Exception):
-                outcome[0] = False  # the owner node changed: fenced
-                return True
-            if isinstance(write, Exception):
+            if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
+                return False  # the owner node changed since we read it (relabelled, or gone): look again
+            if isinstance(write, (NoNodeError, NodeExistsError)):
                 return False  # the offset node appeared/vanished under us: go round again
+            if isinstance(write, Exception) and not isinstance(write, (RolledBackError, RuntimeInconsistency)):
+                raise write  # refused (NoAuth, ...): an error, not a lost ownership
             outcome[0] = True
             return True
 
         self._until_done(step, f"committing {offset_path}")
         return outcome[0]
-

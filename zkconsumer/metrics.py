@@ -171,18 +171,22 @@ class ConsumerMetrics:
         owned: Mapping[TopicPartition, str],
         queue_sizes: Mapping[str, int],
         lag: Mapping[TopicPartition, int],
+        rebalance: Optional[Mapping[str, Any]] = None,
     ) -> Dict[str, Any]:
         """One JSON-ready view of the consumer, and the start of a new rate interval.
 
         ``owned`` maps each owned partition to its stream's thread id;
         ``queue_sizes`` maps thread id to queued chunks; ``lag`` maps partition
-        to lag. The result::
+        to lag; ``rebalance``, when given, is the rebalancer's state
+        (``RebalanceStatus.as_metrics()``: ``state``, ``failed_attempts``,
+        ``last_error``, ``gave_up``, ``error``) and is passed through. The result::
 
             {"interval_s", "messages", "bytes", "messages_per_s", "bytes_per_s",
              "rebalances", "last_rebalance_s", "total_rebalance_s",
              "owned_partitions": int,
              "streams": {thread_id: {"queue_size": int, "partitions": [[topic, p], ...]}},
-             "lag": [{"topic", "partition", "lag"}, ...], "total_lag": int}
+             "lag": [{"topic", "partition", "lag"}, ...], "total_lag": int,
+             "rebalance": {...} (only when given)}
 
         Streams appear if they have a queue size or own a partition; lists are sorted.
         """
@@ -218,6 +222,7 @@ class ConsumerMetrics:
             "streams": streams,
             "lag": lag_rows,
             "total_lag": sum(lag.values()),
+            **({"rebalance": dict(rebalance)} if rebalance is not None else {}),
         }
 
 

@@ -58,7 +58,9 @@ from typing import (
     TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Set, Tuple, Union,
 )
 
-from .errors import BrokerError, ZkConsumerError
+from kazoo.exceptions import KazooException
+
+from .errors import BrokerError, ZkConsumerError, ZooKeeperUnavailableError
 from .group_protocol import (
     COORDINATOR_MOVED_CODES, DEFAULT_GENERATION_ID, GROUP_LOAD_IN_PROGRESS, MEMBERSHIP_LOST_CODES,
     UNKNOWN_MEMBER_ID, OffsetCommitEntry, OffsetCommitRequestV1, OffsetCommitRequestV2, OffsetFetchRequest,
@@ -193,7 +195,16 @@ class ZooKeeperOffsetStorage:
         return self._group.read_offsets(list(partitions))
 
     def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
+        """Write each changed entry; one partition's refused write does not stop the others.
+
+        A write the server refuses (``NoAuthError`` on an offset node protected by
+        another client's ACL, ...) is an *error* for that partition, never
+        fencing: the partition stays owned and its offset is tried again at the
+        next commit. ZooKeeper being unreachable ends the commit (the other
+        writes would fail the same way).
+        """
         outcome = CommitOutcome()
+        refused: List[Tuple[TopicPartition, BaseException]] = []
         for entry in entries:
             if not entry.changed:
                 outcome.committed.append(entry.tp)  # already there (KAFKA-987): no write
@@ -204,10 +215,19 @@ class ZooKeeperOffsetStorage:
                 elif not self._group.commit_offset_if_owner(entry.topic, entry.partition, entry.offset, entry.owner):
                     outcome.fenced.append(entry.tp)
                     continue
-            except ZkConsumerError as exc:
+            except ZooKeeperUnavailableError as exc:
                 outcome.error = exc
                 break
+            except (ZkConsumerError, KazooException) as exc:
+                refused.append((entry.tp, exc))
+                continue
             outcome.committed.append(entry.tp)
+        if refused and outcome.error is None:
+            outcome.error = OffsetStorageError(
+                "ZooKeeper refused the offsets of " + ", ".join(
+                    f"{t}-{p} ({type(exc).__name__}: {exc})" for (t, p), exc in refused)
+                + "; they stay owned and are written again at the next commit",
+                retriable=all(getattr(exc, "retriable", False) for _, exc in refused), fenced=outcome.fenced)
         return outcome
 
     def out_of_sync(self) -> Set[TopicPartition]:

@@ -65,6 +65,15 @@ class OffsetCommitter:
         with self._lock:
             self._checkpoints[(topic, partition)] = offset
 
+    def forget(self, topic: str, partition: int) -> None:
+        """Record that the storage holds no known offset for the partition (none was found there).
+
+        The next commit of the partition then writes whatever its offset is,
+        even a value equal to one this member stored during an earlier ownership.
+        """
+        with self._lock:
+            self._checkpoints.pop((topic, partition), None)
+
     def committed(self) -> Dict[TopicPartition, int]:
         """The last offsets known to be stored (a copy)."""
         with self._lock:

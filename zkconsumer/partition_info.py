@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Callable, Deque, Optional, Sequence, Tuple, Union
+from typing import Callable, Deque, Iterable, Optional, Sequence, Tuple, Union
 
 #: One decoded message as fetchers deliver it: ``(offset, key, value)``.
 RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
@@ -155,6 +155,24 @@ class ChunkQueue:
             self._not_full.notify_all()
             return dropped
 
+    def discard(self, infos: Iterable["PartitionTopicInfo"]) -> int:
+        """Drop the queued chunks of ``infos`` only (partitions moving away); return how many went.
+
+        Unlike :meth:`clear`, the epoch does not change: chunks of other
+        partitions stay deliverable, including one an iterator already took.
+        A chunk of ``infos`` already taken is caught by its info's ``revoked`` flag.
+        """
+        gone = {id(info) for info in infos}
+        with self._lock:
+            kept = [item for item in self._items
+                    if item is SHUTDOWN or id(item.topic_info) not in gone]  # type: ignore[union-attr]
+            dropped = len(self._items) - len(kept)
+            if dropped:
+                self._items.clear()
+                self._items.extend(kept)
+                self._not_full.notify_all()
+            return dropped
+
     def wake_producers(self) -> None:
         """Wake every blocked :meth:`put` so it re-checks its ``should_abort``."""
         with self._lock:
@@ -173,7 +191,7 @@ class PartitionTopicInfo:
     iterator through the chunks it takes from ``queue``.
     """
 
-    __slots__ = ("topic", "partition", "queue", "consumed_offset", "fetched_offset", "fetch_size", "_lock")
+    __slots__ = ("topic", "partition", "queue", "consumed_offset", "fetched_offset", "fetch_size", "revoked", "_lock")
 
     def __init__(self, topic: str, partition: int, queue: ChunkQueue, offset: int, fetch_size: int) -> None:
         self.topic = topic
@@ -182,6 +200,8 @@ class PartitionTopicInfo:
         self.consumed_offset = offset
         self.fetched_offset = offset
         self.fetch_size = fetch_size
+        #: Set (never cleared) once the partition moved away from this info's stream: iterators drop its chunks.
+        self.revoked = False
         self._lock = threading.Lock()
 
     def enqueue(self, fetch_offset: int, messages: Sequence[RawMessage], should_abort: Callable[[], bool]) -> bool:

@@ -19,14 +19,24 @@ States (:class:`RebalanceState`) and transitions::
 
 One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``):
 
-1. read members, their subscriptions and the partitions of the subscribed topics;
+1. read members, their subscriptions and the partitions of the subscribed
+   topics (topic watches are armed *before* the partitions are read, so a
+   change in between is not missed). A member whose wildcard pattern has no
+   Python equivalent (:class:`~zkconsumer.errors.UnsupportedPatternError`)
+   fails the attempt here, loudly, before anything is released or claimed:
+   an assignment that ignored it would differ from what Kafka's members compute;
 2. compute the group's assignment with the configured pure assignor and take
    this member's share. **If it equals what we own and fetch, stop here**: other
    members joining or leaving does not disturb partitions that stay put;
-3. stop fetchers, clear queues and the chunk each stream is iterating, commit
-   consumed offsets (``auto.commit.enable``), call the listener's
-   ``before_releasing_partitions``;
-4. release only the owner nodes of partitions that move away;
+3. *only for the partitions that move* (away, or to another of our streams):
+   remove them from the fetchers and drop their queued chunks and the chunk a
+   stream is iterating; retained partitions keep fetching and keep their
+   prefetched chunks. Then commit consumed offsets (``auto.commit.enable``; a
+   failed commit is logged, its offsets are kept for the next commit, and the
+   rebalance goes on, as Kafka's consumer does) and call the listener's
+   ``before_releasing_partitions`` with the moving partitions;
+4. release the owner nodes of partitions that move away (and of any node this
+   session still holds from an earlier failed attempt);
 5. claim the newly assigned partitions. A claim that meets another member's
    node waits on a watch of that node and retries as soon as it is deleted,
    bounded by ``rebalance.backoff.ms`` (Kafka sleeps the whole backoff); a new
@@ -35,12 +45,21 @@ One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``):
 6. read the committed offsets of newly claimed partitions (after claiming, so
    the previous owner's final commit is seen); retained partitions continue from
    the offset already handed to the application;
-7. call ``before_starting_fetchers`` and start fetching.
+7. call ``before_starting_fetchers`` and start fetching the new partitions.
+
+Every owner node created in an attempt ends it either owned and fetched, or
+released, whatever raises (a malformed offset node, ZooKeeper going away); a
+release that itself fails is retried at the start of the next attempt.
 
 After ``rebalance.max.retries`` failed attempts Kafka gives up and leaves
 partitions ownerless until the next ZooKeeper event. Here the rebalancer logs
-a warning, exposes the state (:attr:`Rebalancer.status`) and keeps retrying
-with jittered backoff so a whole group does not retry in lock-step.
+a warning, reports it (:attr:`RebalanceStatus.gave_up` and
+:attr:`RebalanceStatus.error`, a
+:class:`~zkconsumer.errors.ConsumerRebalanceFailedError`) and keeps retrying
+with jittered, longer backoff so a whole group does not retry in lock-step.
+Iterators are not failed by it: the member keeps delivering what it holds.
+Waits never drop below :data:`MIN_BACKOFF_S`, so ``rebalance.backoff.ms=0``
+does not spin.
 """
 
 from __future__ import annotations
@@ -51,16 +70,16 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
 
 from kazoo.exceptions import KazooException
 
 from . import assignors
-from .errors import ZkConsumerError
+from .errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
 from .group import GroupClient
 from .offsets import OffsetCommitter
 from .partition_info import ChunkQueue, PartitionTopicInfo
-from .stream import KafkaStream, clear_streams
+from .stream import KafkaStream, clear_streams, revoke_partitions
 from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
 
 log = logging.getLogger(__name__)
@@ -69,6 +88,10 @@ TopicPartition = Tuple[str, int]
 
 #: Offset of a partition whose position ``auto.offset.reset`` must decide.
 INVALID_OFFSET = -1
+
+#: The shortest wait between attempts and on a conflicting claim, whatever
+#: ``rebalance.backoff.ms`` says (0 would spin on ZooKeeper at full CPU).
+MIN_BACKOFF_S = 0.1
 
 
 class RebalanceState(enum.Enum):
@@ -82,7 +105,14 @@ class RebalanceState(enum.Enum):
 
 @dataclass(frozen=True)
 class RebalanceStatus:
-    """A snapshot of the rebalancer, for monitoring (``connector.status``)."""
+    """A snapshot of the rebalancer, for monitoring (``connector.status``).
+
+    ``gave_up`` is true once ``rebalance.max.retries`` attempts in a row failed
+    (where Kafka's consumer throws ``ConsumerRebalanceFailedException``);
+    ``error`` then holds that :class:`~zkconsumer.errors.ConsumerRebalanceFailedError`
+    (naming the last failure). The member keeps retrying on a longer backoff
+    and both are cleared by the next successful rebalance.
+    """
 
     state: RebalanceState
     owned: Mapping[TopicPartition, str]
@@ -90,13 +120,34 @@ class RebalanceStatus:
     failed_attempts: int
     last_error: Optional[str]
     last_duration_s: Optional[float]
+    gave_up: bool = False
+    error: Optional[ConsumerRebalanceFailedError] = None
+
+    def as_metrics(self) -> Dict[str, Any]:
+        """The JSON-ready ``rebalance`` section of ``metrics_snapshot()``.
+
+        >>> RebalanceStatus(RebalanceState.STABLE, {}, 1, 0, None, 0.1).as_metrics()["state"]
+        'stable'
+        """
+        return {
+            "state": self.state.value,
+            "failed_attempts": self.failed_attempts,
+            "last_error": self.last_error,
+            "gave_up": self.gave_up,
+            "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}",
+        }
 
 
 class ConsumerRebalanceListener(Protocol):
     """Hooks called by the rebalancer thread (Kafka's ``ConsumerRebalanceListener``)."""
 
     def before_releasing_partitions(self, partitions: Mapping[str, Set[int]]) -> None:
-        """Called after fetchers stopped and offsets were committed, before owners are released."""
+        """Called with the partitions that move, once they stopped being delivered and offsets were committed.
+
+        Called before their owner nodes are released. Partitions this member
+        keeps are not included (they keep flowing); unlike Kafka's consumer,
+        which releases everything at every rebalance.
+        """
 
     def before_starting_fetchers(self, consumer_id: str, assignment: Mapping[str, Mapping[int, str]]) -> None:
         """Called with the group's whole new assignment (topic → partition → thread id)."""
@@ -104,6 +155,8 @@ class ConsumerRebalanceListener(Protocol):
 
 class FetcherControl(Protocol):
     def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None: ...
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
 
     def stop_connections(self) -> None: ...
 
@@ -167,7 +220,7 @@ class Rebalancer:
         self._auto_commit = auto_commit
         self._fetch_size = fetch_size
         self._max_retries = max(1, max_retries)
-        self._backoff_s = backoff_ms / 1000.0
+        self._backoff_s = max(MIN_BACKOFF_S, backoff_ms / 1000.0)
         self._exclude_internal = exclude_internal_topics
         self._register = register
         self._watch_topics = watch_topics
@@ -190,11 +243,17 @@ class Rebalancer:
         # Owned by the rebalancer thread (read elsewhere only via snapshots under _cond).
         self._registry: Dict[TopicPartition, PartitionTopicInfo] = {}
         self._owned: Dict[TopicPartition, str] = {}
+        # Owner nodes this session may hold (a superset of _owned): released when not assigned to us.
+        self._nodes: Dict[TopicPartition, str] = {}
+        # Consumed offsets of partitions moving between our own streams, to resume from.
+        self._carried: Dict[TopicPartition, int] = {}
         self._fetching = False
         self._rebalances = 0
         self._failed_attempts = 0
         self._last_error: Optional[str] = None
         self._last_duration: Optional[float] = None
+        self._gave_up: Optional[ConsumerRebalanceFailedError] = None
+        self._refused_patterns: Set[Tuple[str, str]] = set()
 
     # --------------------------------------------------------------- signals
 
@@ -220,7 +279,13 @@ class Rebalancer:
             self._notify()
 
     def ownership_lost(self, partitions: Iterable[TopicPartition]) -> None:
-        """A fenced commit found these partitions owned by someone else: stop delivering them, rebalance."""
+        """A fenced commit found these partitions owned by someone else: stop delivering them, rebalance.
+
+        Checked again on the rebalancer thread against ZooKeeper: a partition
+        whose owner node this session still holds (under any of our thread ids:
+        a commit racing a relabel) is kept, not dropped.
+        """
+        partitions = list(partitions)
         with self._cond:
             self._signals.lost.update(partitions)
             self._signals.rebalance = True
@@ -274,6 +339,8 @@ class Rebalancer:
                 failed_attempts=self._failed_attempts,
                 last_error=self._last_error,
                 last_duration_s=self._last_duration,
+                gave_up=self._gave_up is not None,
+                error=self._gave_up,
             )
 
     def _set_state(self, state: RebalanceState) -> None:
@@ -300,9 +367,10 @@ class Rebalancer:
 
     def _apply_session_signals(self, signals: _Signals) -> bool:
         """Act on lost partitions and session loss/restoration; ``False`` while the session is still lost."""
-        if signals.lost:
+        if signals.lost and not signals.session_lost:
+            really_lost = self._really_lost(signals.lost)
             with self._cond:  # no longer ours: the next attempt must not count them as owned
-                for tp in signals.lost:
+                for tp in really_lost:
                     self._owned.pop(tp, None)
         if signals.session_lost:
             self._drop_everything("ZooKeeper session lost")
@@ -310,6 +378,27 @@ class Rebalancer:
         if signals.session_restored:
             self._needs_register = True
         return not (signals.session_lost and not signals.session_restored)
+
+    def _really_lost(self, partitions: Iterable[TopicPartition]) -> List[TopicPartition]:
+        """Those of ``partitions`` whose owner node this session no longer holds (ZooKeeper says).
+
+        A fence can be stale (it compared against an ownership snapshot taken
+        before a relabel); never give up a partition we still hold. If
+        ZooKeeper cannot tell, count it lost: the next attempt's claim decides.
+        """
+        lost = []
+        for tp in sorted(partitions):
+            try:
+                held = self._group.holds(tp[0], tp[1])
+            except (KazooException, ZkConsumerError) as exc:
+                log.info("%s: cannot check ownership of %s-%d (%s); treating it as lost", self._consumer_id,
+                         tp[0], tp[1], exc)
+                held = False
+            if held:
+                log.info("%s: %s-%d is still ours (a commit raced a rebalance); keeping it", self._consumer_id, *tp)
+            else:
+                lost.append(tp)
+        return lost
 
     def _take_signals(self, timeout: Optional[float]) -> _Signals:
         """Wait up to ``timeout`` for any signal and take all that arrived (coalescing)."""
@@ -334,41 +423,49 @@ class Rebalancer:
             try:
                 done = self._attempt()
                 error: Optional[str] = None if done else "could not claim every assigned partition"
+            except UnsupportedPatternError as exc:
+                done, error = False, f"{type(exc).__name__}: {exc}"  # logged at ERROR by _attempt
             except (KazooException, ZkConsumerError) as exc:
                 done, error = False, f"{type(exc).__name__}: {exc}"
                 log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
             duration = self._clock() - started
+            gave_up: Optional[ConsumerRebalanceFailedError] = None
+            if not done and failures + 1 >= self._max_retries:
+                gave_up = ConsumerRebalanceFailedError(
+                    f"{self._consumer_id} can't rebalance after {failures + 1} attempts "
+                    f"(rebalance.max.retries={self._max_retries}): {error}; still retrying")
             with self._cond:
                 self._last_duration = duration
                 if done:
                     self._rebalances += 1
                     self._failed_attempts = 0
                     self._last_error = None
+                    self._gave_up = None
                     self._state = RebalanceState.STABLE
                 else:
                     failures += 1
                     self._failed_attempts = failures
                     self._last_error = error
+                    if gave_up is not None:
+                        self._gave_up = gave_up
                     self._state = RebalanceState.RETRYING
             if done:
+                self._refused_patterns.clear()
                 log.info("%s owns %d partitions after %.3fs", self._consumer_id, len(self._owned), duration)
                 if self._on_rebalanced is not None:
                     self._on_rebalanced(duration)
                 self._first_done.set()
                 return
-            if failures >= self._max_retries:
+            if failures == self._max_retries:
                 self._first_done.set()  # do not hold create_message_streams hostage
-                log.warning(
-                    "%s can't rebalance after %d attempts (%s); partitions stay unowned by it, still retrying",
-                    self._consumer_id, failures, error,
-                )
+                log.warning("%s; partitions it cannot claim stay unowned by it", gave_up)
             signals = self._take_signals(timeout=self._jittered_backoff(failures))
             if signals.stop or not self._apply_session_signals(signals):
                 return  # stop is kept pending for _run; a lost session waits for restoration
             reasons = signals.reasons
 
     def _jittered_backoff(self, failures: int) -> float:
-        """``rebalance.backoff.ms`` ± 50%, growing to at most 4× after the retries run out."""
+        """``rebalance.backoff.ms`` (at least :data:`MIN_BACKOFF_S`) ± 50%, growing to 4× after the retries run out."""
         factor = min(4.0, 2.0 ** max(0, failures - self._max_retries))
         return self._backoff_s * factor * (0.5 + self._rng.random())
 
@@ -389,6 +486,8 @@ class Rebalancer:
         for consumer_id, registration in members.items():
             try:
                 counts.append(topic_count_from_registration(consumer_id, registration, self._exclude_internal))
+            except UnsupportedPatternError as exc:
+                raise self._refuse_pattern(consumer_id, exc) from exc
             except ZkConsumerError as exc:
                 log.warning("ignoring member %s: %s", consumer_id, exc)
         consumers_for_topic = consumers_per_topic(counts, all_topics)
@@ -398,13 +497,14 @@ class Rebalancer:
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
 
-        if mine == self._owned and self._fetching and (not self._confirm_owners or self._reclaimed(mine)):
+        if (mine == self._owned and self._fetching and set(self._nodes) == set(mine)
+                and (not self._confirm_owners or self._reclaimed(mine))):
             self._confirm_owners = False
             log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
             return True
         self._confirm_owners = False  # the full path below claims every assigned partition
         log.info("%s rebalancing: %d partitions assigned to it, %d owned", self._consumer_id, len(mine), len(self._owned))
-        self._pause()
+        self._pause(mine)
         return self._take_ownership(mine, assignment)
 
     def _reclaimed(self, mine: Mapping[TopicPartition, str]) -> bool:
@@ -417,105 +517,188 @@ class Rebalancer:
         """
         return all(self._group.claim(tp[0], tp[1], mine[tp]) is None for tp in sorted(mine))
 
-    def _pause(self) -> None:
-        """Stop fetching and handing out messages, then commit what was handed out."""
-        if self._fetching:
-            self._fetchers.stop_connections()
-            self._fetching = False
-        clear_streams(self._streams)
+    def _refuse_pattern(self, consumer_id: str, exc: UnsupportedPatternError) -> UnsupportedPatternError:
+        """Log (at ERROR, once per member and pattern) that ``consumer_id``'s pattern blocks the rebalance."""
+        key = (consumer_id, exc.pattern)
+        if key not in self._refused_patterns:
+            self._refused_patterns.add(key)
+            log.error(
+                "%s: group member %s subscribes with the Java regular expression %r, which has no Python "
+                "equivalent (%s); refusing to compute an assignment that would differ from Kafka's members': "
+                "no partition is claimed or released until it leaves or changes its subscription",
+                self._consumer_id, consumer_id, exc.pattern, exc,
+            )
+        return UnsupportedPatternError(exc.pattern, f"used by group member {consumer_id}; rebalance refused ({exc})")
+
+    def _pause(self, mine: Mapping[TopicPartition, str]) -> None:
+        """Stop delivering the partitions that move, then commit what was handed out.
+
+        A partition moves when it is not assigned to us any more, goes to
+        another of our streams, or was found taken from us. Retained partitions
+        keep fetching, with their queued chunks. A failed commit is logged and
+        the rebalance goes on: unwritten offsets stay pending for the next commit.
+        """
+        with self._cond:
+            moving = [tp for tp in self._registry if mine.get(tp) is None or mine.get(tp) != self._owned.get(tp)]
+        self._revoke(moving)
         if self._auto_commit and self._registry:
-            fenced = self._committer.commit(self.owned_partitions())
-            with self._cond:  # taken over behind our back: not ours to retain
-                for tp in fenced:
-                    self._owned.pop(tp, None)
-        if self._listener is not None and self._registry:
+            fenced: List[TopicPartition] = []
+            try:
+                fenced = self._committer.commit(self.owned_partitions())
+            except (KazooException, ZkConsumerError) as exc:
+                fenced = list(getattr(exc, "fenced", []) or [])
+                log.warning("%s: committing offsets before rebalancing failed (%s: %s); going on, they are "
+                            "written at the next commit", self._consumer_id, type(exc).__name__, exc)
+            if fenced:  # taken over behind our back: not ours to keep delivering or to retain
+                lost = self._really_lost(fenced)
+                self._revoke(lost)
+                with self._cond:
+                    for tp in lost:
+                        self._owned.pop(tp, None)
+        moved = {tp: info for tp, info in self._registry.items() if info.revoked}
+        for tp, info in moved.items():
+            if tp in mine and tp in self._owned and info.consumed_offset >= 0:
+                self._carried[tp] = info.consumed_offset  # to another stream of ours: resume where it was
+        if self._listener is not None and moved:
             by_topic: Dict[str, Set[int]] = {}
-            for topic, partition in self._registry:
+            for topic, partition in moved:
                 by_topic.setdefault(topic, set()).add(partition)
             self._listener.before_releasing_partitions(by_topic)
+        with self._cond:
+            for tp in moved:
+                self._registry.pop(tp, None)
+                self._owned.pop(tp, None)
+            self._fetching = bool(self._registry)
 
+    def _revoke(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``tps`` and drop their chunks (queued or being iterated); others flow on."""
+        with self._cond:
+            infos = [self._registry[tp] for tp in tps if tp in self._registry and not self._registry[tp].revoked]
+        if not infos:
+            return
+        self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
+        revoke_partitions(self._streams, infos)
 
     def _take_ownership(self, mine: Mapping[TopicPartition, str], assignment: Mapping[TopicPartition, str]) -> bool:
         """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
 
-        On failure, partitions newly claimed in this attempt are released again,
-        but the retained ones keep being fetched: one partition stuck with a slow
-        member does not stall the rest.
+        On failure, and whatever raises, partitions newly claimed in this
+        attempt are released again (or, if ZooKeeper refuses that too, kept in
+        the books and released by the next attempt); retained ones keep being
+        fetched: one partition stuck with a slow member does not stall the rest.
         """
-        for tp in sorted(set(self._owned) - set(mine)):
-            self._group.release(tp[0], tp[1], self._owned[tp])
-            self._forget(tp)
+        for tp in sorted(set(self._nodes) - set(mine)):
+            self._group.release(tp[0], tp[1])
+            self._drop_node(tp)
 
-        retained = {tp for tp in mine if tp in self._owned}
-        claimed: List[TopicPartition] = []
-        conflicts: Dict[TopicPartition, str] = {}
-        for tp in sorted(mine):
-            # For a retained partition this confirms the node is still ours (and relabels it
-            # if its thread changed): one taken behind our back is not silently kept.
-            holder = self._group.claim(tp[0], tp[1], mine[tp])
-            if holder is None:
-                claimed.append(tp)
-            else:
-                conflicts[tp] = holder
-                if tp in retained:
-                    retained.discard(tp)
-                    self._forget(tp)
-        if conflicts:
-            claimed.extend(self._wait_and_claim(conflicts, mine))
-        if conflicts:
-            log.info("%s: partitions still owned by others: %s", self._consumer_id,
-                     ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
-            for tp in claimed:
-                if tp not in retained:
-                    self._group.release(tp[0], tp[1], mine[tp])
-            self._install({tp: mine[tp] for tp in retained if tp not in conflicts}, retained, {})
-            return False
+        retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
+        claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
+        try:
+            conflicts: Dict[TopicPartition, str] = {}
+            for tp in sorted(mine):
+                # For a retained partition this confirms the node is still ours: one taken
+                # behind our back is not silently kept. For a partition moving between our
+                # own streams it relabels the node.
+                holder = self._group.claim(tp[0], tp[1], mine[tp])
+                if holder is None:
+                    self._nodes[tp] = mine[tp]
+                    if tp not in retained:
+                        claimed.append(tp)
+                else:
+                    conflicts[tp] = holder
+                    if tp in retained:
+                        retained.discard(tp)
+                        self._revoke([tp])
+                        self._forget(tp)
+            if conflicts:
+                self._wait_and_claim(conflicts, mine, claimed)
+            if conflicts:
+                log.info("%s: partitions still owned by others: %s", self._consumer_id,
+                         ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
+                return False  # the finally clause settles what was claimed
 
-        committed = self._read_offsets([tp for tp in mine if tp not in retained])
-        if self._listener is not None:
-            by_topic: Dict[str, Dict[int, str]] = {}
-            for (topic, partition), thread_id in assignment.items():
-                by_topic.setdefault(topic, {})[partition] = thread_id
-            self._listener.before_starting_fetchers(self._consumer_id, by_topic)
-        self._install(mine, retained, committed)
-        return True
+            committed = self._read_offsets([tp for tp in claimed if tp not in self._carried])
+            if self._listener is not None:
+                by_topic: Dict[str, Dict[int, str]] = {}
+                for (topic, partition), thread_id in assignment.items():
+                    by_topic.setdefault(topic, {})[partition] = thread_id
+                self._listener.before_starting_fetchers(self._consumer_id, by_topic)
+            self._install({tp: mine[tp] for tp in claimed}, committed)
+            claimed = []
+            return True
+        finally:
+            if claimed:
+                self._abandon(claimed, mine)
 
-    def _install(
-        self,
-        owned: Mapping[TopicPartition, str],
-        retained: Set[TopicPartition],
-        committed: Mapping[TopicPartition, Optional[int]],
-    ) -> None:
-        """Make ``owned`` the registry and start fetching it.
+    def _abandon(self, claimed: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
+        """Settle the nodes a failed attempt claimed but did not install; never raises.
 
-        Retained partitions continue from the offset already handed out; the
-        others start from their committed offset (``INVALID_OFFSET`` if none:
-        the fetcher applies ``auto.offset.reset``).
+        A partition that only moved between our own streams stays ours and is
+        fetched from where it was (as a retained one is); every other one is
+        released. A release ZooKeeper refuses is retried by the next attempt
+        (the node stays in ``_nodes``).
         """
-        registry: Dict[TopicPartition, PartitionTopicInfo] = {}
-        for tp, thread_id in owned.items():
-            if tp in retained:
-                offset = self._registry[tp].consumed_offset
+        keep = {tp: mine[tp] for tp in claimed if tp in self._carried}
+        if keep:
+            try:
+                self._install(keep, {})
+                claimed = [tp for tp in claimed if tp not in keep]
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("%s: could not resume %s (%s); releasing them", self._consumer_id,
+                            ", ".join(f"{t}-{p}" for t, p in sorted(keep)), exc)
+        for tp in claimed:
+            try:
+                self._group.release(tp[0], tp[1])
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt will",
+                            self._consumer_id, tp[0], tp[1], exc)
+                continue
+            self._drop_node(tp)
+
+    def _drop_node(self, tp: TopicPartition) -> None:
+        """The owner node of ``tp`` is no longer ours (released): forget everything about it."""
+        self._nodes.pop(tp, None)
+        self._carried.pop(tp, None)
+        self._forget(tp)
+
+    def _install(self, claimed: Mapping[TopicPartition, str], committed: Mapping[TopicPartition, Optional[int]]) -> None:
+        """Start fetching the newly claimed partitions and add them to the registry.
+
+        Each starts from the offset it had in another of our streams (moved
+        between our streams), else from its committed offset (``INVALID_OFFSET``
+        if none: the fetcher applies ``auto.offset.reset``). The committer's
+        checkpoint is set to the committed offset found, or cleared when none
+        was, so the next commit writes whatever the position then is.
+        """
+        infos: Dict[TopicPartition, PartitionTopicInfo] = {}
+        for tp, thread_id in claimed.items():
+            carried = self._carried.pop(tp, None)
+            if carried is not None:
+                offset = carried
             else:
                 found = committed.get(tp)
                 offset = INVALID_OFFSET if found is None else found
                 if found is not None:
                     self._committer.checkpoint(tp[0], tp[1], found)
-            registry[tp] = PartitionTopicInfo(tp[0], tp[1], self._queue_for(tp[0], thread_id), offset, self._fetch_size)
+                else:
+                    self._committer.forget(tp[0], tp[1])
+            infos[tp] = PartitionTopicInfo(tp[0], tp[1], self._queue_for(tp[0], thread_id), offset, self._fetch_size)
+        if infos:
+            self._fetchers.start_connections(infos.values())
         with self._cond:
-            self._registry = registry
-            self._owned = dict(owned)
-        if registry:
-            self._fetchers.start_connections(registry.values())
-            self._fetching = True
+            self._registry.update(infos)
+            self._owned.update(claimed)
+            self._fetching = bool(self._registry)
 
-    def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str]) -> List[TopicPartition]:
+    def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
+                        claimed: List[TopicPartition]) -> None:
         """Retry conflicting claims as their owner nodes are deleted, until the backoff runs out.
 
-        Removes each partition it manages to claim from ``conflicts`` and returns them.
-        A new rebalance event ends the wait at once (the view is stale).
+        Moves each partition it manages to claim from ``conflicts`` to
+        ``claimed`` at once (so a later failure still releases it). A new
+        rebalance event ends the wait at once (the view is stale). Waits at
+        least :data:`MIN_BACKOFF_S` in all.
         """
-        claimed: List[TopicPartition] = []
         deadline = self._clock() + self._backoff_s
         while conflicts:
             wakeup = threading.Event()
@@ -539,11 +722,11 @@ class Rebalancer:
             for tp in sorted(conflicts):
                 holder = self._group.claim(tp[0], tp[1], mine[tp])
                 if holder is None:
+                    self._nodes[tp] = mine[tp]
                     claimed.append(tp)
                     del conflicts[tp]
                 else:
                     conflicts[tp] = holder
-        return claimed
 
     def _forget(self, tp: TopicPartition) -> None:
         with self._cond:
@@ -558,5 +741,9 @@ class Rebalancer:
             self._fetching = False
         clear_streams(self._streams)
         with self._cond:
+            for info in self._registry.values():
+                info.revoked = True
             self._registry = {}
             self._owned = {}
+        self._nodes.clear()  # the server deletes a lost session's ephemerals
+        self._carried.clear()

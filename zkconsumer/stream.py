@@ -229,6 +229,8 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc,valid-type]
                     raise StopIteration
                 if chunk.epoch != self._queue.epoch:  # type: ignore[union-attr]
                     continue  # queued before a rebalance cleared the queue: stale
+                if chunk.topic_info.revoked:  # type: ignore[union-attr]
+                    continue  # its partition moved away (taken before the rebalance dropped its chunks)
                 error = chunk.error  # type: ignore[union-attr]
                 if error is None:
                     info = chunk.topic_info  # type: ignore[union-attr]
@@ -243,6 +245,19 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc,valid-type]
         """Drop the current chunk (the rebalancer calls this right after clearing the queue)."""
         with self._lock:
             self._clear()
+
+    def drop_revoked(self) -> None:
+        """Drop the current chunk if its partition was revoked; keep any other chunk where it is.
+
+        The rebalancer sets ``info.revoked`` first, then calls this: a chunk
+        installed before is dropped here, one installed after is refused by
+        :meth:`_refill`, so no message of a revoked partition is handed out
+        once this returns.
+        """
+        with self._lock:
+            rest = self._take_rest()
+            if rest is not None and not rest[0].revoked:
+                self._install(*rest)
 
     def _next_batch(self, arrow: Any, max_rows: Optional[int]) -> Optional["pyarrow.RecordBatch"]:
         """The next record batch, already handed out (offsets and counters advanced); ``None`` at shutdown."""
@@ -357,6 +372,10 @@ class KafkaStream:
         """Drop the chunk being iterated (called by the rebalancer after clearing the queue)."""
         self._iterator.clear()
 
+    def drop_revoked(self) -> None:
+        """Drop the chunk being iterated if its partition was revoked (``PartitionTopicInfo.revoked``)."""
+        self._iterator.drop_revoked()
+
     @property
     def delivered(self) -> Tuple[int, int]:
         """``(messages, bytes)`` handed to the application through this stream so far."""
@@ -378,3 +397,22 @@ def clear_streams(streams: Iterable[KafkaStream]) -> None:
         queue.clear()
     for stream in streams:
         stream.clear()
+
+
+def revoke_partitions(streams: Iterable[KafkaStream], infos: Iterable[PartitionTopicInfo]) -> None:
+    """Stop handing out ``infos`` (partitions moving away) while every other partition flows on.
+
+    Call with the fetchers no longer fetching ``infos``. Marks each revoked,
+    drops their queued chunks, then any chunk of theirs a stream is iterating.
+    Chunks of other partitions, queued or being iterated, are kept. Once this
+    returns, the ``consumed_offset`` of each of ``infos`` is final.
+    """
+    infos = list(infos)
+    if not infos:
+        return
+    for info in infos:
+        info.revoked = True
+    for queue in {id(info.queue): info.queue for info in infos}.values():
+        queue.discard(infos)
+    for stream in streams:
+        stream.drop_revoked()

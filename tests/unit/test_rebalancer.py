@@ -9,6 +9,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 import pytest
 
 from zkconsumer import assignors
+from zkconsumer.errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZooKeeperUnavailableError
 from zkconsumer.offsets import OffsetCommitter
 from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.rebalancer import INVALID_OFFSET, RebalanceState, Rebalancer
@@ -83,8 +84,11 @@ class FakeGroup:
     def commit_offset(self, topic: str, partition: int, offset: int) -> None:
         self.offsets[(topic, partition)] = offset
 
+    def holds(self, topic: str, partition: int) -> bool:
+        return self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-")
+
     def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
-        if self.owner_nodes.get((topic, partition)) != owner:
+        if not self.holds(topic, partition):  # member-level fence, as GroupClient's
             return False
         self.offsets[(topic, partition)] = offset
         return True
@@ -95,10 +99,18 @@ class FakeFetchers:
         self.running: List[PartitionTopicInfo] = []
         self.starts = 0
         self.stops = 0
+        self.removes: List[List[TP]] = []
 
     def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None:
-        self.running = list(infos)
+        infos = list(infos)
+        added = {(i.topic, i.partition) for i in infos}
+        self.running = [i for i in self.running if (i.topic, i.partition) not in added] + infos
         self.starts += 1
+
+    def remove_partitions(self, tps: Iterable[TP]) -> None:
+        gone = set(tps)
+        self.running = [i for i in self.running if (i.topic, i.partition) not in gone]
+        self.removes.append(sorted(gone))
 
     def stop_connections(self) -> None:
         self.running = []
@@ -109,7 +121,8 @@ ME = "g_me"
 
 
 def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto_commit: bool = True,
-          watch_topics: Callable[[Iterable[str]], None] = lambda topics: None):
+          watch_topics: Callable[[Iterable[str]], None] = lambda topics: None,
+          committer: Optional[OffsetCommitter] = None):
     queue = ChunkQueue(2)
     stream = KafkaStream(queue, 10)
     fetchers = FakeFetchers()
@@ -121,7 +134,7 @@ def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto
         queue_for=lambda topic, thread: queue,
         streams=[stream],
         fetchers=fetchers,
-        committer=OffsetCommitter(group),  # type: ignore[arg-type]
+        committer=committer or OffsetCommitter(group),  # type: ignore[arg-type]
         auto_commit=auto_commit,
         fetch_size=1024,
         max_retries=max_retries,
@@ -184,6 +197,7 @@ def test_only_partitions_that_move_are_released_and_retained_ones_keep_their_pos
         settle(rebalancer)
         for info in fetchers.running:
             info.consumed_offset = 5  # handed out, not committed
+        kept = {i.partition: i for i in fetchers.running if i.partition in (0, 1)}
         group.join("g_other", {"t": 1})  # "g_me-0" < "g_other-0": we keep 0 and 1
         rebalancer.request("member joined")
         deadline = time.monotonic() + 5
@@ -191,7 +205,9 @@ def test_only_partitions_that_move_are_released_and_retained_ones_keep_their_pos
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert group.releases == [("t", 2), ("t", 3)]
-        assert {(i.partition, i.fetched_offset) for i in fetchers.running} == {(0, 5), (1, 5)}
+        assert fetchers.stops == 0 and fetchers.removes == [[("t", 2), ("t", 3)]]  # only what moved stopped
+        assert {i.partition: i for i in fetchers.running} == kept  # still fetched, same position and chunks
+        assert {(i.partition, i.consumed_offset) for i in fetchers.running} == {(0, 5), (1, 5)}
         assert ("t", 0) not in group.offsets  # auto-commit off: nothing written behind the user's back
     finally:
         rebalancer.stop()
@@ -294,7 +310,7 @@ def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(gro
         assert ("t", 1) not in group.offsets and group.offsets[("t", 0)] == 7
         rebalancer.ownership_lost(fenced)
         deadline = time.monotonic() + 5
-        while ("t", 1) in {(i.topic, i.partition) for i in fetchers.running} or fetchers.stops == 0:
+        while ("t", 1) in {(i.topic, i.partition) for i in fetchers.running} or not fetchers.removes:
             assert time.monotonic() < deadline, "still fetching a partition we lost"
             time.sleep(0.01)
         assert ("t", 1) not in rebalancer.status.owned
@@ -373,6 +389,37 @@ def test_after_our_member_node_vanished_the_owner_nodes_are_claimed_again_withou
         rebalancer.stop()
 
 
+# ------------------------------------------------------------ "Correct under faults" items
+
+
+def test_item1_orphaned_claims_a_claim_that_raises_releases_what_the_attempt_created(group: FakeGroup) -> None:
+    """Partitions 0 and 1 claimed, then the claim of 2 raises: 0 and 1 are released, not left orphaned."""
+    real_claim = group.claim
+    failures_left = [1]
+
+    def claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+        if partition == 2 and failures_left[0]:
+            failures_left[0] -= 1
+            raise ZooKeeperUnavailableError("connection lost")
+        return real_claim(topic, partition, thread_id)
+
+    group.claim = claim  # type: ignore[method-assign]
+    rebalancer, fetchers, _ = build(group, backoff_ms=2000)
+    rebalancer.start()
+    try:
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert group.owner_nodes == {}  # released, although not recorded as owned
+        assert rebalancer.status.owned == {} and fetchers.running == []
+        rebalancer.request("retry now")
+        settle(rebalancer)
+        assert len(group.owner_nodes) == 4 and len(fetchers.running) == 4
+    finally:
+        rebalancer.stop()
+
+
 def test_topic_watches_are_armed_before_the_partition_maps_are_read(group: FakeGroup) -> None:
     calls: List[str] = []
     read = group.partitions_for_topics
@@ -411,5 +458,163 @@ def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: Fa
             assert time.monotonic() < deadline, f"owner nodes not all claimed again: {group.owner_nodes}"
             time.sleep(0.01)
         assert not failures
+    finally:
+        rebalancer.stop()
+
+
+def test_item2_a_failed_commit_in_pause_does_not_stall_the_rebalance(group: FakeGroup) -> None:
+    """ZooKeeper fails the pre-release commit: logged, offsets kept for later, the rebalance completes."""
+    broken = [True]
+    real_commit = group.commit_offset_if_owner
+
+    def commit_offset_if_owner(topic: str, partition: int, offset: int, owner: str) -> bool:
+        if broken[0]:
+            raise ZooKeeperUnavailableError("ZooKeeper did not answer")
+        return real_commit(topic, partition, offset, owner)
+
+    group.commit_offset_if_owner = commit_offset_if_owner  # type: ignore[method-assign]
+    rebalancer, fetchers, _ = build(group, backoff_ms=100)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        for info in fetchers.running:
+            info.consumed_offset = 9
+        group.join("g_other", {"t": 1})
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while sorted(group.owner_nodes) != [("t", 0), ("t", 1)] or rebalancer.state is not RebalanceState.STABLE:
+            assert time.monotonic() < deadline, f"stalled: {rebalancer.status}"
+            time.sleep(0.01)
+        assert rebalancer.status.failed_attempts == 0 and group.releases == [("t", 2), ("t", 3)]
+        broken[0] = False
+        committer = OffsetCommitter(group)  # type: ignore[arg-type]
+        committer.commit(rebalancer.owned_partitions())
+        assert group.offsets == {("t", 0): 9, ("t", 1): 9}
+    finally:
+        rebalancer.stop()
+
+
+def test_item5_an_unsupported_pattern_fails_the_attempt_before_any_claim_or_release(
+        group: FakeGroup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A member whose Java regex has no Python equivalent: ERROR, status, no claims, fetching goes on."""
+    import zkconsumer.rebalancer as module
+
+    real = module.topic_count_from_registration
+
+    def from_registration(consumer_id: str, registration: Registration, exclude_internal: bool):
+        if registration.pattern == "white_list":
+            raise UnsupportedPatternError("\\p{javaLowerCase}+", "no Python equivalent")
+        return real(consumer_id, registration, exclude_internal)
+
+    monkeypatch.setattr(module, "topic_count_from_registration", from_registration)
+    rebalancer, fetchers, _ = build(group, backoff_ms=100)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        claims, releases, running = list(group.claims), list(group.releases), list(fetchers.running)
+        group.members_["g_java"] = Registration({"\\p{javaLowerCase}+": 1}, "white_list", "0", 1)
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        status = rebalancer.status
+        assert status.state in (RebalanceState.RETRYING, RebalanceState.REBALANCING)
+        assert "UnsupportedPatternError" in status.last_error and "g_java" in status.last_error
+        assert "javaLowerCase" in status.last_error
+        assert group.claims == claims and group.releases == releases  # no guessed assignment acted on
+        assert fetchers.running == running and fetchers.removes == []  # still fetching what it holds
+        errors = [r for r in caplog.records if r.levelname == "ERROR" and "g_java" in r.getMessage()]
+        assert len(errors) == 1 and "javaLowerCase" in errors[0].getMessage()  # loud, but once
+        del group.members_["g_java"]
+        rebalancer.request("member left")
+        settle(rebalancer)
+        assert rebalancer.status.last_error is None
+    finally:
+        rebalancer.stop()
+
+
+def test_item13a_zero_backoff_does_not_spin(group: FakeGroup) -> None:
+    """rebalance.backoff.ms=0 and a claim that keeps conflicting: a bounded number of attempts."""
+    group.owner_nodes[("t", 3)] = "g_stuck-0"
+    rebalancer, _, _ = build(group, backoff_ms=0, max_retries=2)
+    rebalancer.start()
+    try:
+        time.sleep(1.0)
+        attempts = rebalancer.status.failed_attempts
+        assert 1 <= attempts <= 20, f"{attempts} attempts in 1 s"
+    finally:
+        rebalancer.stop()
+
+
+def test_item13b_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGroup) -> None:
+    """A checkpoint from an earlier ownership does not make the committer skip a needed write."""
+    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    rebalancer, fetchers, _ = build(group, auto_commit=False, committer=committer)
+    committer.checkpoint("t", 0, 5)  # stored during an earlier ownership; the node was deleted since
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        assert ("t", 0) not in committer.committed()
+        info = next(i for i in fetchers.running if i.partition == 0)
+        info.consumed_offset = 5
+        committer.commit(rebalancer.owned_partitions())
+        assert group.offsets[("t", 0)] == 5
+    finally:
+        rebalancer.stop()
+
+
+def test_item13d_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) -> None:
+    group.owner_nodes[("t", 3)] = "g_stuck-0"
+    rebalancer, _, failures = build(group, backoff_ms=20, max_retries=2)
+    rebalancer.start()
+    try:
+        assert rebalancer.wait_first_assignment(5)
+        status = rebalancer.status
+        assert status.gave_up and isinstance(status.error, ConsumerRebalanceFailedError)
+        assert status.as_metrics()["gave_up"] is True
+        group.other_releases(("t", 3))
+        settle(rebalancer)
+        assert not rebalancer.status.gave_up and rebalancer.status.error is None
+    finally:
+        rebalancer.stop()
+    assert not failures  # not a background failure: iterators are not failed by it
+
+
+def test_item13c_a_partition_moving_between_our_streams_resumes_where_it_was(group: FakeGroup) -> None:
+    """Only what moves stops; a partition relabelled to another of our streams keeps its position."""
+    group.join(ME, {"t": 2})
+    queues = {f"{ME}-0": ChunkQueue(4), f"{ME}-1": ChunkQueue(4)}
+    fetchers = FakeFetchers()
+    rebalancer = Rebalancer(
+        group=group,  # type: ignore[arg-type]
+        topic_count=StaticTopicCount(ME, {"t": 2}), assignor=assignors.assign_range,
+        queue_for=lambda topic, thread: queues[thread],
+        streams=[KafkaStream(q, 10, thread_id=t) for t, q in queues.items()], fetchers=fetchers,
+        committer=OffsetCommitter(group), auto_commit=False, fetch_size=1024,  # type: ignore[arg-type]
+        max_retries=2, backoff_ms=100, exclude_internal_topics=True, register=group.register,
+        watch_topics=lambda topics: None, on_failure=lambda exc: None,
+    )
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        assert rebalancer.status.owned == {("t", 0): f"{ME}-0", ("t", 1): f"{ME}-0",
+                                           ("t", 2): f"{ME}-1", ("t", 3): f"{ME}-1"}
+        for info in fetchers.running:
+            info.consumed_offset = 7  # handed out, not committed
+        kept = next(i for i in fetchers.running if i.partition == 3)
+        group.join("g_a", {"t": 1})  # g_a-0 < g_me-0 < g_me-1: 0,1 | 2 | 3
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while rebalancer.status.owned != {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"} \
+                or rebalancer.state is not RebalanceState.STABLE:
+            assert time.monotonic() < deadline, rebalancer.status
+            time.sleep(0.01)
+        assert fetchers.stops == 0 and fetchers.removes == [[("t", 0), ("t", 1), ("t", 2)]]
+        running = {i.partition: i for i in fetchers.running}
+        assert running[3] is kept
+        assert running[2].queue is queues[f"{ME}-0"] and running[2].fetched_offset == 7  # not re-read
+        assert group.owner_nodes == {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"}
+        assert group.releases == [("t", 0), ("t", 1)]
     finally:
         rebalancer.stop()
