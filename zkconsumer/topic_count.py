@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, FrozenSet, Iterable, List, Map
 
 from .assignors import java_string_key
 from .errors import ConfigurationError, UnsupportedPatternError
-from .java_regex import JavaRegexSyntaxError, translate
+from .java_regex import JavaRegexSyntaxError, compile_java_regex, translate
 
 if TYPE_CHECKING:  # pragma: no cover
     from .zkformat import Registration
@@ -69,8 +69,9 @@ class SubscriptionError(ConfigurationError):
 # --------------------------------------------------------------------------- filters
 
 
-_LEADING_QUOTES = re.compile(r"""^["']+""")
-_TRAILING_QUOTES = re.compile(r"""["']+$""")
+# Kafka strips quotes with Java's replaceAll: its "$" also matches before a final line terminator.
+_LEADING_QUOTES = compile_java_regex(r"""^["']+""")
+_TRAILING_QUOTES = compile_java_regex(r"""["']+$""")
 
 
 def _java_trim(s: str) -> str:

@@ -150,6 +150,11 @@ CASES: List[Tuple[str, List[str]]] = [
     (r"\w+(?<!s)", ["logs", "log"]),
     (r"\w+(?<=ts|log)", ["events", "log", "logs"]),
     (r"(?i)(a)\1", ["aA", "ab"]),
+    (r"(a)\5|b", ["a", "b"]),
+    (r"\w(?<!ab|c)d", ["bd", "cd"]),
+    (r"\N{ latin small letter a }", ["a"]),
+    (r"\p{IsLowercase}+\p{IsHex_Digit}", ["abf", "abg"]),
+    (r"(?U)\d+", ["12", "١٢"]),
     # Kafka-style topic filters
     (r"events|logs", TOPICS),
     (r"logs-\d{4}", TOPICS),
@@ -179,7 +184,7 @@ REFUSED = [
 ]
 
 # Patterns Java rejects (PatternSyntaxException): the translator raises JavaRegexSyntaxError.
-INVALID = [r"a{", r"*a", r"a**", r"[a", r"(a", r"a)", r"\p{Nope}", r"[b-a]", r"\k<x>", r"\y", r"a{,2}", r"[a-\d]"]
+INVALID = [r"a{", r"*a", r"a**", r"[a", r"(a", r"a)", r"\p{Nope}", r"[b-a]", r"\k<x>", r"\y", r"a{,2}", r"[a-\d]", r"[\b]", r"(?<1a>x)"]
 
 
 # --------------------------------------------------------------------------- unit tests (no JVM)
