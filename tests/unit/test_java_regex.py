@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import textwrap
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
