@@ -70,7 +70,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .errors import UnsupportedPatternError
+from .errors import UnsupportedPatternError, ZkConsumerError
 
 __all__ = ["JavaRegexSyntaxError", "compile_java_regex", "translate"]
 
@@ -387,8 +387,8 @@ def _class_text(s: CharSet) -> str:
     return "[" + "".join(parts) + "]"
 
 
-class JavaRegexSyntaxError(ValueError):
-    """The pattern is not a valid Java regex (``Pattern.compile`` would throw).
+class JavaRegexSyntaxError(ZkConsumerError, ValueError):
+    """The pattern is not a valid Java regex (``Pattern.compile`` would throw); not retriable.
 
     ``pattern`` is the regex, ``index`` the position Java's parser stopped at.
     """
