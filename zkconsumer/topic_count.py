@@ -134,9 +134,10 @@ class TopicFilter(ABC):
         except JavaRegexSyntaxError as exc:
             raise SubscriptionError(kind, f"{self.regex} is an invalid regex ({exc})") from None
         except UnsupportedPatternError as exc:
-            raise UnsupportedPatternError(
-                self.regex, f"{kind} cannot be evaluated as Java would: {str(exc).split(': ', 1)[-1]}"
-            ) from None
+            reason = str(exc)
+            head = f"unsupported Java regular expression {self.regex!r}: "
+            reason = reason[len(head):] if reason.startswith(head) else reason
+            raise UnsupportedPatternError(self.regex, f"{kind} cannot be evaluated as Java would: {reason}") from None
 
     def matches(self, topic: str) -> bool:
         """Java ``topic.matches(regex)``: the regex matches the *whole* topic name."""
