@@ -19,8 +19,10 @@ the property):
 
 * unknown names are rejected (Kafka only logs a warning), with a suggestion when a
   known name is close ("did you mean group.id?");
-* values must parse: integers are 32-bit (Java ``int``), booleans ``true``/``false``
-  (any case), enums case-insensitive;
+* values must parse, and Kafka's own properties parse exactly as Kafka's consumer
+  parses them, so that a properties file shared by zkconsumer and Kafka members
+  means the same to both or is refused by zkconsumer (see "Kafka's spelling" below);
+  zkconsumer's extensions are lenient (trimmed, enums and booleans in any case);
 * ranges: sizes, counts and timeouts must be positive, backoffs non-negative;
   ``consumer.timeout.ms`` may be any integer (negative blocks forever, as in Kafka);
 * ``group.id`` and ``client.id`` match ``[a-zA-Z0-9._-]+``;
@@ -37,6 +39,28 @@ Derived defaults, as in Kafka: ``client.id`` = ``group.id``;
 ``heartbeat.interval.ms`` = ``session.timeout.ms`` / 3 (``group.membership=kafka``:
 a member is declared dead as fast as its ZooKeeper session would expire). A
 derived default follows its source, also through :meth:`ConsumerConfig.with_overrides`.
+
+Kafka's spelling. Kafka 0.8.2.2's ``VerifiableProperties`` hands the consumer the
+value exactly as ``java.util.Properties`` read it (0.9.0.1 trims it first), and:
+
+* booleans (``auto.commit.enable``, ``dual.commit.enabled``,
+  ``exclude.internal.topics``) must be exactly ``true`` or ``false``: a
+  ``require`` runs before Scala's (case-insensitive) ``toBoolean``, so ``True``,
+  ``TRUE`` and ``"true "`` are refused;
+* integers go through ``Integer.parseInt``: an optional sign and ASCII digits, no
+  whitespace (``+5`` is 5, ``" 5"`` is refused);
+* ``auto.offset.reset`` must be exactly ``smallest`` or ``largest``
+  (``InvalidConfigException`` otherwise);
+* ``offsets.storage`` is lower-cased (Java ``toLowerCase``), then must be
+  ``zookeeper`` or ``kafka``: ``Kafka`` is accepted, ``"kafka "`` is not;
+* ``partition.assignment.strategy``: 0.9.0.1 refuses anything but ``range`` and
+  ``roundrobin``; 0.8.2.2 validates nothing and assigns by Range for every value
+  but exactly ``roundrobin`` (so ``RoundRobin`` or ``"roundrobin "`` silently
+  mean Range there). zkconsumer accepts exactly ``range`` and ``roundrobin``,
+  the only values both versions read alike.
+
+Values given as Python ``bool``/``int`` need no spelling. Surrounding whitespace
+of a value that Kafka would read differently is reported as such in the error.
 """
 
 from __future__ import annotations
@@ -67,6 +91,11 @@ class Property:
     for ``security.protocol``, uppercase string from ``choices``). The default is
     ``default``, unless ``derived_from`` names another property whose value is the
     default, or ``default_fn`` computes it from the other values.
+
+    ``kafka`` properties (Kafka's own) parse strictly, as Kafka's consumer does
+    (see the module docstring); ``lower_cased`` marks a Kafka enum that Kafka
+    lower-cases before validating (``offsets.storage``). zkconsumer's extensions
+    (``kafka=False``) are trimmed, and their enums and booleans read in any case.
     """
 
     name: str
@@ -82,6 +111,7 @@ class Property:
     legal_id: bool = False
     secret: bool = False
     kafka: bool = True
+    lower_cased: bool = False
 
     @property
     def attribute(self) -> str:
@@ -134,7 +164,7 @@ _TABLE: Tuple[Property, ...] = (
     Property("offsets.channel.backoff.ms", "int", 1000, "backoff before retrying the offsets channel (offsets.storage=kafka)", minimum=0),
     Property("offsets.channel.socket.timeout.ms", "int", 10000, "socket timeout of offset fetch/commit requests (offsets.storage=kafka)", minimum=1),
     Property("offsets.commit.max.retries", "int", 5, "retries of the offset commit at shutdown", minimum=0),
-    Property("offsets.storage", "enum", "zookeeper", "where offsets are committed: zookeeper or kafka", choices=("zookeeper", "kafka")),
+    Property("offsets.storage", "enum", "zookeeper", "where offsets are committed: zookeeper or kafka", choices=("zookeeper", "kafka"), lower_cased=True),
     Property(
         "dual.commit.enabled", "bool", None, "also commit to ZooKeeper when offsets.storage=kafka (migration)",
         default_fn=_dual_commit_default, default_doc="true if offsets.storage=kafka, else false",
@@ -142,7 +172,7 @@ _TABLE: Tuple[Property, ...] = (
     Property("auto.offset.reset", "enum", "largest", "where to start without a valid committed offset: smallest or largest", choices=("smallest", "largest")),
     Property("consumer.timeout.ms", "int", -1, "raise ConsumerTimeoutError after this long without a message; negative blocks forever"),
     Property("exclude.internal.topics", "bool", True, "never consume internal topics (__consumer_offsets) through wildcards"),
-    Property("partition.assignment.strategy", "enum", "range", "partition assignment: range or roundrobin", choices=("range", "roundrobin")),
+    Property("partition.assignment.strategy", "enum", "range", "partition assignment: exactly range or roundrobin", choices=("range", "roundrobin")),
     Property("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", minimum=1),
     Property("zookeeper.connection.timeout.ms", "int", None, "longest wait to connect to ZooKeeper", minimum=1, derived_from="zookeeper.session.timeout.ms"),
     Property("zookeeper.sync.time.ms", "int", 2000, "how far a ZooKeeper follower may lag its leader", minimum=0),
@@ -187,8 +217,56 @@ def _bad(prop: Property, raw: object, expected: str) -> ConfigurationError:
     return ConfigurationError(prop.name, f"invalid value {_shown(prop, raw)}: {expected}")
 
 
+def _whitespace_note(raw: str) -> str:
+    if raw != raw.strip():
+        return " (the surrounding whitespace is part of the value for Kafka 0.8.2's consumer)"
+    return ""
+
+
+def _parse_int_text(prop: Property, raw: str) -> int:
+    # Kafka: Integer.parseInt on the value as given (no trimming in 0.8.2.2).
+    text = raw if prop.kafka else raw.strip()
+    if not _INT_TEXT.fullmatch(text):
+        raise _bad(prop, raw, "expected an integer" + (_whitespace_note(raw) if prop.kafka else ""))
+    return int(text)
+
+
+def _parse_bool_text(prop: Property, raw: str) -> bool:
+    if prop.kafka:
+        # Kafka: require(v == "true" || v == "false") before v.toBoolean.
+        if raw in ("true", "false"):
+            return raw == "true"
+        raise _bad(prop, raw, "expected exactly true or false, as Kafka's consumer requires" + _whitespace_note(raw))
+    text = raw.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise _bad(prop, raw, "expected true or false")
+
+
+def _parse_enum_text(prop: Property, raw: str) -> str:
+    if prop.kafka:
+        text = raw.lower() if prop.lower_cased else raw
+        if text in prop.choices:
+            return text
+        spelling = "in any case" if prop.lower_cased else "exactly"
+        raise _bad(
+            prop, raw,
+            f"valid values are {spelling} {' and '.join(prop.choices)}, as Kafka's consumer requires"
+            + _whitespace_note(raw),
+        )
+    text = raw.strip()
+    for choice in prop.choices:
+        if text.lower() == choice.lower():
+            return choice
+    raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
+
+
 def _parse(prop: Property, raw: PropertyValue) -> Any:
-    """Turn a given value into the property's typed value (no cross-property checks)."""
+    """Turn a given value into the property's typed value (no cross-property checks).
+
+    Strings of Kafka's own properties are read as Kafka's consumer reads them (see
+    the module docstring); zkconsumer's extensions are trimmed and case-insensitive.
+    """
     if prop.type == "int":
         if isinstance(raw, bool):
             raise _bad(prop, raw, "expected an integer, not a boolean")
@@ -197,10 +275,7 @@ def _parse(prop: Property, raw: PropertyValue) -> Any:
                 raise _bad(prop, raw, "expected an integer")
             raw = int(raw)
         if isinstance(raw, str):
-            text = raw.strip()
-            if not _INT_TEXT.fullmatch(text):
-                raise _bad(prop, raw, "expected an integer")
-            value = int(text)
+            value = _parse_int_text(prop, raw)
         elif isinstance(raw, int):
             value = raw
         else:
@@ -214,16 +289,13 @@ def _parse(prop: Property, raw: PropertyValue) -> Any:
     if prop.type == "bool":
         if isinstance(raw, bool):
             return raw
-        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-            return raw.strip().lower() == "true"
+        if isinstance(raw, str):
+            return _parse_bool_text(prop, raw)
         raise _bad(prop, raw, "expected true or false")
 
     if prop.type == "enum":
         if isinstance(raw, str):
-            text = raw.strip()
-            for choice in prop.choices:
-                if text.lower() == choice.lower():
-                    return choice
+            return _parse_enum_text(prop, raw)
         raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
 
     # str
@@ -333,7 +405,7 @@ class ConsumerConfig:
     combination. See the module docstring for the rules and :data:`PROPERTIES`
     for every property.
 
-    >>> c = ConsumerConfig({"zookeeper.connect": "zk:2181", "group.id": "g1", "auto.offset.reset": "Smallest"})
+    >>> c = ConsumerConfig({"zookeeper.connect": "zk:2181", "group.id": "g1", "auto.offset.reset": "smallest"})
     >>> c.auto_offset_reset, c.client_id, c.zookeeper_connection_timeout_ms, c.consumer_timeout_ms
     ('smallest', 'g1', 6000, -1)
     """
@@ -576,15 +648,16 @@ def _split_key_value(line: str) -> Tuple[str, str]:
 
 
 def parse_properties(text: str) -> Dict[str, str]:
-    """Parse Java ``.properties`` text as ``java.util.Properties.load`` does; values trimmed.
+    """Parse Java ``.properties`` text as ``java.util.Properties.load`` does.
 
     Lines whose first non-blank character is ``#`` or ``!`` are comments. A key
     ends at the first unescaped ``=``, ``:`` or whitespace; one ``=``/``:`` and the
     whitespace around it separate key and value. A line ending in an odd number
     of backslashes continues on the next line (whose leading whitespace is
     dropped). Escapes ``\\t \\n \\r \\f \\uXXXX`` are decoded and ``\\x`` means
-    ``x``. The last occurrence of a key wins. Values are trimmed, as Kafka's
-    ``VerifiableProperties`` does.
+    ``x``. The last occurrence of a key wins. Trailing whitespace stays part of
+    the value, as in Java (Kafka 0.8.2's consumer sees it, and refuses
+    ``"true "`` for a boolean); :class:`ConsumerConfig` decides what it means.
 
     >>> parse_properties('''# comment
     ... group.id = g1
@@ -598,5 +671,5 @@ def parse_properties(text: str) -> Dict[str, str]:
     for line in _logical_lines(text):
         raw_key, raw_value = _split_key_value(line)
         key = _unescape(raw_key, "")
-        result[key] = _unescape(raw_value, key).strip()
+        result[key] = _unescape(raw_value, key)
     return result

@@ -11,7 +11,8 @@ member's :class:`TopicCount` from those nodes with
 
 Wildcards are expanded by the *evaluating* member against the topics under
 ``/brokers/topics``, as in Kafka: Java ``String.matches`` (the whole topic must
-match) of the normalised regex, skipping internal topics (``__consumer_offsets``)
+match) of the normalised regex, read with Java's regex grammar
+(:mod:`zkconsumer.java_regex`), skipping internal topics (``__consumer_offsets``)
 when ``exclude.internal.topics`` is true.
 
 Pure: no I/O.
@@ -20,12 +21,12 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-import warnings
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, Dict, FrozenSet, Iterable, List, Mapping
 
 from .assignors import java_string_key
-from .errors import ConfigurationError
+from .errors import ConfigurationError, UnsupportedPatternError
+from .java_regex import JavaRegexSyntaxError, compile_java_regex, translate
 
 if TYPE_CHECKING:  # pragma: no cover
     from .zkformat import Registration
@@ -68,8 +69,9 @@ class SubscriptionError(ConfigurationError):
 # --------------------------------------------------------------------------- filters
 
 
-_LEADING_QUOTES = re.compile(r"""^["']+""")
-_TRAILING_QUOTES = re.compile(r"""["']+$""")
+# Kafka strips quotes with Java's replaceAll: its "$" also matches before a final line terminator.
+_LEADING_QUOTES = compile_java_regex(r"""^["']+""")
+_TRAILING_QUOTES = compile_java_regex(r"""["']+$""")
 
 
 def _java_trim(s: str) -> str:
@@ -101,11 +103,16 @@ class TopicFilter(ABC):
     """A regex over topic names; :class:`Whitelist` keeps matches, :class:`Blacklist` the rest.
 
     ``regex`` is the normalised regex (:func:`normalize_topic_regex`) and is what
-    goes into the registration node. It is compiled with Python's :mod:`re`, which
-    agrees with ``java.util.regex`` on ordinary topic patterns (character classes,
-    alternation, quantifiers, anchors); Java-only syntax such as ``\\p{Alpha}``,
-    ``\\Q...\\E`` or class intersection ``[a-z&&[^x]]`` is rejected here with
-    :class:`SubscriptionError` rather than silently matching differently.
+    goes into the registration node. It is a *Java* regex: it is translated by
+    :func:`zkconsumer.java_regex.translate`, so Java-only syntax (``\\p{Lower}``,
+    ``\\Q...\\E``, ``[a-z&&[^x]]``, possessive quantifiers, flags in mid-pattern,
+    ``\\v``, ``\\h``...) matches exactly the topics Java's ``String.matches`` does.
+
+    Raises :class:`SubscriptionError` if Java would reject the regex (Kafka's own
+    ``TopicFilter`` throws then too), and
+    :class:`~zkconsumer.errors.UnsupportedPatternError` if it uses Java syntax
+    with no Python equivalent (``\\p{InGreek}``, ``\\X``...): a member never
+    matches topics differently from Kafka's members.
 
     Filters compare equal when they are of the same kind with the same normalised
     regex.
@@ -123,17 +130,14 @@ class TopicFilter(ABC):
         self.raw_regex = raw_regex
         self.regex = normalize_topic_regex(raw_regex)
         try:
-            with warnings.catch_warnings():
-                # Python warns about set syntax ("[a-c&&b]", "[[...]]") that it reads literally
-                # but Java reads as class intersection/union: refuse rather than differ.
-                warnings.simplefilter("error", FutureWarning)
-                self._compiled = re.compile(self.regex)
-        except re.error as exc:
+            self._compiled = re.compile(translate(self.regex))
+        except JavaRegexSyntaxError as exc:
             raise SubscriptionError(kind, f"{self.regex} is an invalid regex ({exc})") from None
-        except FutureWarning as exc:
-            raise SubscriptionError(
-                kind, f"{self.regex} uses character-class syntax that Java and Python read differently ({exc})"
-            ) from None
+        except UnsupportedPatternError as exc:
+            reason = str(exc)
+            head = f"unsupported Java regular expression {self.regex!r}: "
+            reason = reason[len(head):] if reason.startswith(head) else reason
+            raise UnsupportedPatternError(self.regex, f"{kind} cannot be evaluated as Java would: {reason}") from None
 
     def matches(self, topic: str) -> bool:
         """Java ``topic.matches(regex)``: the regex matches the *whole* topic name."""
@@ -353,7 +357,11 @@ def topic_count_from_registration(
     pattern with a non-empty subscription gives a :class:`WildcardTopicCount` of its
     (single) ``{regex: streams}`` entry, evaluated with the *evaluating* member's
     ``exclude_internal_topics``; anything else gives a :class:`StaticTopicCount`.
-    Raises :class:`SubscriptionError` if the regex does not compile.
+    The regex is read as Java reads it (see :class:`TopicFilter`). Raises
+    :class:`SubscriptionError` if Java would reject the regex, and
+    :class:`~zkconsumer.errors.UnsupportedPatternError` if it uses Java syntax
+    with no Python equivalent: the caller must not compute an assignment without
+    that member (it would differ from the one Kafka's members compute).
 
     >>> from zkconsumer.zkformat import Registration
     >>> topic_count_from_registration("g_c2", Registration({"ev.*": 1}, "white_list", "1", 1), True)

@@ -140,14 +140,15 @@ def test_unknown_attribute_and_get() -> None:
 def test_values_as_strings_from_properties_or_spark() -> None:
     c = make(
         **{
-            "socket.timeout.ms": " 40000 ",
+            "socket.timeout.ms": "40000",
             "fetch.wait.max.ms": "+500",
-            "auto.commit.enable": "FALSE",
-            "exclude.internal.topics": " True ",
-            "auto.offset.reset": "Smallest",
-            "partition.assignment.strategy": "ROUNDROBIN",
+            "auto.commit.enable": "false",
+            "exclude.internal.topics": "true",
+            "auto.offset.reset": "smallest",
+            "partition.assignment.strategy": "roundrobin",
             "offsets.storage": "Kafka",
             "security.protocol": "ssl",
+            "zookeeper.acl.enable": " FALSE ",
             "consumer.timeout.ms": "-1",
             "consumer.id": "  fixed ",
         }
@@ -160,7 +161,89 @@ def test_values_as_strings_from_properties_or_spark() -> None:
     assert c.partition_assignment_strategy == "roundrobin"
     assert c.offsets_storage == "kafka"
     assert c.security_protocol == "SSL"
+    assert c.zookeeper_acl_enable is False
     assert c.consumer_id == "fixed"
+
+
+# Issue "Correct under faults", item 4: Kafka's own properties are spelled as Kafka's consumer
+# (0.8.2.2 ConsumerConfig/VerifiableProperties) reads them; anything else is refused, naming the
+# property, instead of being read differently from Kafka's members sharing the file.
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("partition.assignment.strategy", "RoundRobin"),
+        ("partition.assignment.strategy", "ROUNDROBIN"),
+        ("partition.assignment.strategy", "Range"),
+        ("partition.assignment.strategy", "roundrobin "),
+        ("partition.assignment.strategy", " range"),
+        ("partition.assignment.strategy", "round-robin"),
+        ("partition.assignment.strategy", ""),
+        ("auto.offset.reset", "Smallest"),
+        ("auto.offset.reset", "LARGEST"),
+        ("auto.offset.reset", "largest "),
+        ("auto.offset.reset", "earliest"),
+        ("offsets.storage", "kafka "),
+        ("offsets.storage", "zk"),
+        ("auto.commit.enable", "True"),
+        ("auto.commit.enable", "FALSE"),
+        ("auto.commit.enable", "true "),
+        ("auto.commit.enable", "yes"),
+        ("dual.commit.enabled", "TRUE"),
+        ("exclude.internal.topics", " false"),
+        ("socket.timeout.ms", " 40000"),
+        ("socket.timeout.ms", "40000 "),
+        ("consumer.timeout.ms", "1_000"),
+        ("fetch.min.bytes", "0x10"),
+    ],
+)
+def test_item4_kafka_properties_refuse_what_kafka_refuses_or_reads_differently(name: str, value: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        make(**{name: value})
+    assert info.value.property == name
+    assert repr(value) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name, value, expected",
+    [
+        ("partition.assignment.strategy", "range", "range"),
+        ("partition.assignment.strategy", "roundrobin", "roundrobin"),
+        ("auto.offset.reset", "smallest", "smallest"),
+        ("auto.offset.reset", "largest", "largest"),
+        ("offsets.storage", "ZooKeeper", "zookeeper"),  # Kafka lower-cases offsets.storage
+        ("offsets.storage", "KAFKA", "kafka"),
+        ("auto.commit.enable", "false", False),
+        ("exclude.internal.topics", "true", True),
+        ("fetch.min.bytes", "+5", 5),  # Integer.parseInt accepts a sign
+        ("consumer.timeout.ms", "-007", -7),
+    ],
+)
+def test_item4_kafka_properties_accept_what_kafka_accepts(name: str, value: str, expected: object) -> None:
+    assert make(**{name: value}).get(name) == expected
+
+
+def test_item4_error_explains_kafka_spelling() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        make(**{"partition.assignment.strategy": "roundrobin "})
+    text = str(info.value)
+    assert "partition.assignment.strategy" in text and "exactly range and roundrobin" in text
+    assert "whitespace" in text
+
+
+def test_item4_extensions_stay_lenient() -> None:
+    c = make(**{"security.protocol": " ssl ", "zookeeper.acl.enable": "False", "ssl.check.hostname": " TRUE "})
+    assert c.security_protocol == "SSL" and c.zookeeper_acl_enable is False and c.ssl_check_hostname is True
+    assert make(**{"group.membership": "ZooKeeper"}).group_membership == "zookeeper"
+
+
+def test_item4_properties_file_keeps_trailing_whitespace_as_java(tmp_path: Path) -> None:
+    path = tmp_path / "shared.properties"
+    path.write_text("zookeeper.connect=zk:2181\ngroup.id=g1 \npartition.assignment.strategy=roundrobin \n")
+    with pytest.raises(ConfigurationError) as info:
+        ConsumerConfig.from_properties(path)
+    assert info.value.property == "partition.assignment.strategy"
+    path.write_text("zookeeper.connect=zk:2181\ngroup.id=g1 \npartition.assignment.strategy=  roundrobin\n")
+    assert ConsumerConfig.from_properties(path).partition_assignment_strategy == "roundrobin"
 
 
 def test_values_as_python_types() -> None:
@@ -277,11 +360,11 @@ def test_props_must_be_a_mapping() -> None:
         ("socket.timeout.ms", [1], "invalid value [1]: expected an integer"),
         ("fetch.min.bytes", "2147483648", "invalid value '2147483648': out of range for a 32-bit integer"),
         ("consumer.timeout.ms", -(2**31) - 1, "out of range for a 32-bit integer"),
-        ("auto.commit.enable", "yes", "invalid value 'yes': expected true or false"),
+        ("auto.commit.enable", "yes", "invalid value 'yes': expected exactly true or false"),
         ("auto.commit.enable", 1, "invalid value 1: expected true or false"),
-        ("auto.offset.reset", "earliest", "invalid value 'earliest': valid values are smallest and largest"),
-        ("partition.assignment.strategy", "sticky", "valid values are range and roundrobin"),
-        ("offsets.storage", "file", "valid values are zookeeper and kafka"),
+        ("auto.offset.reset", "earliest", "invalid value 'earliest': valid values are exactly smallest and largest"),
+        ("partition.assignment.strategy", "sticky", "valid values are exactly range and roundrobin"),
+        ("offsets.storage", "file", "valid values are in any case zookeeper and kafka"),
         ("security.protocol", "SASL_SSL", "valid values are PLAINTEXT and SSL"),
         ("security.protocol", 1, "valid values are PLAINTEXT and SSL"),
         ("ssl.cafile", 1.5, "expected a string"),
@@ -437,7 +520,7 @@ def test_equality_hash_pickle_copy() -> None:
 # Expected dicts produced by Java 17's java.util.Properties.load (values trimmed, as Kafka does).
 JAVA_PROPERTIES_VECTORS = [
     ("a=b\nc : d\ne f\n  g\th\n", {"a": "b", "c": "d", "e": "f", "g": "h"}),
-    ("# c\n! c2\n  #c3\nkey = value with spaces  \n", {"key": "value with spaces"}),
+    ("# c\n! c2\n  #c3\nkey = value with spaces  \n", {"key": "value with spaces  "}),  # Java keeps trailing blanks
     ("multi = one,\\\n    two,\\\n\tthree\n", {"multi": "one,two,three"}),
     ("even = ends with two \\\\\nnext = x\n", {"even": "ends with two \\", "next": "x"}),
     ("k\\=ey = v\\:al\\ ue\nsp\\ ace\\ key=1\n", {"k=ey": "v:al ue", "sp ace key": "1"}),
@@ -475,7 +558,7 @@ def test_from_properties(tmp_path: Path) -> None:
         "group.id: g1\n"
         "! another comment\n"
         "consumer.timeout.ms   5000\n"
-        "auto.offset.reset = smallest   \n"
+        "auto.offset.reset = smallest\n"
         "zookeeper.connection.timeout.ms=6000\n",
         encoding="utf-8",
     )

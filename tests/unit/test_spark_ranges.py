@@ -161,7 +161,7 @@ def test_source_options_split_source_options_from_consumer_properties() -> None:
         ({}, "topics"),
         ({"topics": "a", "topic.whitelist": "a.*"}, "topics"),
         ({"topics": " , "}, "topics"),
-        ({"topic.whitelist": "[a-z&&[^x]]"}, None),
+        ({"topic.whitelist": "[a-z"}, None),  # not a Java regex
         ({"topics": "a", "max.messages.per.trigger": "0"}, "max.messages.per.trigger"),
         ({"topics": "a", "max.messages.per.partition": "x"}, "max.messages.per.partition"),
         ({"topics": "a", "fetch.max.bytes": "1"}, "fetch.max.bytes"),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import List
+
 import pytest
 
-from zkconsumer.errors import ConfigurationError, ZkConsumerError
+from zkconsumer.errors import ConfigurationError, UnsupportedPatternError, ZkConsumerError
 from zkconsumer.topic_count import (
     INTERNAL_TOPICS,
     Blacklist,
@@ -67,9 +69,7 @@ def test_invalid_regex_is_a_clear_configuration_error() -> None:
     with pytest.raises(SubscriptionError, match=r"\(\+ is an invalid regex"):
         Blacklist("(+")
     with pytest.raises(SubscriptionError, match="invalid regex"):
-        Whitelist("\\p{Alpha}+")  # Java-only syntax
-    with pytest.raises(SubscriptionError, match="Java and Python read differently"):
-        Whitelist("[a-c&&b]")  # Java: intersection (just "b"); Python: literal '&'
+        Whitelist("ev{,2}")  # Java: "Illegal repetition" (Python would read {0,2})
     with pytest.raises(SubscriptionError, match="must be a string"):
         Whitelist(None)  # type: ignore[arg-type]
 
@@ -237,3 +237,43 @@ def test_consumers_per_topic() -> None:
     assert result["u"] == ["c1-0", "c3-0"]
     assert result["v"] == ["c3-0"]
     assert "w" not in result
+
+
+# --------------------------------------------------------------------------- item 5: Java regexes
+
+
+# Issue "Correct under faults", item 5: a wildcard using Java-only syntax is read as Java reads it
+# (before, Whitelist refused it and the rebalancer ignored a Kafka member registered with it).
+@pytest.mark.parametrize(
+    "regex, allowed",
+    [
+        ("\\p{Lower}+", ["events", "logs", "x"]),
+        ("\\Qlogs.\\E\\p{Digit}++", ["logs.1"]),
+        ("[a-z&&[^l]]++", ["events", "x"]),
+        ("ev(?i)ENTS|LOGS(?-i)x?+", ["evENTS", "events", "logs"]),  # (?i) reaches past the |
+        ("[a-z]+\\.\\p{Alnum}{3}+", ["metrics.cpu"]),  # no {n,m}: Kafka turns its comma into |
+    ],
+)
+def test_item5_registration_with_java_only_regex_is_read_as_java(regex: str, allowed: List[str]) -> None:
+    topics = ["events", "EVENTS", "evENTS", "Events", "logs", "logs.1", "metrics.cpu", "metrics.memory", "x"]
+    count = topic_count_from_registration("g_k1", Registration({regex: 2}, "white_list", "1", 1), True)
+    assert isinstance(count, WildcardTopicCount)
+    assert sorted(count.consumer_thread_ids(topics)) == sorted(allowed)
+    assert Whitelist(regex).regex == regex
+
+
+@pytest.mark.parametrize("regex", ["\\p{InGreek}+", "\\p{IsLatin}+", "ev\\X", "[^a[b]]+"])
+def test_item5_untranslatable_registration_raises_unsupported(regex: str) -> None:
+    registration = Registration({regex: 1}, "white_list", "1", 1)
+    with pytest.raises(UnsupportedPatternError) as info:
+        topic_count_from_registration("g_k1", registration, True)
+    assert info.value.pattern == regex
+    with pytest.raises(UnsupportedPatternError, match="Blacklist cannot be evaluated as Java would"):
+        Blacklist(regex)
+
+
+def test_item5_own_whitelist_with_untranslatable_regex_fails_at_construction() -> None:
+    with pytest.raises(UnsupportedPatternError) as info:
+        Whitelist(" \\p{InGreek}+ , logs ")
+    assert info.value.pattern == "\\p{InGreek}+|logs"
+    assert "Whitelist cannot be evaluated as Java would" in str(info.value) and "block" in str(info.value)

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from kazoo.client import KazooClient
 
 from .. import zkformat
-from ..errors import MalformedZnodeError
+from ..errors import MalformedZnodeError, UnsupportedPatternError
 from ..protocol import LATEST_TIME
 from ..topic_count import SubscriptionError, WildcardTopicCount, topic_count_from_registration
 from . import _zk
@@ -100,7 +100,7 @@ def _subscribed_topics(
             continue
         try:
             count = topic_count_from_registration(info.id, registration, True)
-        except SubscriptionError as exc:
+        except (SubscriptionError, UnsupportedPatternError) as exc:
             warnings.append(f"member {info.id} has an unusable subscription: {exc}")
             continue
         if isinstance(count, WildcardTopicCount):
