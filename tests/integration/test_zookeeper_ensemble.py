@@ -15,7 +15,8 @@ from typing import Dict, Iterator, List
 import pytest
 from kazoo.client import KazooClient
 
-from support import Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique, wait_until
+from support import (Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique,
+                     wait_until)
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError
 
@@ -31,6 +32,7 @@ def ensemble(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     except MissingDependencyError as error:
         pytest.skip(f"ZooKeeper {VERSIONS[request.param]} unavailable: {error}")
     with cluster:
+        assert cluster.zookeeper_version.startswith(VERSIONS[request.param])
         yield cluster
 
 
@@ -38,7 +40,9 @@ def ensemble(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
 def zk_cluster(ensemble: LocalCluster) -> Iterator[LocalCluster]:
     """The module's ensemble, with every node running again after the test."""
     yield ensemble
-    ensemble.resume_zookeeper()
+    for node in ensemble.zookeeper_nodes:
+        if ensemble.zookeeper_running(node):
+            ensemble.resume_zookeeper(node)
     if not ensemble.zookeeper_running():
         ensemble.start_zookeeper()
 
@@ -57,7 +61,6 @@ def log_ends(placed: List[tuple]) -> Dict[int, int]:
 
 def test_consume_commit_and_offset_checker_agree_on_the_ensemble(zk_cluster: LocalCluster) -> None:
     cluster, topic, group = zk_cluster, unique("basic"), unique("g")
-    assert cluster.zookeeper_version.startswith(VERSIONS[cluster._zk_flavour])
     cluster.create_topic(topic, partitions=4)
     values = produced_values(40)
     cluster.produce(topic, values)

@@ -89,4 +89,5 @@ def test_zookeeper_3_5_and_later_open_the_four_letter_words_and_close_the_admin_
     assert "4lw.commands.whitelist" not in zookeeper_properties("/zk", 2181, version="3.4.6")
     newer = zookeeper_properties("/zk", 2181, version="3.8.0")
     assert newer["4lw.commands.whitelist"] == "*" and newer["admin.enableServer"] == "false"
-    assert zookeeper_properties("/zk", 2181, {"admin.enableServer": True}, version="3.8")["admin.enableServer"] == "true"
+    overridden = zookeeper_properties("/zk", 2181, {"admin.enableServer": True}, version="3.8")
+    assert overridden["admin.enableServer"] == "true"

@@ -347,7 +347,7 @@ class LocalCluster:
 
     @property
     def zookeeper_version(self) -> str:
-        """The version of the ZooKeeper server that runs, e.g. ``"3.4.6"`` or ``"3.8.0"``."""
+        """The version of the ZooKeeper server that runs (per ``srvr``), e.g. ``"3.4.6"`` or ``"3.8.0"``."""
         self._require_running()
         return self._zk_version
 
@@ -457,6 +457,8 @@ class LocalCluster:
                                                            str(self.log_dir / f"{name}.log"), cwd=str(self.work_dir))
             self._zookeepers[node].start()
         self._wait_serving(self.zookeeper_nodes, self._startup_timeout)
+        reply = zookeeper_command(HOST, self._zk_ports[1], "srvr")  # the version that really runs
+        self._zk_version = srvr_fields(reply).get("Zookeeper version", self._zk_version).split("-")[0]
         self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0)
         self._admin.start(timeout=30)
 
