@@ -59,6 +59,23 @@ def log_ends(placed: List[tuple]) -> Dict[int, int]:
     return ends
 
 
+@pytest.mark.parametrize("ensemble", ["kafka"], indirect=True, ids=["zk3.4.6"])
+def test_ensemble_controls_find_leader_node_of_a_client_and_controller(zk_cluster: LocalCluster) -> None:
+    cluster = zk_cluster
+    leader = cluster.zookeeper_leader()
+    assert leader in cluster.zookeeper_nodes
+    client = cluster.kazoo_client()
+    assert cluster.zookeeper_node_of(client) in cluster.zookeeper_nodes
+    cluster.kill_zookeeper(leader)
+    assert not cluster.zookeeper_running(leader) and not cluster.zookeeper_running()
+    wait_until(lambda: cluster.zookeeper_leader() not in (-1, leader), 30, "the other two nodes to elect a leader")
+    cluster.start_zookeeper(leader)
+    assert cluster.zookeeper_running() and cluster.controller() == 0
+    assert cluster.kill_controller() == 0 and not cluster.is_running(0)
+    cluster.start_broker(0)
+    wait_until(lambda: cluster.controller() == 0, 30, "broker 0 to be the controller again")
+
+
 def test_consume_commit_and_offset_checker_agree_on_the_ensemble(zk_cluster: LocalCluster) -> None:
     cluster, topic, group = zk_cluster, unique("basic"), unique("g")
     cluster.create_topic(topic, partitions=4)
@@ -125,7 +142,7 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
         assert client.client_id[0] == session, "the session must survive the move (it took < its timeout)"
         placed += cluster.produce(topic, second)
         got = drainer.wait_for(80)
-        time.sleep(1.0)  # room for a duplicate to show up
+        time.sleep(0.5)  # room for a duplicate to show up
         connector.commit_offsets()
         assert connector.status.rebalances == rebalances, "moving to another node must not rebalance"
         assert owners(zk, group, topic) == owned
