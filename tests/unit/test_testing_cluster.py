@@ -53,6 +53,17 @@ def test_an_unstarted_cluster_has_no_addresses_and_stops_quietly() -> None:
         LocalCluster(brokers=0)
 
 
+def test_zookeeper_options_are_checked_before_anything_starts() -> None:
+    with pytest.raises(ValueError, match="zookeeper_nodes"):
+        LocalCluster(brokers=1, zookeeper_nodes=0)
+    with pytest.raises(ValueError, match="unknown ZooKeeper"):
+        LocalCluster(brokers=1, zookeeper="3.9")
+    cluster = LocalCluster(brokers=1, zookeeper_nodes=3, zookeeper="3.8")
+    assert cluster.zookeeper_nodes == [1, 2, 3]
+    with pytest.raises(LocalClusterError, match="not running"):
+        cluster.zookeeper_leader()
+
+
 def test_starting_without_java_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)

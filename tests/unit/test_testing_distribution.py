@@ -16,7 +16,8 @@ import pytest
 from zkconsumer.errors import ZkConsumerError
 from zkconsumer.testing import distribution
 from zkconsumer.testing.distribution import (default_kafka_home, ensure_kafka_distribution, extract_prefix,
-                                             find_java, find_npm, is_kafka_distribution, kafka_classpath)
+                                             find_java, find_npm, is_kafka_distribution, kafka_classpath,
+                                             debian_zookeeper, zookeeper_flavour)
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 
 
@@ -142,3 +143,23 @@ def test_extract_rejects_escaping_members(tmp_path: Path) -> None:
     with pytest.raises(KafkaDistributionError, match="escapes"):
         extract_prefix(tarball, "package/kafka/", tmp_path / "out")
     assert not (tmp_path / "evil").exists()
+
+
+def test_zookeeper_flavour_names_aliases_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ZKCONSUMER_ZOOKEEPER", raising=False)
+    assert zookeeper_flavour() == "kafka"
+    assert [zookeeper_flavour(n) for n in ("3.4", "3.4.6", "3.8", "Debian")] == ["kafka", "kafka", "debian", "debian"]
+    monkeypatch.setenv("ZKCONSUMER_ZOOKEEPER", "debian")
+    assert zookeeper_flavour() == "debian" and zookeeper_flavour("kafka") == "kafka"
+    with pytest.raises(ValueError, match="unknown ZooKeeper"):
+        zookeeper_flavour("3.9")
+
+
+def test_debian_zookeeper_classpath_version_and_install_hint(tmp_path: Path) -> None:
+    with pytest.raises(MissingDependencyError, match="apt-get install -y zookeeper"):
+        debian_zookeeper(tmp_path)
+    for name in ("zookeeper.jar", "zookeeper-3.8.0.jar", "zookeeper-jute-3.8.0.jar", "slf4j-log4j12.jar"):
+        (tmp_path / name).write_bytes(b"")
+    classpath, version = debian_zookeeper(tmp_path)
+    assert version == "3.8.0"
+    assert classpath.split(os.pathsep) == [str(tmp_path / "zookeeper.jar"), str(tmp_path / "slf4j-log4j12.jar")]

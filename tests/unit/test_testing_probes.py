@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import struct
 
-from zkconsumer.testing.probes import decode_metadata_response, encode_metadata_request, sessions_with_ephemerals
+from zkconsumer.testing.probes import (decode_metadata_response, encode_metadata_request, sessions_with_ephemerals,
+                                       srvr_fields)
 
 
 def test_metadata_request_v0_layout() -> None:
@@ -55,3 +56,11 @@ def test_sessions_with_ephemerals_reads_only_the_ephemeral_section() -> None:
         0x1A1FEB5C0390002: ["/eph"],
     }
     assert sessions_with_ephemerals("Sessions with Ephemerals (0):\n") == {}
+
+
+def test_srvr_fields_read_mode_and_version_and_nothing_from_a_server_out_of_quorum() -> None:
+    reply = ("Zookeeper version: 3.4.6-1569965, built on 02/20/2014 09:09 GMT\nLatency min/avg/max: 0/0/0\n"
+             "Received: 3\nMode: follower\nNode count: 4\n")
+    fields = srvr_fields(reply)
+    assert fields["Mode"] == "follower" and fields["Zookeeper version"].startswith("3.4.6")
+    assert srvr_fields("This ZooKeeper instance is not currently serving requests\n") == {}

@@ -26,6 +26,13 @@ localhost, a client certificate; see :mod:`zkconsumer.testing.tls`)::
         cluster.ssl_files.ca, cluster.ssl_files.client_cert, cluster.ssl_files.client_key
         cluster.ssl_files.consumer_properties()         # security.protocol=SSL + the three files
 
+With ``zookeeper_nodes=3`` ZooKeeper is an ensemble of three servers (nodes 1, 2, 3,
+ZooKeeper's ``myid``), each controllable on its own (``kill_zookeeper(node=2)``,
+:meth:`LocalCluster.zookeeper_node_of`, :meth:`LocalCluster.zookeeper_leader`), and
+``zk_connect`` lists all of them. ``zookeeper="debian"`` (or ``"3.8"``, or
+``ZKCONSUMER_ZOOKEEPER=debian``) runs Debian's ZooKeeper 3.8 server instead of the 3.4.6
+one shipped with Kafka; brokers and tools keep Kafka's 3.4.6 client either way.
+
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
 ``B[(p + j) % len(B)]`` for ``j < replication``; the first is the leader. With brokers
@@ -52,10 +59,11 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from zkconsumer.testing import processes
-from zkconsumer.testing.distribution import ensure_kafka_distribution, find_java, kafka_classpath
+from zkconsumer.testing.distribution import (debian_zookeeper, ensure_kafka_distribution, find_java,
+                                             kafka_classpath, zookeeper_flavour)
 from zkconsumer.testing.errors import ClusterStartError, ClusterTimeoutError, LocalClusterError
 from zkconsumer.testing.ports import free_ports
-from zkconsumer.testing.probes import fetch_metadata, sessions_with_ephemerals, zookeeper_command
+from zkconsumer.testing.probes import fetch_metadata, sessions_with_ephemerals, srvr_fields, zookeeper_command
 from zkconsumer.testing.properties import (BROKER_ZK_SESSION_TIMEOUT_MS, SERVER_QUIET_LOGGERS,
                                            PropertyValue, broker_properties, format_value, log4j_properties,
                                            render_properties, ssl_listener_properties, zookeeper_properties)
@@ -135,7 +143,12 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
 
 
 class LocalCluster:
-    """A ZooKeeper 3.4.6 server and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
+    """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
+
+    ZooKeeper is one standalone server, or with ``zookeeper_nodes=n`` (odd, e.g. 3) an
+    ensemble of nodes 1..n; ``zookeeper`` picks the server: ``"kafka"`` (3.4.6, the
+    default) or ``"debian"`` (Debian's package, 3.8), see
+    :func:`zkconsumer.testing.distribution.zookeeper_flavour`.
 
     ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
@@ -155,7 +168,10 @@ class LocalCluster:
                  zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
                  startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
-                 ssl: Union[SslOptions, bool, None] = None) -> None:
+                 ssl: Union[SslOptions, bool, None] = None, zookeeper_nodes: int = 1,
+                 zookeeper: Optional[str] = None) -> None:
+        if zookeeper_nodes < 1:
+            raise ValueError("zookeeper_nodes must be >= 1")
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if partitions < 1:
@@ -176,12 +192,16 @@ class LocalCluster:
         self._home: Optional[Path] = None
         self._java = ""
         self._classpath = ""
-        self._zk_port = 0
+        self._zk_nodes = zookeeper_nodes
+        self._zk_flavour = zookeeper_flavour(zookeeper)
+        self._zk_classpath = ""
+        self._zk_version = ""
+        self._zk_ports: Dict[int, int] = {}
         self._broker_ports: Dict[int, int] = {}
         self._ssl_options: Optional[SslOptions] = SslOptions() if ssl is True else (ssl or None)
         self._ssl_ports: Dict[int, int] = {}
         self._ssl_files: Optional[SslFiles] = None
-        self._zookeeper: Optional[processes.JavaProcess] = None
+        self._zookeepers: Dict[int, processes.JavaProcess] = {}
         self._brokers: Dict[int, processes.JavaProcess] = {}
         self._admin: Optional[KazooClient] = None
         self._clients: List[KazooClient] = []
@@ -227,21 +247,27 @@ class LocalCluster:
         self._java = find_java()
         self._home = ensure_kafka_distribution(self._requested_home)
         self._classpath = kafka_classpath(self._home)
+        self._zk_classpath, self._zk_version = (debian_zookeeper() if self._zk_flavour == "debian"
+                                                else (self._classpath, "3.4.6"))
         sweep_abandoned()
         self._work = WorkDir()
-        for sub in ("logs", "conf", "tmp", "zookeeper"):
+        for sub in ("logs", "conf", "tmp"):
             (self._work.path / sub).mkdir()
         with_ssl = self._ssl_options is not None
-        ports = free_ports(1 + self._broker_count * (2 if with_ssl else 1))
-        self._zk_port = ports[0]
-        self._broker_ports = {broker_id: ports[1 + broker_id] for broker_id in range(self._broker_count)}
+        zk_ports = self._zk_nodes if self._zk_nodes == 1 else 3 * self._zk_nodes  # client, quorum, election
+        ports = free_ports(zk_ports + self._broker_count * (2 if with_ssl else 1))
+        self._zk_ports = dict(zip(self.zookeeper_nodes, ports))
+        peers = {node: (ports[self._zk_nodes + 2 * i], ports[self._zk_nodes + 2 * i + 1])
+                 for i, node in enumerate(self.zookeeper_nodes)} if self._zk_nodes > 1 else {}
+        ports = ports[zk_ports:]
+        self._broker_ports = {broker_id: ports[broker_id] for broker_id in range(self._broker_count)}
         if self._ssl_options is not None:
-            self._ssl_ports = {broker_id: ports[1 + self._broker_count + broker_id]
+            self._ssl_ports = {broker_id: ports[self._broker_count + broker_id]
                                for broker_id in range(self._broker_count)}
             keytool = str(Path(self._java).resolve().parent / "keytool")
             self._ssl_files = generate_ssl_files(self._work.path / "ssl", self._ssl_options, keytool=keytool)
         self._write_log4j_configs()
-        self._start_zookeeper()
+        self._start_zookeepers(peers)
         for broker_id in self.broker_ids:
             self._brokers[broker_id] = self._make_broker(broker_id)
             self._brokers[broker_id].start()
@@ -269,8 +295,10 @@ class LocalCluster:
                     processes.terminate_all(brokers, grace)
                 else:  # their data is deleted anyway: skip the controller hand-offs of a graceful stop
                     processes.kill_all(brokers)
-                if self._zookeeper is not None:
-                    self._zookeeper.terminate(grace)
+                zookeepers = [z.process for z in self._zookeepers.values() if z.process is not None]
+                for process in zookeepers:  # a paused server would not see SIGTERM
+                    processes.signal_group(process, signal.SIGCONT)
+                processes.terminate_all(zookeepers, grace)
             finally:
                 if self._work is not None and self._keep_work_dir:
                     self._work.release()
@@ -297,15 +325,35 @@ class LocalCluster:
 
     @property
     def zk_connect(self) -> str:
-        """ZooKeeper connect string, ``127.0.0.1:<port>`` (brokers use no chroot)."""
+        """ZooKeeper connect string, ``127.0.0.1:<port>`` per node in node order (no chroot)."""
         self._require_running()
-        return f"{HOST}:{self._zk_port}"
+        return ",".join(f"{HOST}:{port}" for port in self._zk_ports.values())
 
     @property
     def zk_port(self) -> int:
-        """ZooKeeper's client port."""
+        """ZooKeeper's client port (node 1's in an ensemble)."""
+        return self.zookeeper_port(1)
+
+    @property
+    def zookeeper_nodes(self) -> List[int]:
+        """The ZooKeeper node ids (their ``myid``), running or not: ``[1, ..., n]``."""
+        return list(range(1, self._zk_nodes + 1))
+
+    def zookeeper_port(self, node: int) -> int:
+        """The client port of ZooKeeper node ``node`` (stable across restarts)."""
         self._require_running()
-        return self._zk_port
+        self._check_zookeeper_node(node)
+        return self._zk_ports[node]
+
+    @property
+    def zookeeper_version(self) -> str:
+        """The version of the ZooKeeper server that runs (per ``srvr``), e.g. ``"3.4.6"`` or ``"3.8.0"``."""
+        self._require_running()
+        return self._zk_version
+
+    def _check_zookeeper_node(self, node: int) -> None:
+        if node not in self._zk_ports:
+            raise LocalClusterError(f"no ZooKeeper node {node!r}; nodes are {self.zookeeper_nodes}")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -386,29 +434,46 @@ class LocalCluster:
         (conf / "log4j-tools.properties").write_text(render_properties(log4j_properties("WARN", "System.err")))
 
     def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,
-                   extra_options: Sequence[str] = ()) -> List[str]:
-        return java_command(self._java, self._classpath, main_class, args, heap=self._heap,
+                   extra_options: Sequence[str] = (), classpath: Optional[str] = None) -> List[str]:
+        return java_command(self._java, classpath or self._classpath, main_class, args, heap=self._heap,
                             log4j_path=str(self.work_dir / "conf" / log4j), tmp_dir=str(self.work_dir / "tmp"),
                             tag=str(self.work_dir), extra_options=extra_options)
 
-    def _start_zookeeper(self) -> None:
-        config = self.work_dir / "conf" / "zookeeper.properties"
-        props = zookeeper_properties(str(self.work_dir / "zookeeper"), self._zk_port, self._zookeeper_config)
-        config.write_text(render_properties(props))
-        self._zookeeper = processes.JavaProcess(
-            "zookeeper", self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties"),
-            str(self.log_dir / "zookeeper.log"), cwd=str(self.work_dir))
-        self._zookeeper.start()
-        self._wait_for(f"ZooKeeper on port {self._zk_port}", self._zookeeper_serving,
-                       self._startup_timeout, self._zookeeper, ClusterStartError)
+    def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
+        """Write each node's config (and ``myid``), start every node, wait until all serve."""
+        for node in self.zookeeper_nodes:
+            name = "zookeeper" if self._zk_nodes == 1 else f"zookeeper-{node}"
+            data_dir = self.work_dir / name
+            data_dir.mkdir()
+            if peers:
+                (data_dir / "myid").write_text(f"{node}\n")
+            props = zookeeper_properties(str(data_dir), self._zk_ports[node], self._zookeeper_config,
+                                         peers=peers, version=self._zk_version)
+            config = self.work_dir / "conf" / f"{name}.properties"
+            config.write_text(render_properties(props))
+            argv = self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties",
+                                   classpath=self._zk_classpath)
+            self._zookeepers[node] = processes.JavaProcess(name.replace("-", " "), argv,
+                                                           str(self.log_dir / f"{name}.log"), cwd=str(self.work_dir))
+            self._zookeepers[node].start()
+        self._wait_serving(self.zookeeper_nodes, self._startup_timeout)
+        reply = zookeeper_command(HOST, self._zk_ports[1], "srvr")  # the version that really runs
+        self._zk_version = srvr_fields(reply).get("Zookeeper version", self._zk_version).split("-")[0]
         self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0)
         self._admin.start(timeout=30)
 
-    def _zookeeper_serving(self) -> bool:
+    def _wait_serving(self, nodes: Iterable[int], timeout: float) -> None:
+        for node in nodes:
+            self._wait_for(f"ZooKeeper node {node} on port {self._zk_ports[node]} to serve",
+                           lambda: self._zookeeper_mode(node) is not None, timeout,
+                           self._zookeepers[node], ClusterStartError)
+
+    def _zookeeper_mode(self, node: int) -> Optional[str]:
+        """``standalone``, ``leader`` or ``follower`` per ``srvr``; None if not serving (or paused)."""
         try:
-            return "Mode: " in zookeeper_command(HOST, self._zk_port, "srvr")
+            return srvr_fields(zookeeper_command(HOST, self._zk_ports[node], "srvr", timeout=1.0)).get("Mode")
         except OSError:
-            return False
+            return None
 
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
@@ -655,72 +720,118 @@ class LocalCluster:
         timeout = 2 * BROKER_ZK_SESSION_TIMEOUT_MS / 1000 + 10
         self._wait_for(f"broker {broker_id} to leave /brokers/ids", lambda: not self._is_registered(broker_id), timeout)
 
-    # ZooKeeper faults. The server keeps its port and data directory across a restart, so
+    def controller(self) -> int:
+        """The id of the broker that is the controller now (``/controller``); -1 if none is."""
+        try:
+            return int(json.loads(self._zk.get("/controller")[0].decode("utf-8"))["brokerid"])
+        except NoNodeError:
+            return -1
+
+    def kill_controller(self) -> int:
+        """SIGKILL the controller broker (see :meth:`kill_broker`); return its id."""
+        broker_id = self.controller()
+        if broker_id < 0:
+            raise LocalClusterError("no broker is the controller now")
+        self.kill_broker(broker_id)
+        return broker_id
+
+    # ZooKeeper faults. A node keeps its port and data directory across a restart, so
     # sessions whose timeout has not run out survive a kill and restart (ZooKeeper restores
     # them from its log and restarts their timers), as they do on a real ensemble.
+    # ``node=None`` means every node (every running one, to pause, resume, kill or stop).
 
-    def pause_zookeeper(self) -> None:
-        """SIGSTOP the ZooKeeper JVM: connections stay open but nothing answers."""
+    def pause_zookeeper(self, node: Optional[int] = None) -> None:
+        """SIGSTOP ZooKeeper node(s): connections stay open but nothing answers."""
         with self._lock:
-            processes.signal_group(self._running_zookeeper().process, signal.SIGSTOP)  # type: ignore[arg-type]
+            for zookeeper in self._running_zookeepers(node):
+                processes.signal_group(zookeeper.process, signal.SIGSTOP)  # type: ignore[arg-type]
 
-    def resume_zookeeper(self) -> None:
-        """SIGCONT a paused ZooKeeper JVM (a no-op if it is not paused)."""
+    def resume_zookeeper(self, node: Optional[int] = None) -> None:
+        """SIGCONT paused ZooKeeper node(s) (a no-op for a node that is not paused)."""
         with self._lock:
-            processes.signal_group(self._running_zookeeper().process, signal.SIGCONT)  # type: ignore[arg-type]
+            for zookeeper in self._running_zookeepers(node):
+                processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
 
-    def kill_zookeeper(self) -> None:
-        """SIGKILL the ZooKeeper JVM and return once it is gone (its data directory stays)."""
+    def kill_zookeeper(self, node: Optional[int] = None) -> None:
+        """SIGKILL ZooKeeper node(s) and return once gone (data directories stay)."""
+        self.stop_zookeeper(node=node, grace=0.0)
+
+    def stop_zookeeper(self, grace: float = 5.0, node: Optional[int] = None) -> None:
+        """Stop ZooKeeper node(s) with SIGTERM (SIGKILL after ``grace`` s; at once if 0); data stays."""
         with self._lock:
-            zookeeper = self._running_zookeeper()
-            processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
-            zookeeper.kill()
+            targets = [z.process for z in self._running_zookeepers(node)]
+            for process in targets:
+                processes.signal_group(process, signal.SIGCONT)  # type: ignore[arg-type]
+            if grace > 0:
+                processes.terminate_all(targets, grace)  # type: ignore[arg-type]
+            else:
+                processes.kill_all(targets)  # type: ignore[arg-type]
 
-    def stop_zookeeper(self, grace: float = 5.0) -> None:
-        """Stop the ZooKeeper JVM with SIGTERM (SIGKILL after ``grace`` s); its data directory stays."""
-        with self._lock:
-            zookeeper = self._running_zookeeper()
-            processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
-            zookeeper.terminate(grace)
+    def start_zookeeper(self, node: Optional[int] = None, timeout: Optional[float] = None) -> None:
+        """Start killed or stopped ZooKeeper node(s) again on the same port and data directory.
 
-    def start_zookeeper(self, timeout: Optional[float] = None) -> None:
-        """Start a killed or stopped ZooKeeper again on the same port and data directory.
-
-        Returns once it serves requests (``srvr`` answers) and the cluster's own
-        client has reconnected.
+        ``node=None`` starts every node that is down. Returns once they serve requests
+        (``srvr`` answers with a mode: a node of an ensemble needs a quorum for that) and
+        the cluster's own client is connected.
         """
+        timeout = timeout or self._startup_timeout
         with self._lock:
             self._require_running()
-            assert self._zookeeper is not None
-            if self._zookeeper.running():
-                raise LocalClusterError("ZooKeeper is already running")
-            self._zookeeper.start()
-            self._wait_for(f"ZooKeeper on port {self._zk_port}", self._zookeeper_serving,
-                           timeout or self._startup_timeout, self._zookeeper, ClusterStartError)
+            nodes = self.zookeeper_nodes if node is None else [node]
+            for each in nodes:
+                self._check_zookeeper_node(each)
+            down = [each for each in nodes if not self._zookeepers[each].running()]
+            if not down:
+                raise LocalClusterError(f"ZooKeeper {'node %d ' % node if node else ''}is already running")
+            for each in down:
+                self._zookeepers[each].start()
+            self._wait_serving(down, timeout)
         assert self._admin is not None
         admin = self._admin
         self._wait_for("the cluster's ZooKeeper client to reconnect",
-                       lambda: admin.state == KazooState.CONNECTED, timeout or self._startup_timeout)
+                       lambda: admin.state == KazooState.CONNECTED, timeout)
 
-    def restart_zookeeper(self, down_for: float = 0.0, *, kill: bool = True) -> None:
-        """Kill (or stop, ``kill=False``) ZooKeeper, wait ``down_for`` seconds, start it again."""
-        if kill:
-            self.kill_zookeeper()
-        else:
-            self.stop_zookeeper()
+    def restart_zookeeper(self, down_for: float = 0.0, *, kill: bool = True, node: Optional[int] = None) -> None:
+        """Kill (or stop, ``kill=False``) ZooKeeper node(s), wait ``down_for`` seconds, start them again."""
+        self.stop_zookeeper(grace=0.0 if kill else 5.0, node=node)
         if down_for > 0:
             time.sleep(down_for)
-        self.start_zookeeper()
+        self.start_zookeeper(node=node)
 
-    def zookeeper_running(self) -> bool:
-        """True while the ZooKeeper JVM has not exited (it may be paused)."""
-        return self._zookeeper is not None and self._zookeeper.running()
+    def zookeeper_running(self, node: Optional[int] = None) -> bool:
+        """True while node ``node``'s JVM (``None``: every node's) has not exited; it may be paused."""
+        nodes = self.zookeeper_nodes if node is None else [node]
+        return all(each in self._zookeepers and self._zookeepers[each].running() for each in nodes)
 
-    def _running_zookeeper(self) -> processes.JavaProcess:
+    def zookeeper_leader(self) -> int:
+        """The node whose ``srvr`` says ``Mode: leader`` (a single server: ``standalone``); -1 if none."""
         self._require_running()
-        if self._zookeeper is None or not self._zookeeper.running():
-            raise LocalClusterError("ZooKeeper is not running")
-        return self._zookeeper
+        lead = ("standalone", "leader")
+        return next((node for node in self.zookeeper_nodes if self._zookeeper_mode(node) in lead), -1)
+
+    def zookeeper_node_of(self, client: KazooClient) -> int:
+        """The node ``client`` is connected to now, matched by the server port of its socket.
+
+        Reads kazoo's connection socket (kazoo has no public accessor for it). Raises
+        LocalClusterError while ``client`` has no connection.
+        """
+        try:
+            port = client._connection._socket.getpeername()[1]  # type: ignore[union-attr]
+        except (AttributeError, OSError):
+            raise LocalClusterError("the client is not connected to ZooKeeper now") from None
+        node = next((n for n, p in self._zk_ports.items() if p == port), None)
+        if node is None:
+            raise LocalClusterError(f"the client is connected to port {port}, not to this cluster's ZooKeeper")
+        return node
+
+    def _running_zookeepers(self, node: Optional[int]) -> List[processes.JavaProcess]:
+        self._require_running()
+        if node is not None:
+            self._check_zookeeper_node(node)
+        targets = [z for n, z in self._zookeepers.items() if node in (None, n) and z.running()]
+        if not targets:
+            raise LocalClusterError(f"ZooKeeper {'node %d ' % node if node else ''}is not running")
+        return targets
 
     def kazoo_client(self, chroot: str = "", **kwargs: Any) -> KazooClient:
         """A started KazooClient on this cluster (optionally under ``chroot``), closed by stop()."""
@@ -761,7 +872,8 @@ class LocalCluster:
             client.remove_listener(on_state)
 
     def _has_ephemerals(self, session_id: int) -> bool:
-        dump = zookeeper_command(HOST, self._zk_port, "dump")
+        leader = self.zookeeper_leader()  # the leader's view is the authoritative one
+        dump = zookeeper_command(HOST, self._zk_ports[leader if leader > 0 else 1], "dump")
         return session_id in sessions_with_ephemerals(dump)
 
     # ------------------------------------------------------------------ Kafka's own tools

@@ -1,6 +1,7 @@
 """Small read-only probes of the cluster's servers, independent of the code under test.
 
-- :func:`zookeeper_command` sends a ZooKeeper four-letter word (``ruok``, ``dump``...).
+- :func:`zookeeper_command` sends a ZooKeeper four-letter word (``ruok``, ``dump``...);
+  :func:`srvr_fields` and :func:`sessions_with_ephemerals` read the replies.
 - :func:`fetch_metadata` asks one broker for topic metadata with a version-0
   MetadataRequest, to see what *that broker's* metadata cache knows.
 """
@@ -26,6 +27,19 @@ def zookeeper_command(host: str, port: int, command: str, timeout: float = 2.0) 
                 break
             chunks.append(chunk)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def srvr_fields(reply: str) -> Dict[str, str]:
+    """The ``Key: value`` lines of a ``srvr`` reply; ``{}`` from a server not serving requests.
+
+    ``Mode`` is ``standalone``, ``leader`` or ``follower``; ``Zookeeper version`` starts
+    with the version number.
+
+    >>> srvr_fields("Zookeeper version: 3.8.0-x, built on y\\nMode: leader\\n")["Mode"]
+    'leader'
+    """
+    fields = (line.split(":", 1) for line in reply.splitlines() if ": " in line)
+    return {key.strip(): value.strip() for key, value in fields}
 
 
 def sessions_with_ephemerals(dump: str) -> Dict[int, List[str]]:
