@@ -777,6 +777,7 @@ class OwnershipMonitor:
         self._last_fault_end: Optional[float] = None
         self.samples = 0
         self.skipped = 0
+        self._owners_cache: Optional[Tuple[int, Dict[int, str]]] = None
         self._thread = threading.Thread(target=self._run, name="chaos-ownership-monitor", daemon=True)
 
     def start(self) -> None:
@@ -794,7 +795,11 @@ class OwnershipMonitor:
             self._last_fault_end = self._clock()
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval):
+        next_at = self._clock()
+        while True:
+            next_at = max(next_at + self._interval, self._clock())
+            if self._stopped.wait(max(0.0, next_at - self._clock())):
+                return
             sample = self._read()
             if sample is None:
                 with self._lock:
@@ -807,22 +812,28 @@ class OwnershipMonitor:
         client, timeout = self._client, self._read_timeout
         try:
             ids_reply = client.get_children_async(self._ids_path)
-            owned_reply = client.get_children_async(self._owners_path)
+            owned_reply = client.get_children_async(self._owners_path, include_data=True)
             try:
                 registered = list(ids_reply.get(timeout=timeout))
             except NoNodeError:
                 registered = []
             try:
-                owned = [c for c in owned_reply.get(timeout=timeout) if c.isdigit()]
+                children, stat = owned_reply.get(timeout=timeout)
             except NoNodeError:
-                owned = []
-            replies = {int(c): client.get_async(f"{self._owners_path}/{c}") for c in owned}
+                children, stat = [], None
+            # the owner nodes are only read again when a child was created or deleted since the
+            # last read (the parent's cversion changed): a node's value never changes in place
+            if stat is not None and self._owners_cache is not None and stat.cversion == self._owners_cache[0]:
+                return registered, dict(self._owners_cache[1])
+            replies = {int(c): client.get_async(f"{self._owners_path}/{c}") for c in children if c.isdigit()}
             owners: Dict[int, str] = {}
             for partition, reply in replies.items():
                 try:
                     owners[partition] = reply.get(timeout=timeout)[0].decode("utf-8", "replace")
                 except NoNodeError:  # released between the two reads: ownerless now
                     continue
+            complete_read = len(owners) == len(replies)
+            self._owners_cache = (stat.cversion, dict(owners)) if stat is not None and complete_read else None
             return registered, owners
         except ZK_UNAVAILABLE:
             return None
