@@ -9,9 +9,9 @@ tests do not touch the session cluster.
 
 The ``zk`` schedule (a member's session expired, a member partitioned from
 ZooKeeper through its proxy, ZooKeeper SIGSTOPped, ZooKeeper killed and
-restarted on its data directory) and item 10's ``zk-outage`` (commit-fatal
-members through a ZooKeeper pause and restart) run shortened too; both are
-marked ``slow``.
+restarted on its data directory, ~1 minute) and item 10's ``zk-outage``
+(commit-fatal members through a ZooKeeper pause and restart; marked ``slow``)
+run shortened too.
 
 The same schedule with Kafka's own Scala consumer as members runs only when
 ``ZKCONSUMER_CHAOS_KAFKA=1`` (it adds about a minute of four extra JVMs on top
@@ -34,7 +34,7 @@ SHORT_ZK = ChaosSettings(duration_s=40, members=3, partitions=6, messages_per_se
                          zk_pause_s=8, zk_down_s=5)
 #: Item 10: commit-fatal members; ZooKeeper SIGSTOPped 15 s, later killed and restarted after 10 s.
 SHORT_OUTAGE = ChaosSettings(duration_s=40, members=3, partitions=12, messages_per_second=50, seed=7,
-                             schedule="zk-outage")
+                             schedule="zk-outage", settle_timeout_s=30)
 
 
 # ------------------------------------------------------------------ the accounting itself (no cluster)
@@ -118,6 +118,15 @@ def test_ownership_monitor_counts_ownerless_time_only_while_the_group_has_live_m
     assert m.settled_again() == 13.0
 
 
+def test_a_commit_fatal_member_commits_itself() -> None:
+    from zkconsumer.testing.chaos_member import member_properties, parse_args
+
+    args = parse_args(["--zookeeper", "z:1", "--group", "g", "--topic", "t", "--out", "o", "--commit-fatal",
+                       "--property", "auto.commit.enable=true"])
+    assert args.commit_fatal and args.commit_interval == 0.5
+    assert member_properties(args)["auto.commit.enable"] == "false"
+
+
 def test_schedules_fit_their_durations() -> None:
     for settings in (SHORT, SHORT_ZK, SHORT_OUTAGE, ChaosSettings(duration_s=60, schedule="zk")):
         settings.validate()
@@ -159,7 +168,6 @@ def test_zkconsumer_does_no_worse_than_kafkas_consumer_under_the_same_chaos(tmp_
     assert zk.duplicate_pct <= kafka.duplicate_pct, table
 
 
-@pytest.mark.slow
 def test_zkconsumer_group_loses_nothing_and_never_regresses_offsets_under_zookeeper_faults(tmp_path: Path) -> None:
     result = ChaosRun("zkconsumer", SHORT_ZK, tmp_path / "zkconsumer").run()
     table = format_table({"zkconsumer": result}) + "\n" + "\n".join(result.events)

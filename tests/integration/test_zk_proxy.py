@@ -17,7 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from tests.integration.support import wait_until
+from support import wait_until
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.proxy import ZooKeeperProxy, expire_zookeeper_session
 
