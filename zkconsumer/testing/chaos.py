@@ -40,7 +40,7 @@ any commit exception as fatal; members run with ``commit_fatal``, see
 :mod:`zkconsumer.testing.chaos_member`; 12 partitions by default)
 
 ====== ================================================================
- 15 %   ``SIGSTOP`` ZooKeeper for ``zk_pause_s`` (15 s), then ``SIGCONT``
+ 10 %   ``SIGSTOP`` ZooKeeper for ``zk_pause_s`` (15 s), then ``SIGCONT``
  55 %   ``kill -9`` ZooKeeper, start it again ``zk_down_s`` (10 s) later
 100 %   as above
 ====== ================================================================
@@ -168,6 +168,7 @@ from zkconsumer.testing import processes
 from zkconsumer.testing.chaos_member import spawn_member
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
+from zkconsumer.testing.probes import zookeeper_command
 from zkconsumer.testing.properties import log4j_properties, render_properties
 from zkconsumer.testing.proxy import ZooKeeperProxy, expire_zookeeper_session
 
@@ -203,7 +204,7 @@ SCHEDULES: Mapping[str, Tuple[Tuple[str, float], ...]] = {
         ("restart_zookeeper", 0.75),
     ),
     "zk-outage": (
-        ("pause_zookeeper", 0.15),
+        ("pause_zookeeper", 0.10),
         ("restart_zookeeper", 0.55),
     ),
 }
@@ -313,7 +314,7 @@ def schedule(settings: ChaosSettings) -> List[ScheduledEvent]:
     >>> [(e.action, e.at_s) for e in schedule(ChaosSettings(duration_s=100))][:2]
     [('kill_member', 10.0), ('add_member', 25.0)]
     >>> [(e.action, e.at_s) for e in schedule(ChaosSettings(duration_s=60, schedule="zk-outage"))]
-    [('pause_zookeeper', 9.0), ('restart_zookeeper', 33.0)]
+    [('pause_zookeeper', 6.0), ('restart_zookeeper', 33.0)]
     """
     return [ScheduledEvent(round(fraction * settings.duration_s, 3), action)
             for action, fraction in SCHEDULES[settings.schedule]]
@@ -732,6 +733,14 @@ class OffsetMonitor:
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(5)
+
+
+def _zookeeper_serving(port: int) -> bool:
+    """Whether the ZooKeeper server on 127.0.0.1:``port`` answers ``srvr``."""
+    try:
+        return "Mode: " in zookeeper_command("127.0.0.1", port, "srvr", timeout=1.0)
+    except OSError:
+        return False
 
 
 def read_committed(client: KazooClient, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
@@ -1186,8 +1195,8 @@ class ChaosRun:
                 cluster.kill_zookeeper()
                 self._event(f"kill -9 ZooKeeper; restarting it in {self.settings.zk_down_s:.0f}s")
                 self._sleep_until(event.at_s + self.settings.zk_down_s)
-                cluster.start_zookeeper()
-                self._event("ZooKeeper serving again (same port and data directory)")
+                self._start_zookeeper(cluster)
+                continue  # _start_zookeeper marked the fault's end: when ZooKeeper served again
             elif event.action == "kill_leader_broker":
                 partition = self._rng.randrange(self.settings.partitions)
                 broker = cluster.leader(TOPIC, partition)
@@ -1200,6 +1209,30 @@ class ChaosRun:
             elif event.action == "restart_broker":
                 self._restart_broker(cluster)
             self._fault_ended()
+
+    def _start_zookeeper(self, cluster: LocalCluster) -> None:
+        """Start ZooKeeper again; the fault ends when it serves (``srvr`` answers), which is
+        earlier than ``start_zookeeper()`` returns (that also waits for the cluster's own client)."""
+        errors: List[BaseException] = []
+
+        def start() -> None:
+            try:
+                cluster.start_zookeeper()
+            except BaseException as exc:  # re-raised below, in the engine's thread
+                errors.append(exc)
+
+        starter = threading.Thread(target=start, name="chaos-zookeeper-start", daemon=True)
+        starter.start()
+        while starter.is_alive() and not _zookeeper_serving(cluster.zk_port):
+            starter.join(0.1)
+        if not errors:
+            self._event("ZooKeeper serving again (same port and data directory)")
+            self._fault_ended()
+        starter.join(180.0)
+        if errors:
+            raise errors[0]
+        if starter.is_alive():
+            raise ChaosError("LocalCluster.start_zookeeper() did not return within 180 s")
 
     def _expire_member(self, cluster: LocalCluster) -> None:
         """Expire the ZooKeeper session(s) a member holds, as seen through its proxy."""
