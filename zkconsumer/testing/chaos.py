@@ -2,8 +2,16 @@
 
 One *side* of a run (:class:`ChaosRun`) starts a dedicated :class:`LocalCluster`
 (3 brokers, a topic with replication 3), a group of member processes, an
-``acks=all`` producer and a ZooKeeper offset monitor, then plays one schedule
-(:func:`schedule`), as fractions of ``duration_s`` after the producer starts:
+``acks=all`` producer, a ZooKeeper offset monitor and an ownership monitor, then
+plays one schedule (:func:`schedule`), as fractions of ``duration_s`` after the
+producer starts. Every member reaches ZooKeeper through its own
+:class:`~zkconsumer.testing.proxy.ZooKeeperProxy` in this process (its
+``zookeeper.connect`` is the proxy's address), so one member alone can be cut
+off from ZooKeeper, and its session (seen in the proxied handshake) expired.
+
+Schedules (``ChaosSettings.schedule``; ``scripts/chaos --schedule NAME``):
+
+``default`` (member and broker faults)
 
 ====== ================================================================
  10 %   ``kill -9`` a member
@@ -13,6 +21,32 @@ One *side* of a run (:class:`ChaosRun`) starts a dedicated :class:`LocalCluster`
  85 %   restart that broker
 100 %   stop the producer; settle; stop the members; drain; account
 ====== ================================================================
+
+``zk`` (ZooKeeper faults)
+
+====== ================================================================
+  8 %   expire a member's ZooKeeper session (a second client joins the
+        session seen through the member's proxy and closes it)
+ 15 %   partition a member from ZooKeeper (its proxy blackholes) for the
+        session timeout + 4 s, then heal
+ 45 %   ``SIGSTOP`` ZooKeeper for ``zk_pause_s`` (15 s), then ``SIGCONT``
+ 75 %   ``kill -9`` ZooKeeper; ``zk_down_s`` (10 s) later start it again on
+        the same port and data directory
+100 %   as above
+====== ================================================================
+
+``zk-outage`` (item 10 of "Correct under faults": an application that treats
+any commit exception as fatal; members run with ``commit_fatal``, see
+:mod:`zkconsumer.testing.chaos_member`; 12 partitions by default)
+
+====== ================================================================
+ 10 %   ``SIGSTOP`` ZooKeeper for ``zk_pause_s`` (15 s), then ``SIGCONT``
+ 55 %   ``kill -9`` ZooKeeper, start it again ``zk_down_s`` (10 s) later
+100 %   as above
+====== ================================================================
+
+Kafka's ConsoleConsumer has no commit-fatal mode: its members always
+auto-commit every ``commit_interval_ms`` (the ``commits`` row says which).
 
 The *same* schedule (same seed, so the same victims by index) runs with
 zkconsumer members (:mod:`zkconsumer.testing.chaos_member`) and with Kafka's own
@@ -83,6 +117,21 @@ without failing any one member).
 committed offset without that offset advancing (commits happen every
 ``auto.commit.interval.ms``, so ~1 s is the floor); a measure of availability.
 
+*Longest ownerless partition*: the :class:`OwnershipMonitor` reads
+``/consumers/<g>/ids`` and ``/consumers/<g>/owners/<topic>`` every 100 ms from
+the producer's start to the end of the settle phase; the figure is the longest
+continuous interval any partition had no owner node while the group had live
+members (a member process alive and not ``kill -9``'d by the schedule). A
+sample that cannot be read (ZooKeeper down) changes nothing: an interval open
+before an outage continues through it.
+
+*Settled again*: the group is *complete* in a sample when every partition's
+owner node names a consumer registered in ``/consumers/<g>/ids``. The figure is
+the time from the end of the schedule's last fault to the start of the final
+run of complete samples, which must last to the end of the settle phase
+(0 if the group was complete throughout); "no" if the group was not complete
+at the end.
+
 Example::
 
     from zkconsumer.testing.chaos import ChaosSettings, run_chaos, format_table
@@ -94,6 +143,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import re
@@ -110,14 +160,17 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
 from zkconsumer.testing import processes
 from zkconsumer.testing.chaos_member import spawn_member
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
+from zkconsumer.testing.probes import zookeeper_command
 from zkconsumer.testing.properties import log4j_properties, render_properties
+from zkconsumer.testing.proxy import ZooKeeperProxy, expire_zookeeper_session
 
 KINDS = ("zkconsumer", "kafka")
 TOPIC = "chaos"
@@ -135,14 +188,31 @@ BROKER_CONFIG: Mapping[str, Any] = {
     "replica.lag.time.max.ms": 4000,
 }
 
-#: The schedule, as (action, fraction of the duration after the producer starts).
-SCHEDULE: Tuple[Tuple[str, float], ...] = (
-    ("kill_member", 0.10),
-    ("add_member", 0.25),
-    ("pause_member", 0.40),
-    ("kill_leader_broker", 0.65),
-    ("restart_broker", 0.85),
-)
+#: The schedules, as (action, fraction of the duration after the producer starts).
+SCHEDULES: Mapping[str, Tuple[Tuple[str, float], ...]] = {
+    "default": (
+        ("kill_member", 0.10),
+        ("add_member", 0.25),
+        ("pause_member", 0.40),
+        ("kill_leader_broker", 0.65),
+        ("restart_broker", 0.85),
+    ),
+    "zk": (
+        ("expire_member", 0.08),
+        ("partition_member", 0.15),
+        ("pause_zookeeper", 0.45),
+        ("restart_zookeeper", 0.75),
+    ),
+    "zk-outage": (
+        ("pause_zookeeper", 0.10),
+        ("restart_zookeeper", 0.55),
+    ),
+}
+#: The default schedule (member and broker faults).
+SCHEDULE = SCHEDULES["default"]
+
+#: ZooKeeper errors the engine's own reads ride out (ZooKeeper paused, restarting).
+ZK_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
 
 
 class ChaosError(Exception):
@@ -162,7 +232,12 @@ def value_of(sequence: int) -> str:
 class ChaosSettings:
     """What one run does; both sides of a comparison use the same settings.
 
-    ``pause_extra_s``: the SIGSTOP lasts ``zookeeper.session.timeout.ms`` plus this.
+    ``pause_extra_s``: the member SIGSTOP (and the member partition) lasts
+    ``zookeeper.session.timeout.ms`` plus this. ``schedule``: a key of
+    :data:`SCHEDULES`. ``zk_pause_s``: how long ZooKeeper stays SIGSTOPped;
+    ``zk_down_s``: how long it stays dead before its restart. ``commit_fatal``:
+    zkconsumer members commit every ``fatal_commit_interval_s`` themselves and
+    die on any commit or iteration exception (forced on by ``zk-outage``).
     """
 
     duration_s: float = 120.0
@@ -176,26 +251,53 @@ class ChaosSettings:
     settle_timeout_s: float = 60.0
     stop_grace_s: float = 20.0
     join_timeout_s: float = 120.0
+    schedule: str = "default"
+    zk_pause_s: float = 15.0
+    zk_down_s: float = 10.0
+    commit_fatal: bool = False
+    fatal_commit_interval_s: float = 0.5
 
     @property
     def pause_s(self) -> float:
-        """How long the paused member stays stopped."""
+        """How long the paused (or partitioned) member stays stopped (cut off)."""
         return self.session_timeout_ms / 1000.0 + self.pause_extra_s
 
+    @property
+    def fatal_commits(self) -> bool:
+        """Whether zkconsumer members run in the commit-fatal mode."""
+        return self.commit_fatal or self.schedule == "zk-outage"
+
+    def event_duration(self, action: str) -> float:
+        """Seconds an action of the schedule lasts (0 for instant ones; a restart counts 2 s to start)."""
+        return {"pause_member": self.pause_s, "partition_member": self.pause_s,
+                "pause_zookeeper": self.zk_pause_s, "restart_zookeeper": self.zk_down_s + 2.0}.get(action, 0.0)
+
     def validate(self) -> None:
-        """Raise ValueError unless the schedule fits: events must not overlap."""
-        if self.members < 2:
-            raise ValueError("--members must be >= 2 (one is killed, another paused)")
+        """Raise ValueError unless the schedule fits: events must not overlap or outlast the duration."""
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"--schedule must be one of {sorted(SCHEDULES)}")
+        actions = [a for a, _ in SCHEDULES[self.schedule]]
+        needed = 2 if {"kill_member", "expire_member"} & set(actions) else 1
+        if self.members < needed:
+            raise ValueError(f"--members must be >= {needed} for the {self.schedule} schedule")
         if self.partitions < 1:
             raise ValueError("--partitions must be >= 1")
         if self.messages_per_second <= 0:
             raise ValueError("--messages-per-second must be > 0")
-        times = dict(SCHEDULE)
-        room = (times["kill_leader_broker"] - times["pause_member"]) * self.duration_s
-        if room < self.pause_s + 1:
-            minimum = (self.pause_s + 1) / (times["kill_leader_broker"] - times["pause_member"])
-            raise ValueError(f"--duration must be >= {minimum:.0f} s so the {self.pause_s:.0f} s pause "
-                             "ends before the broker kill")
+        if self.zk_pause_s < 0 or self.zk_down_s < 0:
+            raise ValueError("ZooKeeper pause and downtime must be >= 0")
+        events = SCHEDULES[self.schedule]
+        for index, (action, fraction) in enumerate(events):
+            length = self.event_duration(action)
+            if not length:
+                continue
+            next_fraction = events[index + 1][1] if index + 1 < len(events) else 1.0
+            if (next_fraction - fraction) * self.duration_s < length + 1:
+                minimum = (length + 1) / (next_fraction - fraction)
+                what = "the broker kill" if next_fraction < 1.0 and events[index + 1][0] == "kill_leader_broker" \
+                    else ("the next event" if next_fraction < 1.0 else "the end")
+                raise ValueError(f"--duration must be >= {minimum:.0f} s so the {length:.0f} s {action} "
+                                 f"ends before {what}")
 
 
 @dataclass(frozen=True)
@@ -211,8 +313,11 @@ def schedule(settings: ChaosSettings) -> List[ScheduledEvent]:
 
     >>> [(e.action, e.at_s) for e in schedule(ChaosSettings(duration_s=100))][:2]
     [('kill_member', 10.0), ('add_member', 25.0)]
+    >>> [(e.action, e.at_s) for e in schedule(ChaosSettings(duration_s=60, schedule="zk-outage"))]
+    [('pause_zookeeper', 6.0), ('restart_zookeeper', 33.0)]
     """
-    return [ScheduledEvent(round(fraction * settings.duration_s, 3), action) for action, fraction in SCHEDULE]
+    return [ScheduledEvent(round(fraction * settings.duration_s, 3), action)
+            for action, fraction in SCHEDULES[settings.schedule]]
 
 
 # ---------------------------------------------------------------------------- results
@@ -226,6 +331,8 @@ class MemberReport:
     lines: int = 0
     killed_by_schedule: bool = False
     paused_by_schedule: bool = False
+    partitioned_by_schedule: bool = False
+    expired_by_schedule: bool = False
     exit_status: Optional[int] = None
     failed: bool = False
     why: List[str] = field(default_factory=list)
@@ -265,12 +372,22 @@ class SideResult:
     stalled_detail: Dict[int, str] = field(default_factory=dict)
     max_stall_s: float = 0.0
     settle_s: Optional[float] = None
+    longest_ownerless_s: float = 0.0
+    longest_ownerless_detail: str = ""
+    settled_again: bool = False
+    settled_again_s: Optional[float] = None
+    commits: str = ""
     offset_writes_seen: int = 0
     offset_writes_total: int = 0
     members: List[MemberReport] = field(default_factory=list)
     events: List[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     run_dir: str = ""
+
+    @property
+    def settled_again_text(self) -> str:
+        """``yes (2.3 s)`` or ``no``."""
+        return f"yes ({self.settled_again_s} s)" if self.settled_again else "no"
 
     @property
     def offset_writes(self) -> str:
@@ -285,13 +402,18 @@ class SideResult:
 
 
 class Member:
-    """One member process of the group under test; ``name`` is its ``consumer.id``."""
+    """One member process of the group under test; ``name`` is its ``consumer.id``.
 
-    def __init__(self, name: str, process: "subprocess.Popen[Any]", out_path: Path, log_path: Path) -> None:
+    ``proxy`` is the member's own way to ZooKeeper (closed by its launcher's ``forget``).
+    """
+
+    def __init__(self, name: str, process: "subprocess.Popen[Any]", out_path: Path, log_path: Path,
+                 proxy: ZooKeeperProxy) -> None:
         self.name = name
         self.process = process
         self.out_path = out_path
         self.log_path = log_path
+        self.proxy = proxy
         self.report = MemberReport(name)
 
     @property
@@ -332,10 +454,20 @@ class MemberLauncher:
         }
 
     def start(self, name: str) -> Member:
+        """Start member ``name``, connected to ZooKeeper through a new proxy of its own."""
+        proxy = ZooKeeperProxy("127.0.0.1", self.cluster.zk_port, name=f"zk-proxy-{name}").start()
+        try:
+            return self._start(name, proxy)
+        except BaseException:
+            proxy.close()
+            raise
+
+    def _start(self, name: str, proxy: ZooKeeperProxy) -> Member:
         raise NotImplementedError
 
     def forget(self, member: Member) -> None:
-        """Called once the member's process is gone."""
+        """Called once the member's process is gone: closes its proxy (idempotent)."""
+        member.proxy.close()
 
 
 class ZkconsumerLauncher(MemberLauncher):
@@ -343,12 +475,13 @@ class ZkconsumerLauncher(MemberLauncher):
 
     kind = "zkconsumer"
 
-    def start(self, name: str) -> Member:
+    def _start(self, name: str, proxy: ZooKeeperProxy) -> Member:
         out, log = self.directory / f"{name}.out", self.directory / f"{name}.log"
         props = self.properties(name)
-        process = spawn_member(self.cluster.zk_connect, self.group, self.topic, out, log, self.directory,
-                               props, consumer_id=name)
-        return Member(name, process, out, log)
+        process = spawn_member(proxy.address, self.group, self.topic, out, log, self.directory,
+                               props, consumer_id=name, commit_fatal=self.settings.fatal_commits,
+                               commit_interval_s=self.settings.fatal_commit_interval_s)
+        return Member(name, process, out, log, proxy)
 
 
 class KafkaLauncher(MemberLauncher):
@@ -371,20 +504,21 @@ class KafkaLauncher(MemberLauncher):
                  "kafka.consumer.ConsumerFetcherManager": "INFO"}
         self._log4j.write_text(render_properties(log4j_properties("WARN", "System.err", quiet)))
 
-    def start(self, name: str) -> Member:
+    def _start(self, name: str, proxy: ZooKeeperProxy) -> Member:
         out, log = self.directory / f"{name}.out", self.directory / f"{name}.log"
         config = self.directory / f"{name}.properties"
         config.write_text(render_properties(self.properties(name)))
         with open(out, "ab") as out_file, open(log, "ab") as log_file:
             process = self.cluster.start_tool(
-                "kafka.tools.ConsoleConsumer", "--zookeeper", self.cluster.zk_connect, "--topic", self.topic,
+                "kafka.tools.ConsoleConsumer", "--zookeeper", proxy.address, "--topic", self.topic,
                 "--consumer.config", str(config), "--property", "print.key=false",
                 stdout=out_file, stderr=log_file, text=False,
                 jvm_options=(*self.JVM_OPTIONS, f"-Dlog4j.configuration=file:{self._log4j}"))
-        return Member(name, process, out, log)
+        return Member(name, process, out, log, proxy)
 
     def forget(self, member: Member) -> None:
         self.cluster.stop_tool(member.process, grace=0)
+        super().forget(member)
 
 
 def read_recordings(path: Path) -> Tuple[Counter, int]:
@@ -601,6 +735,14 @@ class OffsetMonitor:
             self._thread.join(5)
 
 
+def _zookeeper_serving(port: int) -> bool:
+    """Whether the ZooKeeper server on 127.0.0.1:``port`` answers ``srvr``."""
+    try:
+        return "Mode: " in zookeeper_command("127.0.0.1", port, "srvr", timeout=1.0)
+    except OSError:
+        return False
+
+
 def read_committed(client: KazooClient, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
     """The committed offsets in ZooKeeper right now (None where there is none)."""
     result: Dict[int, Optional[int]] = {}
@@ -610,6 +752,148 @@ def read_committed(client: KazooClient, group: str, topic: str, partitions: int)
         except (NoNodeError, ValueError):
             result[p] = None
     return result
+
+
+class OwnershipMonitor:
+    """Samples a group's registrations and partition owners: ownerless intervals, and when it settled.
+
+    Every ``interval_s`` it reads ``/consumers/<g>/ids`` and the owner nodes of
+    ``topic`` (each read bounded by ``read_timeout_s``; a sample that cannot be
+    read is skipped and changes nothing) and feeds them to :meth:`record`,
+    which holds all the logic (definitions in the module docstring).
+    ``has_live_members`` says whether the group has live member processes;
+    :meth:`fault_ended` marks the end of a fault of the schedule.
+    """
+
+    def __init__(self, client: KazooClient, group: str, topic: str, partitions: int,
+                 has_live_members: Callable[[], bool], interval_s: float = 0.1, read_timeout_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._ids_path = f"/consumers/{group}/ids"
+        self._owners_path = f"/consumers/{group}/owners/{topic}"
+        self._partitions = partitions
+        self._has_live_members = has_live_members
+        self._interval = interval_s
+        self._read_timeout = read_timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._started_at = clock()
+        self._ownerless_since: Dict[int, Optional[float]] = {p: None for p in range(partitions)}
+        self._longest = 0.0
+        self._longest_detail = ""
+        self._complete_since: Optional[float] = None
+        self._last_fault_end: Optional[float] = None
+        self.samples = 0
+        self.skipped = 0
+        self._owners_cache: Optional[Tuple[int, Dict[int, str]]] = None
+        self._thread = threading.Thread(target=self._run, name="chaos-ownership-monitor", daemon=True)
+
+    def start(self) -> None:
+        self._started_at = self._clock()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(5 + 3 * self._read_timeout)
+
+    def fault_ended(self) -> None:
+        """A fault of the schedule has just ended (settling is measured from the last one)."""
+        with self._lock:
+            self._last_fault_end = self._clock()
+
+    def _run(self) -> None:
+        next_at = self._clock()
+        while True:
+            next_at = max(next_at + self._interval, self._clock())
+            if self._stopped.wait(max(0.0, next_at - self._clock())):
+                return
+            sample = self._read()
+            if sample is None:
+                with self._lock:
+                    self.skipped += 1
+                continue
+            self.record(self._clock(), sample[0], sample[1], self._has_live_members())
+
+    def _read(self) -> Optional[Tuple[List[str], Dict[int, str]]]:
+        """(registered member ids, partition -> owner) now, or None if ZooKeeper did not answer in time."""
+        client, timeout = self._client, self._read_timeout
+        try:
+            ids_reply = client.get_children_async(self._ids_path)
+            owned_reply = client.get_children_async(self._owners_path, include_data=True)
+            try:
+                registered = list(ids_reply.get(timeout=timeout))
+            except NoNodeError:
+                registered = []
+            try:
+                children, stat = owned_reply.get(timeout=timeout)
+            except NoNodeError:
+                children, stat = [], None
+            # the owner nodes are only read again when a child was created or deleted since the
+            # last read (the parent's cversion changed): a node's value never changes in place
+            if stat is not None and self._owners_cache is not None and stat.cversion == self._owners_cache[0]:
+                return registered, dict(self._owners_cache[1])
+            replies = {int(c): client.get_async(f"{self._owners_path}/{c}") for c in children if c.isdigit()}
+            owners: Dict[int, str] = {}
+            for partition, reply in replies.items():
+                try:
+                    owners[partition] = reply.get(timeout=timeout)[0].decode("utf-8", "replace")
+                except NoNodeError:  # released between the two reads: ownerless now
+                    continue
+            complete_read = len(owners) == len(replies)
+            self._owners_cache = (stat.cversion, dict(owners)) if stat is not None and complete_read else None
+            return registered, owners
+        except ZK_UNAVAILABLE:
+            return None
+        except Exception:  # anything else unexpected from the client: skip the sample too
+            return None
+
+    def record(self, now: float, registered: Sequence[str], owners: Mapping[int, str], live: bool) -> None:
+        """Account one sample taken at ``now``.
+
+        >>> m = OwnershipMonitor(None, "g", "t", 2, lambda: True, clock=lambda: 0.0)  # type: ignore[arg-type]
+        >>> m.record(1.0, ["g_a"], {0: "g_a-0", 1: "g_a-0"}, True)
+        >>> m.record(2.0, ["g_a"], {0: "g_a-0"}, True)
+        >>> m.record(4.5, ["g_a"], {0: "g_a-0"}, True)
+        >>> m.record(5.0, ["g_a"], {0: "g_a-0", 1: "g_a-0"}, True)
+        >>> m.longest_ownerless()
+        (2.5, 'partition 1 from 2.0s to 4.5s')
+        >>> m.settled_again()
+        5.0
+        """
+        with self._lock:
+            self.samples += 1
+            for partition in range(self._partitions):
+                if partition in owners or not live:
+                    self._ownerless_since[partition] = None
+                    continue
+                since = self._ownerless_since[partition]
+                if since is None:
+                    since = self._ownerless_since[partition] = now
+                if now - since > self._longest:
+                    self._longest = now - since
+                    self._longest_detail = (f"partition {partition} from {since - self._started_at:.1f}s "
+                                            f"to {now - self._started_at:.1f}s")
+            complete = len(owners) == self._partitions and all(
+                any(owner.startswith(member + "-") for member in registered) for owner in owners.values())
+            if not complete:
+                self._complete_since = None
+            elif self._complete_since is None:
+                self._complete_since = now
+
+    def longest_ownerless(self) -> Tuple[float, str]:
+        """(seconds, which partition when) of the longest ownerless interval seen."""
+        with self._lock:
+            return round(self._longest, 1), self._longest_detail
+
+    def settled_again(self) -> Optional[float]:
+        """Seconds from the last fault's end to the final complete run of samples; None if not complete now."""
+        with self._lock:
+            if self._complete_since is None:
+                return None
+            reference = self._last_fault_end if self._last_fault_end is not None else self._started_at
+            return round(max(0.0, self._complete_since - reference), 1)
 
 
 # ---------------------------------------------------------------------------- the log
@@ -690,7 +974,12 @@ class ChaosRun:
         self._members: List[Member] = []
         self._next_index = 1
         self._killed_broker: Optional[int] = None
+        self._ownership: Optional[OwnershipMonitor] = None
         self.result = SideResult(kind, run_dir=str(directory))
+        if kind == "zkconsumer" and settings.fatal_commits:
+            self.result.commits = f"app, {settings.fatal_commit_interval_s:g}s, fatal"
+        else:
+            self.result.commits = f"auto, {settings.commit_interval_ms / 1000:g}s"
 
     # -------------------------------------------------------------- helpers
 
@@ -711,6 +1000,24 @@ class ChaosRun:
 
     def _live_members(self) -> List[Member]:
         return [m for m in self._members if m.alive() and not m.report.killed_by_schedule]
+
+    def _has_live_members(self) -> bool:
+        return any(m.alive() and not m.report.killed_by_schedule for m in list(self._members))
+
+    def _fault_ended(self) -> None:
+        if self._ownership is not None:
+            self._ownership.fault_ended()
+
+    def _zk_retry(self, what: str, call: Callable[[], Any], timeout: float = 90.0) -> Any:
+        """``call()``, retried while ZooKeeper is unavailable (paused, restarting); ChaosError after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return call()
+            except ZK_UNAVAILABLE as exc:
+                if time.monotonic() > deadline:
+                    raise ChaosError(f"ZooKeeper unavailable for {timeout:.0f}s while {what}: {exc!r}") from exc
+                time.sleep(0.5)
 
     def _check_early_exits(self) -> None:
         for member in self._members:
@@ -733,12 +1040,15 @@ class ChaosRun:
         monitor: Optional[OffsetMonitor] = None
         launcher: Optional[MemberLauncher] = None
         try:
-            self._say(f"[{self.kind}] starting ZooKeeper and 3 brokers")
+            self._say(f"[{self.kind}] starting ZooKeeper and 3 brokers ({s.schedule} schedule, "
+                      f"commits {self.result.commits})")
             cluster.start()
             if self._keep_cluster_dir:
                 self._say(f"[{self.kind}] cluster logs (kept): {cluster.log_dir}")
             cluster.create_topic(TOPIC, partitions=s.partitions, replication=3)
-            zk = cluster.kazoo_client()
+            # the engine's own session outlives every ZooKeeper pause of the schedules (ZooKeeper's
+            # maximum, 60 s), so its monitors resume at once instead of opening a new session
+            zk = cluster.kazoo_client(timeout=60.0)
             for p in range(s.partitions):  # see KafkaLauncher: the group starts at offset 0, for both kinds
                 zk.create(f"/consumers/{self.group}/offsets/{TOPIC}/{p}", b"0", makepath=True)
             launcher = (ZkconsumerLauncher if self.kind == "zkconsumer" else KafkaLauncher)(
@@ -750,8 +1060,10 @@ class ChaosRun:
                 self._start_member(launcher)
             self._wait_group_ready(zk, s.join_timeout_s)
             self._say(f"[{self.kind}] {s.members} members own every partition; producing for {s.duration_s:.0f}s")
+            self._ownership = OwnershipMonitor(zk, self.group, TOPIC, s.partitions, self._has_live_members)
             producer.start()
             self._t0 = time.monotonic()
+            self._ownership.start()
             self._play(cluster, launcher, producer)
             self._sleep_until(s.duration_s)
             self._event(f"stopping the producer ({producer.sent} sent)")
@@ -764,6 +1076,7 @@ class ChaosRun:
             try:
                 ends = reader.end_offsets()
                 self._settle(zk, ends)
+                self._ownership.stop()
                 self._stop_members(launcher)
                 drained = self._drain(zk, reader, ends)
                 scan = reader.read({p: (0, ends[p]) for p in range(s.partitions)})
@@ -772,8 +1085,15 @@ class ChaosRun:
             monitor.stop()
             self._account(producer, monitor, drained, scan)
         finally:
+            if self._ownership is not None:
+                self._ownership.stop()
             if monitor is not None:
                 monitor.stop()
+            if cluster.zookeeper_running():
+                try:
+                    cluster.resume_zookeeper()  # in case a failure interrupted a pause
+                except LocalClusterError:
+                    pass
             if producer is not None:
                 try:
                     producer.stop(flush_timeout=5)
@@ -854,6 +1174,29 @@ class ChaosRun:
                 self._sleep_until(event.at_s + self.settings.pause_s)
                 victim.signal(signal.SIGCONT)
                 self._event(f"SIGCONT member {victim.name}")
+            elif event.action == "expire_member":
+                self._expire_member(cluster)
+            elif event.action == "partition_member":
+                victim = self._pick_member()
+                victim.report.partitioned_by_schedule = True
+                victim.proxy.cut("blackhole")
+                self._event(f"partitioned member {victim.name} from ZooKeeper for {self.settings.pause_s:.0f}s "
+                            f"(its proxy {victim.proxy.address} blackholes)")
+                self._sleep_until(event.at_s + self.settings.pause_s)
+                victim.proxy.heal()
+                self._event(f"healed the partition of member {victim.name}")
+            elif event.action == "pause_zookeeper":
+                cluster.pause_zookeeper()
+                self._event(f"SIGSTOP ZooKeeper for {self.settings.zk_pause_s:.0f}s")
+                self._sleep_until(event.at_s + self.settings.zk_pause_s)
+                cluster.resume_zookeeper()
+                self._event("SIGCONT ZooKeeper")
+            elif event.action == "restart_zookeeper":
+                cluster.kill_zookeeper()
+                self._event(f"kill -9 ZooKeeper; restarting it in {self.settings.zk_down_s:.0f}s")
+                self._sleep_until(event.at_s + self.settings.zk_down_s)
+                self._start_zookeeper(cluster)
+                continue  # _start_zookeeper marked the fault's end: when ZooKeeper served again
             elif event.action == "kill_leader_broker":
                 partition = self._rng.randrange(self.settings.partitions)
                 broker = cluster.leader(TOPIC, partition)
@@ -865,6 +1208,43 @@ class ChaosRun:
                 self._event(f"SIGKILL broker {broker} (leader of partition {partition})")
             elif event.action == "restart_broker":
                 self._restart_broker(cluster)
+            self._fault_ended()
+
+    def _start_zookeeper(self, cluster: LocalCluster) -> None:
+        """Start ZooKeeper again; the fault ends when it serves (``srvr`` answers), which is
+        earlier than ``start_zookeeper()`` returns (that also waits for the cluster's own client)."""
+        errors: List[BaseException] = []
+
+        def start() -> None:
+            try:
+                cluster.start_zookeeper()
+            except BaseException as exc:  # re-raised below, in the engine's thread
+                errors.append(exc)
+
+        starter = threading.Thread(target=start, name="chaos-zookeeper-start", daemon=True)
+        starter.start()
+        while starter.is_alive() and not _zookeeper_serving(cluster.zk_port):
+            starter.join(0.1)
+        if not errors:
+            self._event("ZooKeeper serving again (same port and data directory)")
+            self._fault_ended()
+        starter.join(180.0)
+        if errors:
+            raise errors[0]
+        if starter.is_alive():
+            raise ChaosError("LocalCluster.start_zookeeper() did not return within 180 s")
+
+    def _expire_member(self, cluster: LocalCluster) -> None:
+        """Expire the ZooKeeper session(s) a member holds, as seen through its proxy."""
+        victim = self._pick_member()
+        victim.report.expired_by_schedule = True
+        sessions = victim.proxy.sessions()
+        if not sessions:
+            self._event(f"member {victim.name} has no ZooKeeper session open; none expired")
+            return
+        for session_id, password in sessions:
+            expire_zookeeper_session(cluster.zk_connect, (session_id, password))
+            self._event(f"expired session 0x{session_id:x} of member {victim.name}")
 
     def _pick_member(self) -> Member:
         """A live member chosen by the seeded generator among the live ones, by name order."""
@@ -886,11 +1266,12 @@ class ChaosRun:
         s = self.settings
         settle_start = time.monotonic()
         deadline = settle_start + s.settle_timeout_s
-        committed = read_committed(zk, self.group, TOPIC, s.partitions)
+        read = lambda: read_committed(zk, self.group, TOPIC, s.partitions)  # noqa: E731
+        committed = self._zk_retry("reading committed offsets", read)
         while any((committed[p] or 0) < ends[p] for p in ends) and time.monotonic() < deadline:
             self._check_early_exits()
             time.sleep(0.2)
-            committed = read_committed(zk, self.group, TOPIC, s.partitions)
+            committed = self._zk_retry("reading committed offsets", read)
         behind = {p: ends[p] - (committed[p] or 0) for p in ends if (committed[p] or 0) < ends[p]}
         if not behind:
             self.result.settle_s = round(time.monotonic() - settle_start, 1)
@@ -898,8 +1279,8 @@ class ChaosRun:
         else:
             self._event(f"group did NOT catch up within {s.settle_timeout_s:.0f}s; behind: {behind}")
         self._check_early_exits()
-        owners = self._owners(zk)
-        registered = set(self._children(zk, f"/consumers/{self.group}/ids"))
+        owners = self._zk_retry("reading owners", lambda: self._owners(zk))
+        registered = set(self._zk_retry("reading members", lambda: self._children(zk, f"/consumers/{self.group}/ids")))
         for member in self._live_members():
             if f"{self.group}_{member.name}" not in registered:
                 member.report.failed = True
@@ -928,7 +1309,8 @@ class ChaosRun:
 
     def _drain(self, zk: KazooClient, reader: LogReader, ends: Mapping[int, int]) -> List[str]:
         """Read every partition from the group's committed offset to the log end (see the docstring)."""
-        committed = read_committed(zk, self.group, TOPIC, self.settings.partitions)
+        committed = self._zk_retry("reading committed offsets",
+                                   lambda: read_committed(zk, self.group, TOPIC, self.settings.partitions))
         ranges = {p: (committed[p] or 0, ends[p]) for p in ends}
         found = reader.read(ranges)
         values = [v for p in sorted(found) for _o, v in found[p]]
@@ -963,7 +1345,14 @@ class ChaosRun:
         r.regression_examples = monitor.regressions[:10]
         r.failed_members = sum(1 for m in r.members if m.failed)
         r.max_stall_s = round(max(monitor.max_stall.values(), default=0.0), 1)
+        if self._ownership is not None:
+            r.longest_ownerless_s, r.longest_ownerless_detail = self._ownership.longest_ownerless()
+            r.settled_again_s = self._ownership.settled_again()
+            r.settled_again = r.settled_again_s is not None
         r.offset_writes_seen, r.offset_writes_total = monitor.writes()
+        if self._ownership is not None:
+            self._event(f"ownership monitor: {self._ownership.samples} samples, "
+                        f"{self._ownership.skipped} unreadable (ZooKeeper unavailable)")
 
 
 @dataclass(frozen=True)
@@ -1041,8 +1430,9 @@ def run_chaos(settings: ChaosSettings, kinds: Sequence[str] = KINDS, directory: 
 
 
 def verdict(results: Mapping[str, SideResult]) -> Tuple[bool, List[str]]:
-    """Does zkconsumer pass? 0 lost, 0 regressions, 0 failed members, 0 stalled partitions,
-    and (when Kafka's side ran) a duplicate % at or below Kafka's. Returns (passed, reasons)."""
+    """Does zkconsumer pass? 0 lost, 0 regressions, 0 failed members, 0 stalled partitions, the
+    group settled again, and (when Kafka's side ran) a duplicate % at or below Kafka's.
+    Returns (passed, reasons)."""
     zk = results.get("zkconsumer")
     if zk is None:
         return True, ["zkconsumer side not run"]
@@ -1050,6 +1440,8 @@ def verdict(results: Mapping[str, SideResult]) -> Tuple[bool, List[str]]:
     for name in ("lost", "regressions", "failed_members", "stalled_partitions"):
         if getattr(zk, name):
             problems.append(f"zkconsumer {name} = {getattr(zk, name)}")
+    if not zk.settled_again:
+        problems.append("zkconsumer group did not settle again after the last fault")
     kafka = results.get("kafka")
     if kafka is not None and zk.duplicate_pct > kafka.duplicate_pct:
         problems.append(f"zkconsumer duplicate % {zk.duplicate_pct} > Kafka's {kafka.duplicate_pct}")
@@ -1057,6 +1449,7 @@ def verdict(results: Mapping[str, SideResult]) -> Tuple[bool, List[str]]:
 
 
 ROWS: Tuple[Tuple[str, str], ...] = (
+    ("commits", "commits"),
     ("sent", "sent"),
     ("acknowledged", "acknowledged"),
     ("send_failures", "send failures"),
@@ -1073,6 +1466,8 @@ ROWS: Tuple[Tuple[str, str], ...] = (
     ("stalled_partitions", "stalled partitions after settle"),
     ("drained", "left for the final drain"),
     ("max_stall_s", "max partition stall (s)"),
+    ("longest_ownerless_s", "LONGEST OWNERLESS PARTITION (s)"),
+    ("settled_again_text", "SETTLED AGAIN after last fault"),
     ("settle_s", "catch-up after producer stop (s)"),
     ("elapsed_s", "side wall time (s)"),
 )
@@ -1085,6 +1480,10 @@ def _member_summary(member: MemberReport) -> str:
         fate.append("kill -9")
     if member.paused_by_schedule:
         fate.append("paused")
+    if member.partitioned_by_schedule:
+        fate.append("partitioned")
+    if member.expired_by_schedule:
+        fate.append("expired")
     if not member.killed_by_schedule:
         fate.append("still running" if member.exit_status is None else f"exit {member.exit_status}")
     if member.failed:
@@ -1096,15 +1495,17 @@ def format_table(results: Mapping[str, SideResult]) -> str:
     """The figures of each side, side by side, then what went wrong where."""
     kinds = [k for k in KINDS if k in results]
     width = max(len(label) for _, label in ROWS) + 2
-    lines = [f"{'':{width}}" + "".join(f"{k:>14}" for k in kinds)]
+    lines = [f"{'':{width}}" + "".join(f"{k:>18}" for k in kinds)]
     for attr, label in ROWS:
         cells = []
         for k in kinds:
             value = getattr(results[k], attr)
-            cells.append(f"{'-' if value is None else value:>14}")
+            cells.append(f"{'-' if value is None else value:>18}")
         lines.append(f"{label:{width}}" + "".join(cells))
     for k in kinds:
         r = results[k]
+        if r.longest_ownerless_detail:
+            lines.append(f"{k} longest ownerless: {r.longest_ownerless_detail}")
         lines.append(f"{k} members: " + ", ".join(_member_summary(m) for m in r.members))
         for member in r.members:
             if member.failed or member.why:
@@ -1126,21 +1527,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of producing under faults")
+    parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="default",
+                        help="default: member and broker faults; zk: member session expiry, member partition "
+                             "from ZooKeeper, ZooKeeper SIGSTOP, ZooKeeper kill -9 and restart; zk-outage: "
+                             "ZooKeeper SIGSTOP then kill -9 and restart, commit-fatal members, 12 partitions")
+    parser.add_argument("--commit-fatal", action="store_true",
+                        help="zkconsumer members commit every 0.5 s themselves and die on any commit exception "
+                             "(always on with --schedule zk-outage)")
+    parser.add_argument("--zk-pause", type=float, default=15.0, help="seconds ZooKeeper stays SIGSTOPped")
+    parser.add_argument("--zk-down", type=float, default=10.0, help="seconds ZooKeeper stays dead before its restart")
     parser.add_argument("--members", type=int, default=3, help="initial members of the group")
-    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--partitions", type=int, help="partitions of the topic (6; 12 with --schedule zk-outage)")
     parser.add_argument("--messages-per-second", type=float, default=100.0)
     parser.add_argument("--seed", type=int, default=1, help="chooses the victims (same on both sides)")
     parser.add_argument("--only", choices=KINDS, help="run one side only")
     parser.add_argument("--keep", action="store_true", help="keep member outputs and logs (kept anyway on failure) and the clusters' logs")
     args = parser.parse_args(argv)
-    settings = ChaosSettings(duration_s=args.duration, members=args.members, partitions=args.partitions,
-                             messages_per_second=args.messages_per_second, seed=args.seed)
+    partitions = args.partitions if args.partitions is not None else (12 if args.schedule == "zk-outage" else 6)
+    settings = ChaosSettings(duration_s=args.duration, members=args.members, partitions=partitions,
+                             messages_per_second=args.messages_per_second, seed=args.seed, schedule=args.schedule,
+                             zk_pause_s=args.zk_pause, zk_down_s=args.zk_down, commit_fatal=args.commit_fatal)
     try:
         settings.validate()
     except ValueError as exc:
         parser.error(str(exc))
     directory = Path(tempfile.mkdtemp(prefix="zkconsumer-chaos-"))
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # the engine's clients ride out the faults on purpose
     kinds = [args.only] if args.only else list(KINDS)
     try:
         results = run_chaos(settings, kinds, directory, say, keep_cluster_dir=args.keep)
@@ -1155,7 +1568,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"member outputs and logs: {directory}")
     else:
         shutil.rmtree(directory, ignore_errors=True)
-    summary = {"settings": asdict(settings), "passed": passed, "problems": problems,
+    summary = {"settings": {**asdict(settings), "fatal_commits": settings.fatal_commits},
+               "passed": passed, "problems": problems,
                **{k: {key: value for key, value in r.as_dict().items() if key != "events"}
                   for k, r in results.items()}}
     print(json.dumps(summary, sort_keys=True))

@@ -28,6 +28,14 @@ Contract with the chaos engine:
 * Exit status 3: a stream raised (a background failure of the connector),
   printed with its traceback on stderr; 4: could not join the group
   (ZooKeeper unreachable, bad configuration); 2: bad arguments.
+* ``--commit-fatal`` (an application that cannot tolerate a failed commit):
+  ``auto.commit.enable`` is forced off and the member's own loop calls
+  ``connector.commit_offsets()`` every ``--commit-interval`` seconds (0.5 by
+  default), and once more before ``shutdown()`` on SIGTERM. **Any** exception
+  from ``commit_offsets()`` or from iterating a stream is fatal: it is logged
+  with its traceback (a line ``chaos-member FATAL <what>: <exception>``) and the
+  process exits at once with status 5, without a shutdown, as an application
+  that crashes on the error would.
 * Diagnostics (zkconsumer's INFO log: rebalances, session events, fenced
   commits) go to stderr with wall-clock timestamps, and one line
   ``chaos-member READY <consumer id>`` once the first assignment is done.
@@ -53,6 +61,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_STREAM_FAILED = 3
 EXIT_JOIN_FAILED = 4
+EXIT_FATAL = 5
 
 #: Settings of a chaos member unless overridden with ``--property``.
 DEFAULT_PROPERTIES: Dict[str, str] = {
@@ -94,17 +103,21 @@ class LineSink:
 
 
 def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, cwd: Path,
-                 properties: Mapping[str, object], consumer_id: Optional[str] = None) -> "subprocess.Popen[bytes]":
+                 properties: Mapping[str, object], consumer_id: Optional[str] = None,
+                 commit_fatal: bool = False, commit_interval_s: float = 0.5) -> "subprocess.Popen[bytes]":
     """Start this module as a member process (output to ``out``, logs to ``log``).
 
     ``properties`` are passed as ``--property`` (``group.id``/``consumer.id`` come from
-    the arguments). The child imports this checkout's zkconsumer whether or not it is
+    the arguments). ``commit_fatal``: the ``--commit-fatal`` mode (see the module
+    docstring). The child imports this checkout's zkconsumer whether or not it is
     installed.
     """
     argv = [sys.executable, "-m", "zkconsumer.testing.chaos_member", "--zookeeper", zk_connect,
             "--group", group, "--topic", topic, "--out", str(out)]
     if consumer_id is not None:
         argv += ["--consumer-id", consumer_id]
+    if commit_fatal:
+        argv += ["--commit-fatal", "--commit-interval", str(commit_interval_s)]
     for key, value in properties.items():
         if key not in ("group.id", "consumer.id"):
             argv += ["--property", f"{key}={value}"]
@@ -127,7 +140,13 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--streams", type=int, default=1, help="streams (consumer threads) of this member")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="any consumer property (repeatable); overrides the defaults")
+    parser.add_argument("--commit-fatal", action="store_true",
+                        help="commit with commit_offsets() every --commit-interval s; any commit or "
+                             "iteration exception kills the member (exit status 5)")
+    parser.add_argument("--commit-interval", type=float, default=0.5, help="seconds between commits (--commit-fatal)")
     args = parser.parse_args(argv)
+    if args.commit_interval <= 0:
+        parser.error("--commit-interval must be > 0")
     if args.streams < 1:
         parser.error("--streams must be >= 1")
     for item in args.property:
@@ -145,7 +164,17 @@ def member_properties(args: argparse.Namespace) -> Dict[str, str]:
     for item in args.property:
         key, value = item.split("=", 1)
         props[key.strip()] = value.strip()
+    if args.commit_fatal:
+        props["auto.commit.enable"] = "false"  # the application's own loop commits
     return props
+
+
+def die(what: str, exc: BaseException) -> None:
+    """``--commit-fatal``: log ``exc`` with its traceback and end the process at once with EXIT_FATAL."""
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    print(f"chaos-member FATAL {what}: {exc!r}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_FATAL)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -183,6 +212,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if not stop.is_set():  # only shutdown() may end a stream
                 raise RuntimeError(f"stream {index} ended before shutdown")
         except BaseException as exc:  # reported by the main thread
+            if args.commit_fatal:
+                die(f"iterating stream {index}", exc)
             failures.append(exc)
             traceback.print_exc(file=sys.stderr)
             stop.set()
@@ -191,8 +222,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                for i in range(len(streams))]
     for thread in threads:
         thread.start()
-    while not stop.wait(0.5):
-        pass
+    while not stop.wait(args.commit_interval if args.commit_fatal else 0.5):
+        if args.commit_fatal:
+            try:
+                connector.commit_offsets()
+            except BaseException as exc:
+                die("commit_offsets()", exc)
+    if args.commit_fatal and not failures:
+        try:
+            connector.commit_offsets()  # auto-commit is off: shutdown() would not commit
+        except BaseException as exc:
+            die("final commit_offsets()", exc)
     status = EXIT_STREAM_FAILED if failures else EXIT_OK
     try:
         connector.shutdown()  # ends every stream with the shutdown sentinel, commits
