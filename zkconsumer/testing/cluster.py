@@ -459,7 +459,10 @@ class LocalCluster:
         self._wait_serving(self.zookeeper_nodes, self._startup_timeout)
         reply = zookeeper_command(HOST, self._zk_ports[1], "srvr")  # the version that really runs
         self._zk_version = srvr_fields(reply).get("Zookeeper version", self._zk_version).split("-")[0]
-        self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0)
+        # Reconnect attempts at most 0.5 s apart: after a ZooKeeper restart the cluster's own
+        # client is back as soon as the server serves (kazoo's default backoff grows to ~10 s).
+        self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0,
+                                  connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 0.5})
         self._admin.start(timeout=30)
 
     def _wait_serving(self, nodes: Iterable[int], timeout: float) -> None:
