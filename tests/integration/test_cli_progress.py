@@ -9,8 +9,11 @@ escape codes. Skipped with a reason when tmux is not installed.
 
 from __future__ import annotations
 
+import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -20,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
@@ -306,3 +309,71 @@ def test_piped_consume_and_reset_print_no_progress(local: LocalCluster, zk: Kazo
     assert done.returncode == 0, done.stderr
     assert b"\x1b" not in done.stdout + done.stderr and b"\r" not in done.stderr
     assert "Reset 3 offset(s)" in done.stdout.decode()
+
+
+# --------------------------------------------------------------------------- stderr on a pseudo-terminal
+
+
+def run_with_tty_stderr(argv: List[str], timeout: float = 60) -> Tuple[int, bytes, bytes]:
+    """Run the CLI with stderr on a pseudo-terminal and stdout on a pipe: (exit code, stdout, raw stderr bytes)."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(cli_command(*argv), stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+                                env=cli_env(TERM="xterm"))
+        os.close(slave)
+        slave = -1
+        err = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], timeout)
+            if not ready:
+                proc.kill()
+                raise AssertionError(f"no output for {timeout}s from {argv}")
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the pty's other side is closed (the process exited)
+                break
+            if not chunk:
+                break
+            err += chunk
+        out = proc.stdout.read()
+        proc.wait(timeout)
+    finally:
+        os.close(master)
+        if slave != -1:
+            os.close(slave)
+    return proc.returncode, out, err
+
+
+def test_reset_execute_and_import_draw_progress_on_a_terminal_stderr_only(
+        local: LocalCluster, zk: KazooClient, tmp_path: Path) -> None:
+    topic = local.create_topic(f"t-many-{uuid.uuid4().hex[:6]}", partitions=40)
+    group = unique("many")
+    GroupClient(zk, group, f"{group}_writer").commit_offsets({(topic, p): 0 for p in range(40)})
+    local.produce(topic, produced_values(1), partition=7)
+
+    code, out, err = run_with_tty_stderr(["offsets", "reset", "--zookeeper", local.zk_connect, "--group", group,
+                                          "--topic", topic, "--to", "latest", "--execute"])
+    assert code == 0, err
+    assert f"\rresetting offsets of {group}: 1/1".encode() in err and err.endswith(b"\r\x1b[K")
+    assert b"\x1b" not in out and b"Reset 1 offset(s)" in out
+
+    export = tmp_path / "offsets.txt"
+    export.write_text("".join(f"/consumers/{group}/offsets/{topic}/{p}:0\n" for p in range(40)))
+    code, out, err = run_with_tty_stderr(["offsets", "import", "--zookeeper", local.zk_connect,
+                                          "--input", str(export)])
+    assert code == 0, err
+    assert b"\rimporting offsets: 40/40" in err and err.endswith(b"\r\x1b[K")
+    assert out == f"Imported 40 offsets into 1 group(s): {group}.\n".encode()
+
+
+def test_perf_draws_its_rate_on_a_terminal_stderr_and_keeps_stdout_parseable(local: LocalCluster) -> None:
+    topic = local.create_topic(f"t-perf-{uuid.uuid4().hex[:6]}", partitions=3)
+    local.produce(topic, produced_values(300))
+    code, out, err = run_with_tty_stderr(["perf", "--zookeeper", local.zk_connect, "--topic", topic,
+                                          "--messages", "300", "--warmup-ms", "1500"])
+    assert code == 0, err
+    assert re.search(rb"\rperf [\d,]+/300: [\d,]+ messages  [\d.,]+ msg/s  [\d.,]+ MB/s  \d+:\d\d\x1b\[K", err), err
+    assert err.endswith(b"\r\x1b[K")
+    lines = out.decode().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("start.time, end.time") and b"\x1b" not in out
+    assert json.loads(lines[2])["messages"] == 300

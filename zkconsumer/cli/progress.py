@@ -125,9 +125,10 @@ class StatusLine:
         if self._width is not None:
             return self._width
         try:
-            return os.get_terminal_size(self._stream.fileno()).columns
+            columns = os.get_terminal_size(self._stream.fileno()).columns
         except (OSError, ValueError, AttributeError):
             return 80
+        return columns if columns > 0 else 80  # a terminal that does not know its size reports 0
 
     def draw(self, text: str) -> None:
         if not self.enabled:
