@@ -255,6 +255,27 @@ def test_consume_shows_messages_and_rate_on_the_terminal_and_only_messages_in_th
     assert sorted(out_file.read_bytes().splitlines()) == sorted(values)  # stdout: exactly the messages
 
 
+@needs_tmux
+def test_consume_to_the_terminal_keeps_messages_whole_and_leaves_no_status_behind(
+        local: LocalCluster, tmp_path: Path) -> None:
+    topic = local.create_topic(f"t-shared-{uuid.uuid4().hex[:6]}", partitions=3)
+    values = produced_values(25)
+    local.produce(topic, values)
+    command = cli_command("consume", "--zookeeper", local.zk_connect, "--group", unique("shared"),
+                          "--topic", topic, "--from-beginning", "--timeout-ms", "3000")
+    term = Tmux(tmp_path, shell_line(command), cli_env(TERM="xterm"), height=50)
+    try:
+        # While idle at the end, the status line sits under the messages.
+        screen_with(term, lambda s: "consumed: 25 messages" in s, 30, "the status line under the messages")
+        wait_until(term.exited, 30, "consume to end")
+        lines = [line.strip() for line in term.screen().splitlines() if line.strip()]
+    finally:
+        term.close()
+    assert term.exit_status() == 0
+    assert sorted(line.encode() for line in lines[:-1]) == sorted(values), lines  # each message on its own line
+    assert lines[-1] == "Processed a total of 25 messages"
+
+
 # --------------------------------------------------------------------------- piped: nothing extra
 
 
