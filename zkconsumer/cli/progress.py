@@ -145,14 +145,7 @@ class StatusLine:
     def clear(self) -> None:
         """Erase the line if one is drawn (a no-op otherwise)."""
         with self._lock:
-            if not self._drawn:
-                return
-            self._drawn = False
-            try:
-                self._stream.write("\r\x1b[K")
-                self._stream.flush()
-            except (OSError, ValueError):
-                self.enabled = False
+            self.clear_locked()
 
     @property
     def lock(self) -> threading.Lock:
