@@ -18,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 from zkconsumer import ConfigurationError, ConsumerConfig, Whitelist
 
 __all__ = [
-    "PropsLike", "plain_props", "member_config", "SourceOptions", "SOURCE_OPTIONS",
+    "PropsLike", "plain_props", "member_config", "MemberMetrics", "SourceOptions", "SOURCE_OPTIONS",
 ]
 
 #: Consumer properties as users give them: a mapping of Kafka's dotted names, or a config.
@@ -66,6 +66,47 @@ def member_config(props: PropsLike, max_messages: Optional[int]) -> ConsumerConf
     if max_messages is not None and max_messages < 1:
         raise ValueError(f"max_messages must be >= 1, not {max_messages}")
     return config.with_overrides(**{"auto.commit.enable": False})
+
+
+@dataclass(frozen=True)
+class MemberMetrics:
+    """How the members of a ``foreach_stream`` job expose their Prometheus metrics (both optional).
+
+    ``port``: member ``i`` (its Spark partition index) serves on ``port + i``;
+    ``0`` gives every member a free port of its own (reported in its
+    :class:`~spark_integration.streams.StreamResult` and logged).
+    ``pushgateway``: ``host:port`` (or a URL) of a Prometheus Pushgateway
+    each member pushes to every 10 s and when it leaves.
+
+    >>> MemberMetrics(port=9400).port_for(3), MemberMetrics(port=0).port_for(3), MemberMetrics().port_for(3)
+    (9403, 0, None)
+    """
+
+    port: Optional[int] = None
+    pushgateway: Optional[str] = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.port is not None or bool(self.pushgateway)
+
+    def validate(self, members: int) -> "MemberMetrics":
+        """Raise ConfigurationError unless ``members`` ports from :attr:`port` are valid TCP ports; returns self."""
+        if self.port is not None:
+            if isinstance(self.port, bool) or not isinstance(self.port, int) or self.port < 0:
+                raise ConfigurationError("metrics_port", f"must be a port number >= 0 (0: any free port), "
+                                                         f"not {self.port!r}")
+            if self.port and self.port + max(0, members - 1) > 65535:
+                raise ConfigurationError("metrics_port", f"{self.port} + {members - 1} (one port per member) is "
+                                                         "above 65535")
+        if self.pushgateway is not None and (not isinstance(self.pushgateway, str) or not self.pushgateway.strip()):
+            raise ConfigurationError("metrics_pushgateway", f"must be host:port or a URL, not {self.pushgateway!r}")
+        return self
+
+    def port_for(self, index: int) -> Optional[int]:
+        """The port member ``index`` serves on (``None``: it serves none)."""
+        if self.port is None:
+            return None
+        return self.port + index if self.port else 0
 
 
 def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:

@@ -64,7 +64,7 @@ from zkconsumer.group import GroupClient
 from zkconsumer.topic_count import SubscriptionError
 from zkconsumer.zkformat import Registration
 
-from .options import PropsLike, member_config, plain_props
+from .options import MemberMetrics, PropsLike, member_config, plain_props
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark import SparkContext
@@ -96,6 +96,8 @@ class StreamResult:
     ``positions``: per partition, the offset after the last message handed to
     the handler (what was committed for the partitions the member still owned).
     ``value``: what the handler returned (must be picklable).
+    ``metrics_port``: the port the member served its Prometheus metrics on
+    (``None`` if it served none).
     """
 
     topic: str
@@ -105,6 +107,7 @@ class StreamResult:
     messages: int
     positions: Dict[TopicPartition, int] = field(default_factory=dict)
     value: Any = None
+    metrics_port: Optional[int] = None
 
 
 class BoundedStream(Iterable[MessageAndMetadata]):
@@ -118,11 +121,14 @@ class BoundedStream(Iterable[MessageAndMetadata]):
     is handed to the caller, so the committed offsets are exactly what was handed out.
     """
 
-    def __init__(self, stream: KafkaStream, topic: str, consumer_id: str, max_messages: Optional[int] = None) -> None:
+    def __init__(self, stream: KafkaStream, topic: str, consumer_id: str, max_messages: Optional[int] = None,
+                 metrics_port: Optional[int] = None) -> None:
         self._stream = stream
         self.topic = topic
         self.consumer_id = consumer_id
         self.max_messages = max_messages
+        #: The port this member serves its Prometheus metrics on (``None``: none).
+        self.metrics_port = metrics_port
         #: Messages handed out so far.
         self.count = 0
         #: Per partition, the offset after the last message handed out.
@@ -244,6 +250,21 @@ def wait_for_peers(
 # --------------------------------------------------------------------------- one member
 
 
+def _connect(config: Any, metrics_port: Optional[int], metrics_pushgateway: Optional[str]) -> ZookeeperConsumerConnector:
+    """The member's connector, serving/pushing its metrics as asked.
+
+    A metrics port that cannot be bound (another process holds it) must not
+    fail the task: the member serves on a free port instead, with a warning.
+    """
+    try:
+        return ZookeeperConsumerConnector(config, metrics_port=metrics_port, metrics_pushgateway=metrics_pushgateway)
+    except ConfigurationError as exc:
+        if metrics_port is None or getattr(exc, "property", None) != "metrics_port":
+            raise
+        log.warning("%s; serving this member's metrics on a free port instead", exc)
+        return ZookeeperConsumerConnector(config, metrics_port=0, metrics_pushgateway=metrics_pushgateway)
+
+
 def run_member(
     props: Mapping[str, str],
     spec: StreamSpec,
@@ -253,21 +274,33 @@ def run_member(
     peers: int = 1,
     settle_timeout_s: float = 10.0,
     attempt: int = 0,
+    metrics_port: Optional[int] = None,
+    metrics_pushgateway: Optional[str] = None,
 ) -> StreamResult:
     """Be one group member for one stream: join, (wait for ``peers``), ``handler(stream)``, commit, leave.
 
     Offsets are committed only if ``handler`` returns; if it raises, the member
     leaves without committing and the exception propagates. Runs anywhere (a
     Spark task, or a plain process in tests).
+
+    ``metrics_port`` (0: a free port) serves the member's Prometheus metrics on
+    ``http://<executor>:<port>/metrics`` while it runs (the port actually used
+    is logged, given to the handler as ``stream.metrics_port`` and returned in
+    :attr:`StreamResult.metrics_port`; if the port is taken, a free one is
+    used, with a warning). ``metrics_pushgateway`` pushes them to a Prometheus
+    Pushgateway every 10 s and once more as the member leaves.
     """
     config = member_config(props, max_messages)
-    connector = ZookeeperConsumerConnector(config)
+    connector = _connect(config, metrics_port, metrics_pushgateway)
+    served: Optional[int] = connector.prometheus.port if connector.prometheus is not None else None
+    if served is not None:
+        log.info("%s: serving Prometheus metrics on port %d", connector.consumer_id, served)
     try:
         stream = connector.create_message_streams({spec.topic: 1})[spec.topic][0]
         if peers > 1:
             group = GroupClient(connector.zk_client, config.group_id, connector.consumer_id)
             wait_for_peers(group, spec.topic, peers, settle_timeout_s)
-        bounded = BoundedStream(stream, spec.topic, connector.consumer_id, max_messages)
+        bounded = BoundedStream(stream, spec.topic, connector.consumer_id, max_messages, served)
         value = handler(bounded)
         connector.commit_offsets()
         log.info("%s: handled %d messages of %s (stream ended: %s); offsets committed",
@@ -275,7 +308,7 @@ def run_member(
     finally:
         connector.shutdown()  # auto.commit.enable is false: commits nothing
     return StreamResult(spec.topic, spec.index, connector.consumer_id, attempt, bounded.count,
-                        dict(bounded.positions), value)
+                        dict(bounded.positions), value, served)
 
 
 @dataclass(frozen=True)
@@ -288,6 +321,7 @@ class _MemberTask:
     max_messages: Optional[int]
     settle_timeout_s: float
     concurrency: Optional[int]
+    metrics: MemberMetrics = MemberMetrics()
 
     def run(self) -> StreamResult:
         from pyspark import TaskContext
@@ -300,7 +334,8 @@ class _MemberTask:
         if attempt == 0 and self.concurrency:
             peers = wave_size(index, len(self.specs), self.concurrency)
         return run_member(self.props, spec, self.handler, max_messages=self.max_messages, peers=peers,
-                          settle_timeout_s=self.settle_timeout_s, attempt=attempt)
+                          settle_timeout_s=self.settle_timeout_s, attempt=attempt,
+                          metrics_port=self.metrics.port_for(index), metrics_pushgateway=self.metrics.pushgateway)
 
     def results(self, _elements: Iterable[Any]) -> Iterator[StreamResult]:
         """For ``mapPartitions``: one :class:`StreamResult` per task."""
@@ -323,6 +358,12 @@ class KafkaStreamSource:
     ``max_messages`` bounds each stream. ``settle_timeout_s`` bounds the
     start-up wait for peers (see the module docstring).
 
+    Metrics (see ``docs/MONITORING.md``): with ``metrics_port=P`` the member
+    of Spark partition ``i`` serves its Prometheus metrics on port ``P + i`` of
+    its executor while it runs (``0``: each a free port, logged and returned in
+    :attr:`StreamResult.metrics_port`); with ``metrics_pushgateway="host:port"``
+    each member pushes them to that Pushgateway every 10 s and as it leaves.
+
     >>> source = KafkaStreamSource({"zookeeper.connect": "zk:2181", "group.id": "g",
     ...                             "consumer.timeout.ms": 2000}, {"events": 2})
     >>> source.num_streams, source.specs[1]
@@ -336,6 +377,8 @@ class KafkaStreamSource:
         *,
         max_messages: Optional[int] = None,
         settle_timeout_s: float = 10.0,
+        metrics_port: Optional[int] = None,
+        metrics_pushgateway: Optional[str] = None,
     ) -> None:
         member_config(props, max_messages)  # validates, raising ConfigurationError on the driver
         if not topic_count:
@@ -350,6 +393,7 @@ class KafkaStreamSource:
         self.specs: Tuple[StreamSpec, ...] = tuple(
             StreamSpec(topic, i) for topic in sorted(self.topic_count) for i in range(self.topic_count[topic])
         )
+        self.metrics = MemberMetrics(metrics_port, metrics_pushgateway).validate(len(self.specs))
 
     @property
     def num_streams(self) -> int:
@@ -358,7 +402,8 @@ class KafkaStreamSource:
     def _task(self, handler: Handler, concurrency: Optional[int]) -> _MemberTask:
         if not callable(handler):
             raise TypeError(f"handler must be callable, not {type(handler).__name__}")
-        return _MemberTask(self.props, self.specs, handler, self.max_messages, self.settle_timeout_s, concurrency)
+        return _MemberTask(self.props, self.specs, handler, self.max_messages, self.settle_timeout_s, concurrency,
+                           self.metrics)
 
     def foreach_stream(self, sc: "SparkContext", handler: Handler) -> List[StreamResult]:
         """Run ``handler(stream)`` in one Spark task per stream; returns each task's :class:`StreamResult`.

@@ -33,7 +33,7 @@ import resource
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .config import ConsumerConfig
 from .errors import ConsumerTimeoutError
@@ -136,8 +136,13 @@ def _iso(epoch: float) -> str:
 
 def run_perf(config: ConsumerConfig, topic: str, messages: int, threads: int = 1, batch: bool = False,
              warmup_ms: int = 1000, max_batch_rows: Optional[int] = None,
-             rss_interval_s: Optional[float] = None) -> Dict[str, Any]:
-    """Consume ``messages`` messages of ``topic`` as a member of ``config``'s group; see the module docstring."""
+             rss_interval_s: Optional[float] = None,
+             on_streams: Optional[Callable[[List[KafkaStream]], None]] = None) -> Dict[str, Any]:
+    """Consume ``messages`` messages of ``topic`` as a member of ``config``'s group; see the module docstring.
+
+    ``on_streams(streams)``, if given, is called once the streams exist (before
+    the warm-up), e.g. to watch their ``delivered`` counters for progress.
+    """
     from .connector import ZookeeperConsumerConnector
 
     if messages < 1 or threads < 1:
@@ -148,6 +153,8 @@ def run_perf(config: ConsumerConfig, topic: str, messages: int, threads: int = 1
     with ZookeeperConsumerConnector(config) as connector:
         streams = connector.create_message_streams({topic: threads})[topic]
         streams_at = time.perf_counter()
+        if on_streams is not None:
+            on_streams(list(streams))
         if warmup_ms > 0:
             time.sleep(warmup_ms / 1000.0)
         stop_sampling = threading.Event()

@@ -118,7 +118,7 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal() -> None:
 def test_progress_redraws_at_most_every_interval_and_always_the_last_step() -> None:
     now = [0.0]
     stream = FakeTty()
-    progress = TtyProgress("importing", stream, min_interval_s=1.0, clock=lambda: now[0])
+    progress = TtyProgress("importing", stream, min_interval_s=1.0, clock=lambda: now[0], env={"TERM": "xterm"})
     progress(1, 3)
     progress(2, 3)   # too soon: skipped
     now[0] = 0.5

@@ -169,17 +169,20 @@ def plan_reset(
     return ResetPlan(group, topic, target, rows, exists)
 
 
-def apply_reset(zk: KazooClient, plan: ResetPlan) -> int:
+def apply_reset(zk: KazooClient, plan: ResetPlan, progress: Optional[_zk.Progress] = None) -> int:
     """Write the plan's changed offsets; returns how many were written.
 
     Refuses with :class:`GroupActiveError` (nothing written) while the group has
-    live members.
+    live members. ``progress(written, total)`` is called after each write.
     """
     _zk.refuse_if_live(zk, plan.group, "reset offsets")
     client = _zk.group_client(zk, plan.group)
+    changes = plan.changes
     written = 0
-    for row in plan.changes:
+    for row in changes:
         assert row.new is not None
         client.commit_offset(row.topic, row.partition, row.new)
         written += 1
+        if progress is not None:
+            progress(written, len(changes))
     return written

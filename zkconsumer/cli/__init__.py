@@ -6,6 +6,7 @@
                         [--max-messages N] [--timeout-ms MS] [--property k=v ...]
     zkconsumer groups   list     --zookeeper Z [--format table|json]
     zkconsumer groups   describe --zookeeper Z --group G [--format table|json|csv]
+                                 [--watch SECONDS [--history-minutes M]]
     zkconsumer groups   status   --zookeeper Z --group G [--samples N] [--interval-ms MS] [--format table|json]
     zkconsumer groups   delete   --zookeeper Z --group G [--topic T]
     zkconsumer exporter --zookeeper Z [--group G ...] [--port P] [--interval-s S] [--window N]
@@ -15,7 +16,8 @@
                                  --to earliest|latest|OFFSET|shift:+N|shift:-N [--execute]
 
 One module per command group (:mod:`.groups`, :mod:`.offsets`, :mod:`.consume`);
-rendering in :mod:`.output`; connection and exit codes in :mod:`.common`.
+rendering in :mod:`.output`; connection and exit codes in :mod:`.common`;
+terminal-only progress in :mod:`.progress` and ``describe --watch`` in :mod:`.watch`.
 :func:`run` parses and dispatches; it never raises for user errors.
 """
 

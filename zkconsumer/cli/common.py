@@ -56,6 +56,17 @@ def common_options() -> argparse.ArgumentParser:
     return parent
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:

@@ -2,7 +2,9 @@
 
 One stream; each message's value is written raw to stdout followed by a
 newline (a null value as ``null``, as Kafka's DefaultMessageFormatter does).
-Stops after ``--max-messages``, when idle for ``--timeout-ms`` (exit 0), on
+While stderr is a terminal, a status line there shows the messages so far and
+the rate (erased before each message when stdout is the same terminal, and at
+the end); piped or redirected stderr gets none. Stops after ``--max-messages``, when idle for ``--timeout-ms`` (exit 0), on
 Ctrl-C (exit 130) or when stdout is closed (a pipe reader exited); offsets of
 everything written are committed before exiting. The count of messages goes
 to stderr, as in Kafka's tool.
@@ -15,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, BinaryIO, Dict, List, Optional, Tuple
 
 from .common import EXIT_INTERRUPTED, EXIT_OK, CliError, common_options, positive_int
+from .progress import RateTicker, StatusLine, format_rate, terminal_caps
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..stream import KafkaStream
@@ -99,14 +102,25 @@ def run_consume(args: argparse.Namespace) -> int:
     out: BinaryIO = sys.stdout.buffer
     count = 0
     exit_code = EXIT_OK
+    status = StatusLine(sys.stderr)
+    # stdout on the same terminal: the status line is erased before each message is written under it.
+    shared_terminal = status.enabled and terminal_caps(sys.stdout).tty
     with ZookeeperConsumerConnector(config) as connector:
         if args.topic is not None:
             streams: List[KafkaStream] = connector.create_message_streams({args.topic: 1})[args.topic]
         else:
             streams = connector.create_message_streams_by_filter(Whitelist(args.whitelist), 1)
+        ticker = RateTicker(status, lambda: (count, 0),
+                            lambda counts, elapsed, recent: format_rate("consumed", counts[0], None, elapsed, recent))
+        ticker.start()
         try:
             for message in streams[0]:
-                write_message(out, message.message)
+                if shared_terminal:
+                    with status.lock:
+                        status.clear_locked()
+                        write_message(out, message.message)
+                else:
+                    write_message(out, message.message)
                 count += 1
                 if args.max_messages is not None and count >= args.max_messages:
                     break
@@ -116,6 +130,8 @@ def run_consume(args: argparse.Namespace) -> int:
             exit_code = EXIT_INTERRUPTED
         except BrokenPipeError:
             pass  # the reader went away: stop quietly
+        finally:
+            ticker.stop()
         try:
             out.flush()
         except BrokenPipeError:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from .. import admin
 from ..admin.snapshot import snapshot_group
 from ..monitoring.lag import LagMonitor
-from .common import EXIT_OK, common_options, positive_int, zookeeper
+from .common import EXIT_OK, EXIT_USAGE, CliError, common_options, positive_float, positive_int, zookeeper
 from .output import FORMATS, TtyProgress, render_description, render_group_lag, render_json
+from .progress import terminal_caps
+from .watch import DEFAULT_HISTORY_S, watch
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -29,6 +32,11 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
                    help="timeout of each request to a broker (default 10000)")
+    p.add_argument("--watch", type=positive_float, metavar="SECONDS",
+                   help="redraw every SECONDS until Ctrl-C, with each partition's lag over the last minutes as a "
+                        "sparkline (table format only; in place on a terminal, else one screen after another)")
+    p.add_argument("--history-minutes", type=positive_float, default=DEFAULT_HISTORY_S / 60.0, metavar="M",
+                   help=f"with --watch: minutes of lag history drawn (default {DEFAULT_HISTORY_S / 60.0:g})")
     p.set_defaults(run=run_describe)
 
     p = sub.add_parser("status", parents=[common],
@@ -61,6 +69,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    if args.watch is not None:
+        return run_watch(args)
     progress = TtyProgress(f"describing {args.group}", sys.stderr)
     with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
         try:
@@ -71,6 +81,35 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.format == "csv":
         for warning in description.warnings:
             sys.stderr.write(f"warning: {warning}\n")
+    return EXIT_OK
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """``describe --watch``: redraw until Ctrl-C (exit 0); see :mod:`.watch`.
+
+    Transient failures of a refresh (ZooKeeper or broker errors) are shown on
+    the screen and retried; a failure of the first one (e.g. an unknown group)
+    ends the command as ``describe`` would.
+    """
+    from kazoo.exceptions import KazooException
+
+    from ..errors import ZkConsumerError
+
+    if args.format != "table":
+        raise CliError("--watch draws a table: it cannot be combined with --format json or csv", EXIT_USAGE)
+    caps = terminal_caps(sys.stdout)
+    try:
+        with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
+            watch(lambda: admin.describe_group(zk, args.group, offsets), sys.stdout, caps, args.watch,
+                  history_s=args.history_minutes * 60.0, retriable=(ZkConsumerError, KazooException))
+    except KeyboardInterrupt:  # while connecting or closing: still a clean exit
+        pass
+    except BrokenPipeError:  # the reader of a pipe went away: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    if caps.ansi:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
     return EXIT_OK
 
 

@@ -133,6 +133,10 @@ def run_reset(args: argparse.Namespace) -> int:
             notes.write(f"Dry run: nothing changed ({len(plan.changes)} offset(s) would change). "
                         "Add --execute to apply.\n")
             return EXIT_OK
-        written = admin.apply_reset(zk, plan)
+        progress = TtyProgress(f"resetting offsets of {args.group}", sys.stderr)
+        try:
+            written = admin.apply_reset(zk, plan, progress)
+        finally:
+            progress.finish()
     notes.write(f"Reset {written} offset(s) of group {args.group} topic {args.topic}.\n")
     return EXIT_OK

@@ -11,9 +11,10 @@ import csv
 import io
 import json
 import time
-from typing import Any, Callable, Iterable, List, Optional, Sequence, TextIO
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, TextIO
 
 from ..admin import GroupDescription, ResetPlan
+from .progress import terminal_caps
 
 FORMATS = ("table", "json", "csv")
 
@@ -142,14 +143,15 @@ def render_plan(plan: ResetPlan, fmt: str) -> str:
 
 class TtyProgress:
     """A ``progress(done, total)`` callable that redraws one status line on ``stream``,
-    only when ``stream`` is a terminal (otherwise it does nothing), at most every
-    ``min_interval_s``. :meth:`finish` erases the line."""
+    only when ``stream`` is a terminal with cursor control (otherwise, e.g. piped or
+    ``TERM=dumb``, it does nothing), at most every ``min_interval_s``. :meth:`finish`
+    erases the line."""
 
     def __init__(self, label: str, stream: TextIO, min_interval_s: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, env: Optional[Mapping[str, str]] = None) -> None:
         self._label = label
         self._stream = stream
-        self._enabled = bool(getattr(stream, "isatty", lambda: False)())
+        self._enabled = terminal_caps(stream, env).ansi
         self._min_interval_s = min_interval_s
         self._clock = clock
         self._last = float("-inf")

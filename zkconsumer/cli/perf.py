@@ -10,7 +10,9 @@ Joins group G (default ``perf-consumer-<random>``, as Kafka's tool), consumes N
 messages on K streams (one thread each; ``--batch``: as Arrow record batches)
 and prints Kafka's two summary lines (header, then ``start.time, end.time,
 data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec``), then, as the
-last line, one JSON object (see :mod:`zkconsumer.perf`).
+last line, one JSON object (see :mod:`zkconsumer.perf`). While stderr is a
+terminal, a status line there shows messages, msg/s (over the last half
+second) and MB/s as it runs; stdout is unchanged.
 
 Defaults are the Kafka tool's: ``fetch.message.max.bytes`` 1 MiB,
 ``socket.receive.buffer.bytes`` 2 MiB, one fetcher thread, ``consumer.timeout.ms``
@@ -24,10 +26,14 @@ import argparse
 import json
 import random
 import sys
-from typing import Dict
+from typing import TYPE_CHECKING, Dict, List, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..stream import KafkaStream
 
 from .common import EXIT_OK, CliError, common_options, positive_int
 from .consume import key_value
+from .progress import RateTicker, StatusLine, format_rate
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -76,6 +82,16 @@ def perf_properties(args: argparse.Namespace) -> Dict[str, object]:
     return props
 
 
+def _delivered(streams: List["KafkaStream"]) -> Tuple[int, int]:
+    """Messages and bytes the streams handed out so far (plain counter reads: never blocks)."""
+    messages = nbytes = 0
+    for stream in list(streams):
+        m, b = stream.delivered
+        messages += m
+        nbytes += b
+    return messages, nbytes
+
+
 def run_perf_command(args: argparse.Namespace) -> int:
     from ..config import ConsumerConfig
     from ..perf import kafka_style_lines, run_perf
@@ -90,9 +106,23 @@ def run_perf_command(args: argparse.Namespace) -> int:
         except ImportError:
             raise CliError("--batch needs pyarrow: pip install 'zkconsumer[spark]'", 2) from None
     config = ConsumerConfig(perf_properties(args))
-    result = run_perf(config, args.topic, args.messages, threads=args.threads, batch=args.batch,
-                      warmup_ms=args.warmup_ms, max_batch_rows=args.max_batch_rows,
-                      rss_interval_s=args.rss_interval)
+    status = StatusLine(sys.stderr)
+    watched: List["KafkaStream"] = []
+    ticker = RateTicker(status, lambda: _delivered(watched),
+                        lambda counts, elapsed, recent: format_rate(
+                            f"perf {min(counts[0], args.messages):,}/{args.messages:,}", counts[0], counts[1],
+                            elapsed, recent))
+
+    def on_streams(streams: List["KafkaStream"]) -> None:
+        watched.extend(streams)
+        ticker.start()
+
+    try:
+        result = run_perf(config, args.topic, args.messages, threads=args.threads, batch=args.batch,
+                          warmup_ms=args.warmup_ms, max_batch_rows=args.max_batch_rows,
+                          rss_interval_s=args.rss_interval, on_streams=on_streams if status.enabled else None)
+    finally:
+        ticker.stop()
     for line in kafka_style_lines(result):
         print(line)
     print(json.dumps(result, sort_keys=True))
