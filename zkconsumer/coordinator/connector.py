@@ -63,6 +63,12 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
     works too. Requires ``offsets.storage=kafka`` (commits are fenced by the
     coordinator's generation). :attr:`member_id` and :attr:`generation` show
     the coordinator's view of this member once it joined.
+
+    ``commit_offsets()`` during a rebalance commits what the revoked
+    generation handed out, under that generation, while the coordinator still
+    accepts it; otherwise it raises the retriable
+    :class:`~zkconsumer.errors.RebalanceInProgressError` (never returns having
+    committed nothing), as it does when the coordinator fences a commit.
     """
 
     def __init__(
