@@ -44,24 +44,26 @@ def delivery(committer: FakeCommitter) -> Delivery:
                     streams=[], fetchers=FakeFetchers(), committer=committer, auto_commit=False, fetch_size=1024)
 
 
-def test_item11_revoked_shows_what_the_revoked_generation_handed_out_until_the_next_assignment() -> None:
+def test_item11_to_commit_covers_what_the_revoked_generation_handed_out_until_the_next_assignment() -> None:
     committer = FakeCommitter({("t", 0): 5, ("t", 1): 7})
     d = delivery(committer)
-    assert d.revoked() == (None, [])  # nothing revoked yet
+    assert d.to_commit() == (None, [], True)  # joining: nothing handed out yet
     g1 = Generation(1, "m1")
     d.assign(g1, {("t", 0): "m1-0", ("t", 1): "m1-0"})
-    assert d.revoked() == (None, [])  # an assignment is installed: commits use owned()
-    generation, owned = d.owned()
-    assert generation == g1 and sorted((i.topic, i.partition, i.consumed_offset) for i, _ in owned) == [
-        ("t", 0, 5), ("t", 1, 7)]
+    generation, owned, rebalancing = d.to_commit()
+    assert generation == g1 and not rebalancing
+    assert sorted((i.topic, i.partition, i.consumed_offset) for i, _ in owned) == [("t", 0, 5), ("t", 1, 7)]
 
     d.revoke(commit=True)  # auto.commit.enable=false: the revoke commits nothing
     assert committer.commits == []
     assert d.owned() == (None, [])
-    generation, delivered = d.revoked()
-    assert generation == g1
+    generation, delivered, rebalancing = d.to_commit()
+    assert generation == g1 and rebalancing
     assert sorted((i.topic, i.partition, i.consumed_offset, thread) for i, thread in delivered) == [
         ("t", 0, 5, "m1-0"), ("t", 1, 7, "m1-0")]
 
-    d.assign(Generation(2, "m1"), {("t", 1): "m1-0"})
-    assert d.revoked() == (None, [])
+    g2 = Generation(2, "m1")
+    d.assign(g2, {("t", 1): "m1-0"})  # kept t/1: it continues from the position handed out
+    generation, owned, rebalancing = d.to_commit()
+    assert generation == g2 and not rebalancing
+    assert [(i.topic, i.partition, i.consumed_offset) for i, _ in owned] == [("t", 1, 7)]

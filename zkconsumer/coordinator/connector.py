@@ -215,10 +215,7 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
         """
         if self._delivery is None or self._membership is None:
             return
-        generation, owned = self._delivery.owned()
-        rebalancing = generation is None
-        if rebalancing:
-            generation, owned = self._delivery.revoked()
+        generation, owned, rebalancing = self._delivery.to_commit()
         if generation is None or not owned:
             return  # nothing was handed out under any generation: nothing to commit
         fenced: List[Tuple[str, int]] = []

@@ -2,8 +2,8 @@
 
 The membership thread (:mod:`.membership`) calls :meth:`Delivery.assign` after
 each SyncGroup and :meth:`Delivery.revoke` before each rejoin; the connector's
-commits read :meth:`Delivery.owned` (and, while a rebalance is in progress,
-:meth:`Delivery.revoked`). The same guarantees as the ZooKeeper
+commits read :meth:`Delivery.to_commit` (what was handed out, also while a
+rebalance is in progress). The same guarantees as the ZooKeeper
 rebalancer's (:mod:`zkconsumer.rebalancer`):
 
 * **revoke**: fetchers stop, every queue and the chunk each stream is
@@ -89,19 +89,23 @@ class Delivery:
         with self._lock:
             return self._generation, list(self._registry.values())
 
-    def revoked(self) -> Tuple[Optional[Generation], List[Tuple[PartitionTopicInfo, str]]]:
-        """While no assignment is installed: the generation revoked last and what it had delivered.
+    def to_commit(self) -> Tuple[Optional[Generation], List[Tuple[PartitionTopicInfo, str]], bool]:
+        """What a commit covers now, read atomically: ``(generation, delivered, rebalancing)``.
 
-        ``(None, [])`` when an assignment is installed, or nothing was revoked yet.
-        The positions no longer move (nothing is handed out after a revoke), so
-        a commit made now under that generation commits exactly what the
-        application was given; the coordinator accepts it only while the group
-        has not moved on to the next generation.
+        With an assignment installed: its generation and partitions, ``False``.
+        While a rebalance is in progress (revoked, the next assignment not
+        installed): the generation revoked last and what it had handed out,
+        ``True``; its positions no longer move (nothing is handed out after a
+        revoke), and the coordinator accepts a commit under it only while the
+        group has not moved on to the next generation. Before the first
+        assignment: ``(None, [], True)``.
         """
         with self._lock:
-            if self._generation is not None or self._revoked is None:
-                return None, []
-            return self._revoked.generation, list(self._revoked.delivered)
+            if self._generation is not None:
+                return self._generation, list(self._registry.values()), False
+            if self._revoked is not None:
+                return self._revoked.generation, list(self._revoked.delivered), True
+            return None, [], True
 
     def owned_map(self) -> Dict[TopicPartition, str]:
         """Partition -> this connector's stream (local thread id ``<consumer id>-<i>``) delivering it now."""
