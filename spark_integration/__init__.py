@@ -15,7 +15,9 @@ everything sent to them is plain, picklable data (properties as strings,
 broker addresses, offset ranges) plus the user's handler.
 
 Module map: :mod:`.ranges` (offset ranges, pure), :mod:`.options` (validation,
-pure), :mod:`.group_view` (driver: ZooKeeper and log offsets),
+pure), :mod:`.data_loss` (``failOnDataLoss`` decisions, pure),
+:mod:`.group_view` (driver: ZooKeeper and log offsets), :mod:`.ownership`
+(driver: one streaming query per group, fenced offset writes),
 :mod:`.range_reader` (executor: fetch a range from the leader),
 :mod:`.streams`, :mod:`.rdd`, :mod:`.datasource`, :mod:`.examples` (helpers of
 the scripts in ``scripts/spark_*.py``).
@@ -24,8 +26,10 @@ the scripts in ``scripts/spark_*.py``).
 from .datasource import (
     SCHEMA, SOURCE_NAME, OffsetRangePartition, ZkConsumerDataSource, ZkConsumerStreamReader, register_data_source,
 )
+from .data_loss import DataLoss, DataLossError
 from .group_view import GroupView, LogOffsetsUnavailableError
 from .options import SourceOptions
+from .ownership import GroupInUseError, QueryOwnership
 from .range_reader import OffsetRangeUnavailableError, RangeReader
 from .ranges import OffsetRange
 from .rdd import commit_offset_ranges, create_rdd, plan_offset_ranges
@@ -33,12 +37,16 @@ from .streams import BoundedStream, KafkaStreamSource, StreamResult, StreamSpec
 
 __all__ = [
     "BoundedStream",
+    "DataLoss",
+    "DataLossError",
+    "GroupInUseError",
     "GroupView",
     "KafkaStreamSource",
     "LogOffsetsUnavailableError",
     "OffsetRange",
     "OffsetRangePartition",
     "OffsetRangeUnavailableError",
+    "QueryOwnership",
     "RangeReader",
     "SCHEMA",
     "SOURCE_NAME",

@@ -13,17 +13,35 @@
 Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
 
 * ``initialOffset()`` (a query without a checkpoint): the group's committed
-  offsets from ZooKeeper, or ``auto.offset.reset`` where it has none (or they
-  fell outside the log).
+  offsets from ZooKeeper, or ``auto.offset.reset`` where it has none.
 * ``latestOffset(start, limit)``: each partition's log end (or, under
-  ``trigger(availableNow=True)``, the log end recorded by
+  ``trigger(availableNow=True)``, at most the log end recorded by
   ``prepareForTriggerAvailableNow()``), bounded by ``ReadMaxRows`` when the
   option ``max.messages.per.trigger`` is set. A partition that appears later
   (a new partition, or a topic newly matching the whitelist) enters at its log
   *start*, so all of its messages are read from the next micro-batch on.
+* Data that Kafka took away is never skipped silently (option
+  ``failOnDataLoss``, default true, as in Spark's Kafka source; see
+  :mod:`~spark_integration.data_loss`): a log that now ends before the
+  query's offset (topic deleted and re-created, unclean leader election), an
+  offset below the log start (retention), a partition that vanished, a new
+  partition whose log no longer starts at 0, or (no checkpoint) a committed
+  offset outside the log fail the query with
+  :class:`~spark_integration.data_loss.DataLossError` naming the partitions
+  and offsets; with ``failOnDataLoss=false`` each is logged as a warning and
+  the query goes on from where the data now starts (a log that moved back is
+  read again from its start).
 * ``partitions(start, end)``: one input partition per Kafka partition with
   messages in ``[start, end)``; each is read on an executor straight from the
-  partition leader (:mod:`~spark_integration.range_reader`).
+  partition leader (:mod:`~spark_integration.range_reader`). A partition whose
+  end lies below its start (moved back to its log start) has no input
+  partition in that batch.
+* One query per group: the reader holds the group's owner nodes of the
+  partitions it reads and writes offsets only while it holds them
+  (:mod:`~spark_integration.ownership`), so a second query on the same
+  ``group.id`` fails with :class:`~spark_integration.ownership.GroupInUseError`
+  instead of overwriting the first one's offsets; a crashed driver's nodes
+  expire with its ZooKeeper session.
 * ``commit(end)``: writes ``end`` as the group's offsets in ZooKeeper, so
   ZooKeeper-based lag monitors see the progress. Spark calls it only when it
   plans the *following* batch, so the reader also writes ``start`` when
@@ -38,11 +56,13 @@ Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
 
 A batch ``spark.read.format("zkconsumer")`` reads the group's uncommitted
 messages (committed offsets to log end, capped by
-``max.messages.per.partition``) and commits nothing.
+``max.messages.per.partition``) and commits nothing; ``failOnDataLoss``
+applies to its executors (a range deleted before it was read).
 
 The reader objects hold only plain data when pickled; the driver-side
-ZooKeeper session (:class:`~spark_integration.group_view.GroupView`) is opened
-lazily in the planner process and closed in ``stop()``.
+ZooKeeper sessions (:class:`~spark_integration.group_view.GroupView`,
+:class:`~spark_integration.ownership.QueryOwnership`) are opened lazily in the
+planner process and closed in ``stop()``.
 """
 
 from __future__ import annotations
@@ -55,9 +75,12 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from zkconsumer import ConfigurationError, ConsumerConfig
+from zkconsumer.admin import UnknownTopicError
 
+from .data_loss import DataLoss, initial_positions, plan_latest, report
 from .group_view import BrokerAddress, GroupView
 from .options import SourceOptions
+from .ownership import QueryOwnership
 from .range_reader import read_offset_range
 from .ranges import OffsetRange, TopicPartition, decode_offsets, encode_offsets, limit_total
 from .rdd import brokers_from_zookeeper
@@ -87,14 +110,18 @@ class OffsetRangePartition(InputPartition):
     """One Spark input partition: one Kafka partition's offset range, and how to reach the cluster.
 
     Plain data only: ``props`` (consumer properties as strings), ``brokers``
-    (``(host, port)`` to bootstrap from) and the range.
+    (``(host, port)`` to bootstrap from), the range, and ``fail_on_data_loss``
+    (the option ``failOnDataLoss``: what the executor does if part of the
+    range is gone by the time it reads it).
     """
 
-    def __init__(self, props: Dict[str, str], brokers: Sequence[BrokerAddress], offset_range: OffsetRange) -> None:
+    def __init__(self, props: Dict[str, str], brokers: Sequence[BrokerAddress], offset_range: OffsetRange,
+                 fail_on_data_loss: bool = True) -> None:
         super().__init__(tuple(offset_range))
         self.props = dict(props)
         self.brokers = [tuple(b) for b in brokers]
         self.offset_range = OffsetRange(*offset_range)
+        self.fail_on_data_loss = fail_on_data_loss
 
     def __repr__(self) -> str:
         return f"OffsetRangePartition({self.offset_range})"
@@ -110,7 +137,9 @@ def read_rows(partition: InputPartition) -> Iterator[Row]:
         return  # Spark's placeholder partition when there was nothing to plan
     r = partition.offset_range
     refresh = lambda: brokers_from_zookeeper(partition.props)  # noqa: E731
-    for chunk in read_offset_range(partition.props, partition.brokers, r, refresh_brokers=refresh):
+    fail_on_data_loss = getattr(partition, "fail_on_data_loss", True)
+    for chunk in read_offset_range(partition.props, partition.brokers, r, refresh_brokers=refresh,
+                                   fail_on_data_loss=fail_on_data_loss):
         for offset, key, value in chunk:
             yield (r.topic, r.partition, offset, key, value)
 
@@ -124,15 +153,23 @@ def _check_schema(schema: StructType) -> None:
 
 
 ViewFactory = Callable[[ConsumerConfig], GroupView]
+OwnershipFactory = Callable[[ConsumerConfig], QueryOwnership]
 
 
 class _Planner:
-    """Driver-side state shared by the readers: the options and a lazily opened GroupView."""
+    """Driver-side state shared by the readers: the options, a lazily opened GroupView and QueryOwnership."""
 
-    def __init__(self, options: SourceOptions, view_factory: ViewFactory) -> None:
+    def __init__(self, options: SourceOptions, view_factory: ViewFactory,
+                 ownership_factory: Optional[OwnershipFactory] = None) -> None:
         self.options = options
         self._view_factory = view_factory
+        self._ownership_factory = ownership_factory
         self._view: Optional[GroupView] = None
+        self._ownership: Optional[QueryOwnership] = None
+
+    @property
+    def group(self) -> str:
+        return str(self.options.config.group_id)
 
     @property
     def view(self) -> GroupView:
@@ -140,40 +177,81 @@ class _Planner:
             self._view = self._view_factory(ConsumerConfig(self.options.props))
         return self._view
 
+    @property
+    def ownership(self) -> QueryOwnership:
+        if self._ownership is None:
+            if self._ownership_factory is None:
+                raise RuntimeError("this reader holds no partitions (batch reads commit nothing)")
+            self._ownership = self._ownership_factory(ConsumerConfig(self.options.props))
+        return self._ownership
+
     def topic_partitions(self) -> List[TopicPartition]:
+        """Every partition of the subscribed topics; UnknownTopicError if a listed topic does not exist."""
         return self.view.topic_partitions(self.options.topics, self.options.whitelist)
+
+    def current_partitions(self) -> List[TopicPartition]:
+        """Every partition that exists now: a listed topic that vanished contributes none (a data loss check)."""
+        if self.options.whitelist is not None:
+            return self.view.topic_partitions((), self.options.whitelist)
+        found: List[TopicPartition] = []
+        for topic in self.options.topics:
+            try:
+                found += self.view.topic_partitions((topic,))
+            except UnknownTopicError:
+                continue
+        return found
 
     def input_partitions(self, ranges: Sequence[OffsetRange], keep_empty: bool) -> List[InputPartition]:
         brokers = self.view.brokers()
-        return [OffsetRangePartition(self.options.props, brokers, r) for r in ranges if keep_empty or r.count]
+        fail = self.options.fail_on_data_loss
+        return [OffsetRangePartition(self.options.props, brokers, r, fail) for r in ranges if keep_empty or r.count]
+
+    def report(self, losses: Sequence[DataLoss]) -> None:
+        """Raise DataLossError (``failOnDataLoss``, the default) or log a warning per loss."""
+        report(self.group, losses, self.options.fail_on_data_loss, log)
 
     def close(self) -> None:
-        if self._view is not None:
-            self._view.close()
-            self._view = None
+        try:
+            if self._ownership is not None:
+                self._ownership.close()
+                self._ownership = None
+        finally:
+            if self._view is not None:
+                self._view.close()
+                self._view = None
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"options": self.options, "_view_factory": self._view_factory, "_view": None}
+        return {"options": self.options, "_view_factory": self._view_factory,
+                "_ownership_factory": self._ownership_factory, "_view": None, "_ownership": None}
 
 
 class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader of a group's topics; see the module docstring for each method's contract.
 
-    ``view_factory`` makes the driver-side :class:`GroupView` (injectable for tests).
+    ``view_factory`` makes the driver-side :class:`GroupView` and
+    ``ownership_factory`` the :class:`QueryOwnership` (both injectable for tests).
     """
 
-    def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView) -> None:
-        self._planner = _Planner(options, view_factory)
+    def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView,
+                 ownership_factory: OwnershipFactory = QueryOwnership) -> None:
+        self._planner = _Planner(options, view_factory, ownership_factory)
         self._target: Optional[Dict[TopicPartition, int]] = None
         self._committed: Dict[TopicPartition, int] = {}
 
     def initialOffset(self) -> dict:
-        view = self._planner.view
-        return encode_offsets(view.positions(self._planner.topic_partitions()))
+        planner = self._planner
+        partitions = planner.topic_partitions()
+        planner.ownership.hold(partitions)
+        view = planner.view
+        committed = view.committed(partitions)
+        positions, losses = initial_positions(committed, view.log_starts(partitions), view.log_ends(partitions),
+                                              planner.options.config.auto_offset_reset)
+        planner.report(losses)
+        return encode_offsets(positions)
 
     def prepareForTriggerAvailableNow(self) -> None:
         view = self._planner.view
-        self._target = view.log_ends(self._planner.topic_partitions())
+        self._target = view.log_ends(self._planner.current_partitions())
         log.info("availableNow: reading up to %s", encode_offsets(self._target))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -181,24 +259,25 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        planner = self._planner
         begin = decode_offsets(start)
         # Spark plans one micro-batch at a time: ``start`` is the end of a batch that has
         # completed, so it is what the group has consumed (see the module docstring).
         self._write_offsets(begin)
-        if self._target is not None:
-            ends = dict(self._target)
-        else:
-            ends = self._planner.view.log_ends(self._planner.topic_partitions())
-        latest: Dict[TopicPartition, int] = {}
-        for tp, offset in begin.items():
-            # A partition gone from the cluster, or whose log shrank, stays where it was.
-            latest[tp] = max(offset, ends.get(tp, offset))
-        new = sorted(tp for tp in ends if tp not in begin)
+        current = planner.current_partitions()
+        view = planner.view
+        planned = plan_latest(begin, view.log_starts(current), view.log_ends(current), self._target)
+        planner.report(planned.losses)
+        latest = planned.latest
+        new = sorted(tp for tp in latest if tp not in begin)
         if new:
-            latest.update(self._planner.view.log_starts(new))
             log.info("new partitions enter at their log start: %s", encode_offsets({tp: latest[tp] for tp in new}))
         if isinstance(limit, ReadMaxRows):
-            latest = limit_total(begin, latest, limit.max_rows)
+            limited = limit_total({tp: o for tp, o in begin.items() if tp not in planned.reset},
+                                  {tp: o for tp, o in latest.items() if tp not in planned.reset}, limit.max_rows)
+            latest = {**limited, **{tp: latest[tp] for tp in planned.reset}}
+        planner.ownership.hold(latest)  # before the next write; GroupInUseError if another query has them
+        planner.ownership.keep_only(latest)
         return encode_offsets(latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -214,10 +293,11 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._write_offsets(decode_offsets(end))
 
     def _write_offsets(self, offsets: Dict[TopicPartition, int]) -> None:
-        """Write the offsets that changed since the last write to the group's ZooKeeper nodes."""
+        """Write the offsets that changed since the last write, fenced by the owner nodes this query holds."""
         changed = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
         if changed:
-            self._planner.view.commit(changed)
+            self._planner.ownership.hold(changed)
+            self._planner.ownership.commit(changed)
             self._committed.update(changed)
 
     def stop(self) -> None:
@@ -245,7 +325,7 @@ class ZkConsumerBatchReader(DataSourceReader):
 class ZkConsumerDataSource(DataSource):
     """``format("zkconsumer")``: options ``zookeeper.connect``, ``group.id``, ``topics`` or
     ``topic.whitelist``, ``max.messages.per.trigger``, ``max.messages.per.partition``,
-    and any consumer property. Options are validated when the reader is created."""
+    ``failOnDataLoss``, and any consumer property. Options are validated when the reader is created."""
 
     @classmethod
     def name(cls) -> str:

@@ -24,8 +24,10 @@ __all__ = [
 #: Consumer properties as users give them: a mapping of Kafka's dotted names, or a config.
 PropsLike = Union[Mapping[str, Any], ConsumerConfig]
 
-#: Options of the ``zkconsumer`` data source that are not consumer properties.
-SOURCE_OPTIONS = ("topics", "topic.whitelist", "max.messages.per.trigger", "max.messages.per.partition")
+#: Options of the ``zkconsumer`` data source that are not consumer properties, lowercased
+#: (Spark's option names are case-insensitive: ``failOnDataLoss`` arrives as ``failondataloss``).
+SOURCE_OPTIONS = ("topics", "topic.whitelist", "max.messages.per.trigger", "max.messages.per.partition",
+                  "failondataloss")
 
 
 def plain_props(props: PropsLike) -> Dict[str, str]:
@@ -119,6 +121,17 @@ def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
     return int(text)
 
 
+def _boolean(options: Mapping[str, str], key: str, name: str, default: bool) -> bool:
+    """``true``/``false`` (any case) of the lowercased option ``key``; ConfigurationError naming ``name``."""
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigurationError(name, f"invalid value {raw!r}: expected true or false")
+    return text == "true"
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """The ``zkconsumer`` data source's options, validated.
@@ -129,7 +142,12 @@ class SourceOptions:
     (``topic.whitelist``, Kafka's whitelist regex) is set.
     ``max_messages_per_trigger`` bounds a streaming micro-batch (as Spark's
     ``maxOffsetsPerTrigger``); ``max_messages_per_partition`` bounds what a
-    batch read takes from each partition.
+    batch read takes from each partition. ``fail_on_data_loss`` (option
+    ``failOnDataLoss``, default true, as in Spark's Kafka source): whether
+    messages that can no longer be read (deleted by retention, a topic deleted
+    and re-created, a log truncated by an unclean leader election, a partition
+    gone) fail the query, or are skipped with a warning
+    (:mod:`~spark_integration.data_loss`).
     """
 
     props: Dict[str, str]
@@ -137,6 +155,7 @@ class SourceOptions:
     whitelist: Optional[str]
     max_messages_per_trigger: Optional[int] = None
     max_messages_per_partition: Optional[int] = None
+    fail_on_data_loss: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "SourceOptions":
@@ -160,6 +179,7 @@ class SourceOptions:
             whitelist=raw_whitelist or None,
             max_messages_per_trigger=_positive_int(given, "max.messages.per.trigger"),
             max_messages_per_partition=_positive_int(given, "max.messages.per.partition"),
+            fail_on_data_loss=_boolean(given, "failondataloss", "failOnDataLoss", True),
         )
 
     @property

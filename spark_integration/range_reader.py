@@ -21,7 +21,11 @@ Contract of :meth:`RangeReader.read`:
   ``retry_window_s``;
 * raises :class:`OffsetRangeUnavailableError` when part of the range is gone
   (deleted by retention, or lost in an unclean leader election): it never
-  silently skips or resets, since the range was promised to the caller;
+  silently skips or resets, since the range was promised to the caller.
+  With ``fail_on_data_loss=False`` (the data source's ``failOnDataLoss=false``)
+  it logs a warning naming the partition and offsets instead and goes on from
+  the log start (offsets deleted below it), or ends the range (offsets beyond
+  the log end); it still raises when the log's bounds cannot be looked up;
 * raises :class:`~zkconsumer.MessageSizeTooLargeError` if a message exceeds
   ``fetch.message.max.bytes`` and :class:`~zkconsumer.CorruptMessageError` for a
   corrupt one;
@@ -72,6 +76,21 @@ class OffsetRangeUnavailableError(ZkConsumerError):
         )
 
 
+def _resume_after_loss(gone: OffsetRangeUnavailableError) -> Optional[int]:
+    """Where reading goes on when data loss is tolerated: the log start, or the range's end; ``None``: unknown.
+
+    >>> r = OffsetRange("t", 0, 2, 9)
+    >>> [_resume_after_loss(OffsetRangeUnavailableError(r, 2, s, e, "")) for s, e in [(5, 20), (0, 1), (None, None)]]
+    [5, 9, None]
+    """
+    r = gone.offset_range
+    if gone.log_start is not None and gone.offset < gone.log_start:
+        return min(gone.log_start, r.until_offset)
+    if gone.log_end is not None and gone.offset >= gone.log_end:
+        return r.until_offset
+    return None
+
+
 def _explain(offset: int, log_start: Optional[int], log_end: Optional[int]) -> str:
     if log_start is not None and offset < log_start:
         return f"the log now starts at {log_start} (deleted by retention)"
@@ -87,7 +106,8 @@ class RangeReader:
     (optional) is called for fresh ones when none of them answers. The default
     ``retry_window_s`` is ``socket.timeout.ms + 2 * zookeeper.session.timeout.ms``:
     long enough for a dead leader's session to expire and a new leader to be
-    elected. ``connect``, ``sleep`` and ``clock`` are injectable for tests.
+    elected. ``fail_on_data_loss`` is described in the module docstring.
+    ``connect``, ``sleep`` and ``clock`` are injectable for tests.
     """
 
     def __init__(
@@ -97,6 +117,7 @@ class RangeReader:
         *,
         refresh_brokers: Optional[Callable[[], Sequence[BrokerAddress]]] = None,
         retry_window_s: Optional[float] = None,
+        fail_on_data_loss: bool = True,
         connect: Optional[Callable[[str, int], BrokerConnection]] = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -107,6 +128,7 @@ class RangeReader:
         if retry_window_s is None:
             retry_window_s = (config.socket_timeout_ms + 2 * config.zookeeper_session_timeout_ms) / 1000.0
         self._window = retry_window_s
+        self._fail_on_data_loss = fail_on_data_loss
         self._connect = connect or self._default_connect
         self._sleep = sleep
         self._clock = clock
@@ -144,7 +166,14 @@ class RangeReader:
                 connection = self._leader(tp)
                 part = self._fetch(connection, r, pos)
                 if part.error_code == OffsetOutOfRangeError.error_code:
-                    raise self._unavailable(connection, r, pos)
+                    gone = self._unavailable(connection, r, pos)
+                    resume = None if self._fail_on_data_loss else _resume_after_loss(gone)
+                    if resume is None:
+                        raise gone
+                    self._warn_skipped(gone, resume)
+                    pos = resume
+                    deadline = self._clock() + self._window
+                    continue
                 if part.error_code:
                     raise error_for_code(part.error_code, f"fetching offset {pos}", r.topic, r.partition)
             except ZkConsumerError as exc:
@@ -171,11 +200,21 @@ class RangeReader:
                 # The leader's log ends before the range does. Right after a leader change the
                 # high watermark can lag for a moment; past the retry window the data is gone.
                 if self._clock() >= deadline:
-                    raise OffsetRangeUnavailableError(r, pos, None, part.high_watermark,
-                                                      f"the leader's log ends at {part.high_watermark}")
+                    gone = OffsetRangeUnavailableError(r, pos, None, part.high_watermark,
+                                                       f"the leader's log ends at {part.high_watermark}")
+                    if self._fail_on_data_loss:
+                        raise gone
+                    self._warn_skipped(gone, r.until_offset)
+                    return
                 self._sleep(self._config.refresh_leader_backoff_ms / 1000.0)
             else:
                 self._backoff(deadline, r, pos, "an empty fetch response below the high watermark")
+
+    def _warn_skipped(self, gone: OffsetRangeUnavailableError, resume: int) -> None:
+        r = gone.offset_range
+        what = f"going on from offset {resume}" if resume < r.until_offset else "ending the range there"
+        log.warning("possible data loss: %s; failOnDataLoss=false: skipping offsets [%d, %d) of %s/%d, %s",
+                    gone, gone.offset, resume, r.topic, r.partition, what)
 
     def _backoff(self, deadline: float, r: OffsetRange, pos: int, why: str) -> None:
         if self._clock() >= deadline:
@@ -262,7 +301,9 @@ def read_offset_range(
     brokers: Sequence[BrokerAddress],
     offset_range: OffsetRange,
     refresh_brokers: Optional[Callable[[], Sequence[BrokerAddress]]] = None,
+    fail_on_data_loss: bool = True,
 ) -> Iterator[Sequence[RawMessage]]:
     """Chunks of one range, with a reader made from plain ``props`` and closed at the end (executor entry point)."""
-    with RangeReader(ConsumerConfig(props), brokers, refresh_brokers=refresh_brokers) as reader:
+    with RangeReader(ConsumerConfig(props), brokers, refresh_brokers=refresh_brokers,
+                     fail_on_data_loss=fail_on_data_loss) as reader:
         yield from reader.read(offset_range)

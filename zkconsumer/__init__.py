@@ -19,6 +19,7 @@ from .errors import (
     CorruptMessageError,
     MalformedZnodeError,
     MessageSizeTooLargeError,
+    RebalanceInProgressError,
     ZkConsumerError,
     ZooKeeperUnavailableError,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "MessageAndMetadata",
     "MessageSizeTooLargeError",
     "OffsetStorageError",
+    "RebalanceInProgressError",
     "RebalanceState",
     "RebalanceStatus",
     "TopicFilter",

@@ -8,7 +8,7 @@ without changing something (configuration, data, code) will fail the same way.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 
 class ZkConsumerError(Exception):
@@ -120,3 +120,24 @@ class CorruptMessageError(ZkConsumerError):
     def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
         self.topic, self.partition, self.offset = topic, partition, offset
         super().__init__(f"corrupt message on topic {topic} partition {partition} at offset {offset}: {reason}")
+
+
+class RebalanceInProgressError(ZkConsumerError):
+    """The group is rebalancing, so the requested operation (a commit) was not carried out.
+
+    Raised by ``commit_offsets()`` of a broker-managed group
+    (``group.membership=kafka``) when the partitions it would commit were
+    revoked and the next assignment is not installed yet, or when the
+    coordinator refused the commit because the group moved to a new generation.
+    ``partitions`` lists what was not committed. Retriable: once the rebalance
+    is over, ``commit_offsets()`` commits whatever this member still owns (a
+    partition kept across the rebalance continues from the position already
+    handed out); messages of partitions that moved to another member are
+    delivered again there, from the last committed offset.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, partitions: Sequence[Tuple[str, int]] = ()) -> None:
+        super().__init__(message)
+        self.partitions = sorted(partitions)

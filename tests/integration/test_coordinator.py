@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Sequence, Set
 
 import pytest
 
 from offsets_support import MemberProcess, kafka_committed, produce_evenly, values
 from support import Drainer, consumer_props, expected_range, expected_roundrobin, produced_values, unique, wait_until
-from zkconsumer import ConfigurationError, ConsumerShutdownError, Whitelist, ZookeeperConsumerConnector
+from zkconsumer import (
+    ConfigurationError, ConsumerShutdownError, RebalanceInProgressError, Whitelist, ZkConsumerError,
+    ZookeeperConsumerConnector,
+)
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.coordinator.channel import CoordinatorChannel, connection_factory
 from zkconsumer.coordinator.connector import CoordinatorConsumerConnector
@@ -217,3 +220,80 @@ def test_shutdown_while_the_coordinator_holds_a_join(cluster) -> None:
         member.shutdown()
         joined.join(30)
         assert not joined.is_alive() and len(outcome) == 1
+
+
+class BlockSecondAssignment:
+    """A rebalance listener whose second ``before_starting_fetchers`` blocks until released.
+
+    It holds the member inside a rebalance for as long as the test needs: the
+    old assignment is revoked, the new one is not installed yet.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.blocked = threading.Event()
+        self.release = threading.Event()
+
+    def before_releasing_partitions(self, partitions: Mapping[str, Set[int]]) -> None:
+        pass
+
+    def before_starting_fetchers(self, consumer_id: str, assignment: Mapping[str, Mapping[int, str]]) -> None:
+        self.calls += 1
+        if self.calls == 2:
+            self.blocked.set()
+            self.release.wait(60)
+
+
+def test_item11_commit_offsets_during_a_rebalance_commits_or_raises_a_retriable_error(cluster) -> None:
+    """Issue item 11: commit_offsets() while a rebalance is in progress is never a silent no-op.
+
+    Member A consumes (auto-commit off), then B joins; A's next assignment is
+    held in a rebalance listener, so A is mid-rebalance (old partitions revoked,
+    new ones not installed) when the application calls ``commit_offsets()``.
+    It must either commit what A consumed (visible through OffsetFetch) or raise
+    the retriable RebalanceInProgressError.
+    """
+    topic, group = unique("coord-commit"), unique("g-commit")
+    cluster.create_topic(topic, partitions=2, replication=1)
+    produce_evenly(cluster, topic, produced_values(20, "m"), 2)
+    listener = BlockSecondAssignment()
+    props = coordinator_props(cluster, group)
+    a = ZookeeperConsumerConnector(props, rebalance_listener=listener)
+    b = None
+    joined = threading.Thread(target=lambda: None)
+    try:
+        stream = a.create_message_streams({topic: 1})[topic][0]
+        consumed = [m for _, m in zip(range(20), stream)]
+        assert len(consumed) == 20
+        expected = {p: 10 for p in range(2)}  # produce_evenly: 10 per partition, all consumed
+
+        b = ZookeeperConsumerConnector(props)
+        joined = threading.Thread(target=b.create_message_streams, args=({topic: 1},), daemon=True)
+        joined.start()
+        assert listener.blocked.wait(60), "A did not reach its second assignment"
+        assert a.status.state is not RebalanceState.STABLE
+
+        try:
+            a.commit_offsets()
+        except RebalanceInProgressError as exc:
+            assert isinstance(exc, ZkConsumerError) and exc.retriable
+            assert group in str(exc)
+        else:
+            assert kafka_committed(cluster, group, topic, range(2)) == expected, \
+                "commit_offsets() returned during a rebalance without committing"
+
+        # Retriable indeed: once the rebalance is over, the same call commits what A kept,
+        # from the position already handed out to the application.
+        listener.release.set()
+        joined.join(60)
+        wait_until(lambda: settled([a, b], 2, topic), 60, "the two members to settle")
+        a.commit_offsets()
+        kept = [p for (t, p) in a.assignment]
+        assert len(kept) == 1
+        assert kafka_committed(cluster, group, topic, kept)[kept[0]] == 10
+    finally:
+        listener.release.set()
+        joined.join(60)
+        if b is not None:
+            b.shutdown()
+        a.shutdown()

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import shutil
+import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
 
@@ -19,10 +24,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from spark_integration import (
-    SCHEMA, KafkaStreamSource, StreamSpec, commit_offset_ranges, create_rdd, register_data_source,
+    SCHEMA, DataLossError, GroupInUseError, KafkaStreamSource, QueryOwnership, SourceOptions, StreamSpec,
+    ZkConsumerStreamReader, commit_offset_ranges, create_rdd, register_data_source,
 )
+from spark_integration.group_view import open_zookeeper
 from spark_integration.streams import run_member
-from support import consumer_props, members, produced_values, unique
+from support import consumer_props, members, owners, produced_values, unique, wait_until
 from zkconsumer.admin import UnknownTopicError
 
 pytestmark = pytest.mark.spark
@@ -304,3 +311,193 @@ def test_batch_read_by_whitelist_reads_uncommitted_messages_and_commits_nothing(
     assert sorted((r.topic, r.value.decode()) for r in rows) == sorted((t, f"{t}:{i}") for t in topics for i in range(5))
     assert {bytes(r.key) for r in rows} == {b"key"}
     assert all(zk_offsets(zk, group_id, t) == {} for t in topics)
+
+
+# --------------------------------------------------------------------------- 4. the streaming source under faults (item 12)
+
+
+def source_options(cluster, group: str, topic: str, **extra: str) -> Dict[str, str]:
+    return {"zookeeper.connect": cluster.zk_connect, "group.id": group, "topics": topic,
+            "auto.offset.reset": "smallest", **extra}
+
+
+def start_query(spark, options: Dict[str, str], table: Path, checkpoint: Path, trigger: Dict[str, object]):
+    reader = spark.readStream.format("zkconsumer")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (reader.load().selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+            .writeStream.format("parquet")
+            .option("path", str(table))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(**trigger)
+            .start())
+
+
+def delete_and_recreate(cluster, zk: KazooClient, topic: str, partitions: int) -> None:
+    """Delete ``topic`` as kafka-topics.sh --delete does (brokers run with delete.topic.enable=true), create it again."""
+    zk.create(f"/admin/delete_topics/{topic}", makepath=True)
+    wait_until(lambda: not zk.exists(f"/brokers/topics/{topic}") and not zk.exists(f"/admin/delete_topics/{topic}"),
+               60, f"the controller to delete {topic}")
+    cluster.create_topic(topic, partitions=partitions, replication=1)
+
+
+def produce_per_partition(cluster, topic: str, per_partition: int, prefix: str, partitions: int = 2) -> List[str]:
+    values = []
+    for p in range(partitions):
+        batch = [f"{prefix}-{p}-{i}" for i in range(per_partition)]
+        cluster.produce(topic, batch, partition=p)
+        values += batch
+    return values
+
+
+def test_item12_streaming_source_on_a_recreated_topic_fails_by_default_and_goes_on_from_its_start_otherwise(
+    spark, cluster, group_id, zk, tmp_path: Path, caplog
+) -> None:
+    """Issue item 12: a topic deleted and re-created with fewer messages moves each log end below the query's offset.
+
+    Default (failOnDataLoss=true): the query fails with an error naming the topic,
+    the partition and both offsets. failOnDataLoss=false (the same checkpoint,
+    copied): a warning, and the re-created partitions are read from their start.
+    """
+    topic = cluster.create_topic(unique("recreated"), partitions=2, replication=1)
+    first = produce_per_partition(cluster, topic, 10, "old")
+    table, checkpoint = tmp_path / "table", tmp_path / "checkpoint"
+    query = start_query(spark, source_options(cluster, group_id, topic), table, checkpoint, {"availableNow": True})
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert sorted(r.value for r in spark.read.parquet(str(table)).collect()) == sorted(first)
+
+    delete_and_recreate(cluster, zk, topic, partitions=2)
+    second = produce_per_partition(cluster, topic, 3, "new")  # log ends 3 < the query's offsets 10
+    table_b, checkpoint_b = tmp_path / "table-b", tmp_path / "checkpoint-b"
+    shutil.copytree(checkpoint, checkpoint_b)  # the same query state, for the other setting
+
+    failing = start_query(spark, source_options(cluster, group_id, topic), table, checkpoint, {"availableNow": True})
+    with pytest.raises(Exception):  # StreamingQueryException: awaitTermination re-raises the query's failure
+        failing.awaitTermination(180)
+    error = failing.exception()
+    assert error is not None, "the query went on past data it never read"
+    message = str(error)
+    assert DataLossError.__name__ in message and "failOnDataLoss" in message
+    assert f"{topic}/0: the log now ends at offset 3, before offset 10" in message
+    assert f"{topic}/1: the log now ends at offset 3, before offset 10" in message
+    assert sorted(r.value for r in spark.read.parquet(str(table)).collect()) == sorted(first)  # nothing skipped into it
+
+    going_on = start_query(spark, source_options(cluster, group_id, topic, failOnDataLoss="false"), table_b,
+                           checkpoint_b, {"availableNow": True})
+    going_on.awaitTermination(180)
+    assert going_on.exception() is None
+    # Its own output directory; a glob reads the files without the sink's log (which starts at batch 0).
+    assert sorted(r.value for r in spark.read.parquet(f"{table_b}/part-*").collect()) == sorted(second)  # all, once
+    assert zk_offsets(zk, group_id, topic) == {0: 3, 1: 3}
+
+    # The warning (logged in Spark's planner process above) comes from the reader itself: run it here.
+    delete_and_recreate(cluster, zk, topic, partitions=2)
+    reader = ZkConsumerStreamReader(SourceOptions.from_options(
+        source_options(cluster, unique("g-warn"), topic, failOnDataLoss="false")))
+    try:
+        with caplog.at_level(logging.WARNING, logger="spark_integration.datasource"):
+            end = reader.latestOffset({f"{topic}/0": 3, f"{topic}/1": 3}, None)
+        assert end == {f"{topic}/0": 0, f"{topic}/1": 0}
+        assert any(f"{topic}/0: the log now ends at offset 0, before offset 3" in r.getMessage()
+                   and "failOnDataLoss=false: going on from offset 0" in r.getMessage() for r in caplog.records)
+    finally:
+        reader.stop()
+
+
+def test_item12_a_second_streaming_query_on_the_same_group_is_refused_naming_the_group(
+    spark, cluster, make_topic, group_id, zk, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_per_partition(cluster, topic, 5, "m")
+    first = start_query(spark, source_options(cluster, group_id, topic), tmp_path / "t1", tmp_path / "c1",
+                        {"processingTime": "1 second"})
+    try:
+        wait_until(lambda: zk_offsets(zk, group_id, topic) == {0: 5, 1: 5} or not first.isActive, 120,
+                   "the first query to commit the group's offsets")
+        assert first.isActive
+
+        second = start_query(spark, source_options(cluster, group_id, topic), tmp_path / "t2", tmp_path / "c2",
+                             {"processingTime": "1 second"})
+        try:
+            with pytest.raises(Exception):  # StreamingQueryException: a second query on the same group was let in
+                second.awaitTermination(90)
+        finally:
+            second.stop()
+        holder = owners(zk, group_id, topic).get(0, "")
+        assert holder.startswith("zkconsumer-spark-query_")
+        message = str(second.exception())
+        assert "GroupInUseError" in message and f"group {group_id} is in use" in message and holder in message
+
+        assert first.isActive  # the first query is untouched and keeps its partitions
+        assert owners(zk, group_id, topic) == {0: holder, 1: holder}
+        more = produce_per_partition(cluster, topic, 2, "more")
+        wait_until(lambda: zk_offsets(zk, group_id, topic) == {0: 7, 1: 7}, 120, "the first query to go on")
+        assert len(more) == 4
+    finally:
+        first.stop()
+    wait_until(lambda: owners(zk, group_id, topic) == {}, 30, "the stopped query to release its partitions")
+
+
+CRASHING_DRIVER = textwrap.dedent("""
+    import os, sys
+    from spark_integration import SourceOptions, ZkConsumerStreamReader
+    options = dict(arg.split("=", 1) for arg in sys.argv[1:])
+    reader = ZkConsumerStreamReader(SourceOptions.from_options(options))
+    print(reader.initialOffset(), flush=True)
+    os._exit(0)  # a crash: the ZooKeeper session is never closed
+""")
+
+
+def test_item12_a_crashed_drivers_partitions_are_taken_over_once_its_session_expires(
+    cluster, make_topic, group_id, zk
+) -> None:
+    topic = make_topic(partitions=2)
+    options = source_options(cluster, group_id, topic, **{"zookeeper.session.timeout.ms": "6000"})
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                                    os.environ.get("PYTHONPATH")])))
+    crashed = subprocess.run([sys.executable, "-c", CRASHING_DRIVER, *[f"{k}={v}" for k, v in options.items()]],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert crashed.returncode == 0, crashed.stderr
+    left = owners(zk, group_id, topic)
+    assert set(left) == {0, 1}, "the crashed driver's owner nodes live on until its session expires"
+
+    restarted = ZkConsumerStreamReader(SourceOptions.from_options(options))
+    try:
+        began = time.monotonic()
+        assert restarted.initialOffset() == {f"{topic}/0": 0, f"{topic}/1": 0}
+        waited = time.monotonic() - began
+        taken = owners(zk, group_id, topic)
+        assert set(taken) == {0, 1} and set(taken.values()).isdisjoint(left.values())
+        assert waited < 30
+    finally:
+        restarted.stop()
+
+
+def test_item12_a_query_whose_session_expired_never_overwrites_the_new_holders_offsets(
+    cluster, make_topic, group_id, zk
+) -> None:
+    topic = make_topic(partitions=1)
+    options = SourceOptions.from_options(source_options(cluster, group_id, topic))
+    clients: List[KazooClient] = []
+
+    def recording(config):
+        def connect(cfg):
+            clients.append(open_zookeeper(cfg))
+            return clients[-1]
+        return QueryOwnership(config, connect=connect, wait_s=1.0)
+
+    stale = ZkConsumerStreamReader(options, ownership_factory=recording)
+    fresh = ZkConsumerStreamReader(options, ownership_factory=recording)
+    try:
+        assert stale.initialOffset() == {f"{topic}/0": 0}
+        stale.commit({f"{topic}/0": 0})
+        cluster.expire_session(clients[0])  # the stale query's driver was cut off from ZooKeeper
+        assert fresh.initialOffset() == {f"{topic}/0": 0}
+        fresh.commit({f"{topic}/0": 4})
+        with pytest.raises(GroupInUseError, match=f"group {group_id} is in use"):
+            stale.commit({f"{topic}/0": 9})
+        assert zk_offsets(zk, group_id, topic) == {0: 4}
+    finally:
+        stale.stop()
+        fresh.stop()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+import logging
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pytest
 from pyspark import cloudpickle
@@ -15,7 +16,9 @@ from spark_integration.datasource import (
 )
 from spark_integration.options import SourceOptions
 from spark_integration.ranges import OffsetRange
+from spark_integration.data_loss import DataLossError
 from zkconsumer import ConfigurationError, ConsumerConfig
+from zkconsumer.admin import UnknownTopicError
 
 TP = Tuple[str, int]
 OPTIONS = {"zookeeper.connect": "zk:2181", "group.id": "g", "topics": "t"}
@@ -27,15 +30,20 @@ class FakeView:
     def __init__(self, ends: Dict[TP, int], committed: Optional[Dict[TP, int]] = None) -> None:
         self.ends = dict(ends)
         self.starts: Dict[TP, int] = {tp: 0 for tp in ends}
-        self.committed = dict(committed or {})
+        self.stored = dict(committed or {})
         self.commits: List[Dict[TP, int]] = []
         self.closed = False
 
     def topic_partitions(self, topics: Sequence[str] = (), whitelist: Optional[str] = None) -> List[TP]:
-        return sorted(self.ends)
+        if whitelist is not None:
+            return sorted(self.ends)
+        missing = [t for t in topics if not any(tp[0] == t for tp in self.ends)]
+        if missing:
+            raise UnknownTopicError(missing[0])
+        return sorted(tp for tp in self.ends if tp[0] in topics)
 
-    def positions(self, tps: Sequence[TP], log_ends: Optional[Mapping[TP, int]] = None) -> Dict[TP, int]:
-        return {tp: self.committed.get(tp, self.starts[tp]) for tp in tps}
+    def committed(self, tps: Sequence[TP]) -> Dict[TP, Optional[int]]:
+        return {tp: self.stored.get(tp) for tp in tps}
 
     def log_ends(self, tps: Sequence[TP]) -> Dict[TP, int]:
         return {tp: self.ends[tp] for tp in tps}
@@ -46,10 +54,6 @@ class FakeView:
     def brokers(self) -> List[Tuple[str, int]]:
         return [("b0", 9092)]
 
-    def commit(self, offsets: Mapping[TP, int]) -> None:
-        self.commits.append(dict(offsets))
-        self.committed.update(offsets)
-
     def close(self) -> None:
         self.closed = True
 
@@ -57,8 +61,32 @@ class FakeView:
         raise TypeError("a view must never be pickled")
 
 
+class FakeOwnership:
+    """A QueryOwnership writing into the current FakeView; records what is held."""
+
+    def __init__(self, view: FakeView) -> None:
+        self.view = view
+        self.held: Set[TP] = set()
+        self.closed = False
+
+    def hold(self, tps: Iterable[TP]) -> None:
+        self.held |= set(tps)
+
+    def keep_only(self, tps: Iterable[TP]) -> None:
+        self.held &= set(tps)
+
+    def commit(self, offsets: Mapping[TP, int]) -> None:
+        assert set(offsets) <= self.held, "an offset written for a partition the query does not hold"
+        self.view.commits.append(dict(offsets))
+        self.view.stored.update(offsets)
+
+    def close(self) -> None:
+        self.closed = True
+
+
 #: The view the next reader opens (the factory must be picklable, the view must not be).
 CURRENT: List[FakeView] = []
+OWNERSHIPS: List[FakeOwnership] = []
 
 
 def open_current_view(config: ConsumerConfig) -> FakeView:
@@ -66,31 +94,37 @@ def open_current_view(config: ConsumerConfig) -> FakeView:
     return CURRENT[-1]
 
 
+def open_ownership(config: ConsumerConfig) -> FakeOwnership:
+    OWNERSHIPS.append(FakeOwnership(CURRENT[-1]))
+    return OWNERSHIPS[-1]
+
+
 def stream_reader(view: FakeView, **extra: str) -> ZkConsumerStreamReader:
     CURRENT.append(view)
-    return ZkConsumerStreamReader(SourceOptions.from_options({**OPTIONS, **extra}), view_factory=open_current_view)
+    return ZkConsumerStreamReader(SourceOptions.from_options({**OPTIONS, **extra}), view_factory=open_current_view,
+                                  ownership_factory=open_ownership)
 
 
 def test_initial_offset_is_the_groups_committed_position() -> None:
     view = FakeView({("t", 0): 10, ("t", 1): 4}, committed={("t", 0): 7})
-    assert stream_reader(view).initialOffset() == {"t/0": 7, "t/1": 0}
+    assert stream_reader(view, **{"auto.offset.reset": "smallest"}).initialOffset() == {"t/0": 7, "t/1": 0}
+    assert stream_reader(view).initialOffset() == {"t/0": 7, "t/1": 4}  # auto.offset.reset=largest (default)
+    assert OWNERSHIPS[-1].held == {("t", 0), ("t", 1)}
 
 
 def test_latest_offset_is_the_log_end_and_writes_the_completed_start() -> None:
     view = FakeView({("t", 0): 10, ("t", 1): 4})
     reader = stream_reader(view)
     assert reader.latestOffset({"t/0": 3, "t/1": 4}, ReadAllAvailable()) == {"t/0": 10, "t/1": 4}
-    assert view.committed == {("t", 0): 3, ("t", 1): 4}
+    assert view.stored == {("t", 0): 3, ("t", 1): 4}
     reader.latestOffset({"t/0": 3, "t/1": 4}, ReadAllAvailable())
     assert len(view.commits) == 1  # unchanged offsets are not written again
 
 
-def test_new_partitions_enter_at_their_log_start_and_vanished_or_truncated_ones_stay() -> None:
-    view = FakeView({("t", 0): 2, ("t", 2): 9})
-    view.starts[("t", 2)] = 5
+def test_new_partitions_enter_at_their_log_start() -> None:
+    view = FakeView({("t", 0): 6, ("t", 2): 9})
     reader = stream_reader(view)
-    # t/0's log now ends below the checkpoint (truncated); t/1 disappeared; t/2 is new
-    assert reader.latestOffset({"t/0": 6, "t/1": 3}, ReadAllAvailable()) == {"t/0": 6, "t/1": 3, "t/2": 5}
+    assert reader.latestOffset({"t/0": 6}, ReadAllAvailable()) == {"t/0": 6, "t/2": 0}
 
 
 def test_available_now_stops_at_the_log_end_seen_when_prepared() -> None:
@@ -124,10 +158,11 @@ def test_partitions_cover_only_partitions_with_new_messages() -> None:
 def test_commit_writes_the_end_and_stop_closes_the_view() -> None:
     view = FakeView({("t", 0): 10})
     reader = stream_reader(view)
+    reader.latestOffset({"t/0": 0}, ReadAllAvailable())
     reader.commit({"t/0": 8})
-    assert view.committed == {("t", 0): 8}
+    assert view.stored == {("t", 0): 8}
     reader.stop()
-    assert view.closed
+    assert view.closed and OWNERSHIPS[-1].closed
 
 
 def test_readers_and_partitions_pickle_as_plain_data_after_use() -> None:
@@ -154,3 +189,90 @@ def test_data_source_validates_options_and_schema() -> None:
 
 def test_read_rows_of_a_placeholder_partition_is_empty() -> None:
     assert list(read_rows(InputPartition(None))) == []
+
+
+# --------------------------------------------------------------------------- item 12: failOnDataLoss
+
+
+def test_item12_fail_on_data_loss_option_defaults_to_true_and_is_validated() -> None:
+    assert SourceOptions.from_options(OPTIONS).fail_on_data_loss is True
+    assert SourceOptions.from_options({**OPTIONS, "failOnDataLoss": "False"}).fail_on_data_loss is False
+    assert SourceOptions.from_options({**OPTIONS, "failondataloss": " true "}).fail_on_data_loss is True
+    assert "failondataloss" not in SourceOptions.from_options({**OPTIONS, "failOnDataLoss": "false"}).props
+    with pytest.raises(ConfigurationError, match="failOnDataLoss"):
+        SourceOptions.from_options({**OPTIONS, "failOnDataLoss": "maybe"})
+
+
+def test_item12_log_end_moving_back_fails_the_query_by_default_naming_partition_and_offsets() -> None:
+    view = FakeView({("t", 0): 3, ("t", 1): 20})  # t/0 was re-created: its log now ends at 3
+    reader = stream_reader(view)
+    with pytest.raises(DataLossError) as raised:
+        reader.latestOffset({"t/0": 10, "t/1": 5}, ReadAllAvailable())
+    message = str(raised.value)
+    assert "t/0" in message and "ends at offset 3" in message and "offset 10" in message
+    assert "failOnDataLoss" in message and "group g" in message
+    assert [(loss.topic, loss.partition, loss.kind) for loss in raised.value.losses] == [("t", 0, "log-end-moved-back")]
+    assert not raised.value.retriable
+
+
+def test_item12_log_end_moving_back_restarts_from_the_log_start_with_a_warning(caplog) -> None:
+    view = FakeView({("t", 0): 3, ("t", 1): 20})
+    reader = stream_reader(view, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="spark_integration.datasource"):
+        end = reader.latestOffset({"t/0": 10, "t/1": 5}, ReadAllAvailable())
+    assert end == {"t/0": 0, "t/1": 20}  # t/0 moves back to its log start: an empty batch for it
+    assert [p.offset_range for p in reader.partitions({"t/0": 10, "t/1": 5}, end)] == [OffsetRange("t", 1, 5, 20)]
+    assert any("t/0" in r.getMessage() and "offset 10" in r.getMessage() and "going on from offset 0" in r.getMessage()
+               for r in caplog.records)
+    # the next batch reads the re-created partition from its start
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"t/0": 3, "t/1": 20}
+    assert [p.offset_range for p in reader.partitions(end, {"t/0": 3, "t/1": 20})] == [OffsetRange("t", 0, 0, 3)]
+
+
+def test_item12_a_read_limit_never_moves_a_reset_partition_forward_again() -> None:
+    view = FakeView({("t", 0): 3, ("t", 1): 100})
+    reader = stream_reader(view, failOnDataLoss="false")
+    assert reader.latestOffset({"t/0": 10, "t/1": 0}, ReadMaxRows(10)) == {"t/0": 0, "t/1": 10}
+
+
+def test_item12_offsets_deleted_by_retention_fail_by_default_and_are_skipped_by_executors_otherwise() -> None:
+    view = FakeView({("t", 0): 50})
+    view.starts[("t", 0)] = 30
+    with pytest.raises(DataLossError, match=r"offsets \[10, 30\) were deleted"):
+        stream_reader(view).latestOffset({"t/0": 10}, ReadAllAvailable())
+    reader = stream_reader(view, failOnDataLoss="false")
+    end = reader.latestOffset({"t/0": 10}, ReadAllAvailable())
+    assert end == {"t/0": 50}
+    [part] = reader.partitions({"t/0": 10}, end)
+    assert part.offset_range == OffsetRange("t", 0, 10, 50) and part.fail_on_data_loss is False
+
+
+def test_item12_a_vanished_partition_fails_by_default_and_is_dropped_otherwise() -> None:
+    view = FakeView({("t", 0): 5})  # t/1 is gone
+    with pytest.raises(DataLossError, match="t/1 no longer exists"):
+        stream_reader(view).latestOffset({"t/0": 5, "t/1": 3}, ReadAllAvailable())
+    reader = stream_reader(view, failOnDataLoss="false")
+    assert reader.latestOffset({"t/0": 5, "t/1": 3}, ReadAllAvailable()) == {"t/0": 5}
+    assert OWNERSHIPS[-1].held == {("t", 0)}  # released what the query no longer reads
+
+
+def test_item12_a_deleted_listed_topic_is_a_vanished_partition_not_an_unknown_topic() -> None:
+    view = FakeView({("u", 0): 5})
+    reader = stream_reader(view, topics="t,u")
+    with pytest.raises(DataLossError, match="t/0 no longer exists"):
+        reader.latestOffset({"t/0": 2, "u/0": 5}, ReadAllAvailable())
+
+
+def test_item12_a_committed_offset_outside_the_log_fails_a_new_query_by_default() -> None:
+    view = FakeView({("t", 0): 4}, committed={("t", 0): 9})
+    with pytest.raises(DataLossError, match="committed offset 9 lies outside the log"):
+        stream_reader(view).initialOffset()
+    assert stream_reader(view, failOnDataLoss="false", **{"auto.offset.reset": "smallest"}).initialOffset() == {"t/0": 0}
+
+
+def test_item12_available_now_is_capped_by_the_fresh_log_end() -> None:
+    view = FakeView({("t", 0): 10})
+    reader = stream_reader(view, failOnDataLoss="false")
+    reader.prepareForTriggerAvailableNow()
+    view.ends[("t", 0)] = 4  # the log moved back after the run was prepared
+    assert reader.latestOffset({"t/0": 2}, ReadAllAvailable()) == {"t/0": 4}

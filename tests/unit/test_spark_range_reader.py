@@ -8,6 +8,7 @@ and truncate. Real-broker behaviour is covered by tests/integration/test_spark.p
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -111,12 +112,13 @@ class Clock:
 
 
 def reader(cluster: FakeCluster, *, fetch_bytes: int = 1 << 20, brokers: Optional[List[Tuple[str, int]]] = None,
-           refresh=None, clock: Optional[Clock] = None) -> RangeReader:
+           refresh=None, clock: Optional[Clock] = None, fail_on_data_loss: bool = True) -> RangeReader:
     config = ConsumerConfig({"zookeeper.connect": "zk:2181", "group.id": "g",
                              "fetch.message.max.bytes": fetch_bytes, "refresh.leader.backoff.ms": 100})
     clock = clock or Clock()
     return RangeReader(config, brokers if brokers is not None else list(cluster.addresses.values()),
                        refresh_brokers=refresh, retry_window_s=5.0, connect=cluster.connect,
+                       fail_on_data_loss=fail_on_data_loss,
                        sleep=clock.sleep, clock=lambda: clock.now)
 
 
@@ -206,6 +208,25 @@ def test_log_truncated_below_the_range_is_reported_after_the_retry_window() -> N
     with pytest.raises(OffsetRangeUnavailableError, match="ends at 5"):
         list(reader(cluster, clock=clock).read(OffsetRange("t", 0, 0, 10)))
     assert clock.now >= 5.0
+
+
+def test_item12_without_fail_on_data_loss_deleted_offsets_are_skipped_with_a_warning(caplog) -> None:
+    cluster = FakeCluster()
+    cluster.add(("t", 0), [entry([o]) for o in range(10)])
+    cluster.log_start[("t", 0)] = 6
+    with caplog.at_level(logging.WARNING, logger="spark_integration.range_reader"):
+        got = offsets(list(reader(cluster, fail_on_data_loss=False).read(OffsetRange("t", 0, 2, 9))))
+    assert got == [6, 7, 8]
+    assert any("t/0" in r.getMessage() and "[2, 6)" in r.getMessage() for r in caplog.records)
+    cluster.log_start[("t", 0)] = 9  # the whole range is gone: nothing, no error
+    assert offsets(list(reader(cluster, fail_on_data_loss=False).read(OffsetRange("t", 0, 2, 9)))) == []
+
+
+def test_item12_without_fail_on_data_loss_a_truncated_log_ends_the_range() -> None:
+    cluster = FakeCluster()
+    cluster.add(("t", 0), [entry([o]) for o in range(10)], hw=5)
+    got = offsets(list(reader(cluster, fail_on_data_loss=False).read(OffsetRange("t", 0, 0, 10))))
+    assert got == [0, 1, 2, 3, 4]
 
 
 def test_gives_up_with_broker_unavailable_when_nothing_answers_for_the_window() -> None:

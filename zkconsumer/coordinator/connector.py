@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import ConsumerConfig
 from ..connector import ConnectorState, ZookeeperConsumerConnector
-from ..errors import ConfigurationError, ConsumerShutdownError
+from ..errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError
 from ..group_protocol import GroupMember
 from ..offset_storage import Generation, OffsetStorageError
 from ..partition_info import ChunkQueue
@@ -63,6 +63,12 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
     works too. Requires ``offsets.storage=kafka`` (commits are fenced by the
     coordinator's generation). :attr:`member_id` and :attr:`generation` show
     the coordinator's view of this member once it joined.
+
+    ``commit_offsets()`` during a rebalance commits what the revoked
+    generation handed out, under that generation, while the coordinator still
+    accepts it; otherwise it raises the retriable
+    :class:`~zkconsumer.errors.RebalanceInProgressError` (never returns having
+    committed nothing), as it does when the coordinator fences a commit.
     """
 
     def __init__(
@@ -201,12 +207,22 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
                 f"coordinator ({shown} registered under {self._group.paths.ids}; see docs/MIGRATION.md)")
 
     def _commit(self) -> None:
-        """Commit what was handed out, under the generation it was assigned in."""
+        """Commit what was handed out, under the generation it was assigned in; never a silent no-op.
+
+        While a rebalance is in progress (the assignment revoked, the next one
+        not installed), what the revoked generation handed out is committed
+        under that generation: the coordinator accepts it while the group is
+        still preparing the rebalance. Partitions the coordinator refuses (the
+        group moved on: REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+        UNKNOWN_MEMBER_ID) raise :class:`~zkconsumer.errors.RebalanceInProgressError`
+        (retriable), and a member that still believed its generation current
+        rejoins. Returns quietly only when nothing was handed out yet.
+        """
         if self._delivery is None or self._membership is None:
             return
-        generation, owned = self._delivery.owned()
+        generation, owned, rebalancing = self._delivery.to_commit()
         if generation is None or not owned:
-            return
+            return  # nothing was handed out under any generation: nothing to commit
         fenced: List[Tuple[str, int]] = []
         try:
             fenced = self._committer.commit(owned, generation)
@@ -214,10 +230,18 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
             fenced = exc.fenced
             raise
         finally:
-            if fenced:
+            if fenced and not rebalancing:
                 self._membership.request_rejoin(
                     f"the coordinator refused a commit of generation {generation.generation_id}", generation,
                     commit=False)
+        if fenced:
+            shown = ", ".join(f"{t}-{p}" for t, p in sorted(fenced))
+            raise RebalanceInProgressError(
+                f"group {self.config.group_id} is rebalancing: the coordinator refused to commit {shown} under "
+                f"generation {generation.generation_id} (the group has moved on); nothing was committed for them. "
+                "Call commit_offsets() again once the rebalance is over: it commits the partitions this member "
+                "still owns; the others are consumed again by their new owner from the last committed offset",
+                fenced)
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: membership does not depend on the ZooKeeper session; only log."""

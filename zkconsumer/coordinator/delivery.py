@@ -2,7 +2,8 @@
 
 The membership thread (:mod:`.membership`) calls :meth:`Delivery.assign` after
 each SyncGroup and :meth:`Delivery.revoke` before each rejoin; the connector's
-commits read :meth:`Delivery.owned`. The same guarantees as the ZooKeeper
+commits read :meth:`Delivery.to_commit` (what was handed out, also while a
+rebalance is in progress). The same guarantees as the ZooKeeper
 rebalancer's (:mod:`zkconsumer.rebalancer`):
 
 * **revoke**: fetchers stop, every queue and the chunk each stream is
@@ -51,10 +52,11 @@ class FetcherControl(Protocol):
 
 @dataclass(frozen=True)
 class _Revoked:
-    """Positions handed out in the generation that was just revoked."""
+    """What the generation that was just revoked handed out: its partitions and their positions."""
 
     generation: Generation
     positions: Mapping[TopicPartition, int]
+    delivered: Tuple[Tuple[PartitionTopicInfo, str], ...] = ()
 
 
 class Delivery:
@@ -86,6 +88,24 @@ class Delivery:
         """The generation and ``(partition info, thread id)`` of what is delivered now (for commits)."""
         with self._lock:
             return self._generation, list(self._registry.values())
+
+    def to_commit(self) -> Tuple[Optional[Generation], List[Tuple[PartitionTopicInfo, str]], bool]:
+        """What a commit covers now, read atomically: ``(generation, delivered, rebalancing)``.
+
+        With an assignment installed: its generation and partitions, ``False``.
+        While a rebalance is in progress (revoked, the next assignment not
+        installed): the generation revoked last and what it had handed out,
+        ``True``; its positions no longer move (nothing is handed out after a
+        revoke), and the coordinator accepts a commit under it only while the
+        group has not moved on to the next generation. Before the first
+        assignment: ``(None, [], True)``.
+        """
+        with self._lock:
+            if self._generation is not None:
+                return self._generation, list(self._registry.values()), False
+            if self._revoked is not None:
+                return self._revoked.generation, list(self._revoked.delivered), True
+            return None, [], True
 
     def owned_map(self) -> Dict[TopicPartition, str]:
         """Partition -> this connector's stream (local thread id ``<consumer id>-<i>``) delivering it now."""
@@ -160,7 +180,7 @@ class Delivery:
             self._listener.before_releasing_partitions(by_topic)
         positions = {tp: info.consumed_offset for tp, (info, _) in registry.items() if info.consumed_offset >= 0}
         with self._lock:
-            self._revoked = _Revoked(generation, positions)
+            self._revoked = _Revoked(generation, positions, tuple(registry.values()))
             self._generation = None
             self._registry = {}
 
