@@ -12,6 +12,21 @@ proof (the server cannot have expired a session that answered within that
 time). A resumed process finds the lease lapsed at once, before kazoo notices
 anything; fetchers stop queuing until a proof succeeds again, on the same
 session or on the new one the rebalancer rejoins with.
+
+The timeout is the one the server *negotiated*, not the one requested: a
+ZooKeeper server clamps the requested timeout to ``[minSessionTimeout,
+maxSessionTimeout]`` (by default ``[2, 20] x tickTime``), and a lease longer
+than the real session would let an expired member keep delivering.
+:func:`track_negotiated_timeout` records it from kazoo's connection handshake.
+
+Outages: while ZooKeeper is away the proofs fail and the lease runs out one
+session timeout after the last proof. Until then fetchers keep fetching and
+iterators keep handing out; after it, iterators still hand out what was
+already queued, but nothing new is queued, since the session may have
+expired and the partitions may belong to another member by now. Positions
+do not move meanwhile, so nothing is skipped: when ZooKeeper answers again on
+the same session, fetching resumes where it stopped; on a new session the
+rebalancer rejoins and fetching resumes from the committed offsets.
 """
 
 from __future__ import annotations
@@ -19,64 +34,116 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Optional
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from .errors import ZkConsumerError
+
 log = logging.getLogger(__name__)
 
 
-class SessionLease:
-    """Valid for ``session_timeout_s`` after the last successful read of ``path``.
+def track_negotiated_timeout(client: KazooClient) -> Callable[[], Optional[float]]:
+    """Record the session timeout the server grants ``client`` at each handshake; call before ``start()``.
 
-    Thread-safe; :meth:`valid` is cheap (a clock read). :meth:`stop` joins the thread.
+    Returns a function giving the last negotiated timeout in seconds (``None``
+    before the first handshake, or if this kazoo version's connection handler
+    cannot be observed). kazoo does not keep the negotiated value: its
+    connection handler's ``_connect`` returns ``(read timeout, connect
+    timeout)`` derived from it (read timeout = 2/3 of it), which is what is
+    recorded here.
+    """
+    negotiated: list = [None]
+    connection: Any = getattr(client, "_connection", None)
+    original = getattr(connection, "_connect", None)
+    if original is None:  # pragma: no cover - another kazoo version: fall back to the configured timeout
+        log.warning("cannot observe the negotiated ZooKeeper session timeout; using the configured one")
+        return lambda: None
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            negotiated[0] = round(float(result[0]) * 1.5) / 1000.0
+        except (TypeError, ValueError, IndexError):  # pragma: no cover - unexpected shape
+            pass
+        return result
+
+    connection._connect = connect
+    return lambda: negotiated[0]
+
+
+class SessionLease:
+    """Valid for one session timeout after the last successful read of ``path``.
+
+    The session timeout is ``negotiated()`` when it gives one (see
+    :func:`track_negotiated_timeout`), else ``session_timeout_s``. ``client``
+    should bound its calls (a :class:`~zkconsumer.zkcalls.BoundedZooKeeper`),
+    so the thread never blocks longer than a proof interval while ZooKeeper is
+    away. Thread-safe; :meth:`valid` is cheap (a clock read). :meth:`stop`
+    joins the thread.
     """
 
     def __init__(
         self,
-        client: KazooClient,
+        client: Any,
         path: str,
         session_timeout_s: float,
         *,
         name: str = "zkconsumer-lease",
         clock: Callable[[], float] = time.monotonic,
+        negotiated: Callable[[], Optional[float]] = lambda: None,
     ) -> None:
         self._client = client
         self._path = path
-        self._timeout = session_timeout_s
+        self._configured = session_timeout_s
+        self._negotiated = negotiated
         self._clock = clock
         self._last_proof = clock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
+    @property
+    def timeout(self) -> float:
+        """The session timeout in seconds: the negotiated one once known, else the configured one."""
+        negotiated = self._negotiated()
+        return self._configured if negotiated is None else negotiated
+
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ask the thread to end (returns at once)."""
+        self._stopped.set()
+
+    def stop(self, timeout: Optional[float] = None) -> bool:
+        """Stop and join the thread (at most ``timeout`` s); ``True`` once it has ended."""
         self._stopped.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def valid(self) -> bool:
         """``True`` while the session was proven alive less than one session timeout ago."""
-        return self._clock() - self._last_proof < self._timeout
+        return self._clock() - self._last_proof < self.timeout
 
     def prove(self) -> bool:
         """One read of ``path``; on success the lease runs for another session timeout."""
         started = self._clock()
         try:
             self._client.exists(self._path)
-        except KazooException:
+        except (KazooException, ZkConsumerError):
             return False
         self._last_proof = started  # the server answered a request sent at `started`
         return True
 
     def _run(self) -> None:
-        interval = self._timeout / 3.0
         lapsed = False
-        while not self._stopped.wait(interval if not lapsed else min(interval, 0.2)):
+        while not self._stopped.wait(self.timeout / 3.0 if not lapsed else min(self.timeout / 3.0, 0.2)):
             proven = self.prove()
             if not proven and not self.valid() and not lapsed:
-                log.warning("ZooKeeper session not proven for %.1fs: holding back deliveries", self._timeout)
+                log.warning("ZooKeeper session not proven for %.1fs: holding back new deliveries until it is",
+                            self.timeout)
+            elif proven and lapsed:
+                log.info("ZooKeeper session proven again: deliveries resume")
             lapsed = not self.valid()
