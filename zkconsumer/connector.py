@@ -17,6 +17,18 @@ Connector states::
     CREATED ──create_message_streams*──▶ RUNNING ──shutdown()──▶ SHUT_DOWN
        └──────────────────────────────shutdown()──────────────────────▲
 
+``shutdown()`` during ``create_message_streams`` ends the join: the create call
+raises :class:`~zkconsumer.errors.ConsumerShutdownError` and nothing it started
+outlives the shutdown. Later calls raise the same error.
+
+ZooKeeper outages: the application never sees a kazoo exception. While
+ZooKeeper is away, iterators go on handing out what was fetched (fetchers hold
+back new data once the session lease ran out, see :mod:`.lease`), and
+:meth:`ZookeeperConsumerConnector.commit_offsets` retries for up to
+``offsets.commit.timeout.ms`` before raising a retriable
+:class:`~zkconsumer.errors.ZooKeeperUnavailableError`. Shutdown is bounded
+whatever ZooKeeper does (see :meth:`ZookeeperConsumerConnector.shutdown`).
+
 Example::
 
     with ZookeeperConsumerConnector({"zookeeper.connect": "127.0.0.1:2181",
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import random
 import socket
 import threading
 import time
@@ -43,9 +56,10 @@ from kazoo.protocol.states import KazooState
 from . import assignors, security, zkformat
 from .config import ConsumerConfig
 from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
+from .zkcalls import BoundedZooKeeper
 from .fetcher import FetcherManager
 from .group import GroupClient
-from .lease import SessionLease
+from .lease import SessionLease, track_negotiated_timeout
 from .metrics import ConsumerMetrics, MetricsReporter
 from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
@@ -56,6 +70,9 @@ from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopi
 from .watchers import GroupWatcher
 
 log = logging.getLogger(__name__)
+
+#: How long shutdown() waits, after closing the ZooKeeper client, for the threads it asked to stop.
+_FINAL_JOIN_S = 5.0
 
 
 class ConnectorState(enum.Enum):
@@ -123,6 +140,13 @@ class ZookeeperConsumerConnector:
         self._reporter: Optional[MetricsReporter] = None
         self._recorded = (0, 0)
         self._lease: Optional[SessionLease] = None
+        #: Set by shutdown(): ends commit retries and a join in progress.
+        self._closing = threading.Event()
+        #: Clear while create_message_streams() is joining the group.
+        self._join_done = threading.Event()
+        self._join_done.set()
+        self._negotiated: Any = lambda: None
+        self._group: Optional[GroupClient] = None
 
         self._zk = self._connect_zookeeper()
         self._group = GroupClient(
@@ -132,6 +156,7 @@ class ZookeeperConsumerConnector:
             retry_timeout_s=self.config.zookeeper_session_timeout_ms / 1000.0,
             acl=security.zookeeper_acls(self.config),
         )
+        self._group.note_session()
         self._committer = OffsetCommitter(self._group, make_offset_storage(self.config, self._group))
         self._fetchers = FetcherManager(
             self.config,
@@ -188,13 +213,21 @@ class ZookeeperConsumerConnector:
         """Commit the offsets of every message handed to the application so far.
 
         Writes only partitions whose offset changed since the last commit.
-        Raises a background failure if one happened, and
-        :class:`ConsumerShutdownError` after :meth:`shutdown`.
+        While ZooKeeper (or, with ``offsets.storage=kafka``, the offsets
+        coordinator) is unavailable, keeps retrying for up to
+        ``offsets.commit.timeout.ms``, as Kafka's consumer blocks until
+        ZooKeeper is back; then raises the retriable error (e.g.
+        :class:`ZooKeeperUnavailableError`); calling again later is safe.
+        Partitions found owned by another member (the session expired
+        meanwhile) are not written and stop being delivered; that is not an
+        error. Raises a background failure if one happened, and
+        :class:`ConsumerShutdownError` after (or during) :meth:`shutdown`.
+        Only :class:`ZkConsumerError` subclasses are raised.
         """
         self._failure.raise_if_failed()
         if self._state is ConnectorState.SHUT_DOWN:
             raise ConsumerShutdownError("commit_offsets() after shutdown()")
-        self._commit()
+        self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
 
     @property
     def zk_client(self) -> KazooClient:
@@ -229,41 +262,114 @@ class ZookeeperConsumerConnector:
         return self.metrics.snapshot(owned, queue_sizes, lag)
 
     def shutdown(self) -> None:
-        """Leave the group: idempotent, ordered, joins every thread started.
+        """Leave the group: idempotent, ordered, bounded, joins every thread started.
 
-        Order: the metrics reporter and auto-commit stop; the coordination stops
-        (watches, rebalancer, session lease: :meth:`_stop_coordination`);
-        fetchers stop; every stream ends (shutdown sentinel); offsets are
-        committed (``auto.commit.enable``); the member leaves the group
-        (:meth:`_leave_group`); the ZooKeeper session closes, removing our
-        ephemeral nodes so the group rebalances at once.
+        Order: a ``create_message_streams`` in progress is ended (it raises
+        :class:`ConsumerShutdownError`); the metrics reporter, auto-commit, the
+        coordination (watches, rebalancer, session lease:
+        :meth:`_stop_coordination`) and the fetchers are asked to stop, all at
+        once; once the fetchers stopped every stream ends (shutdown sentinel);
+        offsets are committed (``auto.commit.enable``); the member leaves the
+        group (:meth:`_leave_group`); the ZooKeeper session closes, removing
+        our ephemeral nodes so the group rebalances at once; every thread is
+        joined.
+
+        Bound, whatever ZooKeeper does (paused, killed, unreachable): stopping
+        the threads and the final commit share one session timeout (the
+        negotiated ``zookeeper.session.timeout.ms``); closing the ZooKeeper
+        client then takes kazoo at most about one more session timeout (when
+        the server accepts connections but does not answer; at once when it
+        is down or healthy), and joining what closing released at most
+        5 s more. Offsets that could not be committed in time are named in a
+        WARNING (``topic-partition at offset N``): they will be consumed
+        again by the partition's next owner (at-least-once).
         """
         with self._state_lock:
             if self._state is ConnectorState.SHUT_DOWN:
                 return
             self._state = ConnectorState.SHUT_DOWN
+            self._closing.set()
+        started = time.monotonic()
+        deadline = started + self._session_timeout_s()
         log.info("%r shutting down", self)
+        stops = _ParallelStops(self.consumer_id)
         try:
-            if self._reporter is not None:
-                self._reporter.stop()
-            if self._auto_committer is not None:
-                self._auto_committer.stop()
-            self._stop_coordination()
-            self._fetchers.shutdown()
+            if not self._join_done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("%s: create_message_streams() still blocked in ZooKeeper; shutting down around it",
+                            self.consumer_id)
+            with self._state_lock:  # nothing is started after SHUT_DOWN: this is the final set
+                reporter, committer = self._reporter, self._auto_committer
+            if reporter is not None:
+                stops.run("metrics", reporter.stop)
+            if committer is not None:
+                stops.run("autocommit", committer.stop)
+            stops.run("coordination", self._stop_coordination)
+            stops.run("fetchers", self._fetchers.shutdown)
+            if not stops.wait("fetchers", deadline):
+                log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
             clear_streams(self._streams)
             for stream in self._streams:
                 stream.queue.put_shutdown()
             if self.config.auto_commit_enable and self._joined():
-                try:
-                    self._commit()
-                except ZkConsumerError as exc:
-                    log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
+                self._final_commit(deadline)
+            stops.wait("coordination", deadline)
             self._leave_group()
         finally:
-            self._committer.close()
-            self._zk.remove_listener(self._on_zk_state)
+            try:
+                self._committer.close()
+            finally:
+                self._close_zookeeper()
+                left = stops.join(_FINAL_JOIN_S)
+                if left:
+                    log.error("%s: threads still running after shutdown: %s", self.consumer_id, ", ".join(left))
+                log.info("%s shut down in %.1fs", self.consumer_id, time.monotonic() - started)
+
+    def _final_commit(self, deadline: float) -> None:
+        """Commit what was handed out, within ``deadline``; name what could not be committed."""
+        remaining = max(0.5, deadline - time.monotonic())
+        error: Optional[BaseException] = None
+        try:
+            with self._group_client().client.deadline(remaining):
+                self._commit_retrying(remaining, during_shutdown=True)
+        except ZkConsumerError as exc:
+            error = exc
+        left = self._uncommitted()
+        if left:
+            log.warning(
+                "%s: offsets NOT committed at shutdown%s: %s; their next owner consumes from the last committed "
+                "offset (at-least-once)", self.consumer_id, f" ({error})" if error else " (no longer owned)",
+                ", ".join(f"{t}-{p} at offset {o}" for t, p, o in left))
+        elif error is not None:
+            log.warning("%s: final offset commit failed: %s", self.consumer_id, error)
+
+    def _uncommitted(self) -> List[Tuple[str, int, int]]:
+        """``(topic, partition, consumed offset)`` handed out but not known to be committed."""
+        if self._rebalancer is None:
+            return []
+        committed = self._committer.committed()
+        return sorted(
+            (info.topic, info.partition, info.consumed_offset)
+            for info, _ in self._rebalancer.owned_partitions()
+            if info.consumed_offset >= 0 and committed.get((info.topic, info.partition)) != info.consumed_offset
+        )
+
+    def _close_zookeeper(self) -> None:
+        """Close the session (kazoo fails every call still waiting, which releases blocked threads)."""
+        self._zk.remove_listener(self._on_zk_state)
+        try:
             self._zk.stop()
-            self._zk.close()
+        except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
+            log.warning("%s: closing the ZooKeeper session: %r", self.consumer_id, exc)
+        self._zk.close()
+
+    def _session_timeout_s(self) -> float:
+        """The session timeout ZooKeeper granted (the configured one until it is known)."""
+        negotiated = self._negotiated()
+        return self.config.zookeeper_session_timeout_ms / 1000.0 if negotiated is None else negotiated
+
+    def _group_client(self) -> GroupClient:
+        assert self._group is not None
+        return self._group
 
     def _stop_coordination(self) -> None:
         """Stop (and join) whatever could change ownership or restart fetchers. A subclass hook."""
@@ -302,6 +408,7 @@ class ZookeeperConsumerConnector:
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
             auth_data=auth,
         )
+        self._negotiated = track_negotiated_timeout(client)
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:
@@ -337,21 +444,49 @@ class ZookeeperConsumerConnector:
                     "create_message_streams", "streams can be created only once per connector (as in Kafka)"
                 )
             self._state = ConnectorState.RUNNING
+            self._join_done.clear()
+
+    def _end_join(self) -> None:
+        """The join is over (returned or raised): shutdown() may tear down what it started."""
+        self._join_done.set()
+
+    def _check_open(self, doing: str = "joining the group") -> None:
+        """Raise ConsumerShutdownError once shutdown() began; call with ``_state_lock`` held."""
+        if self._state is ConnectorState.SHUT_DOWN:
+            raise ConsumerShutdownError(f"shutdown() while create_message_streams() was {doing}")
 
     def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
         self._begin_join()
+        try:
+            self._join_group(count, queue_for, topic_allowed)
+        finally:
+            self._end_join()
+
+    def _join_group(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
+        """Register, start lease, rebalancer and watches, wait for the first assignment.
+
+        Each part is started under ``_state_lock`` after checking that shutdown()
+        has not begun, so shutdown() sees (and stops) everything started, and
+        nothing is started after it began.
+        """
         cfg = self.config
+        group = self._group_client()
         registration = zkformat.encode_registration(count.subscription, count.pattern, int(time.time() * 1000))
-        register = lambda: self._group.register(registration)  # noqa: E731
-        register()
-        self._lease = SessionLease(
-            self._zk, self._group.paths.member(self.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
-            name=f"zkconsumer-lease-{self.consumer_id}",
+        register = lambda: group.register(registration, cancelled=self._closing)  # noqa: E731
+        try:
+            register()
+        except ZooKeeperUnavailableError:
+            if self._closing.is_set():
+                raise ConsumerShutdownError("shutdown() while create_message_streams() was registering") from None
+            raise
+        lease = SessionLease(
+            BoundedZooKeeper(self._zk, self._session_timeout_s() / 3.0),
+            group.paths.member(self.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
+            name=f"zkconsumer-lease-{self.consumer_id}", negotiated=self._negotiated,
         )
-        self._lease.start()
-        self._watcher = GroupWatcher(self._zk, self._group.paths, self._request_rebalance, topic_allowed)
-        self._rebalancer = Rebalancer(
-            group=self._group,
+        watcher = GroupWatcher(self._zk, group.paths, self._request_rebalance, topic_allowed)
+        rebalancer = Rebalancer(
+            group=group,
             topic_count=count,
             assignor=assignors.get_assignor(cfg.partition_assignment_strategy),
             queue_for=queue_for,
@@ -370,26 +505,72 @@ class ZookeeperConsumerConnector:
             on_rebalanced=self.metrics.record_rebalance,
             read_offsets=self._committer.read_offsets,
         )
-        self._rebalancer.start()
-        self._watcher.start()
-        self._rebalancer.wait_first_assignment(timeout=None)
+        with self._state_lock:
+            self._check_open()
+            self._lease, self._watcher, self._rebalancer = lease, watcher, rebalancer
+            lease.start()
+            rebalancer.start()
+        watcher.start()  # may block in kazoo while ZooKeeper is away; shutdown() stops it all the same
+        while not rebalancer.wait_first_assignment(timeout=0.1):
+            if self._closing.is_set():
+                break
+        self._failure.raise_if_failed()
         self._start_periodic_threads()
 
     def _start_periodic_threads(self) -> None:
         """Start auto-commit (``auto.commit.enable``) and the metrics reporter (``metrics_interval_s``).
 
         Called once the member has joined; :meth:`shutdown` stops and joins both.
+        Raises :class:`ConsumerShutdownError` (starting nothing) once shutdown() began.
         """
-        if self.config.auto_commit_enable:
-            self._auto_committer = AutoCommitter(
-                self._commit, self.config.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
-            )
-            self._auto_committer.start()
-        if self._metrics_interval_s:
-            self._reporter = MetricsReporter(
-                self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
-            )
-            self._reporter.start()
+        with self._state_lock:
+            self._check_open()
+            if self.config.auto_commit_enable:
+                self._auto_committer = AutoCommitter(
+                    self._auto_commit, self.config.auto_commit_interval_ms,
+                    name=f"zkconsumer-autocommit-{self.consumer_id}",
+                )
+                self._auto_committer.start()
+            if self._metrics_interval_s:
+                self._reporter = MetricsReporter(
+                    self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
+                )
+                self._reporter.start()
+
+    def _auto_commit(self) -> None:
+        """One auto-commit: retried through an outage like commit_offsets(); quiet once shutting down."""
+        try:
+            self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
+        except ConsumerShutdownError:
+            pass  # the final commit of shutdown() takes over
+
+    def _commit_retrying(self, budget_s: float, *, during_shutdown: bool = False) -> None:
+        """:meth:`_commit`, retried on retriable errors for up to ``budget_s`` (jittered backoff, 0.1..1 s).
+
+        Outside shutdown, shutdown() beginning ends the wait with
+        :class:`ConsumerShutdownError`. The last retriable error is raised when
+        the budget runs out; a non-retriable one at once.
+        """
+        deadline = time.monotonic() + budget_s
+        delay = 0.1
+        while True:
+            try:
+                self._commit()
+                return
+            except ZkConsumerError as exc:
+                remaining = deadline - time.monotonic()
+                if not exc.retriable or remaining <= 0:
+                    raise
+                if self._closing.is_set() and not during_shutdown:
+                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
+                log.info("%s: offset commit failed (%s); retrying for up to %.1fs more", self.consumer_id, exc,
+                         remaining)
+                pause = min(remaining, delay * (0.5 + random.random()))
+                delay = min(1.0, delay * 2)
+                if during_shutdown:
+                    time.sleep(pause)
+                elif self._closing.wait(pause):
+                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
 
     def _commit(self) -> None:
         """Commit what was handed out; partitions found owned by someone else are given up."""
@@ -413,6 +594,8 @@ class ZookeeperConsumerConnector:
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: only signal."""
+        if state == KazooState.CONNECTED and self._group is not None:
+            self._group.note_session()  # a session of ours: its leftover nodes may be replaced later
         if state == KazooState.LOST:
             self._session_was_lost = True
             log.warning("%s: ZooKeeper session expired", self.consumer_id)
@@ -436,8 +619,49 @@ class ZookeeperConsumerConnector:
         return self._lease is None or self._lease.valid()
 
     def _background_failure(self, error: BaseException) -> None:
-        """A background thread failed: make every iterator and commit raise it."""
+        """A background thread failed: make every iterator and commit raise it (as a ZkConsumerError)."""
         if self._failure.set(error):
             log.error("%s: background failure: %r", self.consumer_id, error)
             for stream in self._streams:
                 stream.queue.wake_consumers()
+
+
+class _ParallelStops:
+    """Runs blocking ``stop()`` calls at once, each on its own named thread, and waits with deadlines.
+
+    shutdown() must not wait, one after the other, for threads that may be
+    blocked in ZooKeeper calls: each stop runs on ``zkconsumer-stop-<what>-<id>``,
+    :meth:`wait` waits for one until a deadline, and :meth:`join` (after the
+    ZooKeeper client was closed, which releases every blocked call) joins them all.
+    A failing stop is logged, never raised.
+    """
+
+    def __init__(self, consumer_id: str) -> None:
+        self._consumer_id = consumer_id
+        self._threads: Dict[str, threading.Thread] = {}
+
+    def run(self, what: str, stop: Any) -> None:
+        def target() -> None:
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - shutdown goes on
+                log.exception("%s: stopping %s failed", self._consumer_id, what)
+
+        thread = threading.Thread(target=target, name=f"zkconsumer-stop-{what}-{self._consumer_id}", daemon=True)
+        self._threads[what] = thread
+        thread.start()
+
+    def wait(self, what: str, deadline: float) -> bool:
+        """Wait for ``what`` until ``deadline`` (monotonic); ``True`` if it has stopped."""
+        thread = self._threads.get(what)
+        if thread is None:
+            return True
+        thread.join(max(0.0, deadline - time.monotonic()))
+        return not thread.is_alive()
+
+    def join(self, timeout: float) -> List[str]:
+        """Join every stop within ``timeout`` in all; the names of those still running."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [what for what, thread in self._threads.items() if thread.is_alive()]

@@ -116,7 +116,7 @@ class GroupClient:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
             wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
-            stop=tenacity.stop_after_delay(self._retry_timeout_s),
+            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), self._past_deadline),
             sleep=self._sleep,
             reraise=True,
         )
@@ -134,6 +134,11 @@ class GroupClient:
             raise ZooKeeperAccessError(f"/consumers/{self.group}", "an operation", type(exc).__name__) from exc
         finally:
             self._note_session()
+
+    def _past_deadline(self, _state: object = None) -> bool:
+        """Whether the calling thread's deadline (set by a caller with ``client.deadline``) has passed."""
+        remaining = self.client.remaining()
+        return remaining is not None and remaining <= 0.01
 
     @property
     def session_id(self) -> Optional[int]:

@@ -68,6 +68,11 @@ class BoundedZooKeeper:
         finally:
             self._local.deadline = previous
 
+    def remaining(self) -> Optional[float]:
+        """Seconds left before this thread's deadline (``None`` without one; may be negative)."""
+        deadline: Optional[float] = getattr(self._local, "deadline", None)
+        return None if deadline is None else deadline - time.monotonic()
+
     def _wait(self, what: str, path: str, result: Any) -> Any:
         deadline: Optional[float] = getattr(self._local, "deadline", None)
         timeout = self.default_timeout_s if deadline is None else deadline - time.monotonic()
