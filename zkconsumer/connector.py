@@ -235,6 +235,17 @@ class ZookeeperConsumerConnector:
         return self._zk
 
     @property
+    def session_timeout_s(self) -> float:
+        """The ZooKeeper session timeout the server granted, in seconds.
+
+        The server clamps ``zookeeper.session.timeout.ms`` to its
+        ``[minSessionTimeout, maxSessionTimeout]``; the session lease and the
+        shutdown bound use the granted value (the configured one until the
+        first handshake).
+        """
+        return self._session_timeout_s()
+
+    @property
     def status(self) -> Optional[RebalanceStatus]:
         """The rebalancer's state, owned partitions and last error (``None`` before joining)."""
         return None if self._rebalancer is None else self._rebalancer.status
@@ -499,7 +510,7 @@ class ZookeeperConsumerConnector:
             backoff_ms=cfg.rebalance_backoff_ms,
             exclude_internal_topics=cfg.exclude_internal_topics,
             register=register,
-            watch_topics=self._watcher.watch_topics,
+            watch_topics=watcher.watch_topics,
             on_failure=self._background_failure,
             listener=self._listener,
             on_rebalanced=self.metrics.record_rebalance,
