@@ -455,11 +455,6 @@ class ZookeeperConsumerConnector:
                     "create_message_streams", "streams can be created only once per connector (as in Kafka)"
                 )
             self._state = ConnectorState.RUNNING
-            self._join_done.clear()
-
-    def _end_join(self) -> None:
-        """The join is over (returned or raised): shutdown() may tear down what it started."""
-        self._join_done.set()
 
     def _check_open(self, doing: str = "joining the group") -> None:
         """Raise ConsumerShutdownError once shutdown() began; call with ``_state_lock`` held."""
@@ -468,10 +463,11 @@ class ZookeeperConsumerConnector:
 
     def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
         self._begin_join()
+        self._join_done.clear()  # shutdown() waits (bounded) for the join to wind down
         try:
             self._join_group(count, queue_for, topic_allowed)
         finally:
-            self._end_join()
+            self._join_done.set()
 
     def _join_group(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
         """Register, start lease, rebalancer and watches, wait for the first assignment.
