@@ -50,12 +50,14 @@ import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from . import assignors, security, zkformat
 from .config import ConsumerConfig
-from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
+from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperAccessError, \
+    ZooKeeperUnavailableError
 from .zkcalls import BoundedZooKeeper
 from .fetcher import FetcherManager
 from .group import GroupClient
@@ -386,6 +388,8 @@ class ZookeeperConsumerConnector:
         """Stop (and join) whatever could change ownership or restart fetchers. A subclass hook."""
         if self._watcher is not None:
             self._watcher.stop()
+        if self._lease is not None:
+            self._lease.request_stop()
         if self._rebalancer is not None:
             self._rebalancer.stop()
         if self._lease is not None:
@@ -517,7 +521,14 @@ class ZookeeperConsumerConnector:
             self._lease, self._watcher, self._rebalancer = lease, watcher, rebalancer
             lease.start()
             rebalancer.start()
-        watcher.start()  # may block in kazoo while ZooKeeper is away; shutdown() stops it all the same
+        try:
+            watcher.start()  # may block in kazoo while ZooKeeper is away; shutdown() releases it
+        except NoAuthError as exc:
+            raise ZooKeeperAccessError(group.paths.ids, "watching") from exc
+        except KazooException as exc:
+            if self._closing.is_set():
+                raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group") from exc
+            raise ZooKeeperUnavailableError(f"could not watch {group.paths.ids}: {exc!r}") from exc
         while not rebalancer.wait_first_assignment(timeout=0.1):
             if self._closing.is_set():
                 break
