@@ -518,10 +518,8 @@ class ZookeeperConsumerConnector:
         )
         with self._state_lock:
             self._check_open()
-            self._lease, self._watcher, self._rebalancer = lease, watcher, rebalancer
-            lease.start()
-            rebalancer.start()
-        try:
+            self._watcher = watcher
+        try:  # armed before the rebalancer's first read of members and topics
             watcher.start()  # may block in kazoo while ZooKeeper is away; shutdown() releases it
         except NoAuthError as exc:
             raise ZooKeeperAccessError(group.paths.ids, "watching") from exc
@@ -529,6 +527,11 @@ class ZookeeperConsumerConnector:
             if self._closing.is_set():
                 raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group") from exc
             raise ZooKeeperUnavailableError(f"could not watch {group.paths.ids}: {exc!r}") from exc
+        with self._state_lock:
+            self._check_open()
+            self._lease, self._rebalancer = lease, rebalancer
+            lease.start()
+            rebalancer.start()
         while not rebalancer.wait_first_assignment(timeout=0.1):
             if self._closing.is_set():
                 break
