@@ -155,7 +155,7 @@ class ZookeeperConsumerConnector:
             self._zk,
             self.config.group_id,
             self.consumer_id,
-            retry_timeout_s=self.config.zookeeper_session_timeout_ms / 1000.0,
+            retry_timeout_s=self._session_timeout_s(),  # the granted timeout: past it the session is gone anyway
             acl=security.zookeeper_acls(self.config),
         )
         self._group.note_session()
