@@ -513,7 +513,7 @@ class ZookeeperConsumerConnector:
             watch_topics=watcher.watch_topics,
             on_failure=self._background_failure,
             listener=self._listener,
-            on_rebalanced=self.metrics.record_rebalance,
+            on_rebalanced=self._rebalanced,
             read_offsets=self._committer.read_offsets,
         )
         with self._state_lock:
@@ -629,6 +629,12 @@ class ZookeeperConsumerConnector:
             log.info("%s: new ZooKeeper session; rejoining the group", self.consumer_id)
             if self._rebalancer is not None:
                 self._rebalancer.session_restored()
+
+    def _rebalanced(self, duration_s: float) -> None:
+        """The rebalancer thread: a rebalance succeeded; the current session's proofs count for the lease."""
+        self.metrics.record_rebalance(duration_s)
+        if self._lease is not None:
+            self._lease.accept_session()
 
     def _session_proven(self) -> bool:
         """Fetchers may queue data: the ZooKeeper session was proven alive within its timeout.

@@ -27,6 +27,11 @@ expired and the partitions may belong to another member by now. Positions
 do not move meanwhile, so nothing is skipped: when ZooKeeper answers again on
 the same session, fetching resumes where it stopped; on a new session the
 rebalancer rejoins and fetching resumes from the committed offsets.
+
+Proofs count only on the session the member last (re)joined with
+(:meth:`SessionLease.accept_session`): after an expiry kazoo opens a new
+session at once, and a proof on it says nothing about the partitions owned
+under the old one, so deliveries stay held until the rebalancer has rejoined.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class SessionLease:
         self._negotiated = negotiated
         self._clock = clock
         self._last_proof = clock()
+        self._accepted: Optional[int] = None  # the session whose proofs count (None: the first one seen)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -127,13 +133,30 @@ class SessionLease:
         """``True`` while the session was proven alive less than one session timeout ago."""
         return self._clock() - self._last_proof < self.timeout
 
+    def accept_session(self) -> None:
+        """The member (re)joined on the current session: proofs on it count from now on."""
+        self._accepted = self._current_session()
+
+    def _current_session(self) -> Optional[int]:
+        client_id = getattr(self._client, "client_id", None)
+        return client_id[0] if client_id else None
+
     def prove(self) -> bool:
-        """One read of ``path``; on success the lease runs for another session timeout."""
+        """One read of ``path``; on success the lease runs for another session timeout.
+
+        A read answered on a session other than the accepted one is no proof.
+        """
         started = self._clock()
         try:
             self._client.exists(self._path)
         except (KazooException, ZkConsumerError):
             return False
+        session = self._current_session()
+        if session is not None:
+            if self._accepted is None:
+                self._accepted = session
+            elif session != self._accepted:
+                return False  # a new session: wait for the rejoin (accept_session)
         self._last_proof = started  # the server answered a request sent at `started`
         return True
 
