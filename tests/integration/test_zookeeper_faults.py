@@ -27,6 +27,7 @@ from zkconsumer import lease as leases
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError
 from zkconsumer.group import GroupClient
 from zkconsumer.testing import LocalCluster
+from zkconsumer.testing.errors import ClusterTimeoutError
 
 MAX_SESSION_MS = 6000
 
@@ -70,6 +71,25 @@ def wait_no_zkconsumer_threads(timeout: float = 5.0) -> List[str]:
     return zkconsumer_threads()
 
 
+def new_topic(cluster: LocalCluster, prefix: str, partitions: int) -> str:
+    """A fresh topic with a leader for every partition.
+
+    After ZooKeeper was paused or killed, the broker's own ZooKeeper session may
+    have expired, and a Kafka 0.9 controller then sometimes elects no leader for
+    a new topic; restarting the broker recovers it (a harness concern, not the
+    consumer's).
+    """
+    name = unique(prefix)
+    try:
+        return cluster.create_topic(name, partitions=partitions, timeout=20)
+    except ClusterTimeoutError:
+        for broker in cluster.broker_ids:
+            cluster.kill_broker(broker)
+            cluster.start_broker(broker)
+        cluster.wait_for_leaders(name, timeout=60)
+        return name
+
+
 def owners_now(zk: KazooClient, group: str, topic: str) -> Dict[int, str]:
     """The group's owners as the test's own client sees them ({} while that client reconnects after a fault)."""
     try:
@@ -98,8 +118,8 @@ def run_in_thread(fn, name: str) -> Tuple[threading.Thread, Dict[str, object]]:
 @pytest.mark.parametrize("fault", ["paused", "killed"])
 def test_item6_shutdown_returns_within_its_bound_while_zookeeper_is_away(
         zk_cluster: LocalCluster, fault: str, caplog: pytest.LogCaptureFixture) -> None:
-    topic, group = unique("shut"), unique("g")
-    zk_cluster.create_topic(topic, partitions=2)
+    group = unique("g")
+    topic = new_topic(zk_cluster, "shut", 2)
     session_s = 4.0
     connector = ZookeeperConsumerConnector(consumer_props(
         zk_cluster, group, **{"zookeeper.session.timeout.ms": int(session_s * 1000), "auto.commit.enable": "true",
@@ -142,8 +162,8 @@ def test_item6_shutdown_returns_within_its_bound_while_zookeeper_is_away(
 
 
 def test_item7_shutdown_during_create_message_streams_ends_the_join(zk_cluster: LocalCluster) -> None:
-    topic, group = unique("join"), unique("g")
-    zk_cluster.create_topic(topic, partitions=1)
+    group = unique("g")
+    topic = new_topic(zk_cluster, "join", 1)
     # Another client holds the only partition's owner node: every claim of the first rebalance conflicts.
     holder = zk_cluster.kazoo_client()
     holder.create(f"/consumers/{group}/owners/{topic}/0", b"someone-else-0", ephemeral=True, makepath=True)
@@ -168,8 +188,8 @@ def test_item7_shutdown_during_create_message_streams_ends_the_join(zk_cluster: 
 
 
 def test_item7_shutdown_while_zookeeper_is_paused_during_the_join(zk_cluster: LocalCluster) -> None:
-    topic, group = unique("join"), unique("g")
-    zk_cluster.create_topic(topic, partitions=2)
+    group = unique("g")
+    topic = new_topic(zk_cluster, "join", 2)
     connector = ZookeeperConsumerConnector(consumer_props(
         zk_cluster, group, **{"auto.commit.enable": "true", "zookeeper.session.timeout.ms": 4000}))
     try:
@@ -300,9 +320,9 @@ class OffsetWatch:
 
 @pytest.mark.parametrize("fault", ["paused-15s", "killed-restarted-10s"])
 def test_item10_members_survive_a_zookeeper_outage_and_lose_nothing(zk_cluster: LocalCluster, fault: str) -> None:
-    topic, group = unique("outage"), unique("g")
+    group = unique("g")
     partitions = 12
-    zk_cluster.create_topic(topic, partitions=partitions)
+    topic = new_topic(zk_cluster, "outage", partitions)
     members: List[Member] = []
     producer: Optional[Producer] = None
     watch = OffsetWatch(zk_cluster, group, topic, partitions)
@@ -348,8 +368,8 @@ def test_item10_members_survive_a_zookeeper_outage_and_lose_nothing(zk_cluster: 
 
 def check_deliveries_during_an_outage(cluster: LocalCluster, configured_ms: int, session_s: float) -> None:
     """Pause ZooKeeper: deliveries go on within ``session_s``, are held after it, and resume with nothing lost."""
-    topic, group = unique("hold"), unique("g")
-    cluster.create_topic(topic, partitions=2)
+    group = unique("g")
+    topic = new_topic(cluster, "hold", 2)
     member = Member(cluster, group, topic, configured_ms)
     try:
         cluster.produce(topic, [b"before"] * 5)
@@ -415,8 +435,8 @@ def test_item13b_the_lease_uses_the_negotiated_session_timeout(zk_cluster: Local
 
 
 def test_item13c_a_consumer_id_held_by_another_live_session_is_refused(zk_cluster: LocalCluster) -> None:
-    topic, group = unique("dup"), unique("g")
-    zk_cluster.create_topic(topic, partitions=2)
+    group = unique("g")
+    topic = new_topic(zk_cluster, "dup", 2)
     props = consumer_props(zk_cluster, group, **{"consumer.id": "fixed", "zookeeper.session.timeout.ms": 4000})
     zk = zk_cluster.kazoo_client()
     first = ZookeeperConsumerConnector(props)
@@ -457,8 +477,8 @@ def test_item13c_the_id_is_taken_over_once_the_other_session_ends(zk_cluster: Lo
 
 
 def test_item13c_our_own_earlier_session_is_still_replaced_after_expiry(zk_cluster: LocalCluster) -> None:
-    topic, group = unique("exp"), unique("g")
-    zk_cluster.create_topic(topic, partitions=2)
+    group = unique("g")
+    topic = new_topic(zk_cluster, "exp", 2)
     props = consumer_props(zk_cluster, group, **{"consumer.id": "fixed", "zookeeper.session.timeout.ms": 4000})
     zk = zk_cluster.kazoo_client()
     with ZookeeperConsumerConnector(props) as connector:
