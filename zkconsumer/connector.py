@@ -67,6 +67,7 @@ from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
 from .partition_info import ChunkQueue
 from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
+from .stopping import ParallelStops
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 from .watchers import GroupWatcher
@@ -305,7 +306,7 @@ class ZookeeperConsumerConnector:
         started = time.monotonic()
         deadline = started + self._session_timeout_s()
         log.info("%r shutting down", self)
-        stops = _ParallelStops(self.consumer_id)
+        stops = ParallelStops(self.consumer_id)
         try:
             if not self._join_done.wait(max(0.0, deadline - time.monotonic())):
                 log.warning("%s: create_message_streams() still blocked in ZooKeeper; shutting down around it",
@@ -652,43 +653,3 @@ class ZookeeperConsumerConnector:
             for stream in self._streams:
                 stream.queue.wake_consumers()
 
-
-class _ParallelStops:
-    """Runs blocking ``stop()`` calls at once, each on its own named thread, and waits with deadlines.
-
-    shutdown() must not wait, one after the other, for threads that may be
-    blocked in ZooKeeper calls: each stop runs on ``zkconsumer-stop-<what>-<id>``,
-    :meth:`wait` waits for one until a deadline, and :meth:`join` (after the
-    ZooKeeper client was closed, which releases every blocked call) joins them all.
-    A failing stop is logged, never raised.
-    """
-
-    def __init__(self, consumer_id: str) -> None:
-        self._consumer_id = consumer_id
-        self._threads: Dict[str, threading.Thread] = {}
-
-    def run(self, what: str, stop: Any) -> None:
-        def target() -> None:
-            try:
-                stop()
-            except Exception:  # noqa: BLE001 - shutdown goes on
-                log.exception("%s: stopping %s failed", self._consumer_id, what)
-
-        thread = threading.Thread(target=target, name=f"zkconsumer-stop-{what}-{self._consumer_id}", daemon=True)
-        self._threads[what] = thread
-        thread.start()
-
-    def wait(self, what: str, deadline: float) -> bool:
-        """Wait for ``what`` until ``deadline`` (monotonic); ``True`` if it has stopped."""
-        thread = self._threads.get(what)
-        if thread is None:
-            return True
-        thread.join(max(0.0, deadline - time.monotonic()))
-        return not thread.is_alive()
-
-    def join(self, timeout: float) -> List[str]:
-        """Join every stop within ``timeout`` in all; the names of those still running."""
-        deadline = time.monotonic() + timeout
-        for thread in self._threads.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return [what for what, thread in self._threads.items() if thread.is_alive()]
