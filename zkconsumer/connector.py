@@ -435,7 +435,14 @@ class ZookeeperConsumerConnector:
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
             ) from exc
         try:
-            security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+            try:
+                security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+            except NoAuthError as exc:
+                raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
+            except KazooException as exc:
+                raise ZooKeeperUnavailableError(
+                    f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
+                ) from exc
         except BaseException:
             client.stop()
             client.close()
