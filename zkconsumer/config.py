@@ -185,6 +185,12 @@ _TABLE: Tuple[Property, ...] = (
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
     Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
     Property(
+        "offsets.commit.timeout.ms", "int", 60000,
+        "how long commit_offsets() (and each auto-commit) keeps retrying while ZooKeeper or the offsets "
+        "coordinator is unavailable before raising a retriable error; 0 tries once",
+        minimum=0, kafka=False,
+    ),
+    Property(
         "group.membership", "enum", "zookeeper",
         "who keeps the group's members and assignment: zookeeper (Kafka 0.8) or kafka (the brokers' group "
         "coordinator, as Kafka 0.9; needs offsets.storage=kafka)", choices=("zookeeper", "kafka"), kafka=False,

@@ -17,6 +17,18 @@ Connector states::
     CREATED ──create_message_streams*──▶ RUNNING ──shutdown()──▶ SHUT_DOWN
        └──────────────────────────────shutdown()──────────────────────▲
 
+``shutdown()`` during ``create_message_streams`` ends the join: the create call
+raises :class:`~zkconsumer.errors.ConsumerShutdownError` and nothing it started
+outlives the shutdown. Later calls raise the same error.
+
+ZooKeeper outages: the application never sees a kazoo exception. While
+ZooKeeper is away, iterators go on handing out what was fetched (fetchers hold
+back new data once the session lease ran out, see :mod:`.lease`), and
+:meth:`ZookeeperConsumerConnector.commit_offsets` retries for up to
+``offsets.commit.timeout.ms`` before raising a retriable
+:class:`~zkconsumer.errors.ZooKeeperUnavailableError`. Shutdown is bounded
+whatever ZooKeeper does (see :meth:`ZookeeperConsumerConnector.shutdown`).
+
 Example::
 
     with ZookeeperConsumerConnector({"zookeeper.connect": "127.0.0.1:2181",
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import random
 import socket
 import threading
 import time
@@ -37,25 +50,32 @@ import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from . import assignors, security, zkformat
 from .config import ConsumerConfig
-from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
+from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperAccessError, \
+    ZooKeeperUnavailableError
+from .zkcalls import BoundedZooKeeper
 from .fetcher import FetcherManager
 from .group import GroupClient
-from .lease import SessionLease
+from .lease import SessionLease, track_negotiated_timeout
 from .metrics import ConsumerMetrics, MetricsReporter
 from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
 from .partition_info import ChunkQueue
 from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
+from .stopping import ParallelStops
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 from .watchers import GroupWatcher
 
 log = logging.getLogger(__name__)
+
+#: How long shutdown() waits, after closing the ZooKeeper client, for the threads it asked to stop.
+_FINAL_JOIN_S = 5.0
 
 
 class ConnectorState(enum.Enum):
@@ -132,15 +152,23 @@ class ZookeeperConsumerConnector:
         self._reporter: Optional[MetricsReporter] = None
         self._recorded = (0, 0)
         self._lease: Optional[SessionLease] = None
+        #: Set by shutdown(): ends commit retries and a join in progress.
+        self._closing = threading.Event()
+        #: Clear while create_message_streams() is joining the group.
+        self._join_done = threading.Event()
+        self._join_done.set()
+        self._negotiated: Any = lambda: None
+        self._group: Optional[GroupClient] = None
 
         self._zk = self._connect_zookeeper()
         self._group = GroupClient(
             self._zk,
             self.config.group_id,
             self.consumer_id,
-            retry_timeout_s=self.config.zookeeper_session_timeout_ms / 1000.0,
+            retry_timeout_s=self._session_timeout_s(),  # the granted timeout: past it the session is gone anyway
             acl=security.zookeeper_acls(self.config),
         )
+        self._group.note_session()
         self._committer = OffsetCommitter(self._group, make_offset_storage(self.config, self._group))
         self._fetchers = FetcherManager(
             self.config,
@@ -210,18 +238,37 @@ class ZookeeperConsumerConnector:
         """Commit the offsets of every message handed to the application so far.
 
         Writes only partitions whose offset changed since the last commit.
-        Raises a background failure if one happened, and
-        :class:`ConsumerShutdownError` after :meth:`shutdown`.
+        While ZooKeeper (or, with ``offsets.storage=kafka``, the offsets
+        coordinator) is unavailable, keeps retrying for up to
+        ``offsets.commit.timeout.ms``, as Kafka's consumer blocks until
+        ZooKeeper is back; then raises the retriable error (e.g.
+        :class:`ZooKeeperUnavailableError`); calling again later is safe.
+        Partitions found owned by another member (the session expired
+        meanwhile) are not written and stop being delivered; that is not an
+        error. Raises a background failure if one happened, and
+        :class:`ConsumerShutdownError` after (or during) :meth:`shutdown`.
+        Only :class:`ZkConsumerError` subclasses are raised.
         """
         self._failure.raise_if_failed()
         if self._state is ConnectorState.SHUT_DOWN:
             raise ConsumerShutdownError("commit_offsets() after shutdown()")
-        self._commit()
+        self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
 
     @property
     def zk_client(self) -> KazooClient:
         """The connector's ZooKeeper client, for monitoring and tests. Do not stop or close it."""
         return self._zk
+
+    @property
+    def session_timeout_s(self) -> float:
+        """The ZooKeeper session timeout the server granted, in seconds.
+
+        The server clamps ``zookeeper.session.timeout.ms`` to its
+        ``[minSessionTimeout, maxSessionTimeout]``; the session lease and the
+        shutdown bound use the granted value (the configured one until the
+        first handshake).
+        """
+        return self._session_timeout_s()
 
     @property
     def status(self) -> Optional[RebalanceStatus]:
@@ -251,48 +298,123 @@ class ZookeeperConsumerConnector:
         return self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
 
     def shutdown(self) -> None:
-        """Leave the group: idempotent, ordered, joins every thread started.
+        """Leave the group: idempotent, ordered, bounded, joins every thread started.
 
-        Order: the metrics reporter and auto-commit stop; the coordination stops
-        (watches, rebalancer, session lease: :meth:`_stop_coordination`);
-        fetchers stop; every stream ends (shutdown sentinel); offsets are
-        committed (``auto.commit.enable``); the member leaves the group
-        (:meth:`_leave_group`); the ZooKeeper session closes, removing our
-        ephemeral nodes so the group rebalances at once.
+        Order: a ``create_message_streams`` in progress is ended (it raises
+        :class:`ConsumerShutdownError`); the metrics reporter, auto-commit, the
+        coordination (watches, rebalancer, session lease:
+        :meth:`_stop_coordination`) and the fetchers are asked to stop, all at
+        once; once the fetchers stopped every stream ends (shutdown sentinel);
+        offsets are committed (``auto.commit.enable``); the member leaves the
+        group (:meth:`_leave_group`); the ZooKeeper session closes, removing
+        our ephemeral nodes so the group rebalances at once; every thread is
+        joined.
+
+        Bound, whatever ZooKeeper does (paused, killed, unreachable): stopping
+        the threads and the final commit share one session timeout (the
+        negotiated ``zookeeper.session.timeout.ms``); closing the ZooKeeper
+        client then takes kazoo at most about one more session timeout (when
+        the server accepts connections but does not answer; at once when it
+        is down or healthy), and joining what closing released at most
+        5 s more. Offsets that could not be committed in time are named in a
+        WARNING (``topic-partition at offset N``): they will be consumed
+        again by the partition's next owner (at-least-once).
         """
         with self._state_lock:
             if self._state is ConnectorState.SHUT_DOWN:
                 return
             self._state = ConnectorState.SHUT_DOWN
+            self._closing.set()
+        started = time.monotonic()
+        deadline = started + self._session_timeout_s()
         log.info("%r shutting down", self)
+        stops = ParallelStops(self.consumer_id)
         try:
-            if self._reporter is not None:
-                self._reporter.stop()
-            if self._auto_committer is not None:
-                self._auto_committer.stop()
-            self._stop_coordination()
-            self._fetchers.shutdown()
+            if not self._join_done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("%s: create_message_streams() still blocked in ZooKeeper; shutting down around it",
+                            self.consumer_id)
+            with self._state_lock:  # nothing is started after SHUT_DOWN: this is the final set
+                reporter, committer = self._reporter, self._auto_committer
+            if reporter is not None:
+                stops.run("metrics", reporter.stop)
+            if committer is not None:
+                stops.run("autocommit", committer.stop)
+            stops.run("coordination", self._stop_coordination)
+            stops.run("fetchers", self._fetchers.shutdown)
+            if not stops.wait("fetchers", deadline):
+                log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
             clear_streams(self._streams)
             for stream in self._streams:
                 stream.queue.put_shutdown()
             if self.config.auto_commit_enable and self._joined():
-                try:
-                    self._commit()
-                except ZkConsumerError as exc:
-                    log.warning("%s: final offset commit failed: %s", self.consumer_id, exc)
+                self._final_commit(deadline)
+            stops.wait("coordination", deadline)
             self._leave_group()
         finally:
-            if self.prometheus is not None:
-                self.prometheus.close()
-            self._committer.close()
-            self._zk.remove_listener(self._on_zk_state)
+            try:
+                self._committer.close()
+            finally:
+                self._close_zookeeper()
+                if self.prometheus is not None:
+                    self.prometheus.close()
+                left = stops.join(_FINAL_JOIN_S)
+                if left:
+                    log.error("%s: threads still running after shutdown: %s", self.consumer_id, ", ".join(left))
+                log.info("%s shut down in %.1fs", self.consumer_id, time.monotonic() - started)
+
+    def _final_commit(self, deadline: float) -> None:
+        """Commit what was handed out, within ``deadline``; name what could not be committed."""
+        remaining = max(0.5, deadline - time.monotonic())
+        error: Optional[BaseException] = None
+        try:
+            with self._group_client().client.deadline(remaining):
+                self._commit_retrying(remaining, during_shutdown=True)
+        except ZkConsumerError as exc:
+            error = exc
+        left = self._uncommitted()
+        if left:
+            log.warning(
+                "%s: offsets NOT committed at shutdown%s: %s; their next owner consumes from the last committed "
+                "offset (at-least-once)", self.consumer_id, f" ({error})" if error else " (no longer owned)",
+                ", ".join(f"{t}-{p} at offset {o}" for t, p, o in left))
+        elif error is not None:
+            log.warning("%s: final offset commit failed: %s", self.consumer_id, error)
+
+    def _uncommitted(self) -> List[Tuple[str, int, int]]:
+        """``(topic, partition, consumed offset)`` handed out but not known to be committed."""
+        if self._rebalancer is None:
+            return []
+        committed = self._committer.committed()
+        return sorted(
+            (info.topic, info.partition, info.consumed_offset)
+            for info, _ in self._rebalancer.owned_partitions()
+            if info.consumed_offset >= 0 and committed.get((info.topic, info.partition)) != info.consumed_offset
+        )
+
+    def _close_zookeeper(self) -> None:
+        """Close the session (kazoo fails every call still waiting, which releases blocked threads)."""
+        self._zk.remove_listener(self._on_zk_state)
+        try:
             self._zk.stop()
-            self._zk.close()
+        except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
+            log.warning("%s: closing the ZooKeeper session: %r", self.consumer_id, exc)
+        self._zk.close()
+
+    def _session_timeout_s(self) -> float:
+        """The session timeout ZooKeeper granted (the configured one until it is known)."""
+        negotiated = self._negotiated()
+        return self.config.zookeeper_session_timeout_ms / 1000.0 if negotiated is None else negotiated
+
+    def _group_client(self) -> GroupClient:
+        assert self._group is not None
+        return self._group
 
     def _stop_coordination(self) -> None:
         """Stop (and join) whatever could change ownership or restart fetchers. A subclass hook."""
         if self._watcher is not None:
             self._watcher.stop()
+        if self._lease is not None:
+            self._lease.request_stop()
         if self._rebalancer is not None:
             self._rebalancer.stop()
         if self._lease is not None:
@@ -326,6 +448,7 @@ class ZookeeperConsumerConnector:
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
             auth_data=auth,
         )
+        self._negotiated = track_negotiated_timeout(client)
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:
@@ -336,7 +459,14 @@ class ZookeeperConsumerConnector:
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
             ) from exc
         try:
-            security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+            try:
+                security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+            except NoAuthError as exc:
+                raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
+            except KazooException as exc:
+                raise ZooKeeperUnavailableError(
+                    f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
+                ) from exc
         except BaseException:
             client.stop()
             client.close()
@@ -362,20 +492,44 @@ class ZookeeperConsumerConnector:
                 )
             self._state = ConnectorState.RUNNING
 
+    def _check_open(self, doing: str = "joining the group") -> None:
+        """Raise ConsumerShutdownError once shutdown() began; call with ``_state_lock`` held."""
+        if self._state is ConnectorState.SHUT_DOWN:
+            raise ConsumerShutdownError(f"shutdown() while create_message_streams() was {doing}")
+
     def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
         self._begin_join()
+        self._join_done.clear()  # shutdown() waits (bounded) for the join to wind down
+        try:
+            self._join_group(count, queue_for, topic_allowed)
+        finally:
+            self._join_done.set()
+
+    def _join_group(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
+        """Register, start lease, rebalancer and watches, wait for the first assignment.
+
+        Each part is started under ``_state_lock`` after checking that shutdown()
+        has not begun, so shutdown() sees (and stops) everything started, and
+        nothing is started after it began.
+        """
         cfg = self.config
+        group = self._group_client()
         registration = zkformat.encode_registration(count.subscription, count.pattern, int(time.time() * 1000))
-        register = lambda: self._group.register(registration)  # noqa: E731
-        register()
-        self._lease = SessionLease(
-            self._zk, self._group.paths.member(self.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
-            name=f"zkconsumer-lease-{self.consumer_id}",
+        register = lambda: group.register(registration, cancelled=self._closing)  # noqa: E731
+        try:
+            register()
+        except ZooKeeperUnavailableError:
+            if self._closing.is_set():
+                raise ConsumerShutdownError("shutdown() while create_message_streams() was registering") from None
+            raise
+        lease = SessionLease(
+            BoundedZooKeeper(self._zk, self._session_timeout_s() / 3.0),
+            group.paths.member(self.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
+            name=f"zkconsumer-lease-{self.consumer_id}", negotiated=self._negotiated,
         )
-        self._lease.start()
-        self._watcher = GroupWatcher(self._zk, self._group.paths, self._request_rebalance, topic_allowed)
-        self._rebalancer = Rebalancer(
-            group=self._group,
+        watcher = GroupWatcher(self._zk, group.paths, self._request_rebalance, topic_allowed)
+        rebalancer = Rebalancer(
+            group=group,
             topic_count=count,
             assignor=assignors.get_assignor(cfg.partition_assignment_strategy),
             queue_for=queue_for,
@@ -388,32 +542,88 @@ class ZookeeperConsumerConnector:
             backoff_ms=cfg.rebalance_backoff_ms,
             exclude_internal_topics=cfg.exclude_internal_topics,
             register=register,
-            watch_topics=self._watcher.watch_topics,
+            watch_topics=watcher.watch_topics,
             on_failure=self._background_failure,
             listener=self._listener,
-            on_rebalanced=self.metrics.record_rebalance,
+            on_rebalanced=self._rebalanced,
             read_offsets=self._committer.read_offsets,
         )
-        self._watcher.start()  # armed before the rebalancer's first read of members and topics
-        self._rebalancer.start()
-        self._rebalancer.wait_first_assignment(timeout=None)
+        with self._state_lock:
+            self._check_open()
+            self._watcher = watcher
+        try:  # armed before the rebalancer's first read of members and topics
+            watcher.start()  # may block in kazoo while ZooKeeper is away; shutdown() releases it
+        except NoAuthError as exc:
+            raise ZooKeeperAccessError(group.paths.ids, "watching") from exc
+        except KazooException as exc:
+            if self._closing.is_set():
+                raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group") from exc
+            raise ZooKeeperUnavailableError(f"could not watch {group.paths.ids}: {exc!r}") from exc
+        with self._state_lock:
+            self._check_open()
+            self._lease, self._rebalancer = lease, rebalancer
+            lease.start()
+            rebalancer.start()
+        while not rebalancer.wait_first_assignment(timeout=0.1):
+            if self._closing.is_set():
+                break
+        self._failure.raise_if_failed()
         self._start_periodic_threads()
 
     def _start_periodic_threads(self) -> None:
         """Start auto-commit (``auto.commit.enable``) and the metrics reporter (``metrics_interval_s``).
 
         Called once the member has joined; :meth:`shutdown` stops and joins both.
+        Raises :class:`ConsumerShutdownError` (starting nothing) once shutdown() began.
         """
-        if self.config.auto_commit_enable:
-            self._auto_committer = AutoCommitter(
-                self._commit, self.config.auto_commit_interval_ms, name=f"zkconsumer-autocommit-{self.consumer_id}"
-            )
-            self._auto_committer.start()
-        if self._metrics_interval_s:
-            self._reporter = MetricsReporter(
-                self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
-            )
-            self._reporter.start()
+        with self._state_lock:
+            self._check_open()
+            if self.config.auto_commit_enable:
+                self._auto_committer = AutoCommitter(
+                    self._auto_commit, self.config.auto_commit_interval_ms,
+                    name=f"zkconsumer-autocommit-{self.consumer_id}",
+                )
+                self._auto_committer.start()
+            if self._metrics_interval_s:
+                self._reporter = MetricsReporter(
+                    self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
+                )
+                self._reporter.start()
+
+    def _auto_commit(self) -> None:
+        """One auto-commit: retried through an outage like commit_offsets(); quiet once shutting down."""
+        try:
+            self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
+        except ConsumerShutdownError:
+            pass  # the final commit of shutdown() takes over
+
+    def _commit_retrying(self, budget_s: float, *, during_shutdown: bool = False) -> None:
+        """:meth:`_commit`, retried on retriable errors for up to ``budget_s`` (jittered backoff, 0.1..1 s).
+
+        Outside shutdown, shutdown() beginning ends the wait with
+        :class:`ConsumerShutdownError`. The last retriable error is raised when
+        the budget runs out; a non-retriable one at once.
+        """
+        deadline = time.monotonic() + budget_s
+        delay = 0.1
+        while True:
+            try:
+                self._commit()
+                return
+            except ZkConsumerError as exc:
+                remaining = deadline - time.monotonic()
+                if not exc.retriable or remaining <= 0:
+                    raise
+                if self._closing.is_set() and not during_shutdown:
+                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
+                log.info("%s: offset commit failed (%s); retrying for up to %.1fs more", self.consumer_id, exc,
+                         remaining)
+                pause = min(remaining, delay * (0.5 + random.random()))
+                delay = min(1.0, delay * 2)
+                if during_shutdown:
+                    time.sleep(pause)
+                elif self._closing.wait(pause):
+                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
 
     def _commit(self) -> None:
         """Commit what was handed out; partitions found owned by someone else are given up."""
@@ -437,6 +647,8 @@ class ZookeeperConsumerConnector:
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: only signal."""
+        if state == KazooState.CONNECTED and self._group is not None:
+            self._group.note_session()  # a session of ours: its leftover nodes may be replaced later
         if state == KazooState.LOST:
             self._session_was_lost = True
             log.warning("%s: ZooKeeper session expired", self.consumer_id)
@@ -450,6 +662,12 @@ class ZookeeperConsumerConnector:
             if self._rebalancer is not None:
                 self._rebalancer.session_restored()
 
+    def _rebalanced(self, duration_s: float) -> None:
+        """The rebalancer thread: a rebalance succeeded; the current session's proofs count for the lease."""
+        self.metrics.record_rebalance(duration_s)
+        if self._lease is not None:
+            self._lease.accept_session()
+
     def _session_proven(self) -> bool:
         """Fetchers may queue data: the ZooKeeper session was proven alive within its timeout.
 
@@ -460,8 +678,9 @@ class ZookeeperConsumerConnector:
         return self._lease is None or self._lease.valid()
 
     def _background_failure(self, error: BaseException) -> None:
-        """A background thread failed: make every iterator and commit raise it."""
+        """A background thread failed: make every iterator and commit raise it (as a ZkConsumerError)."""
         if self._failure.set(error):
             log.error("%s: background failure: %r", self.consumer_id, error)
             for stream in self._streams:
                 stream.queue.wake_consumers()
+

@@ -77,6 +77,54 @@ class ZooKeeperUnavailableError(ZkConsumerError):
     retriable = True
 
 
+class ZooKeeperAccessError(ZkConsumerError):
+    """ZooKeeper refused an operation on ``path`` for lack of permission (NoAuth, or authentication failed).
+
+    Not retriable: the node's ACL or ``zookeeper.auth`` must change first.
+    """
+
+    def __init__(self, path: str, operation: str, detail: str = "") -> None:
+        self.path = path
+        self.operation = operation
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"ZooKeeper denied {operation} of {path}{extra}: check the node's ACL and zookeeper.auth"
+        )
+
+
+class ConsumerIdInUseError(ZkConsumerError):
+    """Another live ZooKeeper session has registered this member's consumer id.
+
+    Two processes given the same explicit ``consumer.id`` would otherwise take
+    each other's member and owner nodes. ``consumer_id`` is the member id
+    (``<group>_<consumer.id>``), ``session_id`` the ZooKeeper session holding it.
+    Not retriable while that process runs: give each process its own ``consumer.id``.
+    """
+
+    def __init__(self, consumer_id: str, path: str, session_id: int, waited_s: float) -> None:
+        self.consumer_id = consumer_id
+        self.path = path
+        self.session_id = session_id
+        super().__init__(
+            f"consumer id {consumer_id} is in use: {path} is held by another live ZooKeeper session "
+            f"0x{session_id:x} (still there after waiting {waited_s:.1f}s for it to expire); give each "
+            f"process its own consumer.id"
+        )
+
+
+class BackgroundThreadError(ZkConsumerError):
+    """A background thread of the connector (rebalancer, fetcher, ...) failed unexpectedly.
+
+    The original exception is ``__cause__`` (and ``cause``). Not retriable: the
+    connector stops handing out messages; shut it down and create a new one.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"a background thread failed: {type(cause).__name__}: {cause}")
+        self.__cause__ = cause
+
+
 class ConsumerRebalanceFailedError(ZkConsumerError):
     """A rebalance attempt could not claim every assigned partition.
 

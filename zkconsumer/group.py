@@ -8,13 +8,25 @@ retry after a reply was lost never fails or double-applies:
 * claiming an owner node that already holds our thread id under our session is
   a success; releasing one that is already gone is a success;
 * registering a member node that already exists under our session is a success;
-  one left behind by an *earlier* session of the same consumer id (the node
-  outlives its session briefly; see ZOOKEEPER-1740) is replaced rather than
-  waited on forever, as Kafka's consumer does;
+  one left behind by an *earlier* session of this client (the node outlives its
+  session briefly; see ZOOKEEPER-1740) is replaced rather than waited on
+  forever. One held by a session this client never had belongs to another
+  process given the same ``consumer.id``: it is waited on for one session
+  timeout (a crashed process's session expires by then), then registration
+  fails with :class:`~zkconsumer.errors.ConsumerIdInUseError` instead of the
+  two processes deleting each other's nodes;
 * offsets are written with ``set``/``create``, which are idempotent.
 
 Nodes written by other clients are read defensively: a malformed member
 registration or topic node is logged (naming the node) and skipped.
+
+Errors: every kazoo call waits at most until the operation's deadline
+(:class:`~zkconsumer.zkcalls.BoundedZooKeeper`), so no operation blocks while
+ZooKeeper is away. What leaves this module is a
+:class:`~zkconsumer.errors.ZkConsumerError`, never a kazoo exception:
+connection loss, a timeout, an expired session or a closed client become
+:class:`~zkconsumer.errors.ZooKeeperUnavailableError` (retriable), a denied
+operation :class:`~zkconsumer.errors.ZooKeeperAccessError` (not retriable).
 """
 
 from __future__ import annotations
@@ -27,18 +39,23 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Typ
 import tenacity
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
+    ConnectionClosedError,
     ConnectionLoss,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
 )
 from kazoo.protocol.states import ZnodeStat
 
 from . import zkformat
-from .errors import MalformedZnodeError, ZooKeeperUnavailableError
+from .errors import ConsumerIdInUseError, MalformedZnodeError, ZooKeeperAccessError, ZooKeeperUnavailableError
+from .zkcalls import BoundedZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +64,20 @@ TopicPartition = Tuple[str, int]
 
 #: Errors after which the same ZooKeeper call may succeed within the same session.
 _TRANSIENT = (ConnectionLoss, OperationTimeoutError)
+#: Errors after which it cannot on this session/client: reported at once (still retriable later).
+_GONE = (SessionExpiredError, ConnectionClosedError)
 
 
 class GroupClient:
     """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
 
-    ``retry_timeout_s`` bounds how long one operation keeps retrying transient
-    connection errors (it should not exceed the session timeout: past it, the
-    session is gone anyway). ``sleep`` is injectable for tests.
+    ``retry_timeout_s`` bounds how long one operation (one :meth:`_retry`)
+    waits, its kazoo calls included, retrying transient connection errors (it
+    should not exceed the session timeout: past it, the session is gone
+    anyway). ``client`` is used through :class:`~zkconsumer.zkcalls.BoundedZooKeeper`
+    (``self.client``; ``self.client.raw`` is the KazooClient). ``sleep`` is
+    injectable for tests. ``id_wait_s`` is how long :meth:`register` waits for a
+    member node held by a foreign session to go away (default: ``retry_timeout_s`` + 2 s).
     """
 
     def __init__(
@@ -66,36 +89,81 @@ class GroupClient:
         retry_timeout_s: float = 6.0,
         acl: Optional[list] = None,
         sleep: Callable[[float], None] = time.sleep,
+        id_wait_s: Optional[float] = None,
     ) -> None:
-        self.client = client
+        raw = client.raw if isinstance(client, BoundedZooKeeper) else client
+        self.client = BoundedZooKeeper(raw, retry_timeout_s)
         self.group = group
         self.consumer_id = consumer_id
         self.paths = zkformat.GroupPaths(group)
         self._acl = acl
         self._retry_timeout_s = retry_timeout_s
+        self._id_wait_s = retry_timeout_s + 2.0 if id_wait_s is None else id_wait_s
         self._sleep = sleep
+        #: Every session id this client was seen to hold: nodes of these are ours (or were).
+        self._sessions: set = set()
+        self._sessions_lock = threading.Lock()
 
     # ----------------------------------------------------------------- plumbing
 
     def _retry(self, step: Callable[[], T]) -> T:
-        """Run a repeat-safe ``step``, retrying transient connection errors with jitter."""
+        """Run a repeat-safe ``step``, retrying transient connection errors with jitter.
+
+        Takes at most ``retry_timeout_s`` in all (every kazoo call of the step
+        is bounded by the same deadline). Raises only ZkConsumerErrors:
+        :class:`ZooKeeperUnavailableError` when ZooKeeper did not answer in time,
+        the session expired or the client was closed; :class:`ZooKeeperAccessError`
+        when an operation was denied.
+        """
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
             wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
-            stop=tenacity.stop_after_delay(self._retry_timeout_s),
+            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), self._past_deadline),
             sleep=self._sleep,
             reraise=True,
         )
+        self._note_session()
         try:
-            return retrying(step)
+            with self.client.deadline(self._retry_timeout_s):
+                return retrying(step)
         except _TRANSIENT as exc:
             raise ZooKeeperUnavailableError(f"ZooKeeper did not answer within {self._retry_timeout_s}s: {exc!r}") from exc
+        except SessionExpiredError as exc:
+            raise ZooKeeperUnavailableError("the ZooKeeper session expired; a new one is being opened") from exc
+        except ConnectionClosedError as exc:
+            raise ZooKeeperUnavailableError("the ZooKeeper client was closed") from exc
+        except (NoAuthError, AuthFailedError) as exc:  # normally mapped with its path by BoundedZooKeeper
+            raise ZooKeeperAccessError(f"/consumers/{self.group}", "an operation", type(exc).__name__) from exc
+        finally:
+            self._note_session()
+
+    def _past_deadline(self, _state: object = None) -> bool:
+        """Whether the calling thread's deadline (set by a caller with ``client.deadline``) has passed."""
+        remaining = self.client.remaining()
+        return remaining is not None and remaining <= 0.01
 
     @property
     def session_id(self) -> Optional[int]:
         """The current ZooKeeper session id (``None`` before the first connection)."""
         client_id = self.client.client_id
         return client_id[0] if client_id else None
+
+    def _note_session(self) -> Optional[int]:
+        """Remember the current session id as one of ours; returns it."""
+        session = self.session_id
+        if session:
+            with self._sessions_lock:
+                self._sessions.add(session)
+        return session
+
+    def note_session(self) -> None:
+        """Record the current session as ours (call on every new session; cheap, never blocks)."""
+        self._note_session()
+
+    def _was_ours(self, stat: ZnodeStat) -> bool:
+        """Whether the node's ephemeral owner is a session this client holds or held."""
+        with self._sessions_lock:
+            return stat.ephemeralOwner in self._sessions
 
     def _ours(self, stat: ZnodeStat) -> bool:
         return stat.ephemeralOwner == self.session_id
@@ -105,16 +173,23 @@ class GroupClient:
 
     # ------------------------------------------------------------- registration
 
-    def register(self, registration: bytes) -> None:
+    def register(self, registration: bytes, cancelled: Optional[threading.Event] = None) -> None:
         """Create ``/consumers/<g>/ids/<consumer_id>`` holding ``registration`` (ephemeral).
 
-        Repeat-safe. A node of the same id left by an earlier session is deleted
-        and recreated under this session.
+        Repeat-safe. A node of the same id left by an earlier session of this
+        client is deleted and recreated under this session (ZOOKEEPER-1740). A
+        node held by a session this client never had is another process using
+        the same consumer id, or one that just died: it is waited on (polling)
+        for ``id_wait_s``; if still there, :class:`ConsumerIdInUseError` is
+        raised and nothing is changed. ``cancelled`` ends that wait early
+        (raising :class:`ZooKeeperUnavailableError`).
         """
         path = self.paths.member(self.consumer_id)
+        foreign: List[int] = []
 
         def step() -> bool:
-            """One try; ``False`` when a stale node was removed or vanished (try again)."""
+            """One try; ``False`` when a node must go first (try again)."""
+            foreign.clear()
             try:
                 self._create_ephemeral(path, registration)
                 return True
@@ -128,6 +203,9 @@ class GroupClient:
                 if data != registration:
                     self.client.set(path, registration, version=stat.version)
                 return True
+            if not self._was_ours(stat):
+                foreign.append(stat.ephemeralOwner)
+                return False
             log.info("replacing %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
             try:
                 self.client.delete(path, version=stat.version)
@@ -135,7 +213,29 @@ class GroupClient:
                 pass
             return False
 
-        self._until_done(step, f"registering {path}")
+        started = time.monotonic()
+        changes = 0
+        warned = False
+        while not self._retry(step):
+            if not foreign:
+                changes += 1
+                if changes >= 5:
+                    raise ZooKeeperUnavailableError(
+                        f"registering {path}: the node kept changing under us; gave up after {changes} tries")
+                continue
+            waited = time.monotonic() - started
+            if waited >= self._id_wait_s:
+                raise ConsumerIdInUseError(self.consumer_id, path, foreign[0], waited)
+            if not warned:
+                warned = True
+                log.warning("%s is held by ZooKeeper session 0x%x, not ours: another process with the same "
+                            "consumer.id, or one that just died; waiting up to %.1fs for it to go",
+                            path, foreign[0], self._id_wait_s)
+            if cancelled is not None:
+                if cancelled.wait(0.2):
+                    raise ZooKeeperUnavailableError(f"registering {path}: cancelled")
+            else:
+                self._sleep(0.2)
 
     def _until_done(self, step: Callable[[], bool], what: str, attempts: int = 5) -> None:
         """Run ``step`` (through the retry) until it reports done, a bounded number of times."""
@@ -258,10 +358,12 @@ class GroupClient:
         self._delete_if_ours(self.paths.owner(topic, partition), expected)
 
     def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
-        """Delete an owner node holding ``thread_id`` of *this* consumer but another session.
+        """Delete an owner node holding ``thread_id`` under an earlier session of this client.
 
         Such a node was created by an earlier, expired session of ours and would
-        otherwise block our claim until ZooKeeper gets round to removing it.
+        otherwise block our claim until ZooKeeper gets round to removing it. A
+        node of a session this client never had (another process with the same
+        consumer id) is left alone.
         """
         path = self.paths.owner(topic, partition)
         expected = zkformat.encode_owner(thread_id)
@@ -271,7 +373,7 @@ class GroupClient:
                 data, stat = self.client.get(path)
             except NoNodeError:
                 return
-            if data == expected and not self._ours(stat):
+            if data == expected and not self._ours(stat) and self._was_ours(stat):
                 log.info("deleting %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
                 try:
                     self.client.delete(path, version=stat.version)

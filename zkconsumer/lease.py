@@ -12,6 +12,26 @@ proof (the server cannot have expired a session that answered within that
 time). A resumed process finds the lease lapsed at once, before kazoo notices
 anything; fetchers stop queuing until a proof succeeds again, on the same
 session or on the new one the rebalancer rejoins with.
+
+The timeout is the one the server *negotiated*, not the one requested: a
+ZooKeeper server clamps the requested timeout to ``[minSessionTimeout,
+maxSessionTimeout]`` (by default ``[2, 20] x tickTime``), and a lease longer
+than the real session would let an expired member keep delivering.
+:func:`track_negotiated_timeout` records it from kazoo's connection handshake.
+
+Outages: while ZooKeeper is away the proofs fail and the lease runs out one
+session timeout after the last proof. Until then fetchers keep fetching and
+iterators keep handing out; after it, iterators still hand out what was
+already queued, but nothing new is queued, since the session may have
+expired and the partitions may belong to another member by now. Positions
+do not move meanwhile, so nothing is skipped: when ZooKeeper answers again on
+the same session, fetching resumes where it stopped; on a new session the
+rebalancer rejoins and fetching resumes from the committed offsets.
+
+Proofs count only on the session the member last (re)joined with
+(:meth:`SessionLease.accept_session`): after an expiry kazoo opens a new
+session at once, and a proof on it says nothing about the partitions owned
+under the old one, so deliveries stay held until the rebalancer has rejoined.
 """
 
 from __future__ import annotations
@@ -19,64 +39,134 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Optional
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from .errors import ZkConsumerError
+
 log = logging.getLogger(__name__)
 
 
-class SessionLease:
-    """Valid for ``session_timeout_s`` after the last successful read of ``path``.
+def track_negotiated_timeout(client: KazooClient) -> Callable[[], Optional[float]]:
+    """Record the session timeout the server grants ``client`` at each handshake; call before ``start()``.
 
-    Thread-safe; :meth:`valid` is cheap (a clock read). :meth:`stop` joins the thread.
+    Returns a function giving the last negotiated timeout in seconds (``None``
+    before the first handshake, or if this kazoo version's connection handler
+    cannot be observed). kazoo does not keep the negotiated value: its
+    connection handler's ``_connect`` returns ``(read timeout, connect
+    timeout)`` derived from it (read timeout = 2/3 of it), which is what is
+    recorded here.
+    """
+    negotiated: list = [None]
+    connection: Any = getattr(client, "_connection", None)
+    original = getattr(connection, "_connect", None)
+    if original is None:  # pragma: no cover - another kazoo version: fall back to the configured timeout
+        log.warning("cannot observe the negotiated ZooKeeper session timeout; using the configured one")
+        return lambda: None
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            negotiated[0] = round(float(result[0]) * 1.5) / 1000.0
+        except (TypeError, ValueError, IndexError):  # pragma: no cover - unexpected shape
+            pass
+        return result
+
+    connection._connect = connect
+    return lambda: negotiated[0]
+
+
+class SessionLease:
+    """Valid for one session timeout after the last successful read of ``path``.
+
+    The session timeout is ``negotiated()`` when it gives one (see
+    :func:`track_negotiated_timeout`), else ``session_timeout_s``. ``client``
+    should bound its calls (a :class:`~zkconsumer.zkcalls.BoundedZooKeeper`),
+    so the thread never blocks longer than a proof interval while ZooKeeper is
+    away. Thread-safe; :meth:`valid` is cheap (a clock read). :meth:`stop`
+    joins the thread.
     """
 
     def __init__(
         self,
-        client: KazooClient,
+        client: Any,
         path: str,
         session_timeout_s: float,
         *,
         name: str = "zkconsumer-lease",
         clock: Callable[[], float] = time.monotonic,
+        negotiated: Callable[[], Optional[float]] = lambda: None,
     ) -> None:
         self._client = client
         self._path = path
-        self._timeout = session_timeout_s
+        self._configured = session_timeout_s
+        self._negotiated = negotiated
         self._clock = clock
         self._last_proof = clock()
+        self._accepted: Optional[int] = None  # the session whose proofs count (None: the first one seen)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def timeout(self) -> float:
+        """The session timeout in seconds: the negotiated one once known, else the configured one."""
+        negotiated = self._negotiated()
+        return self._configured if negotiated is None else negotiated
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ask the thread to end (returns at once)."""
+        self._stopped.set()
+
+    def stop(self, timeout: Optional[float] = None) -> bool:
+        """Stop and join the thread (at most ``timeout`` s); ``True`` once it has ended."""
         self._stopped.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def valid(self) -> bool:
         """``True`` while the session was proven alive less than one session timeout ago."""
-        return self._clock() - self._last_proof < self._timeout
+        return self._clock() - self._last_proof < self.timeout
+
+    def accept_session(self) -> None:
+        """The member (re)joined on the current session: proofs on it count from now on."""
+        self._accepted = self._current_session()
+
+    def _current_session(self) -> Optional[int]:
+        client_id = getattr(self._client, "client_id", None)
+        return client_id[0] if client_id else None
 
     def prove(self) -> bool:
-        """One read of ``path``; on success the lease runs for another session timeout."""
+        """One read of ``path``; on success the lease runs for another session timeout.
+
+        A read answered on a session other than the accepted one is no proof.
+        """
         started = self._clock()
         try:
             self._client.exists(self._path)
-        except KazooException:
+        except (KazooException, ZkConsumerError):
             return False
+        session = self._current_session()
+        if session is not None:
+            if self._accepted is None:
+                self._accepted = session
+            elif session != self._accepted:
+                return False  # a new session: wait for the rejoin (accept_session)
         self._last_proof = started  # the server answered a request sent at `started`
         return True
 
     def _run(self) -> None:
-        interval = self._timeout / 3.0
         lapsed = False
-        while not self._stopped.wait(interval if not lapsed else min(interval, 0.2)):
+        while not self._stopped.wait(self.timeout / 3.0 if not lapsed else min(self.timeout / 3.0, 0.2)):
             proven = self.prove()
             if not proven and not self.valid() and not lapsed:
-                log.warning("ZooKeeper session not proven for %.1fs: holding back deliveries", self._timeout)
+                log.warning("ZooKeeper session not proven for %.1fs: holding back new deliveries until it is",
+                            self.timeout)
+            elif proven and lapsed:
+                log.info("ZooKeeper session proven again: deliveries resume")
             lapsed = not self.valid()

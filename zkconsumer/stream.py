@@ -24,7 +24,10 @@ Semantics (Kafka's ``ConsumerIterator``):
 * An error chunk (a message over the fetch size, a corrupt message) is raised
   when the iterator reaches it, in offset order.
 * A background failure (a fetcher or rebalancer thread died) is raised to the
-  iterating caller.
+  iterating caller, always as a :class:`~zkconsumer.errors.ZkConsumerError`
+  (:class:`~zkconsumer.errors.BackgroundThreadError` wrapping anything else).
+* ZooKeeper being away does not stop iteration: what the fetchers queued is
+  handed out (see :mod:`zkconsumer.lease` for when fetchers hold back).
 
 How the per-message path stays cheap
 ------------------------------------
@@ -58,7 +61,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
-from .errors import ConsumerTimeoutError
+from .errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
 from .messageset import _speedups
 from .partition_info import SHUTDOWN, ChunkQueue, PartitionTopicInfo, RawMessage
 
@@ -86,7 +89,15 @@ class FailureSignal:
         self._lock = threading.Lock()
 
     def set(self, error: BaseException) -> bool:
-        """Record ``error`` if none is recorded yet; ``True`` if it was recorded."""
+        """Record ``error`` if none is recorded yet; ``True`` if it was recorded.
+
+        What the application is given is always a
+        :class:`~zkconsumer.errors.ZkConsumerError`: anything else (a bug, a
+        library's exception) is wrapped in
+        :class:`~zkconsumer.errors.BackgroundThreadError`, the original as its cause.
+        """
+        if not isinstance(error, ZkConsumerError):
+            error = BackgroundThreadError(error)
         with self._lock:
             if self._error is None:
                 self._error = error

@@ -52,6 +52,7 @@ EXTENSION_DEFAULTS: Dict[str, Any] = {
     "ssl.keyfile": None,
     "ssl.check.hostname": True,
     "security.protocol": "PLAINTEXT",
+    "offsets.commit.timeout.ms": 60000,
     "group.membership": "zookeeper",
     "session.timeout.ms": 6000,  # = zookeeper.session.timeout.ms
     "heartbeat.interval.ms": 2000,  # = session.timeout.ms / 3

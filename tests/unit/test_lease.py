@@ -61,3 +61,18 @@ def test_connection_loss_counts_as_no_proof() -> None:
     lease = SessionLease(Lossy(), "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
     now[0] = 7.0
     assert lease.prove() is False and not lease.valid()
+
+
+def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None:
+    class Sessions(FakeClient):
+        client_id = (1, b"")
+
+    now = [0.0]
+    client = Sessions()
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert lease.prove()
+    now[0] = 10.0  # the session expired; kazoo opened session 2 at once
+    client.client_id = (2, b"")
+    assert lease.prove() is False and not lease.valid()  # owner nodes of session 1 are gone
+    lease.accept_session()  # the rebalancer rejoined on session 2
+    assert lease.prove() and lease.valid()

@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import pytest
 
+from zkconsumer.errors import ZkConsumerError
 from zkconsumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
 from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.stream import FailureSignal, KafkaStream, MessageAndMetadata
@@ -144,7 +145,9 @@ def test_a_background_failure_wakes_a_blocked_iterator() -> None:
     queue.wake_consumers()
     t.join(2)
     assert not t.is_alive()
-    assert [str(e) for e in raised] == ["fetcher died"]
+    # Handed to the application as a ZkConsumerError, the original as its cause.
+    assert [type(e).__name__ for e in raised] == ["BackgroundThreadError"]
+    assert isinstance(raised[0], ZkConsumerError) and str(raised[0].__cause__) == "fetcher died"
 
 
 def test_a_full_queue_blocks_the_fetcher_until_aborted() -> None:

@@ -1,0 +1,152 @@
+"""ZooKeeper calls that never wait longer than a deadline.
+
+kazoo's synchronous calls (``client.get(path)``...) wait for the answer without
+a time limit. While the client is disconnected (ZooKeeper paused, killed,
+restarted, unreachable) a request is queued until the connection comes back,
+so the calling thread blocks for as long as ZooKeeper is away: a rebalancer,
+an offset commit or ``shutdown()`` would hang with it.
+
+:class:`BoundedZooKeeper` wraps a :class:`~kazoo.client.KazooClient` with the
+same method names for the calls zkconsumer makes, each waiting at most until
+the calling thread's current deadline (:meth:`BoundedZooKeeper.deadline`), or
+``default_timeout_s`` without one. Contract of every call:
+
+* answered in time: the result, or kazoo's exception for it (``NoNodeError``,
+  ``NodeExistsError``, ``ConnectionLoss``, ``SessionExpiredError``, ...);
+* not answered in time: :class:`kazoo.exceptions.OperationTimeoutError` (a
+  transient error: the caller's retry may try again). The request stays
+  queued in kazoo and may still run when the connection returns, on the same
+  session (on a new session kazoo fails it). Callers therefore only issue
+  repeat-safe steps, whose late execution is harmless: a write fenced by a
+  version, a create of a node that is ours anyway;
+* denied (``NoAuthError``, a failed authentication): a non-retriable
+  :class:`~zkconsumer.errors.ZooKeeperAccessError` naming the node and the
+  operation (also when a multi-operation's result holds a ``NoAuthError``).
+
+Anything else (``client_id``, ``state``, listeners...) is passed through to the
+wrapped client unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, Iterator, List, Optional, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError, NoAuthError, OperationTimeoutError
+
+from .errors import ZooKeeperAccessError
+
+T = TypeVar("T")
+
+__all__ = ["BoundedZooKeeper"]
+
+
+class BoundedZooKeeper:
+    """A :class:`KazooClient` whose calls wait at most until a deadline; see the module docstring."""
+
+    def __init__(self, client: KazooClient, default_timeout_s: float) -> None:
+        self.raw = client
+        self.default_timeout_s = default_timeout_s
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ deadlines
+
+    @contextlib.contextmanager
+    def deadline(self, seconds: float) -> Iterator[None]:
+        """Within the block, this thread's calls wait at most until ``seconds`` from now (in total).
+
+        Nested blocks keep the earlier of the two deadlines.
+        """
+        previous: Optional[float] = getattr(self._local, "deadline", None)
+        mine = time.monotonic() + seconds
+        self._local.deadline = mine if previous is None else min(previous, mine)
+        try:
+            yield
+        finally:
+            self._local.deadline = previous
+
+    def remaining(self) -> Optional[float]:
+        """Seconds left before this thread's deadline (``None`` without one; may be negative)."""
+        deadline: Optional[float] = getattr(self._local, "deadline", None)
+        return None if deadline is None else deadline - time.monotonic()
+
+    def _wait(self, what: str, path: str, result: Any) -> Any:
+        deadline: Optional[float] = getattr(self._local, "deadline", None)
+        timeout = self.default_timeout_s if deadline is None else deadline - time.monotonic()
+        try:
+            return result.get(timeout=max(timeout, 0.001))
+        except self.raw.handler.timeout_exception as exc:
+            raise OperationTimeoutError(f"ZooKeeper did not answer {what} {path} in time") from exc
+        except NoAuthError as exc:
+            raise ZooKeeperAccessError(path, what) from exc
+        except AuthFailedError as exc:
+            raise ZooKeeperAccessError(path, what, "authentication failed: check zookeeper.auth") from exc
+
+    # ------------------------------------------------------------------ the calls zkconsumer makes
+
+    def get(self, path: str, watch: Optional[Callable[..., Any]] = None) -> Any:
+        return self._wait("reading", path, self.raw.get_async(path, watch=watch))
+
+    def exists(self, path: str, watch: Optional[Callable[..., Any]] = None) -> Any:
+        return self._wait("checking", path, self.raw.exists_async(path, watch=watch))
+
+    def get_children(self, path: str, watch: Optional[Callable[..., Any]] = None) -> List[str]:
+        return self._wait("listing", path, self.raw.get_children_async(path, watch=watch))
+
+    def create(self, path: str, value: bytes = b"", acl: Optional[list] = None, ephemeral: bool = False,
+               sequence: bool = False, makepath: bool = False) -> str:
+        return self._wait("creating", path, self.raw.create_async(
+            path, value, acl=acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        return self._wait("writing", path, self.raw.set_async(path, value, version=version))
+
+    def delete(self, path: str, version: int = -1) -> Any:
+        return self._wait("deleting", path, self.raw.delete_async(path, version=version))
+
+    def ensure_path(self, path: str, acl: Optional[list] = None) -> Any:
+        return self._wait("creating", path, self.raw.ensure_path_async(path, acl=acl))
+
+    def transaction(self) -> "_BoundedTransaction":
+        return _BoundedTransaction(self, self.raw.transaction())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class _BoundedTransaction:
+    """A kazoo ``TransactionRequest`` whose ``commit()`` is bounded like the other calls."""
+
+    def __init__(self, owner: BoundedZooKeeper, request: Any) -> None:
+        self._owner = owner
+        self._request = request
+        self._paths: List[str] = []
+
+    def check(self, path: str, version: int) -> None:
+        self._paths.append(path)
+        self._request.check(path, version)
+
+    def create(self, path: str, value: bytes = b"", acl: Optional[list] = None, ephemeral: bool = False,
+               sequence: bool = False) -> None:
+        self._paths.append(path)
+        self._request.create(path, value, acl=acl, ephemeral=ephemeral, sequence=sequence)
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self._paths.append(path)
+        self._request.set_data(path, value, version=version)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._paths.append(path)
+        self._request.delete(path, version=version)
+
+    def commit(self) -> List[Any]:
+        """The per-operation results (exceptions as values, as kazoo returns them)."""
+        what = "a multi-operation on"
+        results = self._owner._wait(what, ", ".join(self._paths), self._request.commit_async())
+        for path, result in zip(self._paths, results):
+            if isinstance(result, NoAuthError):
+                raise ZooKeeperAccessError(path, what)
+        return results
