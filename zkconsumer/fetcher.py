@@ -145,7 +145,8 @@ class _PartitionState:
     """A fetcher's view of one partition. ``lock`` is held while its data is processed.
 
     ``parked`` is the one chunk fetched but not yet queued because the queue was
-    full; only the fetcher thread reads or writes it.
+    full: set and queued by the fetcher thread under ``lock``, dropped under
+    ``lock`` when the partition is removed.
     """
 
     __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked")
@@ -668,7 +669,8 @@ class FetcherManager:
         watermark - consumed offset), ``leader`` (broker id or ``None``),
         ``fetcher`` (thread name or ``None``), ``stalled`` (an error chunk was
         queued or parked) and ``parked`` (a fetched chunk waits for room in its
-        stream's queue: that stream is not being read fast enough). ``fetchers``: ``{thread name: {"broker", "fetcher_id", "partitions", "alive"}}``.
+        stream's queue: that stream is not being read fast enough).
+        ``fetchers``: ``{thread name: {"broker", "fetcher_id", "partitions", "alive"}}``.
         ``partitions_without_leader``: how many wait for the LeaderFinder.
         """
         with self._fetchers_lock:
