@@ -1,4 +1,4 @@
-"""Back-pressure per partition on a real broker ("Big groups and slow streams", item 3).
+"""Back-pressure per partition and retained prefetches on a real broker ("Big groups and slow streams", items 3, 4).
 
 One member, two streams of one topic on one broker (one fetcher thread). Stream
 B's consumer stops reading; stream A must go on at about the rate it has alone,
@@ -10,15 +10,17 @@ the ratio it measured.
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from support import consumer_props, unique
+from support import consumer_props, owners, unique, wait_until
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector
 from zkconsumer.connection import BrokerConnection
 from zkconsumer.protocol import LATEST_TIME
+from zkconsumer.rebalancer import RebalanceState
 from zkconsumer.testing import LocalCluster
 
 CHUNKS = 2                # queued.max.message.chunks
@@ -116,3 +118,98 @@ def test_item3_a_stalled_stream_does_not_slow_the_other_stream_of_the_member(own
             except ConsumerTimeoutError:
                 continue
             raise AssertionError(f"delivered more than the log holds: {extra}")
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+class TimedReader:
+    """Iterates a stream on a thread, recording (time, partition, offset); ``throttle`` caps its pace."""
+
+    def __init__(self, stream: KafkaStream, per_second: Optional[float] = None) -> None:
+        self.stream = stream
+        self.per_second = per_second
+        self.got: List[Tuple[float, int, int]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        it = iter(self.stream)
+        while not self._stop.is_set():
+            try:
+                for m in it:
+                    with self._lock:
+                        self.got.append((time.monotonic(), m.partition, m.offset))
+                        n = len(self.got)
+                    pace = self.per_second
+                    if pace is not None and n % 100 == 0:
+                        time.sleep(100 / pace)
+                    if self._stop.is_set():
+                        return
+                return
+            except ConsumerTimeoutError:
+                continue
+
+    def snapshot(self) -> List[Tuple[float, int, int]]:
+        with self._lock:
+            return list(self.got)
+
+    def offsets(self, partition: int) -> List[int]:
+        return [o for _, p, o in self.snapshot() if p == partition]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert not self._thread.is_alive()
+
+
+def test_item4_a_join_elsewhere_costs_retained_partitions_no_throughput_and_no_redelivery(own_cluster) -> None:
+    """Member "b" keeps partition 1 while "a" joins and takes partition 0: p1 keeps flowing, nothing twice."""
+    cluster = own_cluster
+    topic = unique("join")
+    ends = fill(cluster, topic, 2, 2 * 100_000)  # lasts ~10 s at b's pace
+    base = {**props(cluster), "auto.commit.enable": "true", "auto.commit.interval.ms": 600_000}
+    zk = cluster.kazoo_client()
+    with ZookeeperConsumerConnector({**base, "consumer.id": "b"}) as first:
+        group = base["group.id"]
+        kept = TimedReader(first.create_message_streams({topic: 1})[topic][0], per_second=20_000)
+        try:
+            wait_until(lambda: len(kept.offsets(1)) > 0, 30, "the first member to deliver partition 1")
+            time.sleep(2.0)
+            joined = time.monotonic()
+            with ZookeeperConsumerConnector({**base, "consumer.id": "a"}) as second:
+                moved = TimedReader(second.create_message_streams({topic: 1})[topic][0])
+                try:
+                    wait_until(lambda: owners(zk, group, topic) == {0: f"{group}_a-0", 1: f"{group}_b-0"}
+                               and first.status.state is RebalanceState.STABLE
+                               and second.status.state is RebalanceState.STABLE, 30, "the group to settle")
+                    settled = time.monotonic()
+                    time.sleep(1.0)
+                    window_end = time.monotonic()
+                    seen = kept.snapshot()
+                    kept.per_second = None  # then read the rest at full speed
+                    wait_until(lambda: len(kept.offsets(1)) >= ends[1] and
+                               len(set(kept.offsets(0)) | set(moved.offsets(0))) >= ends[0], 60, "every message")
+                    time.sleep(0.5)
+                finally:
+                    moved.stop()
+                    kept.stop()  # before "a" leaves and hands partition 0 back
+        finally:
+            kept.stop()
+
+    before = [t for t, p, _ in seen if p == 1 and joined - 2.0 <= t < joined]
+    during = [t for t, p, _ in seen if p == 1 and joined <= t < window_end]
+    rate_before, rate_during = len(before) / 2.0, len(during) / (window_end - joined)
+    times = [t for t, _, _ in seen if joined - 0.5 <= t < window_end]
+    gap = max(b - a for a, b in zip(times, times[1:]))
+    print(f"\npartition 1 kept by b: {rate_before:,.0f} msg/s before a joined, {rate_during:,.0f} msg/s from the "
+          f"join until 1 s after the group settled ({settled - joined:.2f} s); longest gap between two messages "
+          f"of b in that window {gap * 1000:.0f} ms")
+    assert rate_during >= 0.5 * rate_before, "the retained partition's throughput dipped during the rebalance"
+    assert gap < 1.0
+    # Nothing re-delivered: b's partition 1 exactly once in order; partition 0 exactly once across b then a.
+    assert kept.offsets(1) == list(range(ends[1]))
+    b0, a0 = kept.offsets(0), moved.offsets(0)
+    assert b0 == list(range(len(b0))) and a0 == list(range(len(b0), ends[0])), "partition 0 lost or re-delivered"
