@@ -12,8 +12,13 @@ Each owned partition has one :class:`PartitionTopicInfo` that records two offset
 Contract (as in Kafka's ``PartitionTopicInfo``/``ConsumerIterator``): a chunk's
 messages are in ascending offset order; the iterator skips any message whose
 offset is below ``consumed_offset`` so a chunk fetched twice (a partition re-homed
-to a new leader while its old fetcher was blocked on a full queue) never delivers
-a message twice.
+to a new leader while its old fetcher was still processing a response) never
+delivers a message twice.
+
+Back-pressure: a queue holds at most ``queued.max.message.chunks`` chunks.
+Fetchers :meth:`PartitionTopicInfo.offer` chunks without blocking and keep
+(park) one that does not fit; a room listener on the queue tells them when a
+consumer made room (see ``fetcher.py``).
 """
 
 from __future__ import annotations
