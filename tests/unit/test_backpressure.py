@@ -140,7 +140,13 @@ def test_item3_a_stalled_stream_does_not_stop_the_other_streams_partitions(strea
 def test_item3_with_every_stream_full_the_fetcher_waits(streams: TwoStreams, cluster: FakeCluster) -> None:
     streams.start()
     wait(lambda: len(streams.a) == CAPACITY and len(streams.b) == CAPACITY, "both queues full")
-    time.sleep(0.05)
+
+    def quiet() -> bool:  # the last response is processed: no fetch for 0.1 s
+        seen = dict(cluster.fetches)
+        time.sleep(0.1)
+        return cluster.fetches == seen
+
+    wait(quiet, "the fetcher to stop fetching")
     before = dict(cluster.fetches)
     time.sleep(0.5)
     assert cluster.fetches == before, "fetched while every partition waited for room"
