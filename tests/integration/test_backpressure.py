@@ -6,6 +6,16 @@ B's memory must stay within its bound, and once B reads again every message of
 both partitions arrives exactly once, in order. The honest 0.9x comparison is
 ``scripts/bench_backpressure``; this test asserts a generous bound and prints
 the ratio it measured.
+
+``foreach_stream`` (spark_integration/streams.py) needs no test of its own here:
+each Spark task is a separate member (its own connector, ``{topic: 1}``: one
+stream, its own fetcher threads and connections), so a slow task's full queue
+shares no fetcher with any other task.
+
+Item 4: a member joining elsewhere in the group must cost a member that keeps
+its partitions nothing: no dip in the kept partition's throughput, nothing
+delivered twice (with broker down, its prefetched chunks are still delivered:
+``test_faults_rebalancer.py::test_item13c_...``).
 """
 
 from __future__ import annotations
