@@ -8,7 +8,10 @@ Threads and who owns what::
                  (NOT_LEADER, ...) ──────┴──── FetcherThread per (leader broker, fetcher id)
                                                   │ Fetch at info.fetched_offset
                                                   ▼
-                                       PartitionTopicInfo.enqueue ──▶ ChunkQueue ──▶ iterator
+                                       PartitionTopicInfo.offer ──▶ ChunkQueue ──▶ iterator
+                                          │ queue full?                 │ room appeared
+                                          ▼                             │ (room listener)
+                                       parked chunk (1 per partition) ◀─┘
 
 * The **LeaderFinder** sleeps on a condition while every partition has a
   fetcher. When some do not, it asks the live brokers (``brokers()``, tried in
@@ -16,9 +19,10 @@ Threads and who owns what::
   partition that has a leader to the fetcher thread of ``(leader, fetcher id)``
   (starting it on demand), shuts down fetchers left without partitions, then
   waits ``refresh.leader.backoff.ms`` before its next pass.
-* A **FetcherThread** fetches all its partitions in one request from their
-  ``fetched_offset``. Per partition: data is decoded and queued (blocking while
-  the stream's queue is full: back-pressure); OFFSET_OUT_OF_RANGE resets the
+* A **FetcherThread** fetches its partitions in one request from their
+  ``fetched_offset``: every partition whose stream queue has room and that has
+  no parked chunk (back-pressure per partition, below). Per partition: data is
+  decoded and queued, or parked if the queue is full; OFFSET_OUT_OF_RANGE resets the
   position per ``auto.offset.reset``; a message over the fetch size or a corrupt
   message becomes an error chunk the iterator raises (once; the partition then
   stops fetching); any other error (NOT_LEADER_FOR_PARTITION,
@@ -27,13 +31,33 @@ Threads and who owns what::
 * A partition whose position is negative (no committed offset) is first placed
   per ``auto.offset.reset`` (Kafka's ``PartitionTopicInfo.isOffsetInvalid``).
 
+Back-pressure per partition: a fetcher never blocks on a stream's queue, so a
+stream whose consumer stops reading does not stop the fetching of partitions of
+other streams served by the same fetcher. A chunk that finds its queue full is
+*parked* on the partition's fetcher state (``fetched_offset`` does not move);
+the partition is not fetched again until that chunk is queued, and a partition
+whose queue is full is left out of the requests. Every queue a fetcher serves
+has a room listener (``ChunkQueue.add_room_listener``) that wakes the fetcher
+when a consumer takes from a full queue; the fetcher then queues its parked
+chunks (oldest partition state first) and fetches again. With every partition
+blocked, the fetcher waits for that signal (at most :data:`ROOM_WAIT_S`
+between checks), it does not spin. Per partition, chunks are queued in offset
+order: a partition has at most one parked chunk and is not fetched while it has one.
+
+Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its
+queue plus one parked chunk per partition of the stream (each at most
+``fetch.message.max.bytes`` of message data, decoded into its own buffers),
+plus, per fetcher thread, the one response being processed. A partition that
+leaves its fetcher (removed, handed back, stopped) drops its parked chunk; its
+``fetched_offset`` never moved past it, so the next fetch gets the same messages.
+
 Exactly-once delivery across re-homing: ``info.fetched_offset`` is the only
-fetch position; it advances only after a chunk is queued, and a fetcher only
+fetch position; it advances only after a chunk is queued (not when parked), and a fetcher only
 gives a partition back after it finished processing it, so the next fetcher
 starts exactly where the previous one stopped. A partition's data is processed
-under a per-partition lock that removal also takes, after flagging the
-partition so a blocked ``enqueue`` aborts: once removal returns, no chunk for
-that partition can be queued any more.
+(fetch result or parked chunk) under a per-partition lock that removal also
+takes after flagging the partition: once removal returns, no chunk for that
+partition can be queued any more.
 
 Failures: expected ones (brokers down, metadata unavailable) are logged and
 retried after the backoff. An unexpected exception in a thread is passed to
@@ -41,8 +65,9 @@ retried after the backoff. An unexpected exception in a thread is passed to
 thread; its partitions stay with it until ``stop_connections``.
 
 Lock order (outer first): ``_lifecycle`` > ``_fetchers_lock`` > ``_cond`` (manager
-state) > a fetcher's ``_lock``. A fetcher thread never holds a partition lock
-while taking a manager lock.
+state) > a fetcher's ``_lock`` > a queue's lock. A fetcher thread never holds a
+partition lock while taking a manager lock. Room listeners run with no queue
+lock held and take only the fetcher's ``_lock``.
 """
 
 from __future__ import annotations
@@ -61,7 +86,7 @@ from .connection import BrokerConnection
 from .errors import BrokerError, ConsumerShutdownError, CorruptMessageError, \
     MessageSizeTooLargeError, ZkConsumerError
 from .messageset import decode_message_set
-from .partition_info import PartitionTopicInfo
+from .partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from .protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, MetadataResponse, \
     OffsetOutOfRangeError
 from .security import broker_ssl_context
@@ -77,6 +102,10 @@ TopicPartition = Tuple[str, int]
 ConnectionFactory = Callable[[str, int], BrokerConnection]
 
 _INT32_MIN = -(1 << 31)
+
+#: Longest wait of a fetcher whose partitions all wait for room before it looks again
+#: (room listeners normally wake it at once; this only bounds a missed signal).
+ROOM_WAIT_S = 0.2
 
 
 def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
@@ -113,18 +142,23 @@ def _is_expected(exc: BaseException) -> bool:
 # =========================================================================== fetcher thread
 
 class _PartitionState:
-    """A fetcher's view of one partition. ``lock`` is held while its data is processed."""
+    """A fetcher's view of one partition. ``lock`` is held while its data is processed.
 
-    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "should_abort")
+    ``parked`` is the one chunk fetched but not yet queued because the queue was
+    full: set and queued by the fetcher thread under ``lock``, dropped under
+    ``lock`` when the partition is removed.
+    """
 
-    def __init__(self, info: PartitionTopicInfo, fetcher: "FetcherThread") -> None:
+    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked")
+
+    def __init__(self, info: PartitionTopicInfo) -> None:
         self.info = info
         self.lock = threading.Lock()
         self.removed = False
-        self.stalled = False            # an error chunk was queued; never fetch again
+        self.stalled = False            # an error chunk was queued or parked; never fetch again
         self.delay_until = 0.0          # time.monotonic() before which not to fetch
         self.high_watermark = -1
-        self.should_abort: Callable[[], bool] = lambda: fetcher.stopping or self.removed
+        self.parked: Optional[FetchedDataChunk] = None
 
     @property
     def tp(self) -> TopicPartition:
@@ -155,6 +189,8 @@ class FetcherThread(threading.Thread):
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._partitions: Dict[TopicPartition, _PartitionState] = {}
+        self._queues: Dict[int, ChunkQueue] = {}  # queues whose room listener is ours (guarded by _lock)
+        self._room_events = 0  # how many times room appeared in one of them (guarded by _lock)
         self._failures = 0  # consecutive failed fetches
         self.stopping = False
 
@@ -166,44 +202,54 @@ class FetcherThread(threading.Thread):
             for info in infos:
                 tp = (info.topic, info.partition)
                 if tp not in self._partitions:
-                    self._partitions[tp] = _PartitionState(info, self)
+                    self._partitions[tp] = _PartitionState(info)
+                    if id(info.queue) not in self._queues:
+                        self._queues[id(info.queue)] = info.queue
+                        info.queue.add_room_listener(self._room_appeared)
             self._cond.notify_all()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> List[PartitionTopicInfo]:
         """Stop fetching ``tps``; return the infos that were held.
 
-        Returns once none of them can have a chunk queued any more: a partition
-        blocked on a full queue is woken and aborts; one being processed is waited for.
+        Returns once none of them can have a chunk queued any more (one being
+        processed is waited for). Their parked chunks, if any, are dropped:
+        their ``fetched_offset`` is still in front of those messages.
         """
         with self._lock:
             removed = [self._partitions.pop(tp) for tp in set(tps) if tp in self._partitions]
             for st in removed:
                 st.removed = True
-        for st in removed:
-            st.info.queue.wake_producers()
+            used = {id(st.info.queue) for st in self._partitions.values()}
+            unused = [self._queues.pop(key) for key in list(self._queues) if key not in used]
+            for queue in unused:
+                queue.remove_room_listener(self._room_appeared)
         for st in removed:
             with st.lock:
-                pass
+                st.parked = None
         return [st.info for st in removed]
 
     def partition_count(self) -> int:
         with self._lock:
             return len(self._partitions)
 
-    def snapshot(self) -> Dict[TopicPartition, Tuple[PartitionTopicInfo, int, bool]]:
-        """``{tp: (info, last high watermark or -1, stalled)}`` for metrics."""
+    def snapshot(self) -> Dict[TopicPartition, Tuple[PartitionTopicInfo, int, bool, bool]]:
+        """``{tp: (info, last high watermark or -1, stalled, has a parked chunk)}`` for metrics."""
         with self._lock:
-            return {tp: (st.info, st.high_watermark, st.stalled) for tp, st in self._partitions.items()}
+            return {tp: (st.info, st.high_watermark, st.stalled, st.parked is not None)
+                    for tp, st in self._partitions.items()}
 
     def request_stop(self) -> None:
-        """Make the thread end soon: wakes its waits, aborts its socket, aborts blocked enqueues."""
+        """Make the thread end soon: wakes its waits and aborts its socket."""
         with self._cond:
             self.stopping = True
-            states = list(self._partitions.values())
             self._cond.notify_all()
         self._conn.abort()
-        for queue in {id(st.info.queue): st.info.queue for st in states}.values():
-            queue.wake_producers()
+
+    def _room_appeared(self) -> None:
+        """Room listener of every queue served: a consumer took from a full queue (any thread, no queue lock)."""
+        with self._cond:
+            self._room_events += 1
+            self._cond.notify_all()
 
     # ------------------------------------------------------------------ the loop
 
@@ -214,7 +260,10 @@ class FetcherThread(threading.Thread):
                     with self._cond:
                         self._cond.wait(0.05)
                     continue
-                batch = self._next_batch()
+                with self._lock:
+                    seen = self._room_events
+                self._queue_parked()
+                batch = self._next_batch(seen)
                 if batch:
                     self._fetch_once(batch)
         except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
@@ -222,19 +271,57 @@ class FetcherThread(threading.Thread):
             if not self.stopping:
                 self._on_error(exc)
         finally:
+            with self._lock:
+                queues, self._queues = list(self._queues.values()), {}
+            for queue in queues:
+                queue.remove_room_listener(self._room_appeared)
             self._conn.close()
 
-    def _next_batch(self) -> List[_PartitionState]:
-        """Partitions to fetch now; waits while there are none (returns [] when stopping)."""
+    def _next_batch(self, seen: int) -> List[_PartitionState]:
+        """Partitions to fetch now: not stalled, not delayed, no parked chunk, room in their queue.
+
+        Waits while there are none. Returns ``[]`` when stopping, and as soon as
+        a parked chunk could be queued or room appeared since ``seen`` (the
+        room-event count read before the caller last tried its parked chunks),
+        so the caller queues them first.
+        """
         with self._cond:
             while not self.stopping:
+                if self._room_events != seen:
+                    return []
                 now = time.monotonic()
-                ready = [st for st in self._partitions.values() if not st.stalled and st.delay_until <= now]
+                ready: List[_PartitionState] = []
+                timeout: Optional[float] = None
+                for st in self._partitions.values():
+                    if st.parked is not None:
+                        if st.info.queue.has_room():
+                            return []  # queue it first
+                        timeout = ROOM_WAIT_S if timeout is None else min(timeout, ROOM_WAIT_S)
+                    elif st.stalled:
+                        continue
+                    elif st.delay_until > now:
+                        delay = st.delay_until - now
+                        timeout = delay if timeout is None else min(timeout, delay)
+                    elif not st.info.queue.has_room():
+                        timeout = ROOM_WAIT_S if timeout is None else min(timeout, ROOM_WAIT_S)
+                    else:
+                        ready.append(st)
                 if ready:
                     return ready
-                delays = [st.delay_until - now for st in self._partitions.values() if not st.stalled]
-                self._cond.wait(min(delays) if delays else None)
+                self._cond.wait(timeout)
             return []
+
+    def _queue_parked(self) -> None:
+        """Queue every parked chunk whose queue has room now (each partition's offset order is kept)."""
+        with self._lock:
+            parked = [st for st in self._partitions.values() if st.parked is not None]
+        for st in parked:
+            with st.lock:
+                chunk = st.parked
+                if chunk is None or st.removed or self.stopping or not self._deliverable():
+                    continue
+                if st.info.offer(chunk):
+                    st.parked = None
 
     def _fetch_once(self, batch: Sequence[_PartitionState]) -> None:
         """One Fetch request for ``batch`` and the processing of its response."""
@@ -314,7 +401,7 @@ class FetcherThread(threading.Thread):
             return False
 
     def _deliver(self, st: _PartitionState, fetch_offset: int, message_set: memoryview) -> None:
-        """Decode and queue (blocking while the queue is full); caller holds ``st.lock``."""
+        """Decode and queue, or park if the queue is full (never blocks); caller holds ``st.lock``."""
         info = st.info
         if info.fetched_offset != fetch_offset:
             return  # the position moved (reset) since the request went out: stale data
@@ -326,7 +413,7 @@ class FetcherThread(threading.Thread):
             self._stall(st, fetch_offset, exc)
             return
         if decoded.messages:
-            info.enqueue(fetch_offset, decoded.messages, st.should_abort)
+            self._queue_or_park(st, FetchedDataChunk(info, fetch_offset, decoded.messages))
         elif decoded.too_large:
             self._stall(st, fetch_offset, MessageSizeTooLargeError(
                 info.topic, info.partition, fetch_offset, self._config.fetch_message_max_bytes))
@@ -337,11 +424,16 @@ class FetcherThread(threading.Thread):
                         self.name, info.topic, info.partition, fetch_offset, decoded.valid_bytes, decoded.next_offset)
             st.delay_until = time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0
 
+    def _queue_or_park(self, st: _PartitionState, chunk: FetchedDataChunk) -> None:
+        """Queue ``chunk`` now, or park it until its queue has room; caller holds ``st.lock``."""
+        if not st.info.offer(chunk):
+            st.parked = chunk
+
     def _stall(self, st: _PartitionState, fetch_offset: int, error: ZkConsumerError) -> None:
-        """Queue ``error`` for the iterator and stop fetching the partition (no refetch spin)."""
-        if st.info.enqueue_error(fetch_offset, error, st.should_abort):
-            st.stalled = True
-            log.error("%s: stopped fetching %s-%d: %s", self.name, st.info.topic, st.info.partition, error)
+        """Queue (or park) ``error`` for the iterator and stop fetching the partition (no refetch spin)."""
+        st.stalled = True
+        self._queue_or_park(st, FetchedDataChunk(st.info, fetch_offset, (), error))
+        log.error("%s: stopped fetching %s-%d: %s", self.name, st.info.topic, st.info.partition, error)
 
     def _reset_offset(self, st: _PartitionState, fetch_offset: int) -> bool:
         """Move a partition whose position is invalid to the earliest/latest offset (auto.offset.reset)."""
@@ -542,8 +634,8 @@ class FetcherManager:
         """Stop the LeaderFinder and every fetcher, join them all, forget every partition.
 
         After it returns no chunk is queued by this manager until the next
-        :meth:`start_connections`. A fetcher blocked on a full queue is woken
-        (``ChunkQueue.wake_producers``) and gives up its chunk.
+        :meth:`start_connections`. Parked chunks (waiting for room in a full
+        queue) are dropped with their fetchers; their positions never moved past them.
         """
         with self._lifecycle:
             finder, self._leader_finder = self._leader_finder, None
@@ -575,8 +667,10 @@ class FetcherManager:
         ``consumed_offset``, ``high_watermark`` (``None`` until fetched),
         ``fetch_lag`` (high watermark - fetched offset), ``consumer_lag`` (high
         watermark - consumed offset), ``leader`` (broker id or ``None``),
-        ``fetcher`` (thread name or ``None``) and ``stalled`` (an error chunk was
-        queued). ``fetchers``: ``{thread name: {"broker", "fetcher_id", "partitions", "alive"}}``.
+        ``fetcher`` (thread name or ``None``), ``stalled`` (an error chunk was
+        queued or parked) and ``parked`` (a fetched chunk waits for room in its
+        stream's queue: that stream is not being read fast enough).
+        ``fetchers``: ``{thread name: {"broker", "fetcher_id", "partitions", "alive"}}``.
         ``partitions_without_leader``: how many wait for the LeaderFinder.
         """
         with self._fetchers_lock:
@@ -586,20 +680,20 @@ class FetcherManager:
             infos = dict(self._partitions)
             leaders = dict(self._leaders)
             leaderless = len(self._leaderless)
-        where: Dict[TopicPartition, Tuple[str, int, bool]] = {}
+        where: Dict[TopicPartition, Tuple[str, int, bool, bool]] = {}
         for key, snap in held.items():
-            for tp, (_, hw, stalled) in snap.items():
-                where[tp] = (fetchers[key].name, hw, stalled)
+            for tp, (_, hw, stalled, parked) in snap.items():
+                where[tp] = (fetchers[key].name, hw, stalled, parked)
         partitions = {}
         for tp, info in sorted(infos.items()):
-            name, hw, stalled = where.get(tp, (None, -1, False))
+            name, hw, stalled, parked = where.get(tp, (None, -1, False, False))
             partitions[f"{tp[0]}-{tp[1]}"] = {
                 "topic": tp[0], "partition": tp[1],
                 "fetched_offset": info.fetched_offset, "consumed_offset": info.consumed_offset,
                 "high_watermark": hw if hw >= 0 else None,
                 "fetch_lag": max(0, hw - info.fetched_offset) if hw >= 0 and info.fetched_offset >= 0 else None,
                 "consumer_lag": max(0, hw - info.consumed_offset) if hw >= 0 and info.consumed_offset >= 0 else None,
-                "leader": leaders.get(tp), "fetcher": name, "stalled": stalled,
+                "leader": leaders.get(tp), "fetcher": name, "stalled": stalled, "parked": parked,
             }
         return {
             "partitions": partitions,

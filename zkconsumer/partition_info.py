@@ -12,8 +12,13 @@ Each owned partition has one :class:`PartitionTopicInfo` that records two offset
 Contract (as in Kafka's ``PartitionTopicInfo``/``ConsumerIterator``): a chunk's
 messages are in ascending offset order; the iterator skips any message whose
 offset is below ``consumed_offset`` so a chunk fetched twice (a partition re-homed
-to a new leader while its old fetcher was blocked on a full queue) never delivers
-a message twice.
+to a new leader while its old fetcher was still processing a response) never
+delivers a message twice.
+
+Back-pressure: a queue holds at most ``queued.max.message.chunks`` chunks.
+Fetchers :meth:`PartitionTopicInfo.offer` chunks without blocking and keep
+(park) one that does not fit; a room listener on the queue tells them when a
+consumer made room (see ``fetcher.py``).
 """
 
 from __future__ import annotations
@@ -79,12 +84,19 @@ QueueItem = Union[FetchedDataChunk, _Shutdown]
 
 
 class ChunkQueue:
-    """A bounded FIFO of chunks whose blocked producers can be woken to give up.
+    """A bounded FIFO of chunks; producers never need to block on it.
 
-    ``capacity`` is ``queued.max.message.chunks``. A fetcher blocks in :meth:`put`
-    while the queue is full (back-pressure). :meth:`put` returns ``False`` without
-    queuing once ``should_abort()`` becomes true; whoever makes it true calls
-    :meth:`wake_producers` so the blocked fetcher notices at once.
+    ``capacity`` is ``queued.max.message.chunks``: the queue never holds more
+    chunks than that (the shutdown sentinel aside). Fetchers use the
+    non-blocking :meth:`offer` and keep a chunk that does not fit (see
+    ``fetcher.py``: a full stream must not stop the fetching of other streams'
+    partitions); they learn that room appeared through a *room listener*
+    (:meth:`add_room_listener`), called whenever an item leaves a full queue
+    (:meth:`get`, :meth:`clear`, :meth:`discard`).
+
+    The blocking :meth:`put` remains for producers that may wait: it returns
+    ``False`` without queuing once ``should_abort()`` becomes true; whoever
+    makes it true calls :meth:`wake_producers` so the blocked producer notices at once.
 
     ``epoch`` counts :meth:`clear` calls and is stamped on each chunk as it is
     queued: a consumer holding a chunk whose epoch is older than the queue's
@@ -100,7 +112,42 @@ class ChunkQueue:
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
         self._wakeups = 0
+        self._room_listeners: Tuple[Callable[[], None], ...] = ()
         self.epoch = 0
+
+    def add_room_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever room appears in a full queue (idempotent per listener).
+
+        It is called from the consuming thread (or whoever clears the queue),
+        with no lock of the queue held: it must be quick and must not block.
+        """
+        with self._lock:
+            if listener not in self._room_listeners:
+                self._room_listeners = self._room_listeners + (listener,)
+
+    def remove_room_listener(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener`` (a no-op if it was not added)."""
+        with self._lock:
+            self._room_listeners = tuple(f for f in self._room_listeners if f != listener)
+
+    def _room_appeared(self) -> None:
+        """Tell the room listeners; called with ``_lock`` NOT held."""
+        for listener in self._room_listeners:
+            listener()
+
+    def has_room(self) -> bool:
+        """Whether :meth:`offer` would queue a chunk now (a hint: another producer may fill it first)."""
+        return len(self._items) < self.capacity
+
+    def offer(self, chunk: FetchedDataChunk) -> bool:
+        """Queue ``chunk`` if the queue has room now; ``False`` (nothing queued) if it is full. Never blocks."""
+        with self._lock:
+            if len(self._items) >= self.capacity:
+                return False
+            chunk.epoch = self.epoch
+            self._items.append(chunk)
+            self._not_empty.notify()
+            return True
 
     def put(self, chunk: FetchedDataChunk, should_abort: Callable[[], bool]) -> bool:
         """Queue ``chunk``, waiting while full; ``False`` if aborted before it fit."""
@@ -134,9 +181,12 @@ class ChunkQueue:
                 ready = lambda: bool(self._items) or self._wakeups != wakeups  # noqa: E731
                 if not self._not_empty.wait_for(ready, timeout) or not self._items:
                     return None
+            was_full = len(self._items) >= self.capacity
             item = self._items.popleft()
             self._not_full.notify()
-            return item
+        if was_full:
+            self._room_appeared()
+        return item
 
     def wake_consumers(self) -> None:
         """Make every blocked :meth:`get` return ``None`` now (a background failure to report)."""
@@ -153,7 +203,9 @@ class ChunkQueue:
             self._items.clear()
             self._items.extend(kept)
             self._not_full.notify_all()
-            return dropped
+        if dropped:
+            self._room_appeared()
+        return dropped
 
     def discard(self, infos: Iterable["PartitionTopicInfo"]) -> int:
         """Drop the queued chunks of ``infos`` only (partitions moving away); return how many went.
@@ -171,7 +223,9 @@ class ChunkQueue:
                 self._items.clear()
                 self._items.extend(kept)
                 self._not_full.notify_all()
-            return dropped
+        if dropped:
+            self._room_appeared()
+        return dropped
 
     def wake_producers(self) -> None:
         """Wake every blocked :meth:`put` so it re-checks its ``should_abort``."""
@@ -221,6 +275,30 @@ class PartitionTopicInfo:
         with self._lock:
             if self.fetched_offset == fetch_offset:
                 self.fetched_offset = messages[-1][0] + 1
+        return True
+
+    def offer(self, chunk: FetchedDataChunk) -> bool:
+        """Queue ``chunk`` if its queue has room now, without blocking; ``False`` if the queue is full.
+
+        ``chunk`` must have been fetched for this partition. A data chunk is
+        queued only if it starts at ``fetched_offset``, which then moves past
+        its last message; one that does not (the position moved since the
+        fetch: stale) is dropped and ``True`` returned, as there is nothing
+        left to do with it. An error chunk is queued as is. ``False`` means
+        nothing changed: the caller keeps the chunk (the fetcher *parks* it)
+        and offers it again once the queue has room.
+        """
+        if chunk.error is None:
+            if not chunk.messages:
+                return True
+            if chunk.fetch_offset != self.fetched_offset:
+                return True
+        if not self.queue.offer(chunk):
+            return False
+        if chunk.error is None:
+            with self._lock:
+                if self.fetched_offset == chunk.fetch_offset:
+                    self.fetched_offset = chunk.messages[-1][0] + 1
         return True
 
     def enqueue_error(self, fetch_offset: int, error: BaseException, should_abort: Callable[[], bool]) -> bool:
