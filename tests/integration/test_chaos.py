@@ -181,7 +181,6 @@ def test_zkconsumer_group_loses_nothing_and_never_regresses_offsets_under_zookee
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="needs item 10's commit retry: commit_offsets() raises while ZooKeeper is down")
 def test_commit_fatal_members_survive_a_zookeeper_outage(tmp_path: Path) -> None:
     """Item 10: an application that treats any commit exception as fatal loses no member to a
     ZooKeeper outage (SIGSTOP 15 s, then kill -9 and restart after 10 s)."""

@@ -154,7 +154,6 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
     assert len(got) == 80 and sorted(by_value(got)) == sorted(first + second)
 
 
-@pytest.mark.xfail(reason="needs the commit-retry fix of item 10", strict=False)
 @pytest.mark.parametrize("ensemble", ["kafka"], indirect=True, ids=["zk3.4.6"])
 def test_majority_lost_for_15s_application_sees_no_exception_and_loses_nothing(zk_cluster: LocalCluster) -> None:
     cluster, topic, group = zk_cluster, unique("majority"), unique("g")
