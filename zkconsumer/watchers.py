@@ -23,8 +23,10 @@ Contract of every watch (:class:`PathWatch`):
   ``ChildrenWatch`` stops for good on a missing node.)
 * **It survives connection and session loss.** kazoo drops every watch when
   the connection drops. After reconnecting, each watch is armed again and
-  signals once whatever it reads: a change made in the gap may have been read
-  by nobody, and the rebalance that follows is a no-op when nothing moved.
+  compares what it reads with the last value it saw: a change made in the gap
+  signals, an unchanged node does not (a member that merely moved to another
+  ZooKeeper server does not rebalance). After a session expiry every watch
+  signals once, whatever it reads.
 
 Threads: callbacks run on kazoo's threads (watch events, request completions,
 connection-state listeners). They only send asynchronous requests (which do
@@ -60,6 +62,8 @@ Value = Union[Tuple[str, ...], bytes, None]
 Describe = Callable[[Value, Value], Optional[str]]
 
 _UNSET = object()
+_CONNECTION = "connection"
+_SESSION = "session"
 #: Failures after which the same request may succeed once the connection is back.
 _CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
@@ -90,7 +94,9 @@ class PathWatch:
         self._name = name
         self._lock = threading.Lock()
         self._last: object = _UNSET
-        self._gap = False  # a watch was lost (connection, session, failed request): signal on the next read
+        # Why the watch may have been lost: None (it was not), _CONNECTION (the connection dropped or a
+        # request failed; the session lives on) or _SESSION (the session expired).
+        self._gap: Optional[str] = None
         self._started = False
         self._stopped = False
 
@@ -151,7 +157,7 @@ class PathWatch:
         if isinstance(exc, ConnectionClosedError) or self._stopped:
             return  # the client is closing
         with self._lock:
-            self._gap = True
+            self._gap = self._gap or _CONNECTION
         if isinstance(exc, _CONNECTION_ERRORS):
             if self._client.connected:  # the reconnection listener may have run already
                 self._arm()
@@ -163,8 +169,9 @@ class PathWatch:
             if self._stopped:
                 return
             previous, self._last = self._last, value
-            gap, self._gap = self._gap, False
-        if gap:
+            gap, self._gap = self._gap, None
+        if gap == _SESSION or (gap is not None and previous is _UNSET):
+            # A new session (the group is rejoined anyway), or no baseline: what changed is unknown.
             self._signal(f"{self._name}: watch re-armed after it was lost")
         elif previous is not _UNSET and previous != value:
             reason = self._describe(previous, value)  # type: ignore[arg-type]
@@ -179,7 +186,7 @@ class PathWatch:
             return
         if event.type == EventType.NONE:  # kazoo drops watches on connection loss
             with self._lock:
-                self._gap = True
+                self._gap = self._gap or _CONNECTION
             return  # re-armed by _on_state once connected
         self._arm()
 
@@ -189,7 +196,7 @@ class PathWatch:
             return
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             with self._lock:
-                self._gap = True
+                self._gap = _SESSION if state == KazooState.LOST else (self._gap or _CONNECTION)
         elif state == KazooState.CONNECTED and self._gap:
             self._arm()
 
