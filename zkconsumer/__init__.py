@@ -9,9 +9,11 @@ writes. See ``docs/ARCHITECTURE.md`` for how the modules fit together.
 from .config import ConsumerConfig
 from .connector import ZookeeperConsumerConnector
 from .errors import (
+    BackgroundThreadError,
     BrokerError,
     BrokerUnavailableError,
     ConfigurationError,
+    ConsumerIdInUseError,
     ConsumerRebalanceFailedError,
     ConsumerShutdownError,
     ConsumerTimeoutError,
@@ -20,7 +22,9 @@ from .errors import (
     MalformedZnodeError,
     MessageSizeTooLargeError,
     RebalanceInProgressError,
+    UnsupportedPatternError,
     ZkConsumerError,
+    ZooKeeperAccessError,
     ZooKeeperUnavailableError,
 )
 from .offset_storage import OffsetStorageError
@@ -31,11 +35,13 @@ from .topic_count import Blacklist, TopicFilter, Whitelist
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackgroundThreadError",
     "Blacklist",
     "BrokerError",
     "BrokerUnavailableError",
     "ConfigurationError",
     "ConsumerConfig",
+    "ConsumerIdInUseError",
     "ConsumerRebalanceFailedError",
     "ConsumerRebalanceListener",
     "ConsumerShutdownError",
@@ -51,8 +57,10 @@ __all__ = [
     "RebalanceState",
     "RebalanceStatus",
     "TopicFilter",
+    "UnsupportedPatternError",
     "Whitelist",
     "ZkConsumerError",
     "ZookeeperConsumerConnector",
+    "ZooKeeperAccessError",
     "ZooKeeperUnavailableError",
 ]
