@@ -260,7 +260,7 @@ def test_item13a_zero_backoff_does_not_spin_on_a_conflicting_claim(cluster, make
         assert set(connector.status.owned) == {(topic, 0), (topic, 1)}
 
 
-def test_item13b_a_stale_checkpoint_is_cleared_when_no_offset_is_found(cluster, make_topic, zk, group_id) -> None:
+def test_item13d_a_stale_checkpoint_is_cleared_when_no_offset_is_found(cluster, make_topic, zk, group_id) -> None:
     """The offset node was deleted: after re-claiming, an equal offset is still written."""
     topic = make_topic(partitions=1)
     cluster.produce(topic, produced_values(5), partition=0)
@@ -289,7 +289,7 @@ def own_cluster():
         yield local
 
 
-def test_item13c_retained_partitions_keep_their_prefetched_chunks_when_a_member_joins(own_cluster) -> None:
+def test_item13e_retained_partitions_keep_their_prefetched_chunks_when_a_member_joins(own_cluster) -> None:
     """Only the moving partition is stopped: the kept one is still delivered from its queue, broker down."""
     cluster = own_cluster
     topic, group = unique("keep"), unique("g")
@@ -322,7 +322,7 @@ def test_item13c_retained_partitions_keep_their_prefetched_chunks_when_a_member_
                 cluster.start_broker(0)
 
 
-def test_item13d_giving_up_is_reported_as_a_typed_error_and_retrying_goes_on(cluster, make_topic, zk,
+def test_item13f_giving_up_is_reported_as_a_typed_error_and_retrying_goes_on(cluster, make_topic, zk,
                                                                              group_id) -> None:
     """After rebalance.max.retries: status and metrics carry a ConsumerRebalanceFailedError; iterators live on."""
     topic = make_topic(partitions=2)

@@ -547,7 +547,7 @@ def test_item13a_zero_backoff_does_not_spin(group: FakeGroup) -> None:
         rebalancer.stop()
 
 
-def test_item13b_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGroup) -> None:
+def test_item13d_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGroup) -> None:
     """A checkpoint from an earlier ownership does not make the committer skip a needed write."""
     committer = OffsetCommitter(group)  # type: ignore[arg-type]
     rebalancer, fetchers, _ = build(group, auto_commit=False, committer=committer)
@@ -564,7 +564,7 @@ def test_item13b_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGr
         rebalancer.stop()
 
 
-def test_item13d_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) -> None:
+def test_item13f_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) -> None:
     group.owner_nodes[("t", 3)] = "g_stuck-0"
     rebalancer, _, failures = build(group, backoff_ms=20, max_retries=2)
     rebalancer.start()
@@ -581,7 +581,7 @@ def test_item13d_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) ->
     assert not failures  # not a background failure: iterators are not failed by it
 
 
-def test_item13c_a_partition_moving_between_our_streams_resumes_where_it_was(group: FakeGroup) -> None:
+def test_item13e_a_partition_moving_between_our_streams_resumes_where_it_was(group: FakeGroup) -> None:
     """Only what moves stops; a partition relabelled to another of our streams keeps its position."""
     group.join(ME, {"t": 2})
     queues = {f"{ME}-0": ChunkQueue(4), f"{ME}-1": ChunkQueue(4)}
