@@ -10,6 +10,12 @@
 3. :func:`register_data_source` ``(spark)``: the ``zkconsumer`` Structured
    Streaming source (:mod:`.datasource`).
 
+From a Spark Connect client (``SparkSession.builder.remote(...)``) only the
+data source works (3.): :func:`register_data_source` sends it to the server,
+whose Python workers must be able to import ``spark_integration``. 1. and 2.
+need the RDD API, which Connect lacks: they raise
+:class:`SparkConnectUnsupportedError` (:mod:`.connect`).
+
 Executors never share a ZooKeeper client or a connector with the driver:
 everything sent to them is plain, picklable data (properties as strings,
 broker addresses, offset ranges) plus the user's handler.
@@ -19,13 +25,16 @@ pure), :mod:`.data_loss` (``failOnDataLoss`` decisions, pure),
 :mod:`.group_view` (driver: ZooKeeper and log offsets), :mod:`.ownership`
 (driver: one streaming query per group, fenced offset writes),
 :mod:`.range_reader` (executor: fetch a range from the leader),
-:mod:`.streams`, :mod:`.rdd`, :mod:`.datasource`, :mod:`.examples` (helpers of
-the scripts in ``scripts/spark_*.py``).
+:mod:`.streams`, :mod:`.rdd`, :mod:`.datasource`, :mod:`.connect` (Spark
+Connect checks), :mod:`.exactly_once` (results and offsets in one database
+transaction), :mod:`.examples` and :mod:`.connect_server` (helpers of the
+scripts in ``scripts/spark_*.py`` and of the tests).
 """
 
 from .datasource import (
     SCHEMA, SOURCE_NAME, OffsetRangePartition, ZkConsumerDataSource, ZkConsumerStreamReader, register_data_source,
 )
+from .connect import SparkConnectUnsupportedError, is_connect_session
 from .data_loss import DataLoss, DataLossError
 from .group_view import GroupView, LogOffsetsUnavailableError
 from .options import SourceOptions
@@ -51,12 +60,14 @@ __all__ = [
     "SCHEMA",
     "SOURCE_NAME",
     "SourceOptions",
+    "SparkConnectUnsupportedError",
     "StreamResult",
     "StreamSpec",
     "ZkConsumerDataSource",
     "ZkConsumerStreamReader",
     "commit_offset_ranges",
     "create_rdd",
+    "is_connect_session",
     "plan_offset_ranges",
     "register_data_source",
 ]

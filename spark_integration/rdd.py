@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from zkconsumer import ConsumerConfig, MessageAndMetadata
 
+from .connect import spark_context
 from .group_view import BrokerAddress, GroupView
 from .options import PropsLike, plain_props
 from .range_reader import read_offset_range
@@ -87,8 +88,11 @@ def create_rdd(
     when a range is empty), rows :class:`~zkconsumer.MessageAndMetadata`
     ``(topic, partition, offset, key, message)``. The returned RDD has an
     ``offset_ranges`` attribute (``List[OffsetRange]``); derived RDDs do not.
-    ``max_messages_per_partition`` caps each range.
+    ``max_messages_per_partition`` caps each range. ``sc`` may also be a
+    classic SparkSession; a Spark Connect session (no RDD API) raises
+    :class:`~spark_integration.connect.SparkConnectUnsupportedError`.
     """
+    sc = spark_context(sc, "create_rdd")
     if isinstance(topics, str):
         raise TypeError("topics must be a list of topic names, not a string")
     plain = plain_props(props)

@@ -64,6 +64,7 @@ from zkconsumer.group import GroupClient
 from zkconsumer.topic_count import SubscriptionError
 from zkconsumer.zkformat import Registration
 
+from .connect import spark_context
 from .options import MemberMetrics, PropsLike, member_config, plain_props
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -410,7 +411,10 @@ class KafkaStreamSource:
 
         Blocks until every task succeeded (Spark retries failed tasks up to
         ``spark.task.maxFailures``) and raises Spark's error if one gave up.
+        ``sc`` may also be a classic SparkSession; a Spark Connect session (no
+        RDD API) raises :class:`~spark_integration.connect.SparkConnectUnsupportedError`.
         """
+        sc = spark_context(sc, "foreach_stream")
         task = self._task(handler, concurrency=sc.defaultParallelism)
         n = self.num_streams
         return sc.parallelize(range(n), n).mapPartitions(task.results).collect()
