@@ -252,7 +252,7 @@ def test_create_rdd_survives_an_executor_kill_without_loss(
     done = {p.stem for p in tmp_path.glob("*.done")}
     killed = [a for a in records if a not in done]
     assert killed, "an attempt was cut off by the kill"
-    sizes = {r.partition: r.until_offset - r.from_offset for r in rdd.offset_ranges}
+    sizes = [r.until_offset - r.from_offset for r in rdd.offset_ranges]  # Spark partition i reads range i
     bound = sum(sizes[int(a.split("-")[0])] for a in killed)  # a retried task re-reads its whole range
     read = sum(len(r) for r in records.values())
     distinct = len({r for rs in records.values() for r in rs})
