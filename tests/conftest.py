@@ -11,12 +11,15 @@ import itertools
 import re
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator, List, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, List, Mapping, Optional
 
 import pytest
 from kazoo.client import KazooClient
 
 from zkconsumer.testing import LocalCluster
+
+if TYPE_CHECKING:  # pragma: no cover
+    from zkconsumer.testing.spark import LocalSparkCluster
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 
@@ -37,6 +40,19 @@ def cluster() -> Iterator["LocalCluster"]:
     from zkconsumer.testing import LocalCluster  # imported here: unit-only runs never need it
 
     with LocalCluster(brokers=3, partitions=4) as local:
+        yield local
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator["LocalSparkCluster"]:
+    """A standalone Spark Master and two 1-core Workers on loopback, shared by the session.
+
+    Executors are separate JVMs whose Python workers import this checkout. Tests may kill
+    executors (Workers start new ones) but must stop the SparkSessions they create.
+    """
+    from zkconsumer.testing.spark import LocalSparkCluster  # imported here: unit-only runs never need it
+
+    with LocalSparkCluster(workers=2, cores=1, pythonpath=[str(Path(__file__).resolve().parent.parent)]) as local:
         yield local
 
 
