@@ -81,13 +81,13 @@ from .data_loss import DataLoss, initial_positions, plan_latest, report
 from .group_view import BrokerAddress, GroupView
 from .options import SourceOptions
 from .ownership import QueryOwnership
-from .range_reader import read_offset_range
+from .range_reader import read_offset_range, read_offset_range_batches
 from .ranges import OffsetRange, TopicPartition, decode_offsets, encode_offsets, limit_total
 from .rdd import brokers_from_zookeeper
 
 __all__ = [
     "SOURCE_NAME", "SCHEMA", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",
-    "OffsetRangePartition", "register_data_source", "read_rows",
+    "OffsetRangePartition", "register_data_source", "read_rows", "read_batches",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,11 +127,30 @@ class OffsetRangePartition(InputPartition):
         return f"OffsetRangePartition({self.offset_range})"
 
 
-def read_rows(partition: InputPartition) -> Iterator[Row]:
-    """Executor side: the rows ``(topic, partition, offset, key, value)`` of one input partition.
+def read_batches(partition: InputPartition) -> Iterator[Any]:
+    """Executor side: one input partition's messages as Arrow record batches (what ``read()`` returns).
 
-    Rows are produced per fetched chunk, so an Arrow ``RecordBatch`` per chunk
-    can replace the tuples later without changing the planning side.
+    One ``pyarrow.RecordBatch`` per fetched chunk, wrapping the C decoder's
+    buffers (no Python object per message), with exactly the Arrow schema of
+    :data:`SCHEMA` (``topic``, ``partition``, ``offset`` not null), as PySpark
+    requires of a Python data source that yields record batches.
+    """
+    if not isinstance(partition, OffsetRangePartition):
+        return  # Spark's placeholder partition when there was nothing to plan
+    from zkconsumer.arrow import NOT_NULL_SCHEMA
+
+    refresh = lambda: brokers_from_zookeeper(partition.props)  # noqa: E731
+    yield from read_offset_range_batches(partition.props, partition.brokers, partition.offset_range,
+                                         refresh_brokers=refresh,
+                                         fail_on_data_loss=getattr(partition, "fail_on_data_loss", True),
+                                         schema=NOT_NULL_SCHEMA)
+
+
+def read_rows(partition: InputPartition) -> Iterator[Row]:
+    """Executor side: the rows ``(topic, partition, offset, key, value)`` of one input partition (tuples).
+
+    The same messages as :func:`read_batches`, one Python tuple each (slower;
+    kept for callers that want rows).
     """
     if not isinstance(partition, OffsetRangePartition):
         return  # Spark's placeholder partition when there was nothing to plan
@@ -286,8 +305,8 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                   if (t, p) in begin and until > begin[(t, p)]]
         return self._planner.input_partitions(ranges, keep_empty=False) if ranges else []
 
-    def read(self, partition: InputPartition) -> Iterator[Tuple]:
-        return read_rows(partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_batches(partition)
 
     def commit(self, end: dict) -> None:
         self._write_offsets(decode_offsets(end))
@@ -318,8 +337,8 @@ class ZkConsumerBatchReader(DataSourceReader):
         finally:
             self._planner.close()
 
-    def read(self, partition: InputPartition) -> Iterator[Tuple]:
-        return read_rows(partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_batches(partition)
 
 
 class ZkConsumerDataSource(DataSource):
