@@ -10,14 +10,52 @@
           .load())                                     # topic, partition, offset, key, value
     df.writeStream.trigger(availableNow=True).option("checkpointLocation", path)...
 
+Options (names are case-insensitive, as in Spark; values are strings):
+
+==========================  ====================================================================
+``zookeeper.connect``,      required; and any other consumer property (Kafka 0.8.2's names,
+``group.id``                e.g. ``auto.offset.reset``, ``fetch.message.max.bytes``)
+``topics``                  comma list of topics; or ``topic.whitelist`` (a Java regex); one of
+                            the two
+``startingOffsets``         as in Spark's Kafka source, for a query *without* a checkpoint only
+                            (a restarted query goes on from its checkpoint): ``earliest``,
+                            ``latest``, or JSON naming every subscribed partition,
+                            ``{"topic":{"0":23,"1":-2}}`` (``-2``: log start, ``-1``: log end).
+                            Unset (the default): the group's committed offsets in ZooKeeper,
+                            ``auto.offset.reset`` where it has none. An explicit offset outside
+                            the log is a data loss (see ``failOnDataLoss``; ``false`` starts at
+                            the log start). Batch reads ignore it.
+``maxOffsetsPerTrigger``    at most about this many messages per micro-batch, split over the
+                            partitions in proportion to their backlog exactly as Spark's Kafka
+                            source does (a share below 1 is rounded up, so a batch may exceed it
+                            by one per partition). Alias: ``max.messages.per.trigger``.
+``minOffsetsPerTrigger``    hold a micro-batch back until this many new messages are there, or
+                            ``maxTriggerDelay`` (default ``15m``; ``30s``, ``500ms``, ``1h``...)
+                            passed since the last micro-batch. Not applied under
+                            ``trigger(availableNow=True)``.
+``failOnDataLoss``          ``true`` (default) or ``false``: see below.
+``includeHeaders``          does not apply (Kafka 0.8/0.9 messages have no headers): ``true`` is
+                            refused with a ConfigurationError, ``false`` is accepted.
+``max.messages.per.``       batch reads only: at most this many messages per partition.
+``partition``
+==========================  ====================================================================
+
+Lag: PySpark 4.x gives Python sources no custom-metrics hook, so Spark's
+``min/max/avgOffsetsBehindLatest`` are not in the progress as such. The
+source reports the log ends it planned against as its ``latestOffset``
+(``reportLatestOffset``), next to ``endOffset`` in every progress entry;
+:func:`source_lag` computes the three figures from ``query.lastProgress``.
+
 Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
 
-* ``initialOffset()`` (a query without a checkpoint): the group's committed
-  offsets from ZooKeeper, or ``auto.offset.reset`` where it has none.
+* ``initialOffset()`` (a query without a checkpoint): per ``startingOffsets``;
+  unset, the group's committed offsets from ZooKeeper, or
+  ``auto.offset.reset`` where it has none.
 * ``latestOffset(start, limit)``: each partition's log end (or, under
   ``trigger(availableNow=True)``, at most the log end recorded by
-  ``prepareForTriggerAvailableNow()``), bounded by ``ReadMaxRows`` when the
-  option ``max.messages.per.trigger`` is set. A partition that appears later
+  ``prepareForTriggerAvailableNow()``), bounded by ``maxOffsetsPerTrigger``
+  and held back by ``minOffsetsPerTrigger`` unless Spark asks for all
+  available data. A partition that appears later
   (a new partition, or a topic newly matching the whitelist) enters at its log
   *start*, so all of its messages are read from the next micro-batch on.
 * Data that Kafka took away is never skipped silently (option
@@ -33,7 +71,9 @@ Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
   read again from its start).
 * ``partitions(start, end)``: one input partition per Kafka partition with
   messages in ``[start, end)``; each is read on an executor straight from the
-  partition leader (:mod:`~spark_integration.range_reader`). A partition whose
+  partition leader (:mod:`~spark_integration.range_reader`) and handed to
+  Spark as Arrow record batches, one per fetch, built from the C decoder's
+  buffers (no Python object per message). A partition whose
   end lies below its start (moved back to its log start) has no input
   partition in that batch.
 * One query per group: the reader holds the group's owner nodes of the
@@ -411,8 +451,10 @@ class ZkConsumerBatchReader(DataSourceReader):
 
 class ZkConsumerDataSource(DataSource):
     """``format("zkconsumer")``: options ``zookeeper.connect``, ``group.id``, ``topics`` or
-    ``topic.whitelist``, ``max.messages.per.trigger``, ``max.messages.per.partition``,
-    ``failOnDataLoss``, and any consumer property. Options are validated when the reader is created."""
+    ``topic.whitelist``, ``startingOffsets``, ``maxOffsetsPerTrigger`` (alias
+    ``max.messages.per.trigger``), ``minOffsetsPerTrigger``, ``maxTriggerDelay``,
+    ``max.messages.per.partition``, ``failOnDataLoss``, and any consumer property (see the
+    module docstring). Options are validated when the schema or a reader is asked for."""
 
     @classmethod
     def name(cls) -> str:
