@@ -99,6 +99,9 @@ class DataLoss(NamedTuple):
         if self.kind == COMMITTED_OUT_OF_RANGE:
             return (f"{where}: the group's committed offset {self.offset} lies outside the log "
                     f"[{self.log_start}, {self.log_end}]")
+        if self.kind == "starting-offset-out-of-range":
+            return (f"{where}: the option startingOffsets gives offset {self.offset}, outside the log "
+                    f"[{self.log_start}, {self.log_end}]")
         return f"{where}: {self.kind} at offset {self.offset}"
 
     def action(self) -> str:

@@ -10,14 +10,52 @@
           .load())                                     # topic, partition, offset, key, value
     df.writeStream.trigger(availableNow=True).option("checkpointLocation", path)...
 
+Options (names are case-insensitive, as in Spark; values are strings):
+
+==========================  ====================================================================
+``zookeeper.connect``,      required; and any other consumer property (Kafka 0.8.2's names,
+``group.id``                e.g. ``auto.offset.reset``, ``fetch.message.max.bytes``)
+``topics``                  comma list of topics; or ``topic.whitelist`` (a Java regex); one of
+                            the two
+``startingOffsets``         as in Spark's Kafka source, for a query *without* a checkpoint only
+                            (a restarted query goes on from its checkpoint): ``earliest``,
+                            ``latest``, or JSON naming every subscribed partition,
+                            ``{"topic":{"0":23,"1":-2}}`` (``-2``: log start, ``-1``: log end).
+                            Unset (the default): the group's committed offsets in ZooKeeper,
+                            ``auto.offset.reset`` where it has none. An explicit offset outside
+                            the log is a data loss (see ``failOnDataLoss``; ``false`` starts at
+                            the log start). Batch reads ignore it.
+``maxOffsetsPerTrigger``    at most about this many messages per micro-batch, split over the
+                            partitions in proportion to their backlog exactly as Spark's Kafka
+                            source does (a share below 1 is rounded up, so a batch may exceed it
+                            by one per partition). Alias: ``max.messages.per.trigger``.
+``minOffsetsPerTrigger``    hold a micro-batch back until this many new messages are there, or
+                            ``maxTriggerDelay`` (default ``15m``; ``30s``, ``500ms``, ``1h``...)
+                            passed since the last micro-batch. Not applied under
+                            ``trigger(availableNow=True)``.
+``failOnDataLoss``          ``true`` (default) or ``false``: see below.
+``includeHeaders``          does not apply (Kafka 0.8/0.9 messages have no headers): ``true`` is
+                            refused with a ConfigurationError, ``false`` is accepted.
+``max.messages.per.``       batch reads only: at most this many messages per partition.
+``partition``
+==========================  ====================================================================
+
+Lag: PySpark 4.x gives Python sources no custom-metrics hook, so Spark's
+``min/max/avgOffsetsBehindLatest`` are not in the progress as such. The
+source reports the log ends it planned against as its ``latestOffset``
+(``reportLatestOffset``), next to ``endOffset`` in every progress entry;
+:func:`source_lag` computes the three figures from ``query.lastProgress``.
+
 Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
 
-* ``initialOffset()`` (a query without a checkpoint): the group's committed
-  offsets from ZooKeeper, or ``auto.offset.reset`` where it has none.
+* ``initialOffset()`` (a query without a checkpoint): per ``startingOffsets``;
+  unset, the group's committed offsets from ZooKeeper, or
+  ``auto.offset.reset`` where it has none.
 * ``latestOffset(start, limit)``: each partition's log end (or, under
   ``trigger(availableNow=True)``, at most the log end recorded by
-  ``prepareForTriggerAvailableNow()``), bounded by ``ReadMaxRows`` when the
-  option ``max.messages.per.trigger`` is set. A partition that appears later
+  ``prepareForTriggerAvailableNow()``), bounded by ``maxOffsetsPerTrigger``
+  and held back by ``minOffsetsPerTrigger`` unless Spark asks for all
+  available data. A partition that appears later
   (a new partition, or a topic newly matching the whitelist) enters at its log
   *start*, so all of its messages are read from the next micro-batch on.
 * Data that Kafka took away is never skipped silently (option
@@ -33,7 +71,9 @@ Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
   read again from its start).
 * ``partitions(start, end)``: one input partition per Kafka partition with
   messages in ``[start, end)``; each is read on an executor straight from the
-  partition leader (:mod:`~spark_integration.range_reader`). A partition whose
+  partition leader (:mod:`~spark_integration.range_reader`) and handed to
+  Spark as Arrow record batches, one per fetch, built from the C decoder's
+  buffers (no Python object per message). A partition whose
   end lies below its start (moved back to its log start) has no input
   partition in that batch.
 * One query per group: the reader holds the group's owner nodes of the
@@ -67,11 +107,15 @@ planner process and closed in ``stop()``.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from zkconsumer import ConfigurationError, ConsumerConfig
@@ -81,13 +125,15 @@ from .data_loss import DataLoss, initial_positions, plan_latest, report
 from .group_view import BrokerAddress, GroupView
 from .options import SourceOptions
 from .ownership import QueryOwnership
-from .range_reader import read_offset_range
-from .ranges import OffsetRange, TopicPartition, decode_offsets, encode_offsets, limit_total
+from .range_reader import read_offset_range, read_offset_range_batches
+from .ranges import OffsetRange, TopicPartition, TriggerDelay, decode_offsets, encode_offsets, new_messages, rate_limit
+from .starting_offsets import starting_positions
 from .rdd import brokers_from_zookeeper
 
 __all__ = [
     "SOURCE_NAME", "SCHEMA", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",
-    "OffsetRangePartition", "register_data_source", "read_rows",
+    "OffsetRangePartition", "register_data_source", "read_rows", "read_batches", "offsets_behind_latest",
+    "source_lag",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,11 +173,30 @@ class OffsetRangePartition(InputPartition):
         return f"OffsetRangePartition({self.offset_range})"
 
 
-def read_rows(partition: InputPartition) -> Iterator[Row]:
-    """Executor side: the rows ``(topic, partition, offset, key, value)`` of one input partition.
+def read_batches(partition: InputPartition) -> Iterator[Any]:
+    """Executor side: one input partition's messages as Arrow record batches (what ``read()`` returns).
 
-    Rows are produced per fetched chunk, so an Arrow ``RecordBatch`` per chunk
-    can replace the tuples later without changing the planning side.
+    One ``pyarrow.RecordBatch`` per fetched chunk, wrapping the C decoder's
+    buffers (no Python object per message), with exactly the Arrow schema of
+    :data:`SCHEMA` (``topic``, ``partition``, ``offset`` not null), as PySpark
+    requires of a Python data source that yields record batches.
+    """
+    if not isinstance(partition, OffsetRangePartition):
+        return  # Spark's placeholder partition when there was nothing to plan
+    from zkconsumer.arrow import NOT_NULL_SCHEMA
+
+    refresh = lambda: brokers_from_zookeeper(partition.props)  # noqa: E731
+    yield from read_offset_range_batches(partition.props, partition.brokers, partition.offset_range,
+                                         refresh_brokers=refresh,
+                                         fail_on_data_loss=getattr(partition, "fail_on_data_loss", True),
+                                         schema=NOT_NULL_SCHEMA)
+
+
+def read_rows(partition: InputPartition) -> Iterator[Row]:
+    """Executor side: the rows ``(topic, partition, offset, key, value)`` of one input partition (tuples).
+
+    The same messages as :func:`read_batches`, one Python tuple each (slower;
+    kept for callers that want rows).
     """
     if not isinstance(partition, OffsetRangePartition):
         return  # Spark's placeholder partition when there was nothing to plan
@@ -233,19 +298,28 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """
 
     def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView,
-                 ownership_factory: OwnershipFactory = QueryOwnership) -> None:
+                 ownership_factory: OwnershipFactory = QueryOwnership,
+                 clock: Callable[[], float] = time.time) -> None:
         self._planner = _Planner(options, view_factory, ownership_factory)
         self._target: Optional[Dict[TopicPartition, int]] = None
         self._committed: Dict[TopicPartition, int] = {}
+        self._available: Dict[TopicPartition, int] = {}
+        self._delay: Optional[TriggerDelay] = None
+        if options.min_messages_per_trigger is not None:
+            self._delay = TriggerDelay(options.min_messages_per_trigger, options.max_trigger_delay_ms, clock)
 
     def initialOffset(self) -> dict:
         planner = self._planner
         partitions = planner.topic_partitions()
         planner.ownership.hold(partitions)
         view = planner.view
-        committed = view.committed(partitions)
-        positions, losses = initial_positions(committed, view.log_starts(partitions), view.log_ends(partitions),
-                                              planner.options.config.auto_offset_reset)
+        starts, ends = view.log_starts(partitions), view.log_ends(partitions)
+        spec = planner.options.starting_offsets
+        if spec is None:
+            positions, losses = initial_positions(view.committed(partitions), starts, ends,
+                                                  planner.options.config.auto_offset_reset)
+        else:
+            positions, losses = starting_positions(spec, partitions, starts, ends)
         planner.report(losses)
         return encode_offsets(positions)
 
@@ -255,8 +329,17 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         log.info("availableNow: reading up to %s", encode_offsets(self._target))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        n = self._planner.options.max_messages_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``, else all available.
+
+        PySpark passes one limit only: ``latestOffset`` applies the other
+        option (and ``maxTriggerDelay``) itself unless Spark asks for all.
+        """
+        options = self._planner.options
+        if options.max_messages_per_trigger:
+            return ReadMaxRows(options.max_messages_per_trigger)
+        if options.min_messages_per_trigger:
+            return ReadMinRows(options.min_messages_per_trigger)
+        return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         planner = self._planner
@@ -269,16 +352,60 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         planned = plan_latest(begin, view.log_starts(current), view.log_ends(current), self._target)
         planner.report(planned.losses)
         latest = planned.latest
+        self._available = dict(latest)
         new = sorted(tp for tp in latest if tp not in begin)
         if new:
             log.info("new partitions enter at their log start: %s", encode_offsets({tp: latest[tp] for tp in new}))
-        if isinstance(limit, ReadMaxRows):
-            limited = limit_total({tp: o for tp, o in begin.items() if tp not in planned.reset},
-                                  {tp: o for tp, o in latest.items() if tp not in planned.reset}, limit.max_rows)
-            latest = {**limited, **{tp: latest[tp] for tp in planned.reset}}
+        if not isinstance(limit, ReadAllAvailable):
+            latest = self._limit(begin, latest, planned.reset, limit)
         planner.ownership.hold(latest)  # before the next write; GroupInUseError if another query has them
         planner.ownership.keep_only(latest)
         return encode_offsets(latest)
+
+    def _limit(self, begin: Dict[TopicPartition, int], latest: Dict[TopicPartition, int],
+               reset: Any, limit: ReadLimit) -> Dict[TopicPartition, int]:
+        """``latest`` held back per ``minOffsetsPerTrigger``/``maxTriggerDelay`` and cut per ``maxOffsetsPerTrigger``.
+
+        A held-back micro-batch ends where it starts (Spark then runs none).
+        ``minOffsetsPerTrigger`` never holds back under ``availableNow``, whose
+        run must reach its target. Partitions moved back to their log start
+        (``reset``) keep their end.
+        """
+        options = self._planner.options
+        moving_begin = {tp: o for tp, o in begin.items() if tp not in reset}
+        moving = {tp: o for tp, o in latest.items() if tp not in reset}
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else options.min_messages_per_trigger
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else options.max_messages_per_trigger
+        if min_rows and self._target is None:
+            gate = self._delay
+            if gate is None or gate.min_messages != min_rows:
+                gate = self._delay = TriggerDelay(min_rows, options.max_trigger_delay_ms)
+            available = new_messages(moving_begin, moving)
+            if gate.skip(available):
+                log.debug("minOffsetsPerTrigger: %d new messages, fewer than %d; waiting (maxTriggerDelay %d ms)",
+                          available, min_rows, options.max_trigger_delay_ms)
+                return {**{tp: begin.get(tp, o) for tp, o in moving.items()}, **{tp: latest[tp] for tp in reset}}
+        if max_rows:
+            moving = rate_limit(max_rows, moving_begin, moving)
+        return {**moving, **{tp: latest[tp] for tp in reset}}
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        """The log ends seen when the last micro-batch was planned (Spark shows them as the source's
+        ``latestOffset`` in the query's progress: with ``endOffset`` they give the lag per partition,
+        see :func:`source_lag`); ``None`` before the first plan."""
+        return encode_offsets(self._available) if self._available else None
+
+    def metrics(self, consumed: Optional[dict]) -> Dict[str, str]:
+        """Spark's Kafka-source lag metrics for the offsets ``consumed`` (the last micro-batch's end).
+
+        ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest``,
+        ``avgOffsetsBehindLatest`` against the log ends seen when planning
+        (PySpark 4.x has no hook to put these in the progress; see
+        :func:`source_lag` for the same figures from a progress report).
+        """
+        if not consumed or not self._available:
+            return {}
+        return offsets_behind_latest(decode_offsets(consumed), self._available)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = decode_offsets(start), decode_offsets(end)
@@ -286,8 +413,8 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                   if (t, p) in begin and until > begin[(t, p)]]
         return self._planner.input_partitions(ranges, keep_empty=False) if ranges else []
 
-    def read(self, partition: InputPartition) -> Iterator[Tuple]:
-        return read_rows(partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_batches(partition)
 
     def commit(self, end: dict) -> None:
         self._write_offsets(decode_offsets(end))
@@ -318,14 +445,16 @@ class ZkConsumerBatchReader(DataSourceReader):
         finally:
             self._planner.close()
 
-    def read(self, partition: InputPartition) -> Iterator[Tuple]:
-        return read_rows(partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_batches(partition)
 
 
 class ZkConsumerDataSource(DataSource):
     """``format("zkconsumer")``: options ``zookeeper.connect``, ``group.id``, ``topics`` or
-    ``topic.whitelist``, ``max.messages.per.trigger``, ``max.messages.per.partition``,
-    ``failOnDataLoss``, and any consumer property. Options are validated when the reader is created."""
+    ``topic.whitelist``, ``startingOffsets``, ``maxOffsetsPerTrigger`` (alias
+    ``max.messages.per.trigger``), ``minOffsetsPerTrigger``, ``maxTriggerDelay``,
+    ``max.messages.per.partition``, ``failOnDataLoss``, and any consumer property (see the
+    module docstring). Options are validated when the schema or a reader is asked for."""
 
     @classmethod
     def name(cls) -> str:
@@ -342,6 +471,41 @@ class ZkConsumerDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema)
         return ZkConsumerStreamReader(SourceOptions.from_options(self.options))
+
+
+def offsets_behind_latest(consumed: Dict[TopicPartition, int], latest: Dict[TopicPartition, int]) -> Dict[str, str]:
+    """Spark's Kafka-source metrics: min/max/avg over partitions of ``latest - consumed`` (``{}`` if none).
+
+    >>> offsets_behind_latest({("t", 0): 5, ("t", 1): 9}, {("t", 0): 10, ("t", 1): 10})
+    {'minOffsetsBehindLatest': '1', 'maxOffsetsBehindLatest': '5', 'avgOffsetsBehindLatest': '3.0'}
+    """
+    behind = [end - consumed[tp] for tp, end in latest.items() if tp in consumed]
+    if not behind:
+        return {}
+    return {"minOffsetsBehindLatest": str(min(behind)), "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
+
+
+def source_lag(progress: Any) -> Dict[str, str]:
+    """The zkconsumer source's lag in a query's progress (``query.lastProgress``, a dict or a
+    ``StreamingQueryProgress``): Spark's ``min/max/avgOffsetsBehindLatest`` computed from the
+    source's ``endOffset`` and ``latestOffset`` (log ends when the batch was planned). ``{}`` when
+    the progress has no zkconsumer source with both."""
+    if progress is None:
+        return {}
+    sources = progress["sources"] if isinstance(progress, dict) else progress.sources
+    for source in sources:
+        get = source.get if isinstance(source, dict) else lambda name: getattr(source, name, None)
+        end, latest = get("endOffset"), get("latestOffset")
+        if not end or not latest:
+            continue
+        try:
+            end_offsets = decode_offsets(json.loads(end) if isinstance(end, str) else end)
+            latest_offsets = decode_offsets(json.loads(latest) if isinstance(latest, str) else latest)
+        except (ValueError, TypeError, AttributeError):
+            continue  # another source's offsets
+        return offsets_behind_latest(end_offsets, latest_offsets)
+    return {}
 
 
 def register_data_source(spark: Any) -> str:

@@ -12,6 +12,8 @@ pickled.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
@@ -19,6 +21,8 @@ from zkconsumer import ConfigurationError, ConsumerConfig, Whitelist
 
 __all__ = [
     "PropsLike", "plain_props", "member_config", "MemberMetrics", "SourceOptions", "SOURCE_OPTIONS",
+    "StartingOffsets", "parse_starting_offsets", "parse_duration_ms", "EARLIEST", "LATEST",
+    "DEFAULT_MAX_TRIGGER_DELAY_MS",
 ]
 
 #: Consumer properties as users give them: a mapping of Kafka's dotted names, or a config.
@@ -27,7 +31,78 @@ PropsLike = Union[Mapping[str, Any], ConsumerConfig]
 #: Options of the ``zkconsumer`` data source that are not consumer properties, lowercased
 #: (Spark's option names are case-insensitive: ``failOnDataLoss`` arrives as ``failondataloss``).
 SOURCE_OPTIONS = ("topics", "topic.whitelist", "max.messages.per.trigger", "max.messages.per.partition",
-                  "failondataloss")
+                  "failondataloss", "startingoffsets", "maxoffsetspertrigger", "minoffsetspertrigger",
+                  "maxtriggerdelay", "includeheaders")
+
+#: In a ``startingOffsets`` JSON, the partition's log start (as in Spark's Kafka source).
+EARLIEST = -2
+#: In a ``startingOffsets`` JSON, the partition's log end.
+LATEST = -1
+#: ``maxTriggerDelay``'s default, as in Spark's Kafka source (15 minutes).
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {"us": 0.001, "ms": 1, None: 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, raw: str) -> int:
+    """A Spark time string (``"15m"``, ``"10s"``, ``"500ms"``, ``"1h"``; no unit: milliseconds) in ms.
+
+    >>> parse_duration_ms("maxTriggerDelay", "15m"), parse_duration_ms("maxTriggerDelay", "250")
+    (900000, 250)
+    """
+    match = _DURATION.match(str(raw))
+    if not match:
+        raise ConfigurationError(name, f"invalid value {raw!r}: expected a duration such as 30s, 500ms, 15m or 1h")
+    unit = match.group(2).lower() if match.group(2) else None
+    return int(int(match.group(1)) * _DURATION_MS[unit])
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    """The option ``startingOffsets``: where a query without a checkpoint starts.
+
+    ``kind`` is ``"earliest"``, ``"latest"`` or ``"specific"``; for
+    ``"specific"``, ``offsets`` maps every ``(topic, partition)`` to an offset,
+    :data:`EARLIEST` (-2) or :data:`LATEST` (-1).
+    """
+
+    kind: str
+    offsets: Optional[Dict[Tuple[str, int], int]] = None
+
+
+def parse_starting_offsets(raw: Any) -> Optional[StartingOffsets]:
+    """``earliest``, ``latest`` (any case) or Spark's JSON ``{"topic": {"0": 23, "1": -2}}``; ``None`` if unset.
+
+    >>> parse_starting_offsets('{"t": {"0": 23, "1": -2}}').offsets
+    {('t', 0): 23, ('t', 1): -2}
+    """
+    if raw is None or str(raw).strip() == "":
+        return None
+    text = str(raw).strip()
+    if text.lower() in ("earliest", "latest"):
+        return StartingOffsets(text.lower())
+    bad = (f"invalid value {text!r}: expected earliest, latest, or JSON such as "
+           '{"topic":{"0":23,"1":-2}} (-2: the log start, -1: the log end)')
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise ConfigurationError("startingOffsets", bad) from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise ConfigurationError("startingOffsets", bad)
+    offsets: Dict[Tuple[str, int], int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict) or not partitions:
+            raise ConfigurationError("startingOffsets", f"{bad}; topic {topic!r} has no partition object")
+        for partition, offset in partitions.items():
+            if not str(partition).isdigit():
+                raise ConfigurationError("startingOffsets", f"{bad}; {partition!r} of {topic!r} is not a partition")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise ConfigurationError("startingOffsets", f"{bad}; offset {offset!r} of {topic}/{partition} is "
+                                                            "not an offset, -1 or -2")
+            offsets[(str(topic), int(partition))] = offset
+    return StartingOffsets("specific", offsets)
 
 
 def plain_props(props: PropsLike) -> Dict[str, str]:
@@ -111,8 +186,10 @@ class MemberMetrics:
         return self.port + index if self.port else 0
 
 
-def _positive_int(options: Mapping[str, str], name: str) -> Optional[int]:
-    raw = options.get(name)
+def _positive_int(options: Mapping[str, str], key: str, name: Optional[str] = None) -> Optional[int]:
+    """The lowercased option ``key`` as an integer >= 1 (``None`` if unset); ConfigurationError naming ``name``."""
+    name = name or key
+    raw = options.get(key)
     if raw is None or str(raw).strip() == "":
         return None
     text = str(raw).strip()
@@ -140,9 +217,15 @@ class SourceOptions:
     :data:`SOURCE_OPTIONS`), validated by :class:`~zkconsumer.ConsumerConfig`.
     Exactly one of ``topics`` (from the comma list ``topics``) and ``whitelist``
     (``topic.whitelist``, Kafka's whitelist regex) is set.
-    ``max_messages_per_trigger`` bounds a streaming micro-batch (as Spark's
-    ``maxOffsetsPerTrigger``); ``max_messages_per_partition`` bounds what a
-    batch read takes from each partition. ``fail_on_data_loss`` (option
+    ``max_messages_per_trigger`` bounds a streaming micro-batch (option
+    ``maxOffsetsPerTrigger``, or its older alias ``max.messages.per.trigger``);
+    ``min_messages_per_trigger`` and ``max_trigger_delay_ms`` (options
+    ``minOffsetsPerTrigger``, ``maxTriggerDelay``) delay a micro-batch until
+    that many messages are there or that long passed since the last one;
+    ``starting_offsets`` (option ``startingOffsets``) is where a query without
+    a checkpoint starts (``None``: the group's committed offsets);
+    ``max_messages_per_partition`` bounds what a batch read takes from each
+    partition. ``fail_on_data_loss`` (option
     ``failOnDataLoss``, default true, as in Spark's Kafka source): whether
     messages that can no longer be read (deleted by retention, a topic deleted
     and re-created, a log truncated by an unclean leader election, a partition
@@ -156,6 +239,9 @@ class SourceOptions:
     max_messages_per_trigger: Optional[int] = None
     max_messages_per_partition: Optional[int] = None
     fail_on_data_loss: bool = True
+    starting_offsets: Optional[StartingOffsets] = None
+    min_messages_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "SourceOptions":
@@ -173,13 +259,37 @@ class SourceOptions:
         else:
             Whitelist(raw_whitelist)  # raises SubscriptionError (a ConfigurationError) if invalid
         props = plain_props({k: v for k, v in given.items() if k not in SOURCE_OPTIONS})
+        if _boolean(given, "includeheaders", "includeHeaders", False):
+            raise ConfigurationError("includeHeaders", "does not apply: Kafka 0.8/0.9 messages have no headers "
+                                                       "(leave it unset or false)")
+        max_per_trigger = _positive_int(given, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+        alias = _positive_int(given, "max.messages.per.trigger")
+        if max_per_trigger is not None and alias is not None and alias != max_per_trigger:
+            raise ConfigurationError("maxOffsetsPerTrigger", f"is {max_per_trigger} but its alias "
+                                                             f"max.messages.per.trigger is {alias}: give one")
+        min_per_trigger = _positive_int(given, "minoffsetspertrigger", "minOffsetsPerTrigger")
+        raw_delay = given.get("maxtriggerdelay")
+        delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS
+        if raw_delay is not None and str(raw_delay).strip():
+            delay_ms = parse_duration_ms("maxTriggerDelay", raw_delay)
+        if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
+            raise ConfigurationError("minOffsetsPerTrigger", f"is {min_per_trigger}, above maxOffsetsPerTrigger "
+                                                             f"{max_per_trigger}")
+        starting = parse_starting_offsets(given.get("startingoffsets"))
+        if starting is not None and starting.offsets is not None and topics:
+            unknown = sorted({t for t, _ in starting.offsets} - set(topics))
+            if unknown:
+                raise ConfigurationError("startingOffsets", f"names topics not in the option topics: {unknown}")
         return cls(
             props=props,
             topics=topics,
             whitelist=raw_whitelist or None,
-            max_messages_per_trigger=_positive_int(given, "max.messages.per.trigger"),
+            max_messages_per_trigger=max_per_trigger if max_per_trigger is not None else alias,
             max_messages_per_partition=_positive_int(given, "max.messages.per.partition"),
             fail_on_data_loss=_boolean(given, "failondataloss", "failOnDataLoss", True),
+            starting_offsets=starting,
+            min_messages_per_trigger=min_per_trigger,
+            max_trigger_delay_ms=delay_ms,
         )
 
     @property

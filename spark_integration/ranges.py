@@ -23,11 +23,13 @@ is unambiguous::
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+import math
+import time
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 __all__ = [
     "OffsetRange", "TopicPartition", "resolve_start", "plan_ranges", "offset_key", "parse_offset_key",
-    "encode_offsets", "decode_offsets", "limit_total",
+    "encode_offsets", "decode_offsets", "limit_total", "rate_limit", "new_messages", "TriggerDelay",
 ]
 
 TopicPartition = Tuple[str, int]
@@ -155,3 +157,74 @@ def limit_total(
     for tp in by_remainder[:leftover]:
         shares[tp] += 1
     return {tp: start.get(tp, end[tp]) + shares[tp] for tp in end}
+
+
+def rate_limit(
+    max_messages: int, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+) -> Dict[TopicPartition, int]:
+    """Spark's ``maxOffsetsPerTrigger`` split: ``end`` moved back so ``start`` advances by about ``max_messages``.
+
+    As Spark's Kafka source does it: each partition with a backlog
+    (``end - start > 0``) gets ``max_messages * backlog / total backlog``
+    offsets, rounded down, except that a share below 1 is rounded up (a small
+    partition is never starved), and never past its end; so the total may
+    exceed ``max_messages`` by at most one per partition. Partitions without a
+    backlog, or only in ``end``, stay at ``end``.
+
+    >>> rate_limit(10, {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}, {("t", 0): 1000, ("t", 1): 10, ("t", 2): 0})
+    {('t', 0): 9, ('t', 1): 1, ('t', 2): 0}
+    """
+    if max_messages < 1:
+        raise ValueError(f"max_messages must be >= 1, not {max_messages}")
+    sizes = {tp: e - start[tp] for tp, e in end.items() if tp in start and e - start[tp] > 0}
+    total = sum(sizes.values())
+    if total < 1:
+        return dict(end)
+    result: Dict[TopicPartition, int] = {}
+    for tp, e in end.items():
+        size = sizes.get(tp)
+        if size is None:
+            result[tp] = e
+            continue
+        share = max_messages * size / total
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        result[tp] = min(e, start[tp] + step)
+    return result
+
+
+def new_messages(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> int:
+    """Offsets between ``start`` and ``end`` summed over the partitions of both (at least 0 each)."""
+    return sum(max(0, e - start[tp]) for tp, e in end.items() if tp in start)
+
+
+class TriggerDelay:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as Spark's Kafka source decides it.
+
+    :meth:`skip` says whether to hold the next micro-batch back: never when
+    ``max_delay_ms`` passed since the last micro-batch that went ahead (the
+    first call always goes ahead), else when fewer than ``min_messages`` new
+    messages are there. Each call that goes ahead restarts the delay.
+
+    >>> now = [0.0]
+    >>> gate = TriggerDelay(100, 60_000, clock=lambda: now[0])
+    >>> gate.skip(5), gate.skip(5), gate.skip(150)
+    (False, True, False)
+    >>> now[0] = 30.0; gate.skip(5)
+    True
+    >>> now[0] = 61.0; gate.skip(5)
+    False
+    """
+
+    def __init__(self, min_messages: int, max_delay_ms: int, clock: Callable[[], float] = time.time) -> None:
+        self.min_messages = min_messages
+        self.max_delay_ms = max_delay_ms
+        self._clock = clock
+        self._last_ms: Optional[float] = None
+
+    def skip(self, available: int) -> bool:
+        """Whether the micro-batch with ``available`` new messages waits (see the class docstring)."""
+        now_ms = self._clock() * 1000.0
+        if self._last_ms is None or now_ms - self._last_ms >= self.max_delay_ms or available >= self.min_messages:
+            self._last_ms = now_ms
+            return False
+        return True

@@ -8,7 +8,10 @@ Every batch has the schema :data:`SCHEMA`::
     topic: string, partition: int32, offset: int64, key: binary, value: binary
 
 which is what Spark's ``StringType``, ``IntegerType``, ``LongType`` and
-``BinaryType`` columns map to. From a :class:`~zkconsumer.messageset.MessageBlock`
+``BinaryType`` columns map to. :data:`NOT_NULL_SCHEMA` has the same columns
+with ``topic``, ``partition`` and ``offset`` marked not null: the Arrow schema
+of the ``zkconsumer`` Spark source's columns (PySpark's Python data sources
+accept a ``RecordBatch`` only if its schema equals that exactly). From a :class:`~zkconsumer.messageset.MessageBlock`
 (the C decoder's output) the offset, key and value columns wrap the block's
 buffers without copying; from a list of ``(offset, key, value)`` tuples they
 are built the ordinary way.
@@ -34,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .messageset import MessageBlock
 from .partition_info import RawMessage
 
-__all__ = ["SCHEMA", "record_batch", "value_bytes"]
+__all__ = ["SCHEMA", "NOT_NULL_SCHEMA", "record_batch", "value_bytes"]
 
 #: The columns of every batch.
 SCHEMA = pa.schema([
@@ -45,10 +48,22 @@ SCHEMA = pa.schema([
     pa.field("value", pa.binary()),
 ])
 
+#: :data:`SCHEMA` with ``topic``, ``partition`` and ``offset`` not nullable (they never are null).
+NOT_NULL_SCHEMA = pa.schema([
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+])
+
 
 def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], start: int = 0,
-                 stop: Optional[int] = None) -> "pa.RecordBatch":
-    """``messages[start:stop]`` of ``topic``/``partition`` as a record batch with :data:`SCHEMA`."""
+                 stop: Optional[int] = None, schema: "pa.Schema" = SCHEMA) -> "pa.RecordBatch":
+    """``messages[start:stop]`` of ``topic``/``partition`` as a record batch with ``schema``.
+
+    ``schema`` is :data:`SCHEMA` or :data:`NOT_NULL_SCHEMA` (same columns and types).
+    """
     end = len(messages)
     stop = end if stop is None else max(0, min(stop, end))
     start = max(0, min(start, stop))
@@ -64,7 +79,7 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
     n = stop - start
     columns = [pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n),
                offsets, keys, values]
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _block_columns(block: Any) -> Any:

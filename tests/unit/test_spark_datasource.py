@@ -276,3 +276,100 @@ def test_item12_available_now_is_capped_by_the_fresh_log_end() -> None:
     reader.prepareForTriggerAvailableNow()
     view.ends[("t", 0)] = 4  # the log moved back after the run was prepared
     assert reader.latestOffset({"t/0": 2}, ReadAllAvailable()) == {"t/0": 4}
+
+
+# --------------------------------------------------------------------------- "Spark for real" items 3, 5
+
+
+def test_item3_read_returns_arrow_batches_and_nothing_for_a_placeholder() -> None:
+    from spark_integration.datasource import ZkConsumerBatchReader, read_batches
+
+    assert list(read_batches(InputPartition(None))) == []
+    reader = stream_reader(FakeView({("t", 0): 1}))
+    assert list(reader.read(InputPartition(None))) == []
+    assert list(ZkConsumerBatchReader(SourceOptions.from_options(OPTIONS)).read(InputPartition(None))) == []
+
+
+def test_item5_starting_offsets_override_the_committed_offsets_of_a_new_query() -> None:
+    view = FakeView({("t", 0): 10, ("t", 1): 4}, committed={("t", 0): 7, ("t", 1): 1})
+    view.starts[("t", 0)] = 2
+    assert stream_reader(view, startingOffsets="earliest").initialOffset() == {"t/0": 2, "t/1": 0}
+    assert stream_reader(view, startingOffsets="latest").initialOffset() == {"t/0": 10, "t/1": 4}
+    assert stream_reader(view, startingOffsets='{"t":{"0":5,"1":-2}}').initialOffset() == {"t/0": 5, "t/1": 0}
+    assert stream_reader(view).initialOffset() == {"t/0": 7, "t/1": 1}  # unset: the group's committed offsets
+    assert OWNERSHIPS[-1].held == {("t", 0), ("t", 1)}
+    with pytest.raises(ConfigurationError, match="does not name t/1"):
+        stream_reader(view, startingOffsets='{"t":{"0":5}}').initialOffset()
+
+
+def test_item5_a_starting_offset_outside_the_log_is_a_data_loss() -> None:
+    view = FakeView({("t", 0): 10})
+    view.starts[("t", 0)] = 3
+    with pytest.raises(DataLossError, match="startingOffsets gives offset 1"):
+        stream_reader(view, startingOffsets='{"t":{"0":1}}').initialOffset()
+    assert stream_reader(view, startingOffsets='{"t":{"0":11}}', failOnDataLoss="false").initialOffset() == {"t/0": 3}
+
+
+def test_item5_max_offsets_per_trigger_is_the_default_limit_and_splits_by_backlog() -> None:
+    view = FakeView({("t", 0): 300, ("t", 1): 100, ("t", 2): 0})
+    reader = stream_reader(view, maxOffsetsPerTrigger="40")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxRows(40)
+    assert reader.latestOffset({"t/0": 0, "t/1": 0, "t/2": 0}, limit) == {"t/0": 30, "t/1": 10, "t/2": 0}
+    assert reader.latestOffset({"t/0": 0, "t/1": 0, "t/2": 0}, ReadAllAvailable()) == {"t/0": 300, "t/1": 100,
+                                                                                       "t/2": 0}
+
+
+def test_item5_min_offsets_per_trigger_waits_until_enough_messages_or_max_trigger_delay() -> None:
+    from pyspark.sql.streaming.datasource import ReadMinRows
+
+    view = FakeView({("t", 0): 10})
+    now = [1000.0]
+    CURRENT.append(view)
+    reader = ZkConsumerStreamReader(
+        SourceOptions.from_options({**OPTIONS, "minOffsetsPerTrigger": "50", "maxTriggerDelay": "1m"}),
+        view_factory=open_current_view, ownership_factory=open_ownership, clock=lambda: now[0])
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMinRows(50)
+    assert reader.latestOffset({"t/0": 0}, limit) == {"t/0": 10}  # the first trigger goes ahead
+    view.ends[("t", 0)] = 30
+    now[0] += 10
+    assert reader.latestOffset({"t/0": 10}, limit) == {"t/0": 10}  # 20 < 50 new: no batch
+    view.ends[("t", 0)] = 60
+    assert reader.latestOffset({"t/0": 10}, limit) == {"t/0": 60}  # 50 new: go
+    view.ends[("t", 0)] = 61
+    now[0] += 59
+    assert reader.latestOffset({"t/0": 60}, limit) == {"t/0": 60}
+    now[0] += 1
+    assert reader.latestOffset({"t/0": 60}, limit) == {"t/0": 61}  # maxTriggerDelay passed
+    assert reader.latestOffset({"t/0": 61}, ReadAllAvailable()) == {"t/0": 61}
+
+
+def test_item5_min_and_max_offsets_per_trigger_together_and_available_now() -> None:
+    view = FakeView({("t", 0): 1000})
+    reader = stream_reader(view, minOffsetsPerTrigger="100", maxOffsetsPerTrigger="300")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxRows(300)  # PySpark takes one limit; the minimum is applied by the source
+    assert reader.latestOffset({"t/0": 0}, limit) == {"t/0": 300}
+    assert reader.latestOffset({"t/0": 950}, limit) == {"t/0": 950}  # 50 < 100 and no delay passed
+    reader.prepareForTriggerAvailableNow()
+    assert reader.latestOffset({"t/0": 950}, limit) == {"t/0": 1000}  # availableNow must reach its target
+
+
+def test_item5_lag_is_reported_as_the_latest_offset_and_as_spark_kafka_metrics() -> None:
+    from spark_integration.datasource import source_lag
+
+    view = FakeView({("t", 0): 100, ("t", 1): 40})
+    reader = stream_reader(view, maxOffsetsPerTrigger="50")
+    assert reader.reportLatestOffset() is None
+    end = reader.latestOffset({"t/0": 0, "t/1": 0}, reader.getDefaultReadLimit())
+    assert reader.reportLatestOffset() == {"t/0": 100, "t/1": 40}
+    metrics = reader.metrics(end)
+    assert end == {"t/0": 35, "t/1": 14}
+    assert metrics == {"minOffsetsBehindLatest": "26", "maxOffsetsBehindLatest": "65",
+                       "avgOffsetsBehindLatest": "45.5"}
+    progress = {"sources": [{"description": "other", "endOffset": "5", "latestOffset": None},
+                            {"description": "zkconsumer", "endOffset": '{"t/0":35,"t/1":14}',
+                             "latestOffset": '{"t/0":100,"t/1":40}'}]}
+    assert source_lag(progress) == metrics
+    assert source_lag(None) == {} and source_lag({"sources": []}) == {}

@@ -192,3 +192,138 @@ def test_worked_examples_in_docstrings_hold(module: str) -> None:
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+# --------------------------------------------------------------------------- "Spark for real" item 5: Kafka-source options
+
+
+def test_item5_spark_kafka_option_names_are_parsed_case_insensitively() -> None:
+    from spark_integration.options import DEFAULT_MAX_TRIGGER_DELAY_MS, StartingOffsets
+
+    options = SourceOptions.from_options({
+        **BASE, "topics": "a,b", "StartingOffsets": '{"a":{"0":23,"1":-2},"b":{"0":-1}}',
+        "MAXOFFSETSPERTRIGGER": "500", "minOffsetsPerTrigger": "100", "maxTriggerDelay": "30s",
+        "includeHeaders": "false",
+    })
+    assert options.starting_offsets == StartingOffsets("specific", {("a", 0): 23, ("a", 1): -2, ("b", 0): -1})
+    assert (options.max_messages_per_trigger, options.min_messages_per_trigger) == (500, 100)
+    assert options.max_trigger_delay_ms == 30_000
+    assert options.props == BASE  # none of them is taken for a consumer property
+    plain = SourceOptions.from_options({**BASE, "topics": "a", "startingOffsets": "Earliest"})
+    assert plain.starting_offsets == StartingOffsets("earliest") and plain.max_trigger_delay_ms == \
+        DEFAULT_MAX_TRIGGER_DELAY_MS
+    assert SourceOptions.from_options({**BASE, "topics": "a"}).starting_offsets is None
+    # the shipped name stays an alias of maxOffsetsPerTrigger
+    assert SourceOptions.from_options({**BASE, "topics": "a", "max.messages.per.trigger": "7"}) \
+        .max_messages_per_trigger == 7
+
+
+@pytest.mark.parametrize(
+    "extra, prop",
+    [
+        ({"includeHeaders": "true"}, "includeHeaders"),
+        ({"startingOffsets": "oldest"}, "startingOffsets"),
+        ({"startingOffsets": '{"a":{"x":1}}'}, "startingOffsets"),
+        ({"startingOffsets": '{"a":{"0":-3}}'}, "startingOffsets"),
+        ({"startingOffsets": '{"a":[0]}'}, "startingOffsets"),
+        ({"startingOffsets": '{"zz":{"0":1}}'}, "startingOffsets"),  # a topic not subscribed
+        ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+        ({"maxOffsetsPerTrigger": "5", "max.messages.per.trigger": "6"}, "maxOffsetsPerTrigger"),
+        ({"minOffsetsPerTrigger": "-1"}, "minOffsetsPerTrigger"),
+        ({"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+    ],
+)
+def test_item5_bad_kafka_source_options_are_refused_naming_them(extra, prop) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        SourceOptions.from_options({**BASE, "topics": "a", **extra})
+    assert err.value.property == prop
+    if prop == "includeHeaders":
+        assert "no headers" in str(err.value)
+
+
+@pytest.mark.parametrize("raw, ms", [("15m", 900_000), ("10s", 10_000), ("500ms", 500), ("2h", 7_200_000),
+                                     ("1d", 86_400_000), ("250", 250), ("3 min", 180_000)])
+def test_item5_max_trigger_delay_takes_spark_time_strings(raw, ms) -> None:
+    from spark_integration.options import parse_duration_ms
+
+    assert parse_duration_ms("maxTriggerDelay", raw) == ms
+
+
+def test_item5_rate_limit_splits_like_sparks_kafka_source() -> None:
+    from spark_integration.ranges import rate_limit
+
+    start = {("t", 0): 100, ("t", 1): 0, ("t", 2): 5, ("t", 3): 0}
+    end = {("t", 0): 400, ("t", 1): 100, ("t", 2): 5, ("t", 3): 1, ("t", 4): 9}
+    # backlogs 300, 100, 0, 1 (total 401); t/4 is new (not in start) and stays at its end
+    got = rate_limit(40, start, end)
+    assert got == {("t", 0): 100 + 29, ("t", 1): 9, ("t", 2): 5, ("t", 3): 1, ("t", 4): 9}
+    assert rate_limit(1000, start, end) == end  # everything fits
+    assert rate_limit(5, {("t", 0): 0}, {("t", 0): 0}) == {("t", 0): 0}
+    with pytest.raises(ValueError):
+        rate_limit(0, start, end)
+
+
+def test_item5_rate_limit_properties_on_random_backlogs() -> None:
+    from spark_integration.ranges import rate_limit
+
+    rng = random.Random(5)
+    for _ in range(300):
+        n = rng.randint(1, 8)
+        start = {("t", p): rng.randint(0, 50) for p in range(n)}
+        end = {tp: o + rng.choice([0, 0, 1, 3, 50, 1000]) for tp, o in start.items()}
+        limit = rng.randint(1, 500)
+        got = rate_limit(limit, start, end)
+        backlog = sum(end[tp] - start[tp] for tp in start)
+        moved = sum(got[tp] - start[tp] for tp in start)
+        assert all(start[tp] <= got[tp] <= end[tp] for tp in start)
+        assert moved == backlog if backlog <= limit else moved <= limit + n
+        if backlog:
+            assert moved > 0  # every trigger with a backlog makes progress
+            assert all(got[tp] > start[tp] for tp in start if end[tp] > start[tp])  # no partition starved
+
+
+def test_item5_trigger_delay_follows_min_offsets_and_max_trigger_delay() -> None:
+    from spark_integration.ranges import TriggerDelay
+
+    now = [1000.0]
+    gate = TriggerDelay(100, 10_000, clock=lambda: now[0])
+    assert gate.skip(0) is False  # the first trigger always goes ahead
+    now[0] += 5
+    assert gate.skip(99) is True and gate.skip(100) is False  # enough messages: go, and restart the delay
+    now[0] += 9.9
+    assert gate.skip(1) is True
+    now[0] += 0.1
+    assert gate.skip(1) is False  # maxTriggerDelay passed since the last batch
+    assert gate.skip(1) is True
+
+
+def test_item5_starting_positions_earliest_latest_and_json() -> None:
+    from spark_integration.options import StartingOffsets
+    from spark_integration.starting_offsets import starting_positions
+
+    tps = [("t", 0), ("t", 1)]
+    starts, ends = {("t", 0): 2, ("t", 1): 0}, {("t", 0): 9, ("t", 1): 4}
+    assert starting_positions(StartingOffsets("earliest"), tps, starts, ends) == ({("t", 0): 2, ("t", 1): 0}, [])
+    assert starting_positions(StartingOffsets("latest"), tps, starts, ends) == ({("t", 0): 9, ("t", 1): 4}, [])
+    spec = StartingOffsets("specific", {("t", 0): -2, ("t", 1): 3})
+    assert starting_positions(spec, tps, starts, ends) == ({("t", 0): 2, ("t", 1): 3}, [])
+    out = StartingOffsets("specific", {("t", 0): 1, ("t", 1): 5})
+    positions, losses = starting_positions(out, tps, starts, ends)
+    assert positions == {("t", 0): 2, ("t", 1): 0}
+    assert [(loss.partition, loss.kind, loss.offset) for loss in losses] == [
+        (0, "starting-offset-out-of-range", 1), (1, "starting-offset-out-of-range", 5)]
+    assert "startingOffsets gives offset 5" in losses[1].describe()
+    with pytest.raises(ConfigurationError, match="does not name t/1"):
+        starting_positions(StartingOffsets("specific", {("t", 0): 1}), tps, starts, ends)
+    with pytest.raises(ConfigurationError, match="t/7, which are not subscribed"):
+        starting_positions(StartingOffsets("specific", {("t", 0): 1, ("t", 1): 1, ("t", 7): 0}), tps, starts, ends)
+
+
+def test_item5_worked_examples_in_new_docstrings_hold() -> None:
+    import doctest
+    import importlib
+
+    for module in ("spark_integration.options", "spark_integration.starting_offsets", "spark_integration.datasource"):
+        result = doctest.testmod(importlib.import_module(module))
+        assert result.failed == 0 and result.attempted > 0, module
