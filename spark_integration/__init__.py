@@ -33,6 +33,7 @@ scripts in ``scripts/spark_*.py`` and of the tests).
 
 from .datasource import (
     SCHEMA, SOURCE_NAME, OffsetRangePartition, ZkConsumerDataSource, ZkConsumerStreamReader, register_data_source,
+    source_lag,
 )
 from .connect import SparkConnectUnsupportedError, is_connect_session
 from .data_loss import DataLoss, DataLossError
@@ -70,4 +71,5 @@ __all__ = [
     "is_connect_session",
     "plan_offset_ranges",
     "register_data_source",
+    "source_lag",
 ]
