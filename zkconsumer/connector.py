@@ -137,7 +137,6 @@ class ZookeeperConsumerConnector:
     ) -> None:
         self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         self.consumer_id = make_consumer_id(self.config)
-        self._listener = rebalance_listener
         self._state = ConnectorState.CREATED
         self._state_lock = threading.Lock()
         self._failure = FailureSignal()
@@ -148,6 +147,8 @@ class ZookeeperConsumerConnector:
         self._session_was_lost = False
         #: Counters and rates of this member; see :meth:`metrics_snapshot`.
         self.metrics = ConsumerMetrics()
+        #: The listener handed to the group's rebalancer: times rebalance pauses, then calls the application's.
+        self._listener = PauseTimingListener(rebalance_listener, self.metrics)
         self._metrics_interval_s = metrics_interval_s
         self._reporter: Optional[MetricsReporter] = None
         self._recorded = (0, 0)
@@ -554,7 +555,7 @@ class ZookeeperConsumerConnector:
             register=register,
             watch_topics=watcher.watch_topics,
             on_failure=self._background_failure,
-            listener=PauseTimingListener(self._listener, self.metrics),  # times the pause, calls the app's
+            listener=self._listener,
             on_rebalanced=self._rebalanced,
             on_attempt_failed=self.metrics.record_failed_rebalance_attempt,
             read_offsets=self._committer.read_offsets,
@@ -614,12 +615,20 @@ class ZookeeperConsumerConnector:
         Outside shutdown, shutdown() beginning ends the wait with
         :class:`ConsumerShutdownError`. The last retriable error is raised when
         the budget runs out; a non-retriable one at once.
+
+        Each :meth:`_commit` call is one attempt for the metrics
+        (``metrics.record_commit``): a commit if it returns, a failure if it raises.
         """
         deadline = time.monotonic() + budget_s
         delay = 0.1
         while True:
             try:
-                self._commit()
+                try:
+                    self._commit()
+                except BaseException:
+                    self.metrics.record_commit(False)
+                    raise
+                self.metrics.record_commit(True)
                 return
             except ZkConsumerError as exc:
                 remaining = deadline - time.monotonic()
@@ -637,19 +646,7 @@ class ZookeeperConsumerConnector:
                     raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
 
     def _commit(self) -> None:
-        """Commit what was handed out; partitions found owned by someone else are given up.
-
-        Every call is one commit attempt for the metrics (``metrics.record_commit``): counted
-        as a commit if it returns, as a failure if it raises.
-        """
-        try:
-            self._commit_once()
-        except BaseException:
-            self.metrics.record_commit(False)
-            raise
-        self.metrics.record_commit(True)
-
-    def _commit_once(self) -> None:
+        """Commit what was handed out; partitions found owned by someone else are given up."""
         if self._rebalancer is None:
             return
         fenced: List[Tuple[str, int]] = []
