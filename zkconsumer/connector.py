@@ -62,7 +62,7 @@ from .zkcalls import BoundedZooKeeper
 from .fetcher import FetcherManager
 from .group import GroupClient
 from .lease import SessionLease, track_negotiated_timeout
-from .metrics import ConsumerMetrics, MetricsReporter
+from .metrics import ConsumerMetrics, MetricsReporter, PauseTimingListener
 from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
 from .partition_info import ChunkQueue
@@ -137,7 +137,6 @@ class ZookeeperConsumerConnector:
     ) -> None:
         self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         self.consumer_id = make_consumer_id(self.config)
-        self._listener = rebalance_listener
         self._state = ConnectorState.CREATED
         self._state_lock = threading.Lock()
         self._failure = FailureSignal()
@@ -148,9 +147,12 @@ class ZookeeperConsumerConnector:
         self._session_was_lost = False
         #: Counters and rates of this member; see :meth:`metrics_snapshot`.
         self.metrics = ConsumerMetrics()
+        #: The listener handed to the group's rebalancer: times rebalance pauses, then calls the application's.
+        self._listener = PauseTimingListener(rebalance_listener, self.metrics)
         self._metrics_interval_s = metrics_interval_s
         self._reporter: Optional[MetricsReporter] = None
         self._recorded = (0, 0)
+        self._snapshot_lock = threading.Lock()  # metrics_snapshot(): the reporter thread vs. scrapes
         self._lease: Optional[SessionLease] = None
         #: Set by shutdown(): ends commit retries and a join in progress.
         self._closing = threading.Event()
@@ -279,23 +281,32 @@ class ZookeeperConsumerConnector:
         """Per-stream queue sizes and partitions, rebalances, messages/s, bytes/s, per-partition lag.
 
         Rates cover the time since the previous snapshot. Lag is the fetched
-        high watermark minus the next offset to hand out.
+        high watermark minus the next offset to hand out. ``fetch`` holds the
+        per-broker fetch counters (``FetcherManager.metrics()["brokers"]``).
+        Thread-safe: concurrent calls are serialized.
         """
-        messages = sum(s.delivered[0] for s in self._streams)
-        size = sum(s.delivered[1] for s in self._streams)
-        self.metrics.record_messages(messages - self._recorded[0], size - self._recorded[1])
-        self._recorded = (messages, size)
+        with self._snapshot_lock:  # the MetricsReporter thread and scrapes may call this at once
+            messages = sum(s.delivered[0] for s in self._streams)
+            size = sum(s.delivered[1] for s in self._streams)
+            self.metrics.record_messages(max(0, messages - self._recorded[0]), max(0, size - self._recorded[1]))
+            self._recorded = (messages, size)
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> Dict[str, Any]:
         status = self.status
         owned = dict(status.owned) if status is not None else {}
         queue_sizes: Dict[str, int] = {}
         for stream in self._streams:  # static streams of different topics share a thread id
             queue_sizes[stream.thread_id] = queue_sizes.get(stream.thread_id, 0) + len(stream.queue)
+        fetch = self._fetchers.metrics()
         lag = {
             (p["topic"], p["partition"]): p["consumer_lag"]
-            for p in self._fetchers.metrics()["partitions"].values()
+            for p in fetch["partitions"].values()
             if p["consumer_lag"] is not None
         }
-        return self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
+        snap = self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
+        snap["fetch"] = fetch["brokers"]
+        return snap
 
     def shutdown(self) -> None:
         """Leave the group: idempotent, ordered, bounded, joins every thread started.
@@ -546,6 +557,7 @@ class ZookeeperConsumerConnector:
             on_failure=self._background_failure,
             listener=self._listener,
             on_rebalanced=self._rebalanced,
+            on_attempt_failed=self.metrics.record_failed_rebalance_attempt,
             read_offsets=self._committer.read_offsets,
         )
         with self._state_lock:
@@ -603,12 +615,20 @@ class ZookeeperConsumerConnector:
         Outside shutdown, shutdown() beginning ends the wait with
         :class:`ConsumerShutdownError`. The last retriable error is raised when
         the budget runs out; a non-retriable one at once.
+
+        Each :meth:`_commit` call is one attempt for the metrics
+        (``metrics.record_commit``): a commit if it returns, a failure if it raises.
         """
         deadline = time.monotonic() + budget_s
         delay = 0.1
         while True:
             try:
-                self._commit()
+                try:
+                    self._commit()
+                except BaseException:
+                    self.metrics.record_commit(False)
+                    raise
+                self.metrics.record_commit(True)
                 return
             except ZkConsumerError as exc:
                 remaining = deadline - time.monotonic()

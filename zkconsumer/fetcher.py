@@ -87,14 +87,14 @@ from .errors import BrokerError, ConsumerShutdownError, CorruptMessageError, \
     MessageSizeTooLargeError, ZkConsumerError
 from .messageset import decode_message_set
 from .partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
-from .protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, MetadataResponse, \
-    OffsetOutOfRangeError
+from .protocol import EARLIEST_TIME, ERROR_NAMES, LATEST_TIME, FetchPartition, FetchPartitionResponse, \
+    MetadataResponse, OffsetOutOfRangeError
 from .security import broker_ssl_context
 
 if TYPE_CHECKING:  # pragma: no cover
     from .zkformat import Broker
 
-__all__ = ["FetcherManager", "FetcherThread", "FetcherKey", "fetcher_id"]
+__all__ = ["FetcherManager", "FetcherThread", "FetcherKey", "FetchStats", "fetcher_id"]
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,59 @@ def _is_expected(exc: BaseException) -> bool:
 
 # =========================================================================== fetcher thread
 
+class FetchStats:
+    """Cumulative fetch counters per broker id; thread-safe, counters only grow.
+
+    Fetcher threads add one response's totals at a time (one lock acquisition
+    per fetch response, nothing per message). :meth:`snapshot` returns
+    ``{broker_id: {"requests", "bytes", "messages", "errors": {kind: n}}}``:
+    ``requests`` counts Fetch requests sent (failed ones included), ``bytes``
+    the message-set bytes of the responses (as received, a trailing partial
+    message included), ``messages`` the messages decoded from them and handed
+    to the streams' queues, ``errors`` failed requests by exception
+    (``KafkaProtocolError.error_name`` or the class name, e.g.
+    ``BrokerUnavailableError``) and per-partition error codes by Kafka's name
+    (e.g. ``NOT_LEADER_FOR_PARTITION``, ``OFFSET_OUT_OF_RANGE``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._brokers: Dict[int, Dict[str, Any]] = {}
+
+    def _entry(self, broker_id: int) -> Dict[str, Any]:
+        entry = self._brokers.get(broker_id)
+        if entry is None:
+            entry = self._brokers[broker_id] = {"requests": 0, "bytes": 0, "messages": 0, "errors": {}}
+        return entry
+
+    def record_response(self, broker_id: int, size: int, messages: int, errors: Sequence[str] = ()) -> None:
+        """One fetch request answered: ``size`` message-set bytes, ``messages`` decoded, partition ``errors``."""
+        with self._lock:
+            entry = self._entry(broker_id)
+            entry["requests"] += 1
+            entry["bytes"] += size
+            entry["messages"] += messages
+            for kind in errors:
+                entry["errors"][kind] = entry["errors"].get(kind, 0) + 1
+
+    def record_failure(self, broker_id: int, kind: str) -> None:
+        """One fetch request failed as a whole with an error of ``kind``."""
+        with self._lock:
+            entry = self._entry(broker_id)
+            entry["requests"] += 1
+            entry["errors"][kind] = entry["errors"].get(kind, 0) + 1
+
+    def snapshot(self) -> Dict[int, Dict[str, Any]]:
+        with self._lock:
+            return {b: {**e, "errors": dict(e["errors"])} for b, e in self._brokers.items()}
+
+
+def _error_kind(exc: BaseException) -> str:
+    """The label of a failed fetch: Kafka's error name for a protocol error, else the exception's class name."""
+    name = getattr(exc, "error_name", None)
+    return name if isinstance(name, str) and name else type(exc).__name__
+
+
 class _PartitionState:
     """A fetcher's view of one partition. ``lock`` is held while its data is processed.
 
@@ -177,7 +230,7 @@ class FetcherThread(threading.Thread):
     def __init__(self, key: FetcherKey, config: Any, connection: BrokerConnection,
                  hand_back: Callable[[List[PartitionTopicInfo]], None],
                  on_error: Callable[[BaseException], None],
-                 deliverable: Callable[[], bool] = lambda: True) -> None:
+                 deliverable: Callable[[], bool] = lambda: True, stats: Optional[FetchStats] = None) -> None:
         super().__init__(name=f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}",
                          daemon=True)
         self.key = key
@@ -192,6 +245,10 @@ class FetcherThread(threading.Thread):
         self._queues: Dict[int, ChunkQueue] = {}  # queues whose room listener is ours (guarded by _lock)
         self._room_events = 0  # how many times room appeared in one of them (guarded by _lock)
         self._failures = 0  # consecutive failed fetches
+        #: Per-broker fetch counters (shared with the manager); ``_response_*`` total the response being processed.
+        self.stats = stats if stats is not None else FetchStats()
+        self._response_messages = 0
+        self._response_errors: List[str] = []
         self.stopping = False
 
     # ------------------------------------------------------------------ control (other threads)
@@ -348,6 +405,7 @@ class FetcherThread(threading.Thread):
             if self.stopping:
                 return []
             self._failures += 1
+            self.stats.record_failure(self.key.broker_id, _error_kind(exc))
             # The LeaderFinder retries every refresh.leader.backoff.ms until the
             # controller moves leadership: warn once per outage, not per retry.
             log.log(logging.WARNING if self._failures == 1 else logging.DEBUG,
@@ -357,10 +415,16 @@ class FetcherThread(threading.Thread):
                 return [tp for tp, st in self._partitions.items() if not st.stalled]
         self._failures = 0
         failed = []
-        for part in response.partitions:
-            entry = requested.get((part.topic, part.partition))
-            if entry is not None and not self._process(entry[0], entry[1], part):
-                failed.append((part.topic, part.partition))
+        size = 0
+        self._response_messages, self._response_errors = 0, []
+        try:
+            for part in response.partitions:
+                size += len(part.message_set)
+                entry = requested.get((part.topic, part.partition))
+                if entry is not None and not self._process(entry[0], entry[1], part):
+                    failed.append((part.topic, part.partition))
+        finally:  # once per response: no per-message cost
+            self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors)
         return failed
 
     def _give_back(self, tps: List[TopicPartition]) -> None:
@@ -391,6 +455,8 @@ class FetcherThread(threading.Thread):
                 return True
             if part.high_watermark >= 0:
                 st.high_watermark = part.high_watermark
+            if part.error_code != 0:
+                self._response_errors.append(ERROR_NAMES.get(part.error_code, f"UNKNOWN_{part.error_code}"))
             if part.error_code == 0:
                 self._deliver(st, fetch_offset, part.message_set)
                 return True
@@ -413,6 +479,7 @@ class FetcherThread(threading.Thread):
             self._stall(st, fetch_offset, exc)
             return
         if decoded.messages:
+            self._response_messages += len(decoded.messages)
             self._queue_or_park(st, FetchedDataChunk(info, fetch_offset, decoded.messages))
         elif decoded.too_large:
             self._stall(st, fetch_offset, MessageSizeTooLargeError(
@@ -574,6 +641,8 @@ class FetcherManager:
         self._leader_finder: Optional[_LeaderFinder] = None
         self._shut_down = False
         self._generation = 0
+        #: Cumulative per-broker fetch counters of every fetcher thread this manager ran.
+        self.fetch_stats = FetchStats()
 
     # ------------------------------------------------------------------ public
 
@@ -672,6 +741,8 @@ class FetcherManager:
         stream's queue: that stream is not being read fast enough).
         ``fetchers``: ``{thread name: {"broker", "fetcher_id", "partitions", "alive"}}``.
         ``partitions_without_leader``: how many wait for the LeaderFinder.
+        ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "errors": {kind: n}}}``,
+        cumulative since the manager was created (see :class:`FetchStats`).
         """
         with self._fetchers_lock:
             fetchers = dict(self._fetchers)
@@ -701,6 +772,7 @@ class FetcherManager:
                                   "partitions": len(held[key]), "alive": f.is_alive()}
                          for key, f in fetchers.items()},
             "partitions_without_leader": leaderless,
+            "brokers": self.fetch_stats.snapshot(),
         }
 
     # ------------------------------------------------------------------ used by the threads
@@ -786,7 +858,7 @@ class FetcherManager:
         fetcher = self._fetchers.get(key)
         if fetcher is None or not fetcher.is_alive():  # a dead one already reported its error
             fetcher = FetcherThread(key, self._config, self._connect(key.host, key.port), self._hand_back,
-                                    self._report, self._deliverable)
+                                    self._report, self._deliverable, self.fetch_stats)
             self._fetchers[key] = fetcher
             fetcher.start()
         return fetcher

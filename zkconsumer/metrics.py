@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-__all__ = ["ConsumerMetrics", "MetricsReporter", "partition_lag"]
+__all__ = ["ConsumerMetrics", "MetricsReporter", "PauseTimingListener", "partition_lag"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,20 @@ class ConsumerMetrics:
     """Thread-safe counters of one consumer connector; see the module docstring.
 
     Counters: ``messages`` and ``bytes`` handed to the application,
-    ``rebalances`` completed, ``last_rebalance_s`` and ``total_rebalance_s``.
+    ``rebalances`` completed, ``last_rebalance_s`` and ``total_rebalance_s``,
+    ``failed_rebalance_attempts`` (every failed attempt, never reset),
+    ``commits`` / ``commit_failures`` (offset commit attempts that returned /
+    raised) and ``paused_seconds()`` (time partitions went unfetched in
+    rebalances).
+
+    Event hooks, called by the connector (explicitly, no monkeypatching):
+    :meth:`record_rebalance` (the rebalancer's ``on_rebalanced``),
+    :meth:`record_failed_rebalance_attempt` (its ``on_attempt_failed``),
+    :meth:`record_commit` (each attempt of the connector's commit path) and
+    :meth:`partitions_released` / :meth:`fetchers_starting` (through
+    :class:`PauseTimingListener`, the rebalance listener the connector hands
+    its rebalancer). Monitors (e.g. the Prometheus collector) read them.
+    Hooks never raise for valid input and never block beyond the short lock.
     """
 
     def __init__(self, clock: Clock = time.monotonic) -> None:
@@ -82,6 +95,11 @@ class ConsumerMetrics:
         self._rebalances = 0
         self._last_rebalance_s: Optional[float] = None
         self._total_rebalance_s = 0.0
+        self._failed_rebalance_attempts = 0
+        self._commits = 0
+        self._commit_failures = 0
+        self._paused_at: Optional[float] = None
+        self._pause_s = 0.0
         self._high_watermarks: Dict[TopicPartition, int] = {}
         # Where the current rate interval started.
         self._interval_start = clock()
@@ -112,6 +130,32 @@ class ConsumerMetrics:
             self._rebalances += 1
             self._last_rebalance_s = duration_s
             self._total_rebalance_s += duration_s
+
+    def record_failed_rebalance_attempt(self) -> None:
+        """A rebalance attempt failed (it will be retried); counted for good, unlike the status gauge."""
+        with self._lock:
+            self._failed_rebalance_attempts += 1
+
+    def record_commit(self, ok: bool) -> None:
+        """One offset commit attempt of the connector returned (``ok``) or raised (not ``ok``)."""
+        with self._lock:
+            if ok:
+                self._commits += 1
+            else:
+                self._commit_failures += 1
+
+    def partitions_released(self) -> None:
+        """The member stopped fetching and is about to release partitions (a rebalance pause begins)."""
+        with self._lock:
+            if self._paused_at is None:
+                self._paused_at = self._clock()
+
+    def fetchers_starting(self) -> None:
+        """The member is about to fetch its (new) partitions: the pause under way, if any, ends."""
+        with self._lock:
+            if self._paused_at is not None:
+                self._pause_s += max(0.0, self._clock() - self._paused_at)
+                self._paused_at = None
 
     @contextlib.contextmanager
     def time_rebalance(self) -> Iterator[None]:
@@ -160,6 +204,27 @@ class ConsumerMetrics:
         with self._lock:
             return self._total_rebalance_s
 
+    @property
+    def failed_rebalance_attempts(self) -> int:
+        with self._lock:
+            return self._failed_rebalance_attempts
+
+    @property
+    def commits(self) -> int:
+        with self._lock:
+            return self._commits
+
+    @property
+    def commit_failures(self) -> int:
+        with self._lock:
+            return self._commit_failures
+
+    def paused_seconds(self) -> float:
+        """Seconds spent between releasing and re-fetching partitions, the pause under way included."""
+        with self._lock:
+            running = 0.0 if self._paused_at is None else max(0.0, self._clock() - self._paused_at)
+            return self._pause_s + running
+
     def lag(self, consumed: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
         """Lag of the partitions in ``consumed`` (next offsets) against recorded high watermarks."""
         with self._lock:
@@ -183,6 +248,7 @@ class ConsumerMetrics:
 
             {"interval_s", "messages", "bytes", "messages_per_s", "bytes_per_s",
              "rebalances", "last_rebalance_s", "total_rebalance_s",
+             "failed_rebalance_attempts", "commits", "commit_failures",
              "owned_partitions": int,
              "streams": {thread_id: {"queue_size": int, "partitions": [[topic, p], ...]}},
              "lag": [{"topic", "partition", "lag"}, ...], "total_lag": int,
@@ -204,6 +270,9 @@ class ConsumerMetrics:
                 "rebalances": self._rebalances,
                 "last_rebalance_s": self._last_rebalance_s,
                 "total_rebalance_s": self._total_rebalance_s,
+                "failed_rebalance_attempts": self._failed_rebalance_attempts,
+                "commits": self._commits,
+                "commit_failures": self._commit_failures,
             }
         streams: Dict[str, Dict[str, Any]] = {}
         for thread_id in sorted(set(queue_sizes) | set(owned.values())):
@@ -224,6 +293,32 @@ class ConsumerMetrics:
             "total_lag": sum(lag.values()),
             **({"rebalance": dict(rebalance)} if rebalance is not None else {}),
         }
+
+
+class PauseTimingListener:
+    """A ConsumerRebalanceListener that reports a rebalance's pause to ``metrics``, then delegates to ``inner``.
+
+    The connector hands this to its rebalancer (``inner`` is the application's
+    listener, possibly ``None``). ``before_releasing_partitions`` marks the
+    pause start before the application's callback; ``before_starting_fetchers``
+    ends it after the application's callback, even if that raises.
+    """
+
+    def __init__(self, inner: Any, metrics: ConsumerMetrics) -> None:
+        self.inner = inner
+        self._metrics = metrics
+
+    def before_releasing_partitions(self, partitions: Any) -> None:
+        self._metrics.partitions_released()
+        if self.inner is not None:
+            self.inner.before_releasing_partitions(partitions)
+
+    def before_starting_fetchers(self, consumer_id: str, assignment: Any) -> None:
+        try:
+            if self.inner is not None:
+                self.inner.before_starting_fetchers(consumer_id, assignment)
+        finally:
+            self._metrics.fetchers_starting()
 
 
 class MetricsReporter:

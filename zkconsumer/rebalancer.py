@@ -204,6 +204,7 @@ class Rebalancer:
         on_failure: Callable[[BaseException], None],
         listener: Optional[ConsumerRebalanceListener] = None,
         on_rebalanced: Optional[Callable[[float], None]] = None,
+        on_attempt_failed: Optional[Callable[[], None]] = None,
         read_offsets: Optional[Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
@@ -227,6 +228,7 @@ class Rebalancer:
         self._on_failure = on_failure
         self._listener = listener
         self._on_rebalanced = on_rebalanced
+        self._on_attempt_failed = on_attempt_failed  # called on this thread after each failed attempt (metrics)
         self._clock = clock
         self._rng = rng or random.Random()
 
@@ -456,6 +458,8 @@ class Rebalancer:
                     self._on_rebalanced(duration)
                 self._first_done.set()
                 return
+            if self._on_attempt_failed is not None:
+                self._on_attempt_failed()
             if failures == self._max_retries:
                 self._first_done.set()  # do not hold create_message_streams hostage
                 log.warning("%s; partitions it cannot claim stay unowned by it", gave_up)

@@ -195,6 +195,13 @@ def sample(text: str, name: str, **labels: str) -> float:
     return found[0]
 
 
+def by_label(text: str, name: str, label: str, **labels: str) -> Dict[str, float]:
+    """``{value of label: sample}`` of the samples called ``name`` with ``labels``."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {s.labels[label]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())}
+
+
 def test_connector_serves_its_metrics_on_metrics_port(local: LocalCluster, zk: KazooClient) -> None:
     topic = local.create_topic(unique("t-metrics"), partitions=2)
     produce_per_partition(local, topic, {0: 15, 1: 5})
@@ -217,6 +224,13 @@ def test_connector_serves_its_metrics_on_metrics_port(local: LocalCluster, zk: K
         assert sample(text, "zkconsumer_consumer_commits_total", **labels) >= 1
         assert sample(text, "zkconsumer_consumer_zookeeper_connected", **labels) == 1
         assert sample(text, "zkconsumer_consumer_partition_lag", topic=topic, partition="0", **labels) == 0
+        # Observability item 1: per-broker fetch counters and failed rebalance attempts as counters.
+        fetched = by_label(text, "zkconsumer_consumer_fetched_messages_total", "broker", **labels)
+        assert sum(fetched.values()) == 20, fetched  # every message consumed was fetched once
+        requests = by_label(text, "zkconsumer_consumer_fetch_requests_total", "broker", **labels)
+        assert set(requests) == set(fetched) and all(n > 0 for n in requests.values()), requests
+        assert sum(by_label(text, "zkconsumer_consumer_fetched_bytes_total", "broker", **labels).values()) > 0
+        assert sample(text, "zkconsumer_consumer_rebalance_attempt_failures_total", **labels) >= 0
 
         # A second member joins: this one pauses (releases, re-fetches) and the pause is counted.
         second = ZookeeperConsumerConnector(consumer_props(local, group))

@@ -512,4 +512,35 @@ def test_stop_connections_without_start_is_harmless() -> None:
     manager = FetcherManager(make_config(), list, pytest.fail)
     manager.stop_connections()
     manager.shutdown()
-    assert manager.metrics() == {"partitions": {}, "fetchers": {}, "partitions_without_leader": 0}
+    assert manager.metrics() == {"partitions": {}, "fetchers": {}, "partitions_without_leader": 0, "brokers": {}}
+
+
+# --------------------------------------------------------------------------- fetch counters (Observability item 1)
+
+def test_fetch_counters_count_requests_bytes_and_messages_per_broker(cluster: FakeCluster, harness: Harness) -> None:
+    cluster.create("a", 4, per_partition=25)
+    harness.manager.start_connections(harness.infos("a", range(4)))
+    expected = {("a", p): 25 for p in range(4)}
+    harness.drain(lambda: harness.has_all(expected))
+    brokers = harness.manager.metrics()["brokers"]
+    assert set(brokers) == {cluster.leaders[("a", p)] for p in range(4)}
+    assert sum(b["messages"] for b in brokers.values()) == 100  # every message fetched once, none twice
+    for broker_id, row in brokers.items():
+        mine = sum(25 for p in range(4) if cluster.leaders[("a", p)] == broker_id)
+        assert row["messages"] == mine
+        assert row["requests"] > 0 and row["bytes"] >= sum(len(encode(0, b"")) for _ in range(mine))
+        assert row["errors"] == {}
+
+
+def test_fetch_counters_count_a_failed_request_by_error_kind(cluster: FakeCluster, harness: Harness) -> None:
+    cluster.create("a", 3, per_partition=5)
+    harness.manager.start_connections(harness.infos("a", range(3)))
+    harness.drain(lambda: harness.has_all({("a", p): 5 for p in range(3)}))
+    with cluster.lock:
+        cluster.down.add(1)
+    deadline = time.monotonic() + 10
+    while harness.manager.metrics()["brokers"].get(1, {}).get("errors", {}).get("BrokerUnavailableError", 0) == 0:
+        assert time.monotonic() < deadline, harness.manager.metrics()["brokers"]
+        time.sleep(0.02)
+    with cluster.lock:
+        cluster.down.discard(1)

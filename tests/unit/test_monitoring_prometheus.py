@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from zkconsumer.errors import ConfigurationError
-from zkconsumer.metrics import ConsumerMetrics
+from zkconsumer.fetcher import FetchStats
+from zkconsumer.metrics import ConsumerMetrics, PauseTimingListener
 from zkconsumer.monitoring.prometheus import instrument_connector
 from zkconsumer.rebalancer import RebalanceState, RebalanceStatus
 
@@ -43,16 +44,24 @@ class FakeConnector:
                                       rebalances=2, failed_attempts=0, last_error=None, last_duration_s=0.3)
         self.fail_commit = False
         self.fail_snapshot = False
+        self.fetch_stats = FetchStats()
 
     def metrics_snapshot(self) -> Dict[str, Any]:
         if self.fail_snapshot:
             raise RuntimeError("shutting down")
         self.metrics.record_messages(0, 0)
-        return self.metrics.snapshot(dict(self.status.owned), {"g_host-1-0": 3}, {("t", 0): 7, ("t", 1): 0})
+        snap = self.metrics.snapshot(dict(self.status.owned), {"g_host-1-0": 3}, {("t", 0): 7, ("t", 1): 0})
+        snap["fetch"] = self.fetch_stats.snapshot()
+        return snap
 
-    def _commit(self) -> None:
-        if self.fail_commit:
-            raise RuntimeError("commit failed")
+    def _commit(self) -> None:  # as the connector's: one record_commit per attempt
+        try:
+            if self.fail_commit:
+                raise RuntimeError("commit failed")
+        except BaseException:
+            self.metrics.record_commit(False)
+            raise
+        self.metrics.record_commit(True)
 
     def commit_offsets(self) -> None:
         self._commit()
@@ -228,11 +237,10 @@ def test_rebalance_pause_is_timed_and_the_applications_listener_still_called() -
             calls.append("start")
 
     connector = FakeConnector()
-    connector._listener = AppListener()
+    connector.metrics = ConsumerMetrics(clock=lambda: now[0])
     registry = CollectorRegistry()
-    instrumentation = instrument_connector(connector, registry=registry)
-    instrumentation.hooks._clock = lambda: now[0]
-    listener = connector._listener  # what the rebalancer gets at join
+    instrument_connector(connector, registry=registry)
+    listener = PauseTimingListener(AppListener(), connector.metrics)  # what the connector hands its rebalancer
     listener.before_starting_fetchers("g_host-1", {})  # the first join: nothing was released
     listener.before_releasing_partitions({"t": {0}})
     now[0] = 102.5
@@ -245,3 +253,60 @@ def test_rebalance_pause_is_timed_and_the_applications_listener_still_called() -
     assert one(f["zkconsumer_consumer_rebalance_pause_seconds"], "zkconsumer_consumer_rebalance_pause_seconds_total") \
         == 2.5
     assert calls == ["start", "release", "start"]
+
+
+def test_fetch_counters_per_broker_are_exported() -> None:
+    """Observability item 1: fetch requests, bytes, messages and errors per broker, as counters."""
+    connector = FakeConnector()
+    registry = CollectorRegistry()
+    instrument_connector(connector, registry=registry)
+    stats = connector.fetch_stats
+    stats.record_response(1, 1000, 10)
+    stats.record_response(1, 500, 4, ["NOT_LEADER_FOR_PARTITION"])
+    stats.record_failure(2, "BrokerUnavailableError")
+    f = families(registry)
+    assert one(f["zkconsumer_consumer_fetch_requests"], "zkconsumer_consumer_fetch_requests_total", broker="1") == 2
+    assert one(f["zkconsumer_consumer_fetch_requests"], "zkconsumer_consumer_fetch_requests_total", broker="2") == 1
+    assert one(f["zkconsumer_consumer_fetched_bytes"], "zkconsumer_consumer_fetched_bytes_total", broker="1") == 1500
+    assert one(f["zkconsumer_consumer_fetched_messages"], "zkconsumer_consumer_fetched_messages_total",
+               broker="1") == 14
+    assert one(f["zkconsumer_consumer_fetch_errors"], "zkconsumer_consumer_fetch_errors_total", broker="1",
+               error="NOT_LEADER_FOR_PARTITION") == 1
+    assert one(f["zkconsumer_consumer_fetch_errors"], "zkconsumer_consumer_fetch_errors_total", broker="2",
+               error="BrokerUnavailableError") == 1
+    assert one(f["zkconsumer_consumer_fetch_requests"], group="g", client_id="app", consumer_id="g_host-1",
+               broker="1") == 2
+
+
+def test_failed_rebalance_attempts_are_counted_for_good() -> None:
+    """Observability item 1: failed attempts as a counter; the status gauge resets on success."""
+    connector = FakeConnector()
+    registry = CollectorRegistry()
+    instrument_connector(connector, registry=registry)
+    for _ in range(3):
+        connector.metrics.record_failed_rebalance_attempt()  # what the rebalancer's on_attempt_failed calls
+    connector.metrics.record_rebalance(0.1)
+    f = families(registry)
+    assert one(f["zkconsumer_consumer_rebalance_attempt_failures"],
+               "zkconsumer_consumer_rebalance_attempt_failures_total") == 3
+    assert one(f["zkconsumer_consumer_rebalance_failed_attempts"]) == 0  # the gauge of the status
+
+
+def test_the_exposition_is_valid_openmetrics_too() -> None:
+    """Prometheus negotiates OpenMetrics: every family name must be unique there."""
+    from prometheus_client.openmetrics.exposition import generate_latest as om_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+    connector = FakeConnector()
+    registry = CollectorRegistry()
+    instrument_connector(connector, registry=registry)
+    connector.fetch_stats.record_response(1, 10, 1)
+    names = [f.name for f in om_parse(om_latest(registry).decode())]
+    assert len(names) == len(set(names))
+    assert "zkconsumer_consumer_fetched_messages" in names
+
+
+def test_instrumenting_does_not_patch_the_connectors_private_methods() -> None:
+    connector = FakeConnector()
+    commit, listener = connector._commit, getattr(connector, "_listener", None)
+    instrument_connector(connector, registry=CollectorRegistry())
+    assert connector._commit == commit and getattr(connector, "_listener", None) is listener

@@ -122,7 +122,7 @@ ME = "g_me"
 
 def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto_commit: bool = True,
           watch_topics: Callable[[Iterable[str]], None] = lambda topics: None,
-          committer: Optional[OffsetCommitter] = None):
+          committer: Optional[OffsetCommitter] = None, on_attempt_failed: Optional[Callable[[], None]] = None):
     queue = ChunkQueue(2)
     stream = KafkaStream(queue, 10)
     fetchers = FakeFetchers()
@@ -143,6 +143,7 @@ def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto
         register=group.register,
         watch_topics=watch_topics,
         on_failure=failures.append,
+        on_attempt_failed=on_attempt_failed,
     )
     return rebalancer, fetchers, failures
 
@@ -265,6 +266,27 @@ def test_a_failed_attempt_releases_what_it_claimed_and_keeps_retrying_past_max_r
         group.other_releases(("t", 3))
         settle(rebalancer)
         assert len(group.owner_nodes) == 4
+    finally:
+        rebalancer.stop()
+
+
+def test_observability_item1_every_failed_attempt_is_reported_to_on_attempt_failed(group: FakeGroup) -> None:
+    """The status gauge resets on success; the hook lets the connector count failed attempts for good."""
+    from zkconsumer.metrics import ConsumerMetrics
+    metrics = ConsumerMetrics()
+    group.owner_nodes[("t", 3)] = "g_stuck-0"
+    rebalancer, _, _ = build(group, backoff_ms=20, max_retries=2,
+                             on_attempt_failed=metrics.record_failed_rebalance_attempt)
+    rebalancer.start()
+    try:
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        group.other_releases(("t", 3))
+        settle(rebalancer)
+        assert rebalancer.status.failed_attempts == 0
+        assert metrics.failed_rebalance_attempts >= 3
     finally:
         rebalancer.stop()
 

@@ -67,8 +67,6 @@ class ConnectorHooks:
         self._lock = threading.Lock()
         self.zk_transitions: Dict[str, int] = {s: 0 for s in _ZK_STATES}
         self.zk_reconnects = 0
-        self.commits = 0
-        self.commit_failures = 0
         self._labels = labels
         # A private registry: the histogram is re-exported by ConnectorCollector with the common labels.
         self.rebalance_histogram = Histogram(
@@ -79,8 +77,6 @@ class ConnectorHooks:
         self._previous_zk_state: Optional[str] = None
         self._zk: Any = None
         self._clock = clock
-        self._paused_at: Optional[float] = None
-        self.pause_s = 0.0
 
     # ------------------------------------------------------------------ events
 
@@ -97,50 +93,18 @@ class ConnectorHooks:
     def observe_rebalance(self, duration_s: float) -> None:
         self.rebalance_seconds.observe(max(0.0, duration_s))
 
-    def partitions_released(self) -> None:
-        """The member stopped fetching and is about to release its partitions (a rebalance began)."""
-        with self._lock:
-            if self._paused_at is None:
-                self._paused_at = self._clock()
-
-    def fetchers_starting(self) -> None:
-        """The member is about to fetch its (new) partitions: the pause, if any, ends."""
-        with self._lock:
-            if self._paused_at is not None:
-                self.pause_s += max(0.0, self._clock() - self._paused_at)
-                self._paused_at = None
-
-    def paused_seconds(self) -> float:
-        """Seconds spent between releasing and re-fetching partitions, the pause under way included."""
-        with self._lock:
-            running = 0.0 if self._paused_at is None else max(0.0, self._clock() - self._paused_at)
-            return self.pause_s + running
-
-    def counted_commit(self, commit: Callable[[], None]) -> Callable[[], None]:
-        """``commit`` wrapped so that each call counts as a commit, or a failure if it raises."""
-        def wrapper() -> None:
-            try:
-                commit()
-            except BaseException:
-                with self._lock:
-                    self.commit_failures += 1
-                raise
-            with self._lock:
-                self.commits += 1
-        wrapper.__wrapped__ = commit  # type: ignore[attr-defined]
-        return wrapper
-
     # ------------------------------------------------------------------ wiring
 
     def attach(self, connector: Any) -> None:
         """Install the hooks on ``connector`` (before it joins its group).
 
         Wraps ``connector.metrics.record_rebalance`` (an instance attribute
-        shadows the method; the connector passes it to its rebalancer when it
-        joins), the connector's ``_commit`` (used by ``commit_offsets``,
-        auto-commit and shutdown) and its rebalance listener (handed to the
-        rebalancer at join; the application's listener, if any, is still
-        called, first), and adds a kazoo state listener.
+        shadows the method; the connector calls it when a rebalance succeeds)
+        to feed the duration histogram, and adds a kazoo state listener.
+        Commits, commit failures, rebalance pauses and failed rebalance attempts
+        are not hooked here: the connector reports them to its
+        :class:`~zkconsumer.metrics.ConsumerMetrics` itself and the collector
+        reads them there.
         """
         record = connector.metrics.record_rebalance
 
@@ -149,11 +113,6 @@ class ConnectorHooks:
             self.observe_rebalance(duration_s)
 
         connector.metrics.record_rebalance = record_rebalance
-        commit = getattr(connector, "_commit", None)
-        if callable(commit):
-            connector._commit = self.counted_commit(commit)
-        if hasattr(connector, "_listener"):
-            connector._listener = _TimingListener(connector._listener, self)
         self._zk = connector.zk_client
         self._previous_zk_state = str(self._zk.state)
         self._zk.add_listener(self.on_zk_state)
@@ -168,28 +127,7 @@ class ConnectorHooks:
 
     def counters(self) -> Dict[str, Any]:
         with self._lock:
-            return {"zk_transitions": dict(self.zk_transitions), "zk_reconnects": self.zk_reconnects,
-                    "commits": self.commits, "commit_failures": self.commit_failures}
-
-
-class _TimingListener:
-    """A ConsumerRebalanceListener that times the pause of a rebalance, then delegates to ``inner``."""
-
-    def __init__(self, inner: Any, hooks: ConnectorHooks) -> None:
-        self._inner = inner
-        self._hooks = hooks
-
-    def before_releasing_partitions(self, partitions: Any) -> None:
-        self._hooks.partitions_released()
-        if self._inner is not None:
-            self._inner.before_releasing_partitions(partitions)
-
-    def before_starting_fetchers(self, consumer_id: str, assignment: Any) -> None:
-        try:
-            if self._inner is not None:
-                self._inner.before_starting_fetchers(consumer_id, assignment)
-        finally:
-            self._hooks.fetchers_starting()
+            return {"zk_transitions": dict(self.zk_transitions), "zk_reconnects": self.zk_reconnects}
 
 
 class ConnectorCollector(Collector):
@@ -224,6 +162,7 @@ class ConnectorCollector(Collector):
             with self._lock:
                 self._scrape_errors += 1
         yield from self._from_snapshot(names, values, snapshot, status)
+        yield from self._from_metrics(names, values)
         yield from self._from_hooks(names, values)
         with self._lock:
             errors = self._scrape_errors
@@ -271,6 +210,7 @@ class ConnectorCollector(Collector):
             m = CounterMetricFamily(f"{p}_bytes", "Bytes (key + value) handed to the application.", labels=names)
             m.add_metric(values, snap["bytes"])
             yield m
+            yield from self._fetch_counters(names, values, snap.get("fetch") or {})
         if status is not None:
             m = CounterMetricFamily(f"{p}_rebalances", "Rebalances completed.", labels=names)
             m.add_metric(values, status.rebalances)
@@ -284,6 +224,55 @@ class ConnectorCollector(Collector):
             for state in _REBALANCE_STATES:
                 g.add_metric(values + [state], 1 if status.state.value == state else 0)
             yield g
+
+    @staticmethod
+    def _fetch_counters(names: List[str], values: List[str], brokers: Dict[Any, Dict[str, Any]]) -> Iterator[Metric]:
+        """Per-broker fetch counters from ``metrics_snapshot()["fetch"]`` (``FetcherManager.metrics()["brokers"]``)."""
+        p = CONSUMER_PREFIX
+        requests = CounterMetricFamily(f"{p}_fetch_requests", "Fetch requests sent to a broker (failed ones included).",
+                                       labels=names + ["broker"])
+        size = CounterMetricFamily(f"{p}_fetched_bytes", "Message-set bytes fetched from a broker.",
+                                   labels=names + ["broker"])
+        messages = CounterMetricFamily(f"{p}_fetched_messages", "Messages fetched from a broker and queued.",
+                                       labels=names + ["broker"])
+        errors = CounterMetricFamily(f"{p}_fetch_errors",
+                                     "Fetch errors per broker: failed requests by exception, partition errors by "
+                                     "Kafka's error name.", labels=names + ["broker", "error"])
+        for broker, row in sorted(brokers.items(), key=lambda kv: str(kv[0])):
+            b = str(broker)
+            requests.add_metric(values + [b], row["requests"])
+            size.add_metric(values + [b], row["bytes"])
+            messages.add_metric(values + [b], row["messages"])
+            for kind, count in sorted(row["errors"].items()):
+                errors.add_metric(values + [b, kind], count)
+        yield requests
+        yield size
+        yield messages
+        yield errors
+
+    def _from_metrics(self, names: List[str], values: List[str]) -> Iterator[Metric]:
+        """Event counters the connector records in its ConsumerMetrics (commits, pauses, failed attempts)."""
+        p = CONSUMER_PREFIX
+        metrics = getattr(self._connector, "metrics", None)
+        if metrics is None:
+            return
+        m = CounterMetricFamily(f"{p}_rebalance_pause_seconds",
+                                "Seconds this member's partitions went unfetched in rebalances (from releasing "
+                                "them to fetching again).", labels=names)
+        m.add_metric(values, metrics.paused_seconds())
+        yield m
+        m = CounterMetricFamily(f"{p}_commits", "Offset commits that succeeded.", labels=names)
+        m.add_metric(values, metrics.commits)
+        yield m
+        m = CounterMetricFamily(f"{p}_commit_failures", "Offset commits that raised.", labels=names)
+        m.add_metric(values, metrics.commit_failures)
+        yield m
+        # Not "rebalance_failed_attempts_total": in OpenMetrics that counter's family would clash with the
+        # rebalance_failed_attempts gauge (same family name), and Prometheus would reject the whole scrape.
+        m = CounterMetricFamily(f"{p}_rebalance_attempt_failures",
+                                "Failed rebalance attempts, all rebalances together (never reset).", labels=names)
+        m.add_metric(values, metrics.failed_rebalance_attempts)
+        yield m
 
     def _from_hooks(self, names: List[str], values: List[str]) -> Iterator[Metric]:
         p = CONSUMER_PREFIX
@@ -314,17 +303,6 @@ class ConnectorCollector(Collector):
                                 "Reconnections to ZooKeeper after a disconnection or an expired session.",
                                 labels=names)
         m.add_metric(values, counts["zk_reconnects"])
-        yield m
-        m = CounterMetricFamily(f"{p}_rebalance_pause_seconds",
-                                "Seconds this member's partitions went unfetched in rebalances (from releasing "
-                                "them to fetching again).", labels=names)
-        m.add_metric(values, self._hooks.paused_seconds())
-        yield m
-        m = CounterMetricFamily(f"{p}_commits", "Offset commits that succeeded.", labels=names)
-        m.add_metric(values, counts["commits"])
-        yield m
-        m = CounterMetricFamily(f"{p}_commit_failures", "Offset commits that raised.", labels=names)
-        m.add_metric(values, counts["commit_failures"])
         yield m
         yield from self._hooks.rebalance_histogram.collect()
 
