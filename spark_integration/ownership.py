@@ -66,6 +66,11 @@ EXPIRY_MARGIN_FRACTION = 0.25
 CLAIM_RETRY_S = 0.25
 
 
+def _session_expired(exc: BaseException) -> bool:
+    """Whether ``exc`` says the ZooKeeper session expired (kazoo's error, or GroupClient's wrapping of it)."""
+    return isinstance(exc, SessionExpiredError) or isinstance(exc.__cause__, SessionExpiredError)
+
+
 class GroupInUseError(ZkConsumerError):
     """Another streaming query (or a consumer) of the same group holds partitions this query reads.
 
@@ -151,7 +156,9 @@ class QueryOwnership:
         while True:
             try:
                 return step()
-            except SessionExpiredError as exc:
+            except (SessionExpiredError, ZooKeeperUnavailableError) as exc:
+                if not _session_expired(exc):
+                    raise
                 if self._clock() >= deadline:
                     raise ZooKeeperUnavailableError(
                         f"group {self.config.group_id}: the query's ZooKeeper session expired and no new one was "
@@ -232,8 +239,10 @@ class QueryOwnership:
         """The fenced write; ``False`` (nothing written) if not held, or the session expired under it."""
         try:
             return group.commit_offset_if_owner(topic, partition, offset, self.thread_id)
-        except SessionExpiredError:
-            return False
+        except (SessionExpiredError, ZooKeeperUnavailableError) as exc:
+            if _session_expired(exc):
+                return False  # the session (and every owner node of it) is gone: take the partition again
+            raise
 
     def close(self) -> None:
         """Close the session: ZooKeeper deletes every owner node at once (idempotent)."""

@@ -56,8 +56,8 @@ from kazoo.protocol.states import KazooState
 
 from . import assignors, security, zkformat
 from .config import ConsumerConfig
-from .errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperAccessError, \
-    ZooKeeperUnavailableError
+from .errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError, ZkConsumerError, \
+    ZooKeeperAccessError, ZooKeeperUnavailableError
 from .zkcalls import BoundedZooKeeper
 from .fetcher import FetcherManager
 from .group import GroupClient
@@ -632,7 +632,10 @@ class ZookeeperConsumerConnector:
                 return
             except ZkConsumerError as exc:
                 remaining = deadline - time.monotonic()
-                if not exc.retriable or remaining <= 0:
+                # A refused commit of a revoked generation is not retried here: once the rebalance
+                # ends, those partitions may belong to another member, and a later attempt would
+                # silently leave what was handed out uncommitted. The caller decides.
+                if not exc.retriable or remaining <= 0 or isinstance(exc, RebalanceInProgressError):
                     raise
                 if self._closing.is_set() and not during_shutdown:
                     raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc

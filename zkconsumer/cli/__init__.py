@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 
 from kazoo.exceptions import KazooException, NoAuthError
 
-from ..errors import ConfigurationError, ZkConsumerError
+from ..errors import ConfigurationError, ZkConsumerError, ZooKeeperAccessError
 from . import consume, exporter, groups, offsets, perf
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, quiet_kazoo
 
@@ -80,12 +80,13 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigurationError as exc:
         _error(str(exc))
         return EXIT_USAGE
+    except (NoAuthError, ZooKeeperAccessError) as exc:
+        where = f" ({exc.operation} {exc.path})" if isinstance(exc, ZooKeeperAccessError) else ""
+        _error(f"ZooKeeper {args.zookeeper} refused the change (NoAuth){where}: the group's nodes are protected "
+               f"by an ACL; pass --zookeeper-auth USER:PASSWORD (or set ZKCONSUMER_ZOOKEEPER_AUTH)")
+        return EXIT_ERROR
     except ZkConsumerError as exc:
         _error(str(exc))
-        return EXIT_ERROR
-    except NoAuthError:
-        _error(f"ZooKeeper {args.zookeeper} refused the change (NoAuth): the group's nodes are protected by "
-               f"an ACL; pass --zookeeper-auth USER:PASSWORD (or set ZKCONSUMER_ZOOKEEPER_AUTH)")
         return EXIT_ERROR
     except KazooException as exc:
         _error(f"ZooKeeper {args.zookeeper}: {type(exc).__name__} {exc}".rstrip())
