@@ -74,6 +74,11 @@ class GroupClient:
         self._acl = acl
         self._retry_timeout_s = retry_timeout_s
         self._sleep = sleep
+        # members(): registrations read, and the cversion of the ids node they were read at.
+        self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
+        self._ids_cversion: Optional[int] = None
+        # Owner node path -> (session id, data version) as this client last wrote it (create: 0, set: +1).
+        self._owner_versions: Dict[str, Tuple[Optional[int], int]] = {}
 
     # ----------------------------------------------------------------- plumbing
 
@@ -136,6 +141,7 @@ class GroupClient:
             return False
 
         self._until_done(step, f"registering {path}")
+        self._member_cache.pop(self.consumer_id, None)  # our node may have been re-created or rewritten
 
     def _until_done(self, step: Callable[[], bool], what: str, attempts: int = 5) -> None:
         """Run ``step`` (through the retry) until it reports done, a bounded number of times."""
@@ -153,22 +159,51 @@ class GroupClient:
 
         Members whose node vanishes while being read are left out (they are
         leaving; a watch event follows). Malformed nodes are logged and left out.
+
+        Cached by the ids node's ``cversion`` (ZooKeeper adds one per child
+        created or deleted): when it grew by exactly the number of ids that
+        appeared plus those that vanished since the last call, every other
+        member node is the very node read before, and only new ones are read
+        (one ``get_children`` plus one ``get`` per new member, instead of one
+        per member). Otherwise (a node deleted and re-created in between) every
+        node is read again. Registrations are written once per session (Kafka's
+        consumer and this one; :meth:`register` only rewrites our own node, and
+        drops it from the cache), so a node's data does not change under the
+        same node.
         """
         try:
-            ids = self._retry(lambda: self.client.get_children(self.paths.ids))
+            ids, stat = self._retry(lambda: self.client.get_children(self.paths.ids, include_data=True))
         except NoNodeError:
+            self._member_cache, self._ids_cversion = {}, None
             return {}
+        current = set(ids)
+        known = set(self._member_cache)
+        changes = len(current - known) + len(known - current)
+        if self._ids_cversion is None or stat.cversion - self._ids_cversion != changes:
+            self._member_cache = {}
+        else:
+            self._member_cache = {k: v for k, v in self._member_cache.items() if k in current}
+        self._ids_cversion = stat.cversion
         members: Dict[str, zkformat.Registration] = {}
-        for consumer_id in sorted(ids):
+        for consumer_id in sorted(current):
+            if consumer_id in self._member_cache:
+                cached = self._member_cache[consumer_id]
+                if cached is not None:
+                    members[consumer_id] = cached
+                continue
             path = self.paths.member(consumer_id)
             try:
                 data, _ = self._retry(lambda: self.client.get(path))
             except NoNodeError:
-                continue
+                continue  # leaving: not cached, the cversion will not match next time
             try:
-                members[consumer_id] = zkformat.decode_registration(path, data)
+                registration: Optional[zkformat.Registration] = zkformat.decode_registration(path, data)
             except MalformedZnodeError as exc:
                 log.warning("ignoring group member with an unreadable registration: %s", exc)
+                registration = None
+            self._member_cache[consumer_id] = registration
+            if registration is not None:
+                members[consumer_id] = registration
         return members
 
     # ------------------------------------------------------------------ topics
@@ -229,8 +264,10 @@ class GroupClient:
         def step() -> bool:
             """One try; ``False`` when the node vanished between create and read (try again)."""
             holder[0] = None
+            session = self.session_id  # read before: a session change in between leaves a record never used
             try:
                 self._create_ephemeral(path, data)
+                self._owner_versions[path] = (session, 0)
                 return True
             except NodeExistsError:
                 pass
@@ -239,9 +276,12 @@ class GroupClient:
             except NoNodeError:
                 return False
             if self._ours(stat):
+                version = stat.version
                 if current != data:
-                    self.client.set(path, data, version=stat.version)
+                    version = self.client.set(path, data, version=stat.version).version
+                self._owner_versions[path] = (stat.ephemeralOwner, version)
             else:
+                self._owner_versions.pop(path, None)
                 holder[0] = current.decode("utf-8", "replace")
             return True
 
@@ -252,10 +292,60 @@ class GroupClient:
         """Delete the owner node if this session holds it (repeat-safe).
 
         Unlike Kafka's consumer, never deletes a node another member has already
-        claimed: that would make two members own one partition.
+        claimed: that would make two members own one partition. A node this
+        client created or relabelled (:meth:`claim`, :meth:`relabel`) is deleted
+        in one request, conditional on the version it wrote; otherwise (or if
+        that version does not match) the node is read first. Residual window of
+        the one-request path, as for :meth:`commit_offset_if_owner`: another
+        client deleting our node *and* another member creating one at the same
+        version; only a foreign tool deleting a live member's node can start it.
         """
+        path = self.paths.owner(topic, partition)
+        version = self._written_version(self._owner_versions.pop(path, None))
+        if version is not None and thread_id is None:
+            def step() -> bool:
+                try:
+                    self.client.delete(path, version=version)
+                except NoNodeError:
+                    pass
+                except BadVersionError:
+                    return False  # not as we left it: read it first
+                return True
+
+            if self._retry(step):
+                return
         expected = None if thread_id is None else zkformat.encode_owner(thread_id)
-        self._delete_if_ours(self.paths.owner(topic, partition), expected)
+        self._delete_if_ours(path, expected)
+
+    def _written_version(self, record: Optional[Tuple[Optional[int], int]]) -> Optional[int]:
+        """The version we wrote, if written under the current session (an older session's nodes are gone)."""
+        if record is None or record[0] is None or record[0] != self.session_id:
+            return None
+        return record[1]
+
+    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Give an owner node this client holds to another of our threads, in one request.
+
+        ``True`` when written; ``False`` when this client has no version of the
+        node on record or the node is not as it left it (then :meth:`claim`
+        decides, reading it).
+        """
+        path = self.paths.owner(topic, partition)
+        version = self._written_version(self._owner_versions.get(path))
+        if version is None:
+            return False
+        data = zkformat.encode_owner(thread_id)
+
+        def step() -> bool:
+            try:
+                written = self.client.set(path, data, version=version)
+                self._owner_versions[path] = (written.ephemeralOwner, written.version)
+            except (NoNodeError, BadVersionError):
+                self._owner_versions.pop(path, None)
+                return False
+            return True
+
+        return self._retry(step)
 
     def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
         """Delete an owner node holding ``thread_id`` of *this* consumer but another session.

@@ -37,11 +37,14 @@ One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``):
    ``before_releasing_partitions`` with the moving partitions;
 4. release the owner nodes of partitions that move away (and of any node this
    session still holds from an earlier failed attempt);
-5. claim the newly assigned partitions. A claim that meets another member's
-   node waits on a watch of that node and retries as soon as it is deleted,
-   bounded by ``rebalance.backoff.ms`` (Kafka sleeps the whole backoff); a new
-   event abandons the wait at once. If claims still conflict, the attempt fails
-   and releases what it claimed;
+5. claim the newly assigned partitions (a retained one is only confirmed by
+   one read). A claim that meets another member's node waits on a watch of
+   that node and retries as soon as it is deleted: a peer still releasing is
+   waited for, bounded by ``rebalance.backoff.ms`` × ``rebalance.max.retries``
+   (what Kafka's consumer spends on failed attempts before giving up). A new
+   event ends the wait at once: what was claimed is installed and the next
+   attempt starts without backoff; that is not a failed attempt. If claims
+   still conflict at the bound, the attempt fails and releases what it claimed;
 6. read the committed offsets of newly claimed partitions (after claiming, so
    the previous owner's final commit is seen); retained partitions continue from
    the offset already handed to the application;
@@ -421,7 +424,14 @@ class Rebalancer:
             started = self._clock()
             log.debug("%s rebalancing (%s)", self._consumer_id, "; ".join(dict.fromkeys(reasons)) or "retry")
             try:
-                done = self._attempt()
+                outcome = self._attempt()
+                if outcome is None:  # superseded by a new event while waiting for a peer: not a failure
+                    signals = self._take_signals(timeout=0)
+                    if signals.stop or not self._apply_session_signals(signals):
+                        return
+                    reasons = signals.reasons
+                    continue
+                done = outcome
                 error: Optional[str] = None if done else "could not claim every assigned partition"
             except UnsupportedPatternError as exc:
                 done, error = False, f"{type(exc).__name__}: {exc}"  # logged at ERROR by _attempt
@@ -471,7 +481,8 @@ class Rebalancer:
 
     # ---------------------------------------------------------- one attempt
 
-    def _attempt(self) -> bool:
+    def _attempt(self) -> Optional[bool]:
+        """One attempt: ``True`` done, ``False`` failed, ``None`` superseded by a new event (not a failure)."""
         members = self._group.members()
         if self._needs_register or self._consumer_id not in members:
             # A new session, or our node vanished (deleted by hand, a session race).
@@ -579,8 +590,18 @@ class Rebalancer:
         self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
         revoke_partitions(self._streams, infos)
 
-    def _take_ownership(self, mine: Mapping[TopicPartition, str], assignment: Mapping[TopicPartition, str]) -> bool:
+    def _take_ownership(self, mine: Mapping[TopicPartition, str],
+                        assignment: Mapping[TopicPartition, str]) -> Optional[bool]:
         """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
+
+        ``None`` (*superseded*, not a failure): a new event arrived while waiting
+        for a peer to release; what was claimed is installed (it is ours in this
+        view) and the caller looks again at once, without backing off.
+
+        ZooKeeper requests: a retained partition costs one read (is the node
+        still ours?), one moving between our own streams one conditional write
+        (:meth:`GroupClient.relabel`), a released one one conditional delete, a
+        new one one create (more only on a conflict).
 
         On failure, and whatever raises, partitions newly claimed in this
         attempt are released again (or, if ZooKeeper refuses that too, kept in
@@ -596,10 +617,12 @@ class Rebalancer:
         try:
             conflicts: Dict[TopicPartition, str] = {}
             for tp in sorted(mine):
-                # For a retained partition this confirms the node is still ours: one taken
-                # behind our back is not silently kept. For a partition moving between our
-                # own streams it relabels the node.
-                holder = self._group.claim(tp[0], tp[1], mine[tp])
+                if tp in retained and self._group.holds(tp[0], tp[1]):
+                    continue  # one read confirms it is still ours: one taken behind our back is not kept
+                if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
+                    holder: Optional[str] = None  # moved between our own streams: one write
+                else:
+                    holder = self._group.claim(tp[0], tp[1], mine[tp])
                 if holder is None:
                     self._nodes[tp] = mine[tp]
                     if tp not in retained:
@@ -610,12 +633,13 @@ class Rebalancer:
                         retained.discard(tp)
                         self._revoke([tp])
                         self._forget(tp)
+            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed)
             if conflicts:
-                self._wait_and_claim(conflicts, mine, claimed)
-            if conflicts:
-                log.info("%s: partitions still owned by others: %s", self._consumer_id,
+                log.info("%s: partitions still owned by others%s: %s", self._consumer_id,
+                         " (a new event came: looking again)" if superseded else "",
                          ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
-                return False  # the finally clause settles what was claimed
+                if not superseded:
+                    return False  # the finally clause settles what was claimed
 
             committed = self._read_offsets([tp for tp in claimed if tp not in self._carried])
             if self._listener is not None:
@@ -625,7 +649,7 @@ class Rebalancer:
                 self._listener.before_starting_fetchers(self._consumer_id, by_topic)
             self._install({tp: mine[tp] for tp in claimed}, committed)
             claimed = []
-            return True
+            return None if conflicts else True
         finally:
             if claimed:
                 self._abandon(claimed, mine)
@@ -691,20 +715,23 @@ class Rebalancer:
             self._fetching = bool(self._registry)
 
     def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
-                        claimed: List[TopicPartition]) -> None:
-        """Retry conflicting claims as their owner nodes are deleted, until the backoff runs out.
+                        claimed: List[TopicPartition]) -> bool:
+        """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
 
         Moves each partition it manages to claim from ``conflicts`` to
-        ``claimed`` at once (so a later failure still releases it). A new
-        rebalance event ends the wait at once (the view is stale). Waits at
-        least :data:`MIN_BACKOFF_S` in all.
+        ``claimed`` at once (so a later failure still releases it). A peer
+        still releasing is waited for, not failed on: the wait lasts up to
+        ``rebalance.backoff.ms`` × ``rebalance.max.retries`` (the time Kafka's
+        consumer spends retrying before it gives up; at least
+        :data:`MIN_BACKOFF_S`). A new rebalance event ends the wait at once
+        (the view is stale) and the method returns ``True``.
         """
-        deadline = self._clock() + self._backoff_s
+        deadline = self._clock() + self._backoff_s * self._max_retries
         while conflicts:
             wakeup = threading.Event()
             with self._cond:
                 if self._pending_locked():
-                    break
+                    return True
                 self._wakeup = wakeup
             try:
                 for tp, holder in list(conflicts.items()):
@@ -727,6 +754,7 @@ class Rebalancer:
                     del conflicts[tp]
                 else:
                     conflicts[tp] = holder
+        return False
 
     def _forget(self, tp: TopicPartition) -> None:
         with self._cond:

@@ -32,6 +32,8 @@ class FakeGroup:
         self.offsets: Dict[TP, int] = {}
         self.claims: List[TP] = []
         self.releases: List[TP] = []
+        self.relabels: List[TP] = []
+        self.reads: List[TP] = []
         self.watchers: Dict[TP, threading.Event] = {}
 
     def join(self, consumer_id: str, subscription: Dict[str, int]) -> None:
@@ -56,6 +58,13 @@ class FakeGroup:
         self.owner_nodes[(topic, partition)] = thread_id
         self.claims.append((topic, partition))
         return None
+
+    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
+        if not self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-"):
+            return False
+        self.owner_nodes[(topic, partition)] = thread_id
+        self.relabels.append((topic, partition))
+        return True
 
     def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
         if self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-"):
@@ -85,6 +94,7 @@ class FakeGroup:
         self.offsets[(topic, partition)] = offset
 
     def holds(self, topic: str, partition: int) -> bool:
+        self.reads.append((topic, partition))
         return self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-")
 
     def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
@@ -616,5 +626,44 @@ def test_item13c_a_partition_moving_between_our_streams_resumes_where_it_was(gro
         assert running[2].queue is queues[f"{ME}-0"] and running[2].fetched_offset == 7  # not re-read
         assert group.owner_nodes == {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"}
         assert group.releases == [("t", 0), ("t", 1)]
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_item2_a_new_event_while_waiting_for_a_peer_is_not_a_failed_attempt(group: FakeGroup) -> None:
+    group.owner_nodes[("t", 3)] = "g_old-0"  # a peer still releasing
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000, max_retries=4)
+    rebalancer.start()
+    try:
+        time.sleep(0.2)
+        assert rebalancer.state is RebalanceState.REBALANCING
+        rebalancer.request("another member joined")  # ends the wait: not a failure
+        time.sleep(0.2)
+        assert rebalancer.status.failed_attempts == 0
+        assert sorted(i.partition for i in fetchers.running) == [0, 1, 2]  # what it had claimed flows
+        group.other_releases(("t", 3))
+        settle(rebalancer)
+        assert rebalancer.status.failed_attempts == 0 and not rebalancer.status.gave_up
+        assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_item2_retained_partitions_cost_one_read_and_are_not_claimed_again(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, auto_commit=False)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        claims = len(group.claims)
+        group.join("g_other", {"t": 1})  # we keep 0 and 1
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while sorted(i.partition for i in fetchers.running) != [0, 1]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        settle(rebalancer)
+        assert len(group.claims) == claims  # retained: not claimed again
+        assert sorted(group.reads) == [("t", 0), ("t", 1)]  # one read each
+        assert sorted(group.releases) == [("t", 2), ("t", 3)]
     finally:
         rebalancer.stop()
