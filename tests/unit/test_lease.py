@@ -61,3 +61,39 @@ def test_connection_loss_counts_as_no_proof() -> None:
     lease = SessionLease(Lossy(), "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
     now[0] = 7.0
     assert lease.prove() is False and not lease.valid()
+
+
+def test_scale_item2_replies_to_kazoos_own_requests_prove_the_session_without_reads() -> None:
+    """A real kazoo connection handler's methods are observed; the lease then reads nothing itself."""
+    from types import SimpleNamespace
+
+    class Connection:
+        def _submit(self, request: object, timeout: float, xid: object = None) -> None:
+            pass
+
+        def _read_header(self, timeout: float) -> tuple:
+            return SimpleNamespace(xid=self.reply_xid), b"", 0
+
+    class Client(FakeClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self._connection = Connection()
+
+    now = [0.0]
+    client = Client()
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    now[0] = 5.0
+    client._connection._submit("ping", 1.0, -2)  # sent at 5.0
+    now[0] = 7.0
+    assert not lease.valid()  # no reply yet: the last proof is the start
+    client._connection.reply_xid = -1
+    client._connection._read_header(1.0)  # a watch notification proves nothing
+    assert not lease.valid()
+    client._connection.reply_xid = -2
+    client._connection._read_header(1.0)  # the ping's reply: proven as of 5.0
+    assert lease.valid()
+    now[0] = 10.9
+    assert lease.valid()
+    now[0] = 11.0
+    assert not lease.valid()
+    assert client.reads == 0
