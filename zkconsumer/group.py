@@ -77,6 +77,9 @@ class GroupClient:
         # members(): registrations read, and the cversion of the ids node they were read at.
         self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
         self._ids_cversion: Optional[int] = None
+        self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
+        self._broker_cversion: Optional[int] = None
+        self._broker_lock = threading.Lock()
         # Owner node path -> (session id, data version) as this client last wrote it (create: 0, set: +1).
         self._owner_versions: Dict[str, Tuple[Optional[int], int]] = {}
 
@@ -231,19 +234,40 @@ class GroupClient:
         return result
 
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
-        """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out."""
+        """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
+
+        Cached as :meth:`members` is (a broker writes its node once per session):
+        one ``get_children`` per call, plus one ``get`` per broker that (re)appeared.
+        Thread-safe (leader finders of several generations may call it).
+        """
+        with self._broker_lock:
+            return self._read_brokers(protocol)
+
+    def _read_brokers(self, protocol: str) -> List[zkformat.Broker]:
         try:
-            ids = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH))
+            ids, stat = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH, include_data=True))
         except NoNodeError:
+            self._broker_cache, self._broker_cversion = {}, None
             return []
+        current = set(ids)
+        known = set(self._broker_cache)
+        changes = len(current - known) + len(known - current)
+        if self._broker_cversion is None or stat.cversion - self._broker_cversion != changes:
+            self._broker_cache = {}
+        else:
+            self._broker_cache = {k: v for k, v in self._broker_cache.items() if k in current}
+        self._broker_cversion = stat.cversion
         brokers = []
-        for broker_id in sorted(ids):
+        for broker_id in sorted(current):
             path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
+            if broker_id not in self._broker_cache:
+                try:
+                    data, _ = self._retry(lambda: self.client.get(path))
+                except NoNodeError:
+                    continue
+                self._broker_cache[broker_id] = data
             try:
-                data, _ = self._retry(lambda: self.client.get(path))
-                brokers.append(zkformat.decode_broker(path, data, protocol))
-            except NoNodeError:
-                continue
+                brokers.append(zkformat.decode_broker(path, self._broker_cache[broker_id], protocol))
             except MalformedZnodeError as exc:
                 log.warning("ignoring broker with an unreadable registration: %s", exc)
         return brokers

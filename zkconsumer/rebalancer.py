@@ -438,6 +438,8 @@ class Rebalancer:
             except (KazooException, ZkConsumerError) as exc:
                 done, error = False, f"{type(exc).__name__}: {exc}"
                 log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
+            if not done and error == "could not claim every assigned partition":
+                log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
             duration = self._clock() - started
             gave_up: Optional[ConsumerRebalanceFailedError] = None
             if not done and failures + 1 >= self._max_retries:

@@ -104,9 +104,11 @@ class LineSink:
 
 def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, cwd: Path,
                  properties: Mapping[str, object], consumer_id: Optional[str] = None,
-                 commit_fatal: bool = False, commit_interval_s: float = 0.5) -> "subprocess.Popen[bytes]":
+                 commit_fatal: bool = False, commit_interval_s: float = 0.5,
+                 streams: int = 1) -> "subprocess.Popen[bytes]":
     """Start this module as a member process (output to ``out``, logs to ``log``).
 
+    ``topic`` may name several topics separated by commas; ``streams`` is per topic.
     ``properties`` are passed as ``--property`` (``group.id``/``consumer.id`` come from
     the arguments). ``commit_fatal``: the ``--commit-fatal`` mode (see the module
     docstring). The child imports this checkout's zkconsumer whether or not it is
@@ -116,6 +118,8 @@ def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, 
             "--group", group, "--topic", topic, "--out", str(out)]
     if consumer_id is not None:
         argv += ["--consumer-id", consumer_id]
+    if streams != 1:
+        argv += ["--streams", str(streams)]
     if commit_fatal:
         argv += ["--commit-fatal", "--commit-interval", str(commit_interval_s)]
     for key, value in properties.items():
@@ -134,10 +138,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                      description="A zkconsumer group member recording what it consumes.")
     parser.add_argument("--zookeeper", required=True, help="zookeeper.connect")
     parser.add_argument("--group", required=True, help="group.id")
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, help="topic, or several separated by commas")
     parser.add_argument("--out", required=True, help="file to append 'partition offset value' lines to")
     parser.add_argument("--consumer-id", help="consumer.id (the member is <group>_<consumer-id>)")
-    parser.add_argument("--streams", type=int, default=1, help="streams (consumer threads) of this member")
+    parser.add_argument("--streams", type=int, default=1, help="streams (consumer threads) of this member per topic")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="any consumer property (repeatable); overrides the defaults")
     parser.add_argument("--commit-fatal", action="store_true",
@@ -196,7 +200,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sink = LineSink(args.out)
     try:
         connector = ZookeeperConsumerConnector(member_properties(args))
-        streams = connector.create_message_streams({args.topic: args.streams})[args.topic]
+        topics = [t for t in args.topic.split(",") if t]
+        by_topic = connector.create_message_streams({t: args.streams for t in topics})
+        streams = [stream for t in topics for stream in by_topic[t]]
     except ZkConsumerError as exc:
         log.error("could not join group %s: %s", args.group, exc)
         sink.close()
@@ -245,6 +251,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log.error("%s did not end after shutdown", thread.name)
             status = status or EXIT_STREAM_FAILED
     sink.close()
+    rebalance = connector.status
+    if rebalance is not None:
+        print(f"chaos-member STATUS rebalances={rebalance.rebalances} failed_attempts={rebalance.failed_attempts} "
+              f"gave_up={rebalance.gave_up}", file=sys.stderr, flush=True)
     log.info("wrote %d lines; exit status %d", sink.count, status)
     return status
 
