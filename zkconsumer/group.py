@@ -80,6 +80,10 @@ class GroupClient:
         self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
         self._broker_cversion: Optional[int] = None
         self._broker_lock = threading.Lock()
+        self._topic_lock = threading.Lock()
+        self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
+        self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
+        self._brokers_session: Optional[int] = None
         # Owner node path -> (session id, data version) as this client last wrote it (create: 0, set: +1).
         self._owner_versions: Dict[str, Tuple[Optional[int], int]] = {}
 
@@ -219,13 +223,20 @@ class GroupClient:
             return []
 
     def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
-        """Sorted partition ids of each topic that exists; missing or malformed topics are left out."""
+        """Sorted partition ids of each topic that exists; missing or malformed topics are left out.
+
+        Each topic's node is read with a data watch and answered from that read
+        until the watch fires (the node changed or was deleted) or the session
+        changes: no request while nothing changed. A caller that armed its own
+        watch of the node before calling (:class:`~zkconsumer.watchers.GroupWatcher`)
+        still sees every change: both watches fire from the same event, ours first
+        marks the cache stale, on kazoo's one event thread.
+        """
         result: Dict[str, List[int]] = {}
         for topic in sorted(set(topics)):
             path = zkformat.topic_path(topic)
-            try:
-                data, _ = self._retry(lambda: self.client.get(path))
-            except NoNodeError:
+            data = self._watched_get(path)
+            if data is None:
                 continue
             try:
                 result[topic] = sorted(zkformat.decode_topic_partitions(path, data))
@@ -233,21 +244,54 @@ class GroupClient:
                 log.warning("ignoring topic with an unreadable partition map: %s", exc)
         return result
 
+    def _watched_get(self, path: str) -> Optional[bytes]:
+        """The node's data (``None``: no such node), from a cache kept valid by a data watch."""
+        with self._topic_lock:
+            cached = self._topic_cache.get(path)
+            session = self.session_id
+            if cached is not None and not cached[1].is_set() and cached[2] == session and session is not None:
+                return cached[0]
+            changed = threading.Event()
+
+            def on_change(_event: object) -> None:
+                changed.set()
+
+            try:
+                data, _ = self._retry(lambda: self.client.get(path, watch=on_change))
+            except NoNodeError:
+                self._topic_cache.pop(path, None)  # no watch is set on a missing node: read again next time
+                return None
+            self._topic_cache[path] = (data, changed, session)
+            return data
+
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
         """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
 
-        Cached as :meth:`members` is (a broker writes its node once per session):
-        one ``get_children`` per call, plus one ``get`` per broker that (re)appeared.
-        Thread-safe (leader finders of several generations may call it).
+        Cached (a broker writes its node once per session): the read of the
+        children arms a watch, and while that watch has not fired and the
+        session is the same, calls are answered without any request (the
+        leader finder asks on every pass while a broker is down). Otherwise one
+        ``get_children`` plus one ``get`` per broker that (re)appeared, as
+        :meth:`members`. Thread-safe (leader finders of several generations may call it).
         """
         with self._broker_lock:
+            if self._brokers_fresh is not None and self._brokers_fresh.is_set() is False \
+                    and self._brokers_session == self.session_id and self._brokers_session is not None:
+                return self._decode_brokers(sorted(self._broker_cache), protocol)
             return self._read_brokers(protocol)
 
     def _read_brokers(self, protocol: str) -> List[zkformat.Broker]:
+        changed = threading.Event()  # set by the watch: the cache is stale
+
+        def on_change(_event: object) -> None:
+            changed.set()
+
+        session = self.session_id
         try:
-            ids, stat = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH, include_data=True))
+            ids, stat = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH, watch=on_change,
+                                                                     include_data=True))
         except NoNodeError:
-            self._broker_cache, self._broker_cversion = {}, None
+            self._broker_cache, self._broker_cversion, self._brokers_fresh = {}, None, None
             return []
         current = set(ids)
         known = set(self._broker_cache)
@@ -264,8 +308,16 @@ class GroupClient:
                 try:
                     data, _ = self._retry(lambda: self.client.get(path))
                 except NoNodeError:
+                    changed.set()  # listed but gone: read again next time
                     continue
                 self._broker_cache[broker_id] = data
+        self._brokers_fresh, self._brokers_session = changed, session
+        return self._decode_brokers(sorted(self._broker_cache), protocol)
+
+    def _decode_brokers(self, ids: List[str], protocol: str) -> List[zkformat.Broker]:
+        brokers = []
+        for broker_id in ids:
+            path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
             try:
                 brokers.append(zkformat.decode_broker(path, self._broker_cache[broker_id], protocol))
             except MalformedZnodeError as exc:
@@ -274,12 +326,18 @@ class GroupClient:
 
     # ------------------------------------------------------------------ owners
 
-    def claim(self, topic: str, partition: int, thread_id: str) -> Optional[str]:
+    def claim(self, topic: str, partition: int, thread_id: str,
+              watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
         """Make ``thread_id`` the owner of the partition.
 
         Returns ``None`` on success, or the current owner's thread id when another
         member (or an earlier session of ours) holds the node. Repeat-safe: a node
         already ours is relabelled to ``thread_id`` if needed.
+
+        ``watch``: when the node exists, the read that finds its holder also sets
+        this data watch (it fires when the node is changed or deleted), so waiting
+        for a holder to let go costs no extra request. It runs on kazoo's thread
+        and must only signal.
         """
         path = self.paths.owner(topic, partition)
         data = zkformat.encode_owner(thread_id)
@@ -296,7 +354,7 @@ class GroupClient:
             except NodeExistsError:
                 pass
             try:
-                current, stat = self.client.get(path)
+                current, stat = self.client.get(path, watch=watch) if watch is not None else self.client.get(path)
             except NoNodeError:
                 return False
             if self._ours(stat):

@@ -96,6 +96,10 @@ INVALID_OFFSET = -1
 #: ``rebalance.backoff.ms`` says (0 would spin on ZooKeeper at full CPU).
 MIN_BACKOFF_S = 0.1
 
+#: Attempts in a row that may be skipped because a new event arrived before they acted;
+#: then one acts anyway, so a member never waits forever on a group that never calms down.
+MAX_EARLY_SUPERSEDES = 5
+
 
 class RebalanceState(enum.Enum):
     STARTING = "starting"
@@ -174,6 +178,25 @@ class _Signals:
     session_restored: bool = False
     stop: bool = False
     lost: Set[TopicPartition] = field(default_factory=set)
+
+
+class _Flag:
+    """One watched owner node's flag: set when the node changed; also wakes the shared ``wakeup``."""
+
+    def __init__(self, wakeup: threading.Event) -> None:
+        self._event = threading.Event()
+        self._wakeup = wakeup
+
+    def set(self) -> None:
+        self._event.set()
+        self._wakeup.set()
+
+    def on_event(self, _event: object) -> None:
+        """A ZooKeeper watch callback (kazoo's thread): only signals."""
+        self.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
 
 
 class Rebalancer:
@@ -257,6 +280,7 @@ class Rebalancer:
         self._last_duration: Optional[float] = None
         self._gave_up: Optional[ConsumerRebalanceFailedError] = None
         self._refused_patterns: Set[Tuple[str, str]] = set()
+        self._early_supersedes = 0  # attempts in a row skipped because a new event came before acting
 
     # --------------------------------------------------------------- signals
 
@@ -509,6 +533,14 @@ class Rebalancer:
         partitions = self._group.partitions_for_topics(my_topics)
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
+        with self._cond:
+            stale = self._pending_locked() and self._early_supersedes < MAX_EARLY_SUPERSEDES
+        if stale and mine != self._owned:
+            # A new event arrived while this view was read: act on the next one instead (no
+            # request spent on a stale view; a burst of joins costs one move, not one per join).
+            self._early_supersedes += 1
+            return None
+        self._early_supersedes = 0
 
         if (mine == self._owned and self._fetching and set(self._nodes) == set(mine)
                 and (not self._confirm_owners or self._reclaimed(mine))):
@@ -616,6 +648,8 @@ class Rebalancer:
 
         retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
         claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
+        wakeup = threading.Event()  # a watched conflicting node changed (or, while waiting, a new event)
+        flags: Dict[TopicPartition, _Flag] = {}  # conflicting nodes whose holder's read set a watch
         try:
             conflicts: Dict[TopicPartition, str] = {}
             for tp in sorted(mine):
@@ -624,8 +658,10 @@ class Rebalancer:
                 if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
                     holder: Optional[str] = None  # moved between our own streams: one write
                 else:
-                    holder = self._group.claim(tp[0], tp[1], mine[tp])
+                    flags[tp] = _Flag(wakeup)
+                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
                 if holder is None:
+                    flags.pop(tp, None)
                     self._nodes[tp] = mine[tp]
                     if tp not in retained:
                         claimed.append(tp)
@@ -635,7 +671,7 @@ class Rebalancer:
                         retained.discard(tp)
                         self._revoke([tp])
                         self._forget(tp)
-            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed)
+            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed, wakeup, flags)
             if conflicts:
                 log.info("%s: partitions still owned by others%s: %s", self._consumer_id,
                          " (a new event came: looking again)" if superseded else "",
@@ -717,7 +753,8 @@ class Rebalancer:
             self._fetching = bool(self._registry)
 
     def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
-                        claimed: List[TopicPartition]) -> bool:
+                        claimed: List[TopicPartition], wakeup: threading.Event,
+                        flags: Dict[TopicPartition, "_Flag"]) -> bool:
         """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
 
         Moves each partition it manages to claim from ``conflicts`` to
@@ -729,33 +766,48 @@ class Rebalancer:
         (the view is stale) and the method returns ``True``.
         """
         deadline = self._clock() + self._backoff_s * self._max_retries
-        while conflicts:
-            wakeup = threading.Event()
-            with self._cond:
-                if self._pending_locked():
-                    return True
-                self._wakeup = wakeup
-            try:
-                for tp, holder in list(conflicts.items()):
-                    if assignors.owned_by({tp: holder}, self._consumer_id):
-                        # Our own node from an earlier, expired session (ZOOKEEPER-1740).
-                        self._group.release_stale(tp[0], tp[1], holder)
-                    self._group.watch_deletion(tp[0], tp[1], wakeup)
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    break
-                wakeup.wait(remaining)
-            finally:
+        # ``flags``: a watch per conflicting node (set by the claim's read), set once it changed;
+        # ``wakeup``: any of them changed, or a new event arrived.
+        stale_checked: Set[TopicPartition] = set()
+        with self._cond:
+            self._wakeup = wakeup
+        try:
+            while conflicts:
+                wakeup.clear()
                 with self._cond:
-                    self._wakeup = None
-            for tp in sorted(conflicts):
-                holder = self._group.claim(tp[0], tp[1], mine[tp])
-                if holder is None:
-                    self._nodes[tp] = mine[tp]
-                    claimed.append(tp)
-                    del conflicts[tp]
-                else:
-                    conflicts[tp] = holder
+                    if self._pending_locked():
+                        return True
+                # One watch per conflicting node, armed by the claim that met it: a wakeup retries
+                # only the nodes that changed, so N conflicts cost O(N) requests, not O(N) per deletion.
+                for tp, holder in sorted(conflicts.items()):
+                    if tp not in stale_checked and assignors.owned_by({tp: holder}, self._consumer_id):
+                        # Our own node from an earlier, expired session (ZOOKEEPER-1740); its
+                        # deletion fires the watch.
+                        self._group.release_stale(tp[0], tp[1], holder)
+                    stale_checked.add(tp)
+                    if tp not in flags:
+                        flags[tp] = _Flag(wakeup)
+                        self._group.watch_deletion(tp[0], tp[1], flags[tp])  # type: ignore[arg-type]
+                changed = [tp for tp in sorted(conflicts) if flags[tp].is_set()]
+                if not changed:
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        break
+                    wakeup.wait(remaining)
+                    continue
+                for tp in changed:
+                    flags[tp] = _Flag(wakeup)  # armed again by this claim's read if still held
+                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+                    if holder is None:
+                        del flags[tp]
+                        self._nodes[tp] = mine[tp]
+                        claimed.append(tp)
+                        del conflicts[tp]
+                    else:
+                        conflicts[tp] = holder
+        finally:
+            with self._cond:
+                self._wakeup = None
         return False
 
     def _forget(self, tp: TopicPartition) -> None:

@@ -17,19 +17,28 @@ class FakeZk:
         self.cversion: Dict[str, int] = {}
         self.requests: List[Tuple[str, str]] = []
         self.client_id = (1, b"")
+        self.watches: Dict[str, list] = {}
+
+    def fire(self, parent: str) -> None:
+        for watch in self.watches.pop(parent, []):
+            watch(SimpleNamespace(type="CHILD", path=parent))
 
     def add(self, path: str, data: bytes) -> None:
         parent = path.rsplit("/", 1)[0]
         self.nodes[path] = data
         self.cversion[parent] = self.cversion.get(parent, 0) + 1
+        self.fire(parent)
 
     def remove(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]
         del self.nodes[path]
         self.cversion[parent] = self.cversion.get(parent, 0) + 1
+        self.fire(parent)
 
-    def get_children(self, path: str, include_data: bool = False):
+    def get_children(self, path: str, watch=None, include_data: bool = False):
         self.requests.append(("children", path))
+        if watch is not None:
+            self.watches.setdefault(path, []).append(watch)
         kids = [p.rsplit("/", 1)[1] for p in self.nodes if p.rsplit("/", 1)[0] == path]
         return (kids, SimpleNamespace(cversion=self.cversion.get(path, 0))) if include_data else kids
 
@@ -77,7 +86,92 @@ def test_scale_item2_brokers_are_read_again_only_when_they_change() -> None:
     assert [b.port for b in group.brokers()] == [9092, 9093]
     zk.requests.clear()
     assert [b.port for b in group.brokers()] == [9092, 9093]
-    assert zk.requests == [("children", "/brokers/ids")]
+    assert zk.requests == []  # the watch has not fired: no request at all
     zk.remove("/brokers/ids/1")
+    assert [b.port for b in group.brokers()] == [9092]
+    assert zk.requests == [("children", "/brokers/ids")]  # fired: the children again, no get
     zk.add("/brokers/ids/1", broker(9094))  # restarted on another port
     assert [b.port for b in group.brokers()] == [9092, 9094]
+    zk.client_id = (2, b"")  # a new session: watches are gone, read again
+    zk.requests.clear()
+    assert [b.port for b in group.brokers()] == [9092, 9094]
+    assert zk.requests == [("children", "/brokers/ids")]
+
+
+class VersionedZk(FakeZk):
+    """Owner nodes with versions and an ephemeral owner, as ZooKeeper keeps them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats: Dict[str, Tuple[int, int]] = {}  # path -> (ephemeral owner, version)
+
+    def create(self, path: str, data: bytes, acl=None, ephemeral=False, makepath=False) -> str:
+        from kazoo.exceptions import NodeExistsError
+
+        self.requests.append(("create", path))
+        if path in self.nodes:
+            raise NodeExistsError()
+        self.nodes[path] = data
+        self.stats[path] = (self.client_id[0], 0)
+        return path
+
+    def get(self, path: str):
+        from kazoo.exceptions import NoNodeError
+
+        self.requests.append(("get", path))
+        if path not in self.nodes:
+            raise NoNodeError()
+        owner, version = self.stats.get(path, (1, 0))
+        return self.nodes[path], SimpleNamespace(ephemeralOwner=owner, version=version)
+
+    def set(self, path: str, data: bytes, version: int = -1):
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        self.requests.append(("set", path))
+        if path not in self.nodes:
+            raise NoNodeError()
+        owner, current = self.stats[path]
+        if version != -1 and version != current:
+            raise BadVersionError()
+        self.nodes[path] = data
+        self.stats[path] = (owner, current + 1)
+        return SimpleNamespace(ephemeralOwner=owner, version=current + 1)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        self.requests.append(("delete", path))
+        if path not in self.nodes:
+            raise NoNodeError()
+        if version != -1 and version != self.stats[path][1]:
+            raise BadVersionError()
+        del self.nodes[path]
+        del self.stats[path]
+
+
+def test_scale_item2_relabel_and_release_of_our_own_node_take_one_request_each() -> None:
+    zk = VersionedZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    path = "/consumers/g/owners/t/0"
+    assert group.claim("t", 0, "g_a-0") is None
+    zk.requests.clear()
+    assert group.relabel("t", 0, "g_a-1") is True
+    assert zk.requests == [("set", path)] and zk.nodes[path] == b"g_a-1"
+    zk.requests.clear()
+    group.release("t", 0)
+    assert zk.requests == [("delete", path)] and path not in zk.nodes
+
+
+def test_scale_item2_a_node_not_as_we_left_it_is_read_before_anything_is_written() -> None:
+    zk = VersionedZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    path = "/consumers/g/owners/t/0"
+    assert group.claim("t", 0, "g_a-0") is None
+    zk.set(path, b"g_a-0")  # version moved behind our back
+    assert group.relabel("t", 0, "g_a-1") is False  # the caller falls back to claim()
+    assert group.claim("t", 0, "g_a-1") is None and zk.nodes[path] == b"g_a-1"
+    # another session's node (ours expired, someone else claimed it): never deleted
+    zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 0)
+    group.release("t", 0)
+    assert zk.nodes[path] == b"g_b-0"
+    assert group.relabel("t", 0, "g_a-0") is False and zk.nodes[path] == b"g_b-0"

@@ -20,6 +20,14 @@ from zkconsumer.zkformat import Registration
 TP = Tuple[str, int]
 
 
+class _Callback:
+    def __init__(self, watch) -> None:
+        self._watch = watch
+
+    def set(self) -> None:
+        self._watch(None)
+
+
 class FakeGroup:
     """The GroupClient surface the rebalancer uses, over plain dicts."""
 
@@ -51,9 +59,11 @@ class FakeGroup:
     def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
         return {t: list(range(self.partitions[t])) for t in topics if t in self.partitions}
 
-    def claim(self, topic: str, partition: int, thread_id: str) -> Optional[str]:
+    def claim(self, topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
         holder = self.owner_nodes.get((topic, partition))
         if holder is not None and not holder.startswith(self.consumer_id + "-"):
+            if watch is not None:  # the read of the holder sets a watch, as GroupClient's does
+                self.watchers[(topic, partition)] = _Callback(watch)  # type: ignore[assignment]
             return holder
         self.owner_nodes[(topic, partition)] = thread_id
         self.claims.append((topic, partition))
@@ -407,11 +417,11 @@ def test_item1_orphaned_claims_a_claim_that_raises_releases_what_the_attempt_cre
     real_claim = group.claim
     failures_left = [1]
 
-    def claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
         if partition == 2 and failures_left[0]:
             failures_left[0] -= 1
             raise ZooKeeperUnavailableError("connection lost")
-        return real_claim(topic, partition, thread_id)
+        return real_claim(topic, partition, thread_id, watch)
 
     group.claim = claim  # type: ignore[method-assign]
     rebalancer, fetchers, _ = build(group, backoff_ms=2000)
@@ -453,11 +463,11 @@ def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: Fa
         claim = group.claim
         failures = [1]
 
-        def flaky_claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+        def flaky_claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
             if partition == 2 and failures:
                 failures.pop()
                 raise ZooKeeperUnavailableError("ZooKeeper did not answer")
-            return claim(topic, partition, thread_id)
+            return claim(topic, partition, thread_id, watch)
 
         group.claim = flaky_claim  # type: ignore[method-assign]
         group.members_.clear()

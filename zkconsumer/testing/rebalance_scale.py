@@ -14,7 +14,8 @@ auto-commit every 1 s, goes through:
 ``start``  N members are started at once (from the first registration's ctime);
 ``join``   one more member (from its registration's ctime);
 ``leave``  that member is stopped with SIGTERM (a clean shutdown; from the signal);
-``kill``   an original member gets SIGKILL (from the signal: settles after the session timeout);
+``kill``   an original member gets SIGKILL (from its session's expiry: the deletion of its member
+           node, seen by a watch; the kill-to-expiry time is in ``note``);
 ``broker`` broker 1 gets SIGKILL (from the signal; restarted afterwards).
 
 Measured per event (definitions)
@@ -129,6 +130,7 @@ class GroupMirror:
         self.changes: List[Change] = []
         self.members: Dict[str, Tuple[int, Dict[str, int], int]] = {}  # id -> (ctime ms, subscription, session)
         self.member_sessions: Set[int] = set()
+        self.departures: Dict[str, float] = {}  # member id -> when its node's deletion was seen
         self._tracked: Set[TP] = set()
         self._member_reads: Set[str] = set()
         self._stopped = False
@@ -173,6 +175,7 @@ class GroupMirror:
         with self.lock:
             for gone in set(self.members) - current:
                 del self.members[gone]
+                self.departures[gone] = time.time()
             self._member_reads &= current
             new = [k for k in current if k not in self.members and k not in self._member_reads]
             self._member_reads.update(new)
@@ -488,14 +491,33 @@ class Run:
             time.sleep(0.02)
         return None
 
-    def event(self, name: str, expected_members: int, act: Callable[[], float]) -> EventResult:
+    def departure_after(self, known: Set[str], since: float) -> float:
+        """When one of ``known`` left the group (its member node deleted), waiting for it."""
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            with self.mirror.lock:
+                times = [t for m, t in self.mirror.departures.items() if m in known and t >= since]
+            if times:
+                return min(times)
+            time.sleep(0.02)
+        return since
+
+    def event(self, name: str, expected_members: int, act: Callable[[], float],
+              from_departure: bool = False) -> EventResult:
+        """Run ``act`` (it returns the event's start) and measure; ``from_departure``: the start is
+        when a member's node was deleted (a killed member: its session expired)."""
         result = EventResult(name, self.launcher.kind, self.size)
         before_fail = self.failures()
         owners_before, _ = self.mirror.state()
         counters_before = read_counters(self.cluster.zk_port)
         with self.mirror.lock:
             first_change = len(self.mirror.changes)
+        _, members_before = self.mirror.state()
         t0 = act()
+        if from_departure:
+            killed_at = t0
+            t0 = self.departure_after(set(members_before), killed_at)
+            result.note = f"session expired {t0 - killed_at:.2f}s after the kill; settle from there"
         settle = self.settle(t0, expected_members)
         counters_after = read_counters(self.cluster.zk_port)
         result.settle_s = settle
@@ -513,7 +535,7 @@ class Run:
             packets -= int(round(self.idle_rps * (counters_after.at - counters_before.at)))
         result.zk_requests = packets
         if settle is None:
-            result.note = "did not settle"
+            result.note = (result.note + "; " if result.note else "") + "did not settle"
         self.say(f"  {self.launcher.kind} N={self.size} {name}: settle "
                  f"{'-' if settle is None else f'{settle:.2f}s'}, failed {result.failed_attempts}, gave up "
                  f"{result.gave_up}, max ownerless {result.max_ownerless_s:.2f}s, ownerless "
@@ -614,7 +636,7 @@ class Run:
             victim.process.wait(10)
             return t
 
-        results.append(self.event("kill", self.size - 1, kill))
+        results.append(self.event("kill", self.size - 1, kill, from_departure=True))
 
         def broker() -> float:
             t = time.time()
