@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 import tenacity
 from kazoo.client import KazooClient
@@ -80,12 +80,11 @@ class GroupClient:
         self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
         self._broker_cversion: Optional[int] = None
         self._broker_lock = threading.Lock()
+        self._offset_nodes: Set[str] = set()  # offset nodes seen to exist (they are never deleted by members)
         self._topic_lock = threading.Lock()
         self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
         self._brokers_session: Optional[int] = None
-        # Owner node path -> (session id, data version) as this client last wrote it (create: 0, set: +1).
-        self._owner_versions: Dict[str, Tuple[Optional[int], int]] = {}
 
     # ----------------------------------------------------------------- plumbing
 
@@ -346,10 +345,8 @@ class GroupClient:
         def step() -> bool:
             """One try; ``False`` when the node vanished between create and read (try again)."""
             holder[0] = None
-            session = self.session_id  # read before: a session change in between leaves a record never used
             try:
                 self._create_ephemeral(path, data)
-                self._owner_versions[path] = (session, 0)
                 return True
             except NodeExistsError:
                 pass
@@ -358,12 +355,9 @@ class GroupClient:
             except NoNodeError:
                 return False
             if self._ours(stat):
-                version = stat.version
                 if current != data:
-                    version = self.client.set(path, data, version=stat.version).version
-                self._owner_versions[path] = (stat.ephemeralOwner, version)
+                    self.client.set(path, data, version=stat.version)
             else:
-                self._owner_versions.pop(path, None)
                 holder[0] = current.decode("utf-8", "replace")
             return True
 
@@ -374,57 +368,35 @@ class GroupClient:
         """Delete the owner node if this session holds it (repeat-safe).
 
         Unlike Kafka's consumer, never deletes a node another member has already
-        claimed: that would make two members own one partition. A node this
-        client created or relabelled (:meth:`claim`, :meth:`relabel`) is deleted
-        in one request, conditional on the version it wrote; otherwise (or if
-        that version does not match) the node is read first. Residual window of
-        the one-request path, as for :meth:`commit_offset_if_owner`: another
-        client deleting our node *and* another member creating one at the same
-        version; only a foreign tool deleting a live member's node can start it.
+        claimed: that would make two members own one partition. (So the node is
+        read first: a version remembered from our own write would not tell our
+        node from one another member created after a tool deleted ours.)
         """
-        path = self.paths.owner(topic, partition)
-        version = self._written_version(self._owner_versions.pop(path, None))
-        if version is not None and thread_id is None:
-            def step() -> bool:
-                try:
-                    self.client.delete(path, version=version)
-                except NoNodeError:
-                    pass
-                except BadVersionError:
-                    return False  # not as we left it: read it first
-                return True
-
-            if self._retry(step):
-                return
         expected = None if thread_id is None else zkformat.encode_owner(thread_id)
-        self._delete_if_ours(path, expected)
-
-    def _written_version(self, record: Optional[Tuple[Optional[int], int]]) -> Optional[int]:
-        """The version we wrote, if written under the current session (an older session's nodes are gone)."""
-        if record is None or record[0] is None or record[0] != self.session_id:
-            return None
-        return record[1]
+        self._delete_if_ours(self.paths.owner(topic, partition), expected)
 
     def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
-        """Give an owner node this client holds to another of our threads, in one request.
+        """Give an owner node this session holds under one of our thread ids to ``thread_id``.
 
-        ``True`` when written; ``False`` when this client has no version of the
-        node on record or the node is not as it left it (then :meth:`claim`
-        decides, reading it).
+        Two requests (a read, a write conditional on the version read), where
+        :meth:`claim` would first try a create. ``False`` (nothing written) when
+        the node is missing or not ours; then :meth:`claim` decides.
         """
         path = self.paths.owner(topic, partition)
-        version = self._written_version(self._owner_versions.get(path))
-        if version is None:
-            return False
         data = zkformat.encode_owner(thread_id)
 
         def step() -> bool:
             try:
-                written = self.client.set(path, data, version=version)
-                self._owner_versions[path] = (written.ephemeralOwner, written.version)
-            except (NoNodeError, BadVersionError):
-                self._owner_versions.pop(path, None)
+                current, stat = self.client.get(path)
+            except NoNodeError:
                 return False
+            if not (self._ours(stat) and self._our_thread(current)):
+                return False
+            if current != data:
+                try:
+                    self.client.set(path, data, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    return False
             return True
 
         return self._retry(step)
@@ -543,6 +515,7 @@ class GroupClient:
             data, _ = self._retry(lambda: self.client.get(path))
         except NoNodeError:
             return None
+        self._offset_nodes.add(path)
         return zkformat.decode_offset(path, data)
 
     def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
@@ -605,7 +578,9 @@ class GroupClient:
             if not (self._ours(stat) and self._our_thread(current)):
                 outcome[0] = False
                 return True
-            exists = self.client.exists(offset_path) is not None
+            # An offset node seen before still exists (members never delete them); if a tool
+            # deleted it, the multi's set fails with NoNodeError and the next try looks.
+            exists = offset_path in self._offset_nodes or self.client.exists(offset_path) is not None
             if not exists:
                 self.client.ensure_path(self.paths.offsets_topic(topic), acl=self._acl)
             transaction = self.client.transaction()
@@ -618,6 +593,7 @@ class GroupClient:
             if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
                 return False  # the owner node changed since we read it (relabelled, or gone): look again
             if isinstance(write, (NoNodeError, NodeExistsError)):
+                self._offset_nodes.discard(offset_path)
                 return False  # the offset node appeared/vanished under us: go round again
             if isinstance(write, Exception) and not isinstance(write, (RolledBackError, RuntimeInconsistency)):
                 raise write  # refused (NoAuth, ...): an error, not a lost ownership
@@ -625,4 +601,6 @@ class GroupClient:
             return True
 
         self._until_done(step, f"committing {offset_path}")
+        if outcome[0]:
+            self._offset_nodes.add(offset_path)
         return outcome[0]

@@ -149,29 +149,71 @@ class VersionedZk(FakeZk):
         del self.stats[path]
 
 
-def test_scale_item2_relabel_and_release_of_our_own_node_take_one_request_each() -> None:
+def test_scale_item2_relabel_is_a_read_and_a_conditional_write_and_never_takes_anothers_node() -> None:
     zk = VersionedZk()
     group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
     path = "/consumers/g/owners/t/0"
     assert group.claim("t", 0, "g_a-0") is None
     zk.requests.clear()
     assert group.relabel("t", 0, "g_a-1") is True
-    assert zk.requests == [("set", path)] and zk.nodes[path] == b"g_a-1"
-    zk.requests.clear()
-    group.release("t", 0)
-    assert zk.requests == [("delete", path)] and path not in zk.nodes
-
-
-def test_scale_item2_a_node_not_as_we_left_it_is_read_before_anything_is_written() -> None:
-    zk = VersionedZk()
-    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
-    path = "/consumers/g/owners/t/0"
-    assert group.claim("t", 0, "g_a-0") is None
-    zk.set(path, b"g_a-0")  # version moved behind our back
-    assert group.relabel("t", 0, "g_a-1") is False  # the caller falls back to claim()
-    assert group.claim("t", 0, "g_a-1") is None and zk.nodes[path] == b"g_a-1"
-    # another session's node (ours expired, someone else claimed it): never deleted
-    zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 0)
+    assert zk.requests == [("get", path), ("set", path)] and zk.nodes[path] == b"g_a-1"
+    # a tool deleted ours and another member created its own, at the same version: untouched
+    zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 1)
+    assert group.relabel("t", 0, "g_a-0") is False
     group.release("t", 0)
     assert zk.nodes[path] == b"g_b-0"
-    assert group.relabel("t", 0, "g_a-0") is False and zk.nodes[path] == b"g_b-0"
+
+
+class TxZk(VersionedZk):
+    def exists(self, path: str):
+        self.requests.append(("exists", path))
+        return SimpleNamespace() if path in self.nodes else None
+
+    def ensure_path(self, path: str, acl=None) -> None:
+        self.requests.append(("exists", path))
+
+    def transaction(self):
+        zk = self
+        ops: list = []
+
+        class Tx:
+            def check(self, path: str, version: int) -> None:
+                ops.append(("check", path, version))
+
+            def set_data(self, path: str, data: bytes) -> None:
+                ops.append(("set", path, data))
+
+            def create(self, path: str, data: bytes, acl=None) -> None:
+                ops.append(("create", path, data))
+
+            def commit(self):
+                from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+
+                zk.requests.append(("multi", ""))
+                kind, path, version = ops[0]
+                if path not in zk.nodes or zk.stats[path][1] != version:
+                    return [BadVersionError(), RolledBackError()]
+                _, target, data = ops[1]
+                if ops[1][0] == "set" and target not in zk.nodes:
+                    return [RolledBackError(), NoNodeError()]
+                zk.nodes[target] = data
+                return [True, True]
+
+        return Tx()
+
+
+def test_scale_item2_a_commit_to_a_known_offset_node_is_a_read_and_one_multi_and_still_fenced() -> None:
+    zk = TxZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    assert group.claim("t", 0, "g_a-0") is None
+    zk.nodes["/consumers/g/offsets/t/0"] = b"5"
+    zk.stats["/consumers/g/offsets/t/0"] = (0, 0)
+    assert group.read_offset("t", 0) == 5
+    zk.requests.clear()
+    assert group.commit_offset_if_owner("t", 0, 7, "g_a-0") is True
+    assert zk.requests == [("get", "/consumers/g/owners/t/0"), ("multi", "")]  # no exists/ensure_path
+    assert zk.nodes["/consumers/g/offsets/t/0"] == b"7"
+    # a tool deleted ours and another member created its node at the same version: fenced
+    zk.nodes["/consumers/g/owners/t/0"], zk.stats["/consumers/g/owners/t/0"] = b"g_b-0", (2, 0)
+    assert group.commit_offset_if_owner("t", 0, 9, "g_a-0") is False
+    assert zk.nodes["/consumers/g/offsets/t/0"] == b"7"

@@ -133,6 +133,30 @@ def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, 
                                env=env, cwd=str(cwd))
 
 
+def count_requests(client: object) -> "collections.Counter[str]":
+    """Count the ZooKeeper requests ``client`` sends from now on, by type and path kind (diagnostics).
+
+    Uses kazoo's private connection handler; installed once connected, before the
+    member joins (``ZKCONSUMER_COUNT_REQUESTS=1``); printed at exit as ``chaos-member REQUESTS``.
+    """
+    import collections
+
+    counts: "collections.Counter[str]" = collections.Counter()
+    connection = getattr(client, "_connection", None)
+    submit = getattr(connection, "_submit", None)
+    if submit is None:
+        return counts
+
+    def counted(request: object, timeout: object, xid: object = None) -> object:
+        path = str(getattr(request, "path", "") or "")
+        kind = next((k for k in ("/owners/", "/offsets/", "/ids", "/brokers/ids", "/brokers/topics") if k in path), "")
+        counts[f"{type(request).__name__}{kind}"] += 1
+        return submit(request, timeout, xid)
+
+    connection._submit = counted  # type: ignore[union-attr]
+    return counts
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m zkconsumer.testing.chaos_member",
                                      description="A zkconsumer group member recording what it consumes.")
@@ -200,6 +224,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sink = LineSink(args.out)
     try:
         connector = ZookeeperConsumerConnector(member_properties(args))
+        request_counts = count_requests(connector.zk_client) if os.environ.get("ZKCONSUMER_COUNT_REQUESTS") else None
         topics = [t for t in args.topic.split(",") if t]
         by_topic = connector.create_message_streams({t: args.streams for t in topics})
         streams = [stream for t in topics for stream in by_topic[t]]
@@ -251,6 +276,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log.error("%s did not end after shutdown", thread.name)
             status = status or EXIT_STREAM_FAILED
     sink.close()
+    if request_counts is not None:
+        print("chaos-member REQUESTS " + " ".join(f"{k}={v}" for k, v in request_counts.most_common()),
+              file=sys.stderr, flush=True)
     rebalance = connector.status
     if rebalance is not None:
         print(f"chaos-member STATUS rebalances={rebalance.rebalances} failed_attempts={rebalance.failed_attempts} "
