@@ -81,6 +81,7 @@ class GroupClient:
         self._broker_cversion: Optional[int] = None
         self._broker_lock = threading.Lock()
         self._offset_nodes: Set[str] = set()  # offset nodes seen to exist (they are never deleted by members)
+        self._offset_parents: Set[str] = set()  # offsets/<topic> nodes ensured
         self._topic_lock = threading.Lock()
         self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
@@ -578,11 +579,15 @@ class GroupClient:
             if not (self._ours(stat) and self._our_thread(current)):
                 outcome[0] = False
                 return True
-            # An offset node seen before still exists (members never delete them); if a tool
-            # deleted it, the multi's set fails with NoNodeError and the next try looks.
-            exists = offset_path in self._offset_nodes or self.client.exists(offset_path) is not None
-            if not exists:
-                self.client.ensure_path(self.paths.offsets_topic(topic), acl=self._acl)
+            # No existence checks: an offset node seen before (read or written) is set, any other
+            # is created (members never delete them; we read the offset of every partition we
+            # claim). If that guess is wrong, the multi fails with NodeExists/NoNode, nothing is
+            # written, and the next try knows better. The topic's offsets node is ensured once.
+            exists = offset_path in self._offset_nodes
+            parent = self.paths.offsets_topic(topic)
+            if not exists and parent not in self._offset_parents:
+                self.client.ensure_path(parent, acl=self._acl)
+                self._offset_parents.add(parent)
             transaction = self.client.transaction()
             transaction.check(owner_path, stat.version)
             if exists:
@@ -592,9 +597,13 @@ class GroupClient:
             check, write = transaction.commit()
             if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
                 return False  # the owner node changed since we read it (relabelled, or gone): look again
-            if isinstance(write, (NoNodeError, NodeExistsError)):
+            if isinstance(write, NodeExistsError):
+                self._offset_nodes.add(offset_path)
+                return False  # the offset node exists: set it on the next try
+            if isinstance(write, NoNodeError):
                 self._offset_nodes.discard(offset_path)
-                return False  # the offset node appeared/vanished under us: go round again
+                self._offset_parents.discard(parent)
+                return False  # the offset node (or its parent) vanished: go round again
             if isinstance(write, Exception) and not isinstance(write, (RolledBackError, RuntimeInconsistency)):
                 raise write  # refused (NoAuth, ...): an error, not a lost ownership
             outcome[0] = True

@@ -196,6 +196,11 @@ class TxZk(VersionedZk):
                 _, target, data = ops[1]
                 if ops[1][0] == "set" and target not in zk.nodes:
                     return [RolledBackError(), NoNodeError()]
+                if ops[1][0] == "create" and target in zk.nodes:
+                    from kazoo.exceptions import NodeExistsError
+
+                    return [RolledBackError(), NodeExistsError()]
+                zk.stats.setdefault(target, (0, 0))
                 zk.nodes[target] = data
                 return [True, True]
 
@@ -213,6 +218,12 @@ def test_scale_item2_a_commit_to_a_known_offset_node_is_a_read_and_one_multi_and
     assert group.commit_offset_if_owner("t", 0, 7, "g_a-0") is True
     assert zk.requests == [("get", "/consumers/g/owners/t/0"), ("multi", "")]  # no exists/ensure_path
     assert zk.nodes["/consumers/g/offsets/t/0"] == b"7"
+    # a partition never committed: created in the multi, no existence check
+    assert group.claim("t", 1, "g_a-0") is None
+    zk.requests.clear()
+    assert group.commit_offset_if_owner("t", 1, 3, "g_a-0") is True
+    assert zk.requests == [("get", "/consumers/g/owners/t/1"), ("exists", "/consumers/g/offsets/t"), ("multi", "")]
+    assert zk.nodes["/consumers/g/offsets/t/1"] == b"3"
     # a tool deleted ours and another member created its node at the same version: fenced
     zk.nodes["/consumers/g/owners/t/0"], zk.stats["/consumers/g/owners/t/0"] = b"g_b-0", (2, 0)
     assert group.commit_offset_if_owner("t", 0, 9, "g_a-0") is False
