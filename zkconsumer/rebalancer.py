@@ -633,9 +633,11 @@ class Rebalancer:
         view) and the caller looks again at once, without backing off.
 
         ZooKeeper requests: a retained partition costs one read (is the node
-        still ours?), one moving between our own streams one conditional write
-        (:meth:`GroupClient.relabel`), a released one one conditional delete, a
-        new one one create (more only on a conflict).
+        still ours?), one moving between our own streams a read and a
+        conditional write (:meth:`GroupClient.relabel`), a released one a read
+        and a conditional delete, a new one one create; a conflicting one also
+        the read that finds its holder (which sets the watch the wait uses) and
+        one create per change of that node.
 
         On failure, and whatever raises, partitions newly claimed in this
         attempt are released again (or, if ZooKeeper refuses that too, kept in
@@ -656,7 +658,7 @@ class Rebalancer:
                 if tp in retained and self._group.holds(tp[0], tp[1]):
                     continue  # one read confirms it is still ours: one taken behind our back is not kept
                 if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
-                    holder: Optional[str] = None  # moved between our own streams: one write
+                    holder: Optional[str] = None  # moved between our own streams: relabelled
                 else:
                     flags[tp] = _Flag(wakeup)
                     holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
