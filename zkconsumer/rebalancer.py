@@ -100,6 +100,11 @@ MIN_BACKOFF_S = 0.1
 #: then one acts anyway, so a member never waits forever on a group that never calms down.
 MAX_EARLY_SUPERSEDES = 5
 
+#: Before acting on an event, wait until no other came for this long (a burst of joins is
+#: one rebalance), but never longer than :data:`QUIET_MAX_S` in all.
+QUIET_S = 0.1
+QUIET_MAX_S = 1.0
+
 
 class RebalanceState(enum.Enum):
     STARTING = "starting"
@@ -385,7 +390,7 @@ class Rebalancer:
                 if not self._apply_session_signals(signals):
                     continue
                 if signals.rebalance:
-                    self._rebalance_until_done(signals.reasons)
+                    self._rebalance_until_done(signals.reasons + self._settle_burst())
         except BaseException as exc:  # a bug: surface it to the application
             log.exception("rebalancer thread of %s died", self._consumer_id)
             self._on_failure(exc)
@@ -426,6 +431,34 @@ class Rebalancer:
             else:
                 lost.append(tp)
         return lost
+
+    def _settle_burst(self) -> List[str]:
+        """Let a burst of events finish: wait until none came for :data:`QUIET_S`, at most :data:`QUIET_MAX_S`.
+
+        Members starting together register one after another, a few tens of ms
+        apart; acting on each would move most partitions once per member (the
+        Range assignment reshuffles), where waiting a moment moves them once.
+        Returns the reasons of the rebalance requests taken meanwhile. A stop or
+        a session signal ends the wait and stays pending.
+        """
+        reasons: List[str] = []
+        deadline = self._clock() + QUIET_MAX_S
+        with self._cond:
+            while True:
+                s = self._signals
+                if s.stop or s.session_lost or s.session_restored or s.lost:
+                    break
+                if s.rebalance:
+                    reasons.extend(s.reasons)
+                    s.rebalance, s.reasons = False, []
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    break
+                before = len(reasons)
+                self._cond.wait(min(QUIET_S, remaining))
+                if not self._signals.rebalance and len(reasons) == before:
+                    break  # quiet for QUIET_S
+        return reasons
 
     def _take_signals(self, timeout: Optional[float]) -> _Signals:
         """Wait up to ``timeout`` for any signal and take all that arrived (coalescing)."""

@@ -677,3 +677,22 @@ def test_scale_item2_retained_partitions_cost_one_read_and_are_not_claimed_again
         assert sorted(group.releases) == [("t", 2), ("t", 3)]
     finally:
         rebalancer.stop()
+
+
+def test_scale_item2_a_burst_of_joins_is_one_rebalance(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, auto_commit=False)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        before = rebalancer.status.rebalances
+        claims = len(group.claims)
+        for i in range(4):  # four members register 30 ms apart
+            group.join(f"g_new{i}", {"t": 1})
+            rebalancer.request(f"member {i} joined")
+            time.sleep(0.03)
+        time.sleep(0.5)
+        settle(rebalancer)
+        assert rebalancer.status.rebalances == before + 1
+        assert len(group.claims) == claims  # only released (4 partitions, 5 members): no intermediate claims
+    finally:
+        rebalancer.stop()
