@@ -696,3 +696,31 @@ def test_scale_item2_a_burst_of_joins_is_one_rebalance(group: FakeGroup) -> None
         assert len(group.claims) == claims  # only released (4 partitions, 5 members): no intermediate claims
     finally:
         rebalancer.stop()
+
+
+def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGroup) -> None:
+    for p in (1, 2, 3):
+        group.owner_nodes[("t", p)] = "g_old-0"  # three peers still releasing
+    calls: List[TP] = []
+    real_claim = group.claim
+
+    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
+        calls.append((topic, partition))
+        return real_claim(topic, partition, thread_id, watch)
+
+    group.claim = claim  # type: ignore[method-assign]
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000)
+    rebalancer.start()
+    try:
+        time.sleep(0.3)
+        calls.clear()
+        group.other_releases(("t", 2))
+        time.sleep(0.2)
+        assert calls == [("t", 2)]  # not 1 and 3 again
+        for p in (1, 3):
+            group.other_releases(("t", p))
+        settle(rebalancer)
+        assert sorted(calls) == [("t", 1), ("t", 2), ("t", 3)]
+        assert rebalancer.status.failed_attempts == 0
+    finally:
+        rebalancer.stop()
