@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 import tenacity
 from kazoo.client import KazooClient
@@ -103,6 +103,18 @@ class GroupClient:
         #: Every session id this client was seen to hold: nodes of these are ours (or were).
         self._sessions: set = set()
         self._sessions_lock = threading.Lock()
+        # members(): registrations read, and the cversion of the ids node they were read at.
+        self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
+        self._ids_cversion: Optional[int] = None
+        self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
+        self._broker_cversion: Optional[int] = None
+        self._broker_lock = threading.Lock()
+        self._offset_nodes: Set[str] = set()  # offset nodes seen to exist (they are never deleted by members)
+        self._offset_parents: Set[str] = set()  # offsets/<topic> nodes ensured
+        self._topic_lock = threading.Lock()
+        self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
+        self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
+        self._brokers_session: Optional[int] = None
 
     # ----------------------------------------------------------------- plumbing
 
@@ -213,29 +225,32 @@ class GroupClient:
                 pass
             return False
 
-        started = time.monotonic()
-        changes = 0
-        warned = False
-        while not self._retry(step):
-            if not foreign:
-                changes += 1
-                if changes >= 5:
-                    raise ZooKeeperUnavailableError(
-                        f"registering {path}: the node kept changing under us; gave up after {changes} tries")
-                continue
-            waited = time.monotonic() - started
-            if waited >= self._id_wait_s:
-                raise ConsumerIdInUseError(self.consumer_id, path, foreign[0], waited)
-            if not warned:
-                warned = True
-                log.warning("%s is held by ZooKeeper session 0x%x, not ours: another process with the same "
-                            "consumer.id, or one that just died; waiting up to %.1fs for it to go",
-                            path, foreign[0], self._id_wait_s)
-            if cancelled is not None:
-                if cancelled.wait(0.2):
-                    raise ZooKeeperUnavailableError(f"registering {path}: cancelled")
-            else:
-                self._sleep(0.2)
+        try:
+            started = time.monotonic()
+            changes = 0
+            warned = False
+            while not self._retry(step):
+                if not foreign:
+                    changes += 1
+                    if changes >= 5:
+                        raise ZooKeeperUnavailableError(
+                            f"registering {path}: the node kept changing under us; gave up after {changes} tries")
+                    continue
+                waited = time.monotonic() - started
+                if waited >= self._id_wait_s:
+                    raise ConsumerIdInUseError(self.consumer_id, path, foreign[0], waited)
+                if not warned:
+                    warned = True
+                    log.warning("%s is held by ZooKeeper session 0x%x, not ours: another process with the same "
+                                "consumer.id, or one that just died; waiting up to %.1fs for it to go",
+                                path, foreign[0], self._id_wait_s)
+                if cancelled is not None:
+                    if cancelled.wait(0.2):
+                        raise ZooKeeperUnavailableError(f"registering {path}: cancelled")
+                else:
+                    self._sleep(0.2)
+        finally:
+            self._member_cache.pop(self.consumer_id, None)  # our node may have been re-created or rewritten
 
     def _until_done(self, step: Callable[[], bool], what: str, attempts: int = 5) -> None:
         """Run ``step`` (through the retry) until it reports done, a bounded number of times."""
@@ -253,22 +268,51 @@ class GroupClient:
 
         Members whose node vanishes while being read are left out (they are
         leaving; a watch event follows). Malformed nodes are logged and left out.
+
+        Cached by the ids node's ``cversion`` (ZooKeeper adds one per child
+        created or deleted): when it grew by exactly the number of ids that
+        appeared plus those that vanished since the last call, every other
+        member node is the very node read before, and only new ones are read
+        (one ``get_children`` plus one ``get`` per new member, instead of one
+        per member). Otherwise (a node deleted and re-created in between) every
+        node is read again. Registrations are written once per session (Kafka's
+        consumer and this one; :meth:`register` only rewrites our own node, and
+        drops it from the cache), so a node's data does not change under the
+        same node.
         """
         try:
-            ids = self._retry(lambda: self.client.get_children(self.paths.ids))
+            ids, stat = self._retry(lambda: self.client.get_children(self.paths.ids, include_data=True))
         except NoNodeError:
+            self._member_cache, self._ids_cversion = {}, None
             return {}
+        current = set(ids)
+        known = set(self._member_cache)
+        changes = len(current - known) + len(known - current)
+        if self._ids_cversion is None or stat.cversion - self._ids_cversion != changes:
+            self._member_cache = {}
+        else:
+            self._member_cache = {k: v for k, v in self._member_cache.items() if k in current}
+        self._ids_cversion = stat.cversion
         members: Dict[str, zkformat.Registration] = {}
-        for consumer_id in sorted(ids):
+        for consumer_id in sorted(current):
+            if consumer_id in self._member_cache:
+                cached = self._member_cache[consumer_id]
+                if cached is not None:
+                    members[consumer_id] = cached
+                continue
             path = self.paths.member(consumer_id)
             try:
                 data, _ = self._retry(lambda: self.client.get(path))
             except NoNodeError:
-                continue
+                continue  # leaving: not cached, the cversion will not match next time
             try:
-                members[consumer_id] = zkformat.decode_registration(path, data)
+                registration: Optional[zkformat.Registration] = zkformat.decode_registration(path, data)
             except MalformedZnodeError as exc:
                 log.warning("ignoring group member with an unreadable registration: %s", exc)
+                registration = None
+            self._member_cache[consumer_id] = registration
+            if registration is not None:
+                members[consumer_id] = registration
         return members
 
     # ------------------------------------------------------------------ topics
@@ -281,13 +325,20 @@ class GroupClient:
             return []
 
     def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
-        """Sorted partition ids of each topic that exists; missing or malformed topics are left out."""
+        """Sorted partition ids of each topic that exists; missing or malformed topics are left out.
+
+        Each topic's node is read with a data watch and answered from that read
+        until the watch fires (the node changed or was deleted) or the session
+        changes: no request while nothing changed. A caller that armed its own
+        watch of the node before calling (:class:`~zkconsumer.watchers.GroupWatcher`)
+        still sees every change: both watches fire from the same event, ours first
+        marks the cache stale, on kazoo's one event thread.
+        """
         result: Dict[str, List[int]] = {}
         for topic in sorted(set(topics)):
             path = zkformat.topic_path(topic)
-            try:
-                data, _ = self._retry(lambda: self.client.get(path))
-            except NoNodeError:
+            data = self._watched_get(path)
+            if data is None:
                 continue
             try:
                 result[topic] = sorted(zkformat.decode_topic_partitions(path, data))
@@ -295,32 +346,100 @@ class GroupClient:
                 log.warning("ignoring topic with an unreadable partition map: %s", exc)
         return result
 
+    def _watched_get(self, path: str) -> Optional[bytes]:
+        """The node's data (``None``: no such node), from a cache kept valid by a data watch."""
+        with self._topic_lock:
+            cached = self._topic_cache.get(path)
+            session = self.session_id
+            if cached is not None and not cached[1].is_set() and cached[2] == session and session is not None:
+                return cached[0]
+            changed = threading.Event()
+
+            def on_change(_event: object) -> None:
+                changed.set()
+
+            try:
+                data, _ = self._retry(lambda: self.client.get(path, watch=on_change))
+            except NoNodeError:
+                self._topic_cache.pop(path, None)  # no watch is set on a missing node: read again next time
+                return None
+            self._topic_cache[path] = (data, changed, session)
+            return data
+
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
-        """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out."""
+        """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
+
+        Cached (a broker writes its node once per session): the read of the
+        children arms a watch, and while that watch has not fired and the
+        session is the same, calls are answered without any request (the
+        leader finder asks on every pass while a broker is down). Otherwise one
+        ``get_children`` plus one ``get`` per broker that (re)appeared, as
+        :meth:`members`. Thread-safe (leader finders of several generations may call it).
+        """
+        with self._broker_lock:
+            if self._brokers_fresh is not None and self._brokers_fresh.is_set() is False \
+                    and self._brokers_session == self.session_id and self._brokers_session is not None:
+                return self._decode_brokers(sorted(self._broker_cache), protocol)
+            return self._read_brokers(protocol)
+
+    def _read_brokers(self, protocol: str) -> List[zkformat.Broker]:
+        changed = threading.Event()  # set by the watch: the cache is stale
+
+        def on_change(_event: object) -> None:
+            changed.set()
+
+        session = self.session_id
         try:
-            ids = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH))
+            ids, stat = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH, watch=on_change,
+                                                                     include_data=True))
         except NoNodeError:
+            self._broker_cache, self._broker_cversion, self._brokers_fresh = {}, None, None
             return []
+        current = set(ids)
+        known = set(self._broker_cache)
+        changes = len(current - known) + len(known - current)
+        if self._broker_cversion is None or stat.cversion - self._broker_cversion != changes:
+            self._broker_cache = {}
+        else:
+            self._broker_cache = {k: v for k, v in self._broker_cache.items() if k in current}
+        self._broker_cversion = stat.cversion
         brokers = []
-        for broker_id in sorted(ids):
+        for broker_id in sorted(current):
+            path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
+            if broker_id not in self._broker_cache:
+                try:
+                    data, _ = self._retry(lambda: self.client.get(path))
+                except NoNodeError:
+                    changed.set()  # listed but gone: read again next time
+                    continue
+                self._broker_cache[broker_id] = data
+        self._brokers_fresh, self._brokers_session = changed, session
+        return self._decode_brokers(sorted(self._broker_cache), protocol)
+
+    def _decode_brokers(self, ids: List[str], protocol: str) -> List[zkformat.Broker]:
+        brokers = []
+        for broker_id in ids:
             path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
             try:
-                data, _ = self._retry(lambda: self.client.get(path))
-                brokers.append(zkformat.decode_broker(path, data, protocol))
-            except NoNodeError:
-                continue
+                brokers.append(zkformat.decode_broker(path, self._broker_cache[broker_id], protocol))
             except MalformedZnodeError as exc:
                 log.warning("ignoring broker with an unreadable registration: %s", exc)
         return brokers
 
     # ------------------------------------------------------------------ owners
 
-    def claim(self, topic: str, partition: int, thread_id: str) -> Optional[str]:
+    def claim(self, topic: str, partition: int, thread_id: str,
+              watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
         """Make ``thread_id`` the owner of the partition.
 
         Returns ``None`` on success, or the current owner's thread id when another
         member (or an earlier session of ours) holds the node. Repeat-safe: a node
         already ours is relabelled to ``thread_id`` if needed.
+
+        ``watch``: when the node exists, the read that finds its holder also sets
+        this data watch (it fires when the node is changed or deleted), so waiting
+        for a holder to let go costs no extra request. It runs on kazoo's thread
+        and must only signal.
         """
         path = self.paths.owner(topic, partition)
         data = zkformat.encode_owner(thread_id)
@@ -335,7 +454,7 @@ class GroupClient:
             except NodeExistsError:
                 pass
             try:
-                current, stat = self.client.get(path)
+                current, stat = self.client.get(path, watch=watch) if watch is not None else self.client.get(path)
             except NoNodeError:
                 return False
             if self._ours(stat):
@@ -352,10 +471,38 @@ class GroupClient:
         """Delete the owner node if this session holds it (repeat-safe).
 
         Unlike Kafka's consumer, never deletes a node another member has already
-        claimed: that would make two members own one partition.
+        claimed: that would make two members own one partition. (So the node is
+        read first: a version remembered from our own write would not tell our
+        node from one another member created after a tool deleted ours.)
         """
         expected = None if thread_id is None else zkformat.encode_owner(thread_id)
         self._delete_if_ours(self.paths.owner(topic, partition), expected)
+
+    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Give an owner node this session holds under one of our thread ids to ``thread_id``.
+
+        Two requests (a read, a write conditional on the version read), where
+        :meth:`claim` would first try a create. ``False`` (nothing written) when
+        the node is missing or not ours; then :meth:`claim` decides.
+        """
+        path = self.paths.owner(topic, partition)
+        data = zkformat.encode_owner(thread_id)
+
+        def step() -> bool:
+            try:
+                current, stat = self.client.get(path)
+            except NoNodeError:
+                return False
+            if not (self._ours(stat) and self._our_thread(current)):
+                return False
+            if current != data:
+                try:
+                    self.client.set(path, data, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    return False
+            return True
+
+        return self._retry(step)
 
     def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
         """Delete an owner node holding ``thread_id`` under an earlier session of this client.
@@ -473,6 +620,7 @@ class GroupClient:
             data, _ = self._retry(lambda: self.client.get(path))
         except NoNodeError:
             return None
+        self._offset_nodes.add(path)
         return zkformat.decode_offset(path, data)
 
     def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
@@ -535,9 +683,15 @@ class GroupClient:
             if not (self._ours(stat) and self._our_thread(current)):
                 outcome[0] = False
                 return True
-            exists = self.client.exists(offset_path) is not None
-            if not exists:
-                self.client.ensure_path(self.paths.offsets_topic(topic), acl=self._acl)
+            # No existence checks: an offset node seen before (read or written) is set, any other
+            # is created (members never delete them; we read the offset of every partition we
+            # claim). If that guess is wrong, the multi fails with NodeExists/NoNode, nothing is
+            # written, and the next try knows better. The topic's offsets node is ensured once.
+            exists = offset_path in self._offset_nodes
+            parent = self.paths.offsets_topic(topic)
+            if not exists and parent not in self._offset_parents:
+                self.client.ensure_path(parent, acl=self._acl)
+                self._offset_parents.add(parent)
             transaction = self.client.transaction()
             transaction.check(owner_path, stat.version)
             if exists:
@@ -547,12 +701,19 @@ class GroupClient:
             check, write = transaction.commit()
             if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
                 return False  # the owner node changed since we read it (relabelled, or gone): look again
-            if isinstance(write, (NoNodeError, NodeExistsError)):
-                return False  # the offset node appeared/vanished under us: go round again
+            if isinstance(write, NodeExistsError):
+                self._offset_nodes.add(offset_path)
+                return False  # the offset node exists: set it on the next try
+            if isinstance(write, NoNodeError):
+                self._offset_nodes.discard(offset_path)
+                self._offset_parents.discard(parent)
+                return False  # the offset node (or its parent) vanished: go round again
             if isinstance(write, Exception) and not isinstance(write, (RolledBackError, RuntimeInconsistency)):
                 raise write  # refused (NoAuth, ...): an error, not a lost ownership
             outcome[0] = True
             return True
 
         self._until_done(step, f"committing {offset_path}")
+        if outcome[0]:
+            self._offset_nodes.add(offset_path)
         return outcome[0]

@@ -37,11 +37,14 @@ One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``):
    ``before_releasing_partitions`` with the moving partitions;
 4. release the owner nodes of partitions that move away (and of any node this
    session still holds from an earlier failed attempt);
-5. claim the newly assigned partitions. A claim that meets another member's
-   node waits on a watch of that node and retries as soon as it is deleted,
-   bounded by ``rebalance.backoff.ms`` (Kafka sleeps the whole backoff); a new
-   event abandons the wait at once. If claims still conflict, the attempt fails
-   and releases what it claimed;
+5. claim the newly assigned partitions (a retained one is only confirmed by
+   one read). A claim that meets another member's node waits on a watch of
+   that node and retries as soon as it is deleted: a peer still releasing is
+   waited for, bounded by ``rebalance.backoff.ms`` × ``rebalance.max.retries``
+   (what Kafka's consumer spends on failed attempts before giving up). A new
+   event ends the wait at once: what was claimed is installed and the next
+   attempt starts without backoff; that is not a failed attempt. If claims
+   still conflict at the bound, the attempt fails and releases what it claimed;
 6. read the committed offsets of newly claimed partitions (after claiming, so
    the previous owner's final commit is seen); retained partitions continue from
    the offset already handed to the application;
@@ -92,6 +95,15 @@ INVALID_OFFSET = -1
 #: The shortest wait between attempts and on a conflicting claim, whatever
 #: ``rebalance.backoff.ms`` says (0 would spin on ZooKeeper at full CPU).
 MIN_BACKOFF_S = 0.1
+
+#: Attempts in a row that may be skipped because a new event arrived before they acted;
+#: then one acts anyway, so a member never waits forever on a group that never calms down.
+MAX_EARLY_SUPERSEDES = 5
+
+#: Before acting on an event, wait until no other came for this long (a burst of joins is
+#: one rebalance), but never longer than :data:`QUIET_MAX_S` in all.
+QUIET_S = 0.1
+QUIET_MAX_S = 1.0
 
 
 class RebalanceState(enum.Enum):
@@ -171,6 +183,25 @@ class _Signals:
     session_restored: bool = False
     stop: bool = False
     lost: Set[TopicPartition] = field(default_factory=set)
+
+
+class _Flag:
+    """One watched owner node's flag: set when the node changed; also wakes the shared ``wakeup``."""
+
+    def __init__(self, wakeup: threading.Event) -> None:
+        self._event = threading.Event()
+        self._wakeup = wakeup
+
+    def set(self) -> None:
+        self._event.set()
+        self._wakeup.set()
+
+    def on_event(self, _event: object) -> None:
+        """A ZooKeeper watch callback (kazoo's thread): only signals."""
+        self.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
 
 
 class Rebalancer:
@@ -256,6 +287,7 @@ class Rebalancer:
         self._last_duration: Optional[float] = None
         self._gave_up: Optional[ConsumerRebalanceFailedError] = None
         self._refused_patterns: Set[Tuple[str, str]] = set()
+        self._early_supersedes = 0  # attempts in a row skipped because a new event came before acting
 
     # --------------------------------------------------------------- signals
 
@@ -360,7 +392,7 @@ class Rebalancer:
                 if not self._apply_session_signals(signals):
                     continue
                 if signals.rebalance:
-                    self._rebalance_until_done(signals.reasons)
+                    self._rebalance_until_done(signals.reasons + self._settle_burst())
         except BaseException as exc:  # a bug: surface it to the application
             log.exception("rebalancer thread of %s died", self._consumer_id)
             self._on_failure(exc)
@@ -402,6 +434,34 @@ class Rebalancer:
                 lost.append(tp)
         return lost
 
+    def _settle_burst(self) -> List[str]:
+        """Let a burst of events finish: wait until none came for :data:`QUIET_S`, at most :data:`QUIET_MAX_S`.
+
+        Members starting together register one after another, a few tens of ms
+        apart; acting on each would move most partitions once per member (the
+        Range assignment reshuffles), where waiting a moment moves them once.
+        Returns the reasons of the rebalance requests taken meanwhile. A stop or
+        a session signal ends the wait and stays pending.
+        """
+        reasons: List[str] = []
+        deadline = self._clock() + QUIET_MAX_S
+        with self._cond:
+            while True:
+                s = self._signals
+                if s.stop or s.session_lost or s.session_restored or s.lost:
+                    break
+                if s.rebalance:
+                    reasons.extend(s.reasons)
+                    s.rebalance, s.reasons = False, []
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    break
+                before = len(reasons)
+                self._cond.wait(min(QUIET_S, remaining))
+                if not self._signals.rebalance and len(reasons) == before:
+                    break  # quiet for QUIET_S
+        return reasons
+
     def _take_signals(self, timeout: Optional[float]) -> _Signals:
         """Wait up to ``timeout`` for any signal and take all that arrived (coalescing)."""
         with self._cond:
@@ -423,12 +483,21 @@ class Rebalancer:
             started = self._clock()
             log.debug("%s rebalancing (%s)", self._consumer_id, "; ".join(dict.fromkeys(reasons)) or "retry")
             try:
-                done = self._attempt()
+                outcome = self._attempt()
+                if outcome is None:  # superseded by a new event while waiting for a peer: not a failure
+                    signals = self._take_signals(timeout=0)
+                    if signals.stop or not self._apply_session_signals(signals):
+                        return
+                    reasons = signals.reasons
+                    continue
+                done = outcome
                 error: Optional[str] = None if done else "could not claim every assigned partition"
             except UnsupportedPatternError as exc:
                 done, error = False, f"{type(exc).__name__}: {exc}"  # logged at ERROR by _attempt
             except (KazooException, ZkConsumerError) as exc:
                 done, error = False, f"{type(exc).__name__}: {exc}"
+                log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
+            if not done and error == "could not claim every assigned partition":
                 log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
             duration = self._clock() - started
             gave_up: Optional[ConsumerRebalanceFailedError] = None
@@ -475,7 +544,8 @@ class Rebalancer:
 
     # ---------------------------------------------------------- one attempt
 
-    def _attempt(self) -> bool:
+    def _attempt(self) -> Optional[bool]:
+        """One attempt: ``True`` done, ``False`` failed, ``None`` superseded by a new event (not a failure)."""
         members = self._group.members()
         if self._needs_register or self._consumer_id not in members:
             # A new session, or our node vanished (deleted by hand, a session race).
@@ -500,6 +570,14 @@ class Rebalancer:
         partitions = self._group.partitions_for_topics(my_topics)
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
+        with self._cond:
+            stale = self._pending_locked() and self._early_supersedes < MAX_EARLY_SUPERSEDES
+        if stale and mine != self._owned:
+            # A new event arrived while this view was read: act on the next one instead (no
+            # request spent on a stale view; a burst of joins costs one move, not one per join).
+            self._early_supersedes += 1
+            return None
+        self._early_supersedes = 0
 
         if (mine == self._owned and self._fetching and set(self._nodes) == set(mine)
                 and (not self._confirm_owners or self._reclaimed(mine))):
@@ -583,8 +661,20 @@ class Rebalancer:
         self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
         revoke_partitions(self._streams, infos)
 
-    def _take_ownership(self, mine: Mapping[TopicPartition, str], assignment: Mapping[TopicPartition, str]) -> bool:
+    def _take_ownership(self, mine: Mapping[TopicPartition, str],
+                        assignment: Mapping[TopicPartition, str]) -> Optional[bool]:
         """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
+
+        ``None`` (*superseded*, not a failure): a new event arrived while waiting
+        for a peer to release; what was claimed is installed (it is ours in this
+        view) and the caller looks again at once, without backing off.
+
+        ZooKeeper requests: a retained partition costs one read (is the node
+        still ours?), one moving between our own streams a read and a
+        conditional write (:meth:`GroupClient.relabel`), a released one a read
+        and a conditional delete, a new one one create; a conflicting one also
+        the read that finds its holder (which sets the watch the wait uses) and
+        one create per change of that node.
 
         On failure, and whatever raises, partitions newly claimed in this
         attempt are released again (or, if ZooKeeper refuses that too, kept in
@@ -597,14 +687,20 @@ class Rebalancer:
 
         retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
         claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
+        wakeup = threading.Event()  # a watched conflicting node changed (or, while waiting, a new event)
+        flags: Dict[TopicPartition, _Flag] = {}  # conflicting nodes whose holder's read set a watch
         try:
             conflicts: Dict[TopicPartition, str] = {}
             for tp in sorted(mine):
-                # For a retained partition this confirms the node is still ours: one taken
-                # behind our back is not silently kept. For a partition moving between our
-                # own streams it relabels the node.
-                holder = self._group.claim(tp[0], tp[1], mine[tp])
+                if tp in retained and self._group.holds(tp[0], tp[1]):
+                    continue  # one read confirms it is still ours: one taken behind our back is not kept
+                if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
+                    holder: Optional[str] = None  # moved between our own streams: relabelled
+                else:
+                    flags[tp] = _Flag(wakeup)
+                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
                 if holder is None:
+                    flags.pop(tp, None)
                     self._nodes[tp] = mine[tp]
                     if tp not in retained:
                         claimed.append(tp)
@@ -614,12 +710,13 @@ class Rebalancer:
                         retained.discard(tp)
                         self._revoke([tp])
                         self._forget(tp)
+            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed, wakeup, flags)
             if conflicts:
-                self._wait_and_claim(conflicts, mine, claimed)
-            if conflicts:
-                log.info("%s: partitions still owned by others: %s", self._consumer_id,
+                log.info("%s: partitions still owned by others%s: %s", self._consumer_id,
+                         " (a new event came: looking again)" if superseded else "",
                          ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
-                return False  # the finally clause settles what was claimed
+                if not superseded:
+                    return False  # the finally clause settles what was claimed
 
             committed = self._read_offsets([tp for tp in claimed if tp not in self._carried])
             if self._listener is not None:
@@ -629,7 +726,7 @@ class Rebalancer:
                 self._listener.before_starting_fetchers(self._consumer_id, by_topic)
             self._install({tp: mine[tp] for tp in claimed}, committed)
             claimed = []
-            return True
+            return None if conflicts else True
         finally:
             if claimed:
                 self._abandon(claimed, mine)
@@ -695,42 +792,62 @@ class Rebalancer:
             self._fetching = bool(self._registry)
 
     def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
-                        claimed: List[TopicPartition]) -> None:
-        """Retry conflicting claims as their owner nodes are deleted, until the backoff runs out.
+                        claimed: List[TopicPartition], wakeup: threading.Event,
+                        flags: Dict[TopicPartition, "_Flag"]) -> bool:
+        """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
 
         Moves each partition it manages to claim from ``conflicts`` to
-        ``claimed`` at once (so a later failure still releases it). A new
-        rebalance event ends the wait at once (the view is stale). Waits at
-        least :data:`MIN_BACKOFF_S` in all.
+        ``claimed`` at once (so a later failure still releases it). A peer
+        still releasing is waited for, not failed on: the wait lasts up to
+        ``rebalance.backoff.ms`` × ``rebalance.max.retries`` (the time Kafka's
+        consumer spends retrying before it gives up; at least
+        :data:`MIN_BACKOFF_S`). A new rebalance event ends the wait at once
+        (the view is stale) and the method returns ``True``.
         """
-        deadline = self._clock() + self._backoff_s
-        while conflicts:
-            wakeup = threading.Event()
-            with self._cond:
-                if self._pending_locked():
-                    break
-                self._wakeup = wakeup
-            try:
-                for tp, holder in list(conflicts.items()):
-                    if assignors.owned_by({tp: holder}, self._consumer_id):
-                        # Our own node from an earlier, expired session (ZOOKEEPER-1740).
-                        self._group.release_stale(tp[0], tp[1], holder)
-                    self._group.watch_deletion(tp[0], tp[1], wakeup)
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    break
-                wakeup.wait(remaining)
-            finally:
+        deadline = self._clock() + self._backoff_s * self._max_retries
+        # ``flags``: a watch per conflicting node (set by the claim's read), set once it changed;
+        # ``wakeup``: any of them changed, or a new event arrived.
+        stale_checked: Set[TopicPartition] = set()
+        with self._cond:
+            self._wakeup = wakeup
+        try:
+            while conflicts:
+                wakeup.clear()
                 with self._cond:
-                    self._wakeup = None
-            for tp in sorted(conflicts):
-                holder = self._group.claim(tp[0], tp[1], mine[tp])
-                if holder is None:
-                    self._nodes[tp] = mine[tp]
-                    claimed.append(tp)
-                    del conflicts[tp]
-                else:
-                    conflicts[tp] = holder
+                    if self._pending_locked():
+                        return True
+                # One watch per conflicting node, armed by the claim that met it: a wakeup retries
+                # only the nodes that changed, so N conflicts cost O(N) requests, not O(N) per deletion.
+                for tp, holder in sorted(conflicts.items()):
+                    if tp not in stale_checked and assignors.owned_by({tp: holder}, self._consumer_id):
+                        # Our own node from an earlier, expired session (ZOOKEEPER-1740); its
+                        # deletion fires the watch.
+                        self._group.release_stale(tp[0], tp[1], holder)
+                    stale_checked.add(tp)
+                    if tp not in flags:
+                        flags[tp] = _Flag(wakeup)
+                        self._group.watch_deletion(tp[0], tp[1], flags[tp])  # type: ignore[arg-type]
+                changed = [tp for tp in sorted(conflicts) if flags[tp].is_set()]
+                if not changed:
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        break
+                    wakeup.wait(remaining)
+                    continue
+                for tp in changed:
+                    flags[tp] = _Flag(wakeup)  # armed again by this claim's read if still held
+                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+                    if holder is None:
+                        del flags[tp]
+                        self._nodes[tp] = mine[tp]
+                        claimed.append(tp)
+                        del conflicts[tp]
+                    else:
+                        conflicts[tp] = holder
+        finally:
+            with self._cond:
+                self._wakeup = None
+        return False
 
     def _forget(self, tp: TopicPartition) -> None:
         with self._cond:

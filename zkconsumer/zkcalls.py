@@ -93,8 +93,9 @@ class BoundedZooKeeper:
     def exists(self, path: str, watch: Optional[Callable[..., Any]] = None) -> Any:
         return self._wait("checking", path, self.raw.exists_async(path, watch=watch))
 
-    def get_children(self, path: str, watch: Optional[Callable[..., Any]] = None) -> List[str]:
-        return self._wait("listing", path, self.raw.get_children_async(path, watch=watch))
+    def get_children(self, path: str, watch: Optional[Callable[..., Any]] = None, include_data: bool = False) -> Any:
+        """The children's names (with ``include_data``: ``(names, stat)`` of ``path``)."""
+        return self._wait("listing", path, self.raw.get_children_async(path, watch=watch, include_data=include_data))
 
     def create(self, path: str, value: bytes = b"", acl: Optional[list] = None, ephemeral: bool = False,
                sequence: bool = False, makepath: bool = False) -> str:

@@ -76,3 +76,79 @@ def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None
     assert lease.prove() is False and not lease.valid()  # owner nodes of session 1 are gone
     lease.accept_session()  # the rebalancer rejoined on session 2
     assert lease.prove() and lease.valid()
+
+
+def test_scale_item2_replies_to_kazoos_own_requests_prove_the_session_without_reads() -> None:
+    """A real kazoo connection handler's methods are observed; the lease then reads nothing itself."""
+    from types import SimpleNamespace
+
+    class Connection:
+        def _submit(self, request: object, timeout: float, xid: object = None) -> None:
+            pass
+
+        def _read_header(self, timeout: float) -> tuple:
+            return SimpleNamespace(xid=self.reply_xid), b"", 0
+
+    class Client(FakeClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self._connection = Connection()
+
+    now = [0.0]
+    client = Client()
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    now[0] = 5.0
+    client._connection._submit("ping", 1.0, -2)  # sent at 5.0
+    now[0] = 7.0
+    assert not lease.valid()  # no reply yet: the last proof is the start
+    client._connection.reply_xid = -1
+    client._connection._read_header(1.0)  # a watch notification proves nothing
+    assert not lease.valid()
+    client._connection.reply_xid = -2
+    client._connection._read_header(1.0)  # the ping's reply: proven as of 5.0
+    assert lease.valid()
+    now[0] = 10.9
+    assert lease.valid()
+    now[0] = 11.0
+    assert not lease.valid()
+    assert client.reads == 0
+
+
+def test_observed_replies_count_only_on_the_accepted_session_against_the_negotiated_timeout() -> None:
+    """Kazoo's own replies prove the session the member joined with, for the negotiated timeout only;
+    replies on a new session count only once the member rejoined on it."""
+    from types import SimpleNamespace
+
+    class Connection:
+        reply_xid = -2
+
+        def _submit(self, request: object, timeout: float, xid: object = None) -> None:
+            pass
+
+        def _read_header(self, timeout: float) -> tuple:
+            return SimpleNamespace(xid=self.reply_xid), b"", 0
+
+    class Client(FakeClient):
+        client_id = (1, b"")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._connection = Connection()
+
+    now = [0.0]
+    client = Client()
+    lease = SessionLease(client, "/p", 30.0, clock=lambda: now[0], negotiated=lambda: 6.0)  # type: ignore[arg-type]
+    now[0] = 5.0
+    client._connection._submit("ping", 1.0, -2)
+    client._connection._read_header(1.0)  # session 1 answered the ping sent at 5.0
+    now[0] = 10.9
+    assert lease.valid()
+    now[0] = 11.0
+    assert not lease.valid()  # the negotiated 6 s, not the configured 30 s
+    client.client_id = (2, b"")  # session 1 expired; kazoo opened session 2
+    client._connection._submit("ping", 1.0, -2)
+    client._connection._read_header(1.0)  # answered on session 2 (sent at 11.0)
+    assert not lease.valid()  # session 2 owns nothing yet
+    lease.accept_session()  # the rebalancer rejoined on session 2
+    assert lease.valid()
+    assert client.reads == 0

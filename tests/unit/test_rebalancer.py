@@ -20,6 +20,14 @@ from zkconsumer.zkformat import Registration
 TP = Tuple[str, int]
 
 
+class _Callback:
+    def __init__(self, watch) -> None:
+        self._watch = watch
+
+    def set(self) -> None:
+        self._watch(None)
+
+
 class FakeGroup:
     """The GroupClient surface the rebalancer uses, over plain dicts."""
 
@@ -32,6 +40,8 @@ class FakeGroup:
         self.offsets: Dict[TP, int] = {}
         self.claims: List[TP] = []
         self.releases: List[TP] = []
+        self.relabels: List[TP] = []
+        self.reads: List[TP] = []
         self.watchers: Dict[TP, threading.Event] = {}
 
     def join(self, consumer_id: str, subscription: Dict[str, int]) -> None:
@@ -49,13 +59,22 @@ class FakeGroup:
     def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
         return {t: list(range(self.partitions[t])) for t in topics if t in self.partitions}
 
-    def claim(self, topic: str, partition: int, thread_id: str) -> Optional[str]:
+    def claim(self, topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
         holder = self.owner_nodes.get((topic, partition))
         if holder is not None and not holder.startswith(self.consumer_id + "-"):
+            if watch is not None:  # the read of the holder sets a watch, as GroupClient's does
+                self.watchers[(topic, partition)] = _Callback(watch)  # type: ignore[assignment]
             return holder
         self.owner_nodes[(topic, partition)] = thread_id
         self.claims.append((topic, partition))
         return None
+
+    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
+        if not self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-"):
+            return False
+        self.owner_nodes[(topic, partition)] = thread_id
+        self.relabels.append((topic, partition))
+        return True
 
     def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
         if self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-"):
@@ -85,6 +104,7 @@ class FakeGroup:
         self.offsets[(topic, partition)] = offset
 
     def holds(self, topic: str, partition: int) -> bool:
+        self.reads.append((topic, partition))
         return self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-")
 
     def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
@@ -419,11 +439,11 @@ def test_item1_orphaned_claims_a_claim_that_raises_releases_what_the_attempt_cre
     real_claim = group.claim
     failures_left = [1]
 
-    def claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
         if partition == 2 and failures_left[0]:
             failures_left[0] -= 1
             raise ZooKeeperUnavailableError("connection lost")
-        return real_claim(topic, partition, thread_id)
+        return real_claim(topic, partition, thread_id, watch)
 
     group.claim = claim  # type: ignore[method-assign]
     rebalancer, fetchers, _ = build(group, backoff_ms=2000)
@@ -465,11 +485,11 @@ def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: Fa
         claim = group.claim
         failures = [1]
 
-        def flaky_claim(topic: str, partition: int, thread_id: str) -> Optional[str]:
+        def flaky_claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
             if partition == 2 and failures:
                 failures.pop()
                 raise ZooKeeperUnavailableError("ZooKeeper did not answer")
-            return claim(topic, partition, thread_id)
+            return claim(topic, partition, thread_id, watch)
 
         group.claim = flaky_claim  # type: ignore[method-assign]
         group.members_.clear()
@@ -638,5 +658,91 @@ def test_item13e_a_partition_moving_between_our_streams_resumes_where_it_was(gro
         assert running[2].queue is queues[f"{ME}-0"] and running[2].fetched_offset == 7  # not re-read
         assert group.owner_nodes == {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"}
         assert group.releases == [("t", 0), ("t", 1)]
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_item2_a_new_event_while_waiting_for_a_peer_is_not_a_failed_attempt(group: FakeGroup) -> None:
+    group.owner_nodes[("t", 3)] = "g_old-0"  # a peer still releasing
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000, max_retries=4)
+    rebalancer.start()
+    try:
+        time.sleep(0.2)
+        assert rebalancer.state is RebalanceState.REBALANCING
+        rebalancer.request("another member joined")  # ends the wait: not a failure
+        time.sleep(0.2)
+        assert rebalancer.status.failed_attempts == 0
+        assert sorted(i.partition for i in fetchers.running) == [0, 1, 2]  # what it had claimed flows
+        group.other_releases(("t", 3))
+        settle(rebalancer)
+        assert rebalancer.status.failed_attempts == 0 and not rebalancer.status.gave_up
+        assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_item2_retained_partitions_cost_one_read_and_are_not_claimed_again(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, auto_commit=False)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        claims = len(group.claims)
+        group.join("g_other", {"t": 1})  # we keep 0 and 1
+        rebalancer.request("member joined")
+        deadline = time.monotonic() + 5
+        while sorted(i.partition for i in fetchers.running) != [0, 1]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        settle(rebalancer)
+        assert len(group.claims) == claims  # retained: not claimed again
+        assert sorted(group.reads) == [("t", 0), ("t", 1)]  # one read each
+        assert sorted(group.releases) == [("t", 2), ("t", 3)]
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_item2_a_burst_of_joins_is_one_rebalance(group: FakeGroup) -> None:
+    rebalancer, fetchers, _ = build(group, auto_commit=False)
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        before = rebalancer.status.rebalances
+        claims = len(group.claims)
+        for i in range(4):  # four members register 30 ms apart
+            group.join(f"g_new{i}", {"t": 1})
+            rebalancer.request(f"member {i} joined")
+            time.sleep(0.03)
+        time.sleep(0.5)
+        settle(rebalancer)
+        assert rebalancer.status.rebalances == before + 1
+        assert len(group.claims) == claims  # only released (4 partitions, 5 members): no intermediate claims
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGroup) -> None:
+    for p in (1, 2, 3):
+        group.owner_nodes[("t", p)] = "g_old-0"  # three peers still releasing
+    calls: List[TP] = []
+    real_claim = group.claim
+
+    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
+        calls.append((topic, partition))
+        return real_claim(topic, partition, thread_id, watch)
+
+    group.claim = claim  # type: ignore[method-assign]
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000)
+    rebalancer.start()
+    try:
+        time.sleep(0.3)
+        calls.clear()
+        group.other_releases(("t", 2))
+        time.sleep(0.2)
+        assert calls == [("t", 2)]  # not 1 and 3 again
+        for p in (1, 3):
+            group.other_releases(("t", p))
+        settle(rebalancer)
+        assert sorted(calls) == [("t", 1), ("t", 2), ("t", 3)]
+        assert rebalancer.status.failed_attempts == 0
     finally:
         rebalancer.stop()

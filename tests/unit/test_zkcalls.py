@@ -66,7 +66,7 @@ class FakeKazoo:
     def exists_async(self, path: str, watch: Any = None) -> Result:
         return self._take()
 
-    def get_children_async(self, path: str, watch: Any = None) -> Result:
+    def get_children_async(self, path: str, watch: Any = None, include_data: bool = False) -> Result:
         return self._take()
 
     def set_async(self, path: str, value: bytes, version: int = -1) -> Result:

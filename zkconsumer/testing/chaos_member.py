@@ -104,9 +104,11 @@ class LineSink:
 
 def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, cwd: Path,
                  properties: Mapping[str, object], consumer_id: Optional[str] = None,
-                 commit_fatal: bool = False, commit_interval_s: float = 0.5) -> "subprocess.Popen[bytes]":
+                 commit_fatal: bool = False, commit_interval_s: float = 0.5,
+                 streams: int = 1) -> "subprocess.Popen[bytes]":
     """Start this module as a member process (output to ``out``, logs to ``log``).
 
+    ``topic`` may name several topics separated by commas; ``streams`` is per topic.
     ``properties`` are passed as ``--property`` (``group.id``/``consumer.id`` come from
     the arguments). ``commit_fatal``: the ``--commit-fatal`` mode (see the module
     docstring). The child imports this checkout's zkconsumer whether or not it is
@@ -116,6 +118,8 @@ def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, 
             "--group", group, "--topic", topic, "--out", str(out)]
     if consumer_id is not None:
         argv += ["--consumer-id", consumer_id]
+    if streams != 1:
+        argv += ["--streams", str(streams)]
     if commit_fatal:
         argv += ["--commit-fatal", "--commit-interval", str(commit_interval_s)]
     for key, value in properties.items():
@@ -129,15 +133,39 @@ def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, 
                                env=env, cwd=str(cwd))
 
 
+def count_requests(client: object) -> "collections.Counter[str]":
+    """Count the ZooKeeper requests ``client`` sends from now on, by type and path kind (diagnostics).
+
+    Uses kazoo's private connection handler; installed once connected, before the
+    member joins (``ZKCONSUMER_COUNT_REQUESTS=1``); printed at exit as ``chaos-member REQUESTS``.
+    """
+    import collections
+
+    counts: "collections.Counter[str]" = collections.Counter()
+    connection = getattr(client, "_connection", None)
+    submit = getattr(connection, "_submit", None)
+    if submit is None:
+        return counts
+
+    def counted(request: object, timeout: object, xid: object = None) -> object:
+        path = str(getattr(request, "path", "") or "")
+        kind = next((k for k in ("/owners/", "/offsets/", "/ids", "/brokers/ids", "/brokers/topics") if k in path), "")
+        counts[f"{type(request).__name__}{kind}"] += 1
+        return submit(request, timeout, xid)
+
+    connection._submit = counted  # type: ignore[union-attr]
+    return counts
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m zkconsumer.testing.chaos_member",
                                      description="A zkconsumer group member recording what it consumes.")
     parser.add_argument("--zookeeper", required=True, help="zookeeper.connect")
     parser.add_argument("--group", required=True, help="group.id")
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, help="topic, or several separated by commas")
     parser.add_argument("--out", required=True, help="file to append 'partition offset value' lines to")
     parser.add_argument("--consumer-id", help="consumer.id (the member is <group>_<consumer-id>)")
-    parser.add_argument("--streams", type=int, default=1, help="streams (consumer threads) of this member")
+    parser.add_argument("--streams", type=int, default=1, help="streams (consumer threads) of this member per topic")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="any consumer property (repeatable); overrides the defaults")
     parser.add_argument("--commit-fatal", action="store_true",
@@ -196,7 +224,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sink = LineSink(args.out)
     try:
         connector = ZookeeperConsumerConnector(member_properties(args))
-        streams = connector.create_message_streams({args.topic: args.streams})[args.topic]
+        request_counts = count_requests(connector.zk_client) if os.environ.get("ZKCONSUMER_COUNT_REQUESTS") else None
+        topics = [t for t in args.topic.split(",") if t]
+        by_topic = connector.create_message_streams({t: args.streams for t in topics})
+        streams = [stream for t in topics for stream in by_topic[t]]
     except ZkConsumerError as exc:
         log.error("could not join group %s: %s", args.group, exc)
         sink.close()
@@ -245,6 +276,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log.error("%s did not end after shutdown", thread.name)
             status = status or EXIT_STREAM_FAILED
     sink.close()
+    if request_counts is not None:
+        print("chaos-member REQUESTS " + " ".join(f"{k}={v}" for k, v in request_counts.most_common()),
+              file=sys.stderr, flush=True)
+    rebalance = connector.status
+    if rebalance is not None:
+        print(f"chaos-member STATUS rebalances={rebalance.rebalances} failed_attempts={rebalance.failed_attempts} "
+              f"gave_up={rebalance.gave_up}", file=sys.stderr, flush=True)
     log.info("wrote %d lines; exit status %d", sink.count, status)
     return status
 

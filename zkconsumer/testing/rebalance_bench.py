@@ -420,13 +420,27 @@ def format_table(results: Sequence[KindResult]) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench_rebalance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--joins", type=int, default=10, help="joins measured per kind")
-    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="partitions (12; with --sizes: 256 in all, over two topics)")
     parser.add_argument("--only", choices=KINDS, help="run one kind only")
     parser.add_argument("--join-timeout", type=float, default=30.0, help="seconds a join may take before it fails")
     parser.add_argument("--hold", type=float, default=1.0,
                         help="seconds the joined member stays after the group settled, before SIGTERM")
     parser.add_argument("--keep", action="store_true", help="keep member logs")
+    scale = parser.add_argument_group("scale benchmark (zkconsumer/testing/rebalance_scale.py)")
+    scale.add_argument("--sizes", help="run the scale benchmark with these group sizes, e.g. 8,16,32")
+    scale.add_argument("--kinds", default=",".join(KINDS), help="kinds to run (scale benchmark)")
+    scale.add_argument("--streams", type=int, default=4, help="streams per topic per member (scale benchmark)")
+    scale.add_argument("--stable", type=float, default=3.0, help="seconds owners must stay settled")
+    scale.add_argument("--idle", type=float, default=10.0, help="seconds of the idle-rate window")
+    scale.add_argument("--event-timeout", type=float, default=120.0, help="seconds an event may take to settle")
+    scale.add_argument("--json", help="write the scale benchmark's JSON here")
     args = parser.parse_args(argv)
+    if args.sizes:
+        from zkconsumer.testing.rebalance_scale import main_scale
+        return main_scale(args)
+    if args.partitions is None:
+        args.partitions = 12
     if args.joins < 1 or args.partitions < 1:
         parser.error("--joins and --partitions must be >= 1")
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731

@@ -1,0 +1,257 @@
+"""GroupClient's read caches (scale items 1-2): members and brokers re-read only what changed."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Dict, List, Tuple
+
+from zkconsumer.group import GroupClient
+
+
+class _Done:
+    """A kazoo async result already answered (GroupClient calls through BoundedZooKeeper's ``*_async``)."""
+
+    def __init__(self, call, args, kwargs) -> None:  # type: ignore[no-untyped-def]
+        self._value, self._error = None, None
+        try:
+            self._value = call(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - handed to get(), as kazoo's results do
+            self._error = exc
+
+    def get(self, timeout: float = None):  # type: ignore[no-untyped-def,assignment]
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class FakeZk:
+    """Children with a cversion, as ZooKeeper keeps it; counts every request."""
+
+    handler = SimpleNamespace(timeout_exception=TimeoutError)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name.endswith("_async"):
+            sync = getattr(self, name[: -len("_async")])
+            return lambda *args, **kwargs: _Done(sync, args, kwargs)
+        raise AttributeError(name)
+
+    def __init__(self) -> None:
+        self.nodes: Dict[str, bytes] = {}
+        self.cversion: Dict[str, int] = {}
+        self.requests: List[Tuple[str, str]] = []
+        self.client_id = (1, b"")
+        self.watches: Dict[str, list] = {}
+
+    def fire(self, parent: str) -> None:
+        for watch in self.watches.pop(parent, []):
+            watch(SimpleNamespace(type="CHILD", path=parent))
+
+    def add(self, path: str, data: bytes) -> None:
+        parent = path.rsplit("/", 1)[0]
+        self.nodes[path] = data
+        self.cversion[parent] = self.cversion.get(parent, 0) + 1
+        self.fire(parent)
+
+    def remove(self, path: str) -> None:
+        parent = path.rsplit("/", 1)[0]
+        del self.nodes[path]
+        self.cversion[parent] = self.cversion.get(parent, 0) + 1
+        self.fire(parent)
+
+    def get_children(self, path: str, watch=None, include_data: bool = False):
+        self.requests.append(("children", path))
+        if watch is not None:
+            self.watches.setdefault(path, []).append(watch)
+        kids = [p.rsplit("/", 1)[1] for p in self.nodes if p.rsplit("/", 1)[0] == path]
+        return (kids, SimpleNamespace(cversion=self.cversion.get(path, 0))) if include_data else kids
+
+    def get(self, path: str, watch=None):
+        self.requests.append(("get", path))
+        return self.nodes[path], SimpleNamespace(ephemeralOwner=1, version=0)
+
+
+def registration(n: int) -> bytes:
+    return json.dumps({"version": 1, "subscription": {"t": n}, "pattern": "static",
+                       "timestamp": "1"}).encode()
+
+
+def test_scale_item2_members_are_read_once_and_again_only_when_changed() -> None:
+    zk = FakeZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    for member in ("g_a", "g_b"):
+        zk.add(f"/consumers/g/ids/{member}", registration(1))
+    assert sorted(group.members()) == ["g_a", "g_b"]
+    zk.requests.clear()
+    assert sorted(group.members()) == ["g_a", "g_b"]
+    assert zk.requests == [("children", "/consumers/g/ids")]  # nothing changed: one request
+    zk.requests.clear()
+    zk.add("/consumers/g/ids/g_c", registration(2))
+    zk.remove("/consumers/g/ids/g_b")
+    members = group.members()
+    assert sorted(members) == ["g_a", "g_c"] and members["g_c"].subscription == {"t": 2}
+    assert zk.requests == [("children", "/consumers/g/ids"), ("get", "/consumers/g/ids/g_c")]  # only the new one
+    zk.requests.clear()
+    # g_c deleted and re-created (another process, another subscription) between two reads: the
+    # children look the same but the cversion moved by 2, so every node is read again
+    zk.remove("/consumers/g/ids/g_c")
+    zk.add("/consumers/g/ids/g_c", registration(3))
+    assert group.members()["g_c"].subscription == {"t": 3}
+    assert sorted(r for r in zk.requests if r[0] == "get") == [("get", "/consumers/g/ids/g_a"),
+                                                               ("get", "/consumers/g/ids/g_c")]
+
+
+def test_scale_item2_brokers_are_read_again_only_when_they_change() -> None:
+    zk = FakeZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    broker = lambda port: json.dumps({"host": "h", "port": port, "version": 1}).encode()  # noqa: E731
+    zk.add("/brokers/ids/0", broker(9092))
+    zk.add("/brokers/ids/1", broker(9093))
+    assert [b.port for b in group.brokers()] == [9092, 9093]
+    zk.requests.clear()
+    assert [b.port for b in group.brokers()] == [9092, 9093]
+    assert zk.requests == []  # the watch has not fired: no request at all
+    zk.remove("/brokers/ids/1")
+    assert [b.port for b in group.brokers()] == [9092]
+    assert zk.requests == [("children", "/brokers/ids")]  # fired: the children again, no get
+    zk.add("/brokers/ids/1", broker(9094))  # restarted on another port
+    assert [b.port for b in group.brokers()] == [9092, 9094]
+    zk.client_id = (2, b"")  # a new session: watches are gone, read again
+    zk.requests.clear()
+    assert [b.port for b in group.brokers()] == [9092, 9094]
+    assert zk.requests == [("children", "/brokers/ids")]
+
+
+class VersionedZk(FakeZk):
+    """Owner nodes with versions and an ephemeral owner, as ZooKeeper keeps them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats: Dict[str, Tuple[int, int]] = {}  # path -> (ephemeral owner, version)
+
+    def create(self, path: str, data: bytes, acl=None, ephemeral=False, sequence=False, makepath=False) -> str:
+        from kazoo.exceptions import NodeExistsError
+
+        self.requests.append(("create", path))
+        if path in self.nodes:
+            raise NodeExistsError()
+        self.nodes[path] = data
+        self.stats[path] = (self.client_id[0], 0)
+        return path
+
+    def get(self, path: str, watch=None):
+        from kazoo.exceptions import NoNodeError
+
+        self.requests.append(("get", path))
+        if path not in self.nodes:
+            raise NoNodeError()
+        owner, version = self.stats.get(path, (1, 0))
+        return self.nodes[path], SimpleNamespace(ephemeralOwner=owner, version=version)
+
+    def set(self, path: str, data: bytes, version: int = -1):
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        self.requests.append(("set", path))
+        if path not in self.nodes:
+            raise NoNodeError()
+        owner, current = self.stats[path]
+        if version != -1 and version != current:
+            raise BadVersionError()
+        self.nodes[path] = data
+        self.stats[path] = (owner, current + 1)
+        return SimpleNamespace(ephemeralOwner=owner, version=current + 1)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        self.requests.append(("delete", path))
+        if path not in self.nodes:
+            raise NoNodeError()
+        if version != -1 and version != self.stats[path][1]:
+            raise BadVersionError()
+        del self.nodes[path]
+        del self.stats[path]
+
+
+def test_scale_item2_relabel_is_a_read_and_a_conditional_write_and_never_takes_anothers_node() -> None:
+    zk = VersionedZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    path = "/consumers/g/owners/t/0"
+    assert group.claim("t", 0, "g_a-0") is None
+    zk.requests.clear()
+    assert group.relabel("t", 0, "g_a-1") is True
+    assert zk.requests == [("get", path), ("set", path)] and zk.nodes[path] == b"g_a-1"
+    # a tool deleted ours and another member created its own, at the same version: untouched
+    zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 1)
+    assert group.relabel("t", 0, "g_a-0") is False
+    group.release("t", 0)
+    assert zk.nodes[path] == b"g_b-0"
+
+
+class TxZk(VersionedZk):
+    def exists(self, path: str, watch=None):
+        self.requests.append(("exists", path))
+        return SimpleNamespace() if path in self.nodes else None
+
+    def ensure_path(self, path: str, acl=None) -> None:
+        self.requests.append(("exists", path))
+
+    def transaction(self):
+        zk = self
+        ops: list = []
+
+        class Tx:
+            def check(self, path: str, version: int) -> None:
+                ops.append(("check", path, version))
+
+            def set_data(self, path: str, data: bytes, version: int = -1) -> None:
+                ops.append(("set", path, data))
+
+            def create(self, path: str, data: bytes, acl=None, ephemeral=False, sequence=False) -> None:
+                ops.append(("create", path, data))
+
+            def commit_async(self) -> _Done:
+                return _Done(self.commit, (), {})
+
+            def commit(self):
+                from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+
+                zk.requests.append(("multi", ""))
+                kind, path, version = ops[0]
+                if path not in zk.nodes or zk.stats[path][1] != version:
+                    return [BadVersionError(), RolledBackError()]
+                _, target, data = ops[1]
+                if ops[1][0] == "set" and target not in zk.nodes:
+                    return [RolledBackError(), NoNodeError()]
+                if ops[1][0] == "create" and target in zk.nodes:
+                    from kazoo.exceptions import NodeExistsError
+
+                    return [RolledBackError(), NodeExistsError()]
+                zk.stats.setdefault(target, (0, 0))
+                zk.nodes[target] = data
+                return [True, True]
+
+        return Tx()
+
+
+def test_scale_item2_a_commit_to_a_known_offset_node_is_a_read_and_one_multi_and_still_fenced() -> None:
+    zk = TxZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    assert group.claim("t", 0, "g_a-0") is None
+    zk.nodes["/consumers/g/offsets/t/0"] = b"5"
+    zk.stats["/consumers/g/offsets/t/0"] = (0, 0)
+    assert group.read_offset("t", 0) == 5
+    zk.requests.clear()
+    assert group.commit_offset_if_owner("t", 0, 7, "g_a-0") is True
+    assert zk.requests == [("get", "/consumers/g/owners/t/0"), ("multi", "")]  # no exists/ensure_path
+    assert zk.nodes["/consumers/g/offsets/t/0"] == b"7"
+    # a partition never committed: created in the multi, no existence check
+    assert group.claim("t", 1, "g_a-0") is None
+    zk.requests.clear()
+    assert group.commit_offset_if_owner("t", 1, 3, "g_a-0") is True
+    assert zk.requests == [("get", "/consumers/g/owners/t/1"), ("exists", "/consumers/g/offsets/t"), ("multi", "")]
+    assert zk.nodes["/consumers/g/offsets/t/1"] == b"3"
+    # a tool deleted ours and another member created its node at the same version: fenced
+    zk.nodes["/consumers/g/owners/t/0"], zk.stats["/consumers/g/owners/t/0"] = b"g_b-0", (2, 0)
+    assert group.commit_offset_if_owner("t", 0, 9, "g_a-0") is False
+    assert zk.nodes["/consumers/g/offsets/t/0"] == b"7"
