@@ -243,7 +243,13 @@ class Member:
                 return
 
     def stop(self) -> None:
+        """Stop as an application does: its commit loop first, then the connector, then its reader.
+
+        (Calling shutdown() while the application's own commit is still retrying would make that
+        commit raise ConsumerShutdownError: the application's doing, not a fault.)
+        """
         self._stop.set()
+        self._threads[1].join(70)  # a commit in flight finishes (bounded by offsets.commit.timeout.ms)
         self.connector.shutdown()
         for t in self._threads:
             t.join(10)
