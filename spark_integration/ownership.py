@@ -45,6 +45,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, SessionExpiredError
 
 from zkconsumer import ConsumerConfig, ZkConsumerError, ZooKeeperUnavailableError
+from zkconsumer.errors import ZooKeeperSessionExpiredError
 from zkconsumer.group import GroupClient
 from zkconsumer.security import zookeeper_acls
 
@@ -64,11 +65,6 @@ EXPIRY_MARGIN_S = 2.0
 EXPIRY_MARGIN_FRACTION = 0.25
 #: Pause between claim attempts while a partition is held by someone else.
 CLAIM_RETRY_S = 0.25
-
-
-def _session_expired(exc: BaseException) -> bool:
-    """Whether ``exc`` says the ZooKeeper session expired (kazoo's error, or GroupClient's wrapping of it)."""
-    return isinstance(exc, SessionExpiredError) or isinstance(exc.__cause__, SessionExpiredError)
 
 
 class GroupInUseError(ZkConsumerError):
@@ -156,9 +152,7 @@ class QueryOwnership:
         while True:
             try:
                 return step()
-            except (SessionExpiredError, ZooKeeperUnavailableError) as exc:
-                if not _session_expired(exc):
-                    raise
+            except (SessionExpiredError, ZooKeeperSessionExpiredError) as exc:
                 if self._clock() >= deadline:
                     raise ZooKeeperUnavailableError(
                         f"group {self.config.group_id}: the query's ZooKeeper session expired and no new one was "
@@ -239,10 +233,8 @@ class QueryOwnership:
         """The fenced write; ``False`` (nothing written) if not held, or the session expired under it."""
         try:
             return group.commit_offset_if_owner(topic, partition, offset, self.thread_id)
-        except (SessionExpiredError, ZooKeeperUnavailableError) as exc:
-            if _session_expired(exc):
-                return False  # the session (and every owner node of it) is gone: take the partition again
-            raise
+        except (SessionExpiredError, ZooKeeperSessionExpiredError):
+            return False  # the session (and every owner node of it) is gone: take the partition again
 
     def close(self) -> None:
         """Close the session: ZooKeeper deletes every owner node at once (idempotent)."""

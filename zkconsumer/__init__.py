@@ -25,6 +25,7 @@ from .errors import (
     UnsupportedPatternError,
     ZkConsumerError,
     ZooKeeperAccessError,
+    ZooKeeperSessionExpiredError,
     ZooKeeperUnavailableError,
 )
 from .offset_storage import OffsetStorageError
@@ -62,5 +63,6 @@ __all__ = [
     "ZkConsumerError",
     "ZookeeperConsumerConnector",
     "ZooKeeperAccessError",
+    "ZooKeeperSessionExpiredError",
     "ZooKeeperUnavailableError",
 ]

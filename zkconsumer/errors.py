@@ -77,6 +77,14 @@ class ZooKeeperUnavailableError(ZkConsumerError):
     retriable = True
 
 
+class ZooKeeperSessionExpiredError(ZooKeeperUnavailableError):
+    """The ZooKeeper session expired under the operation: every ephemeral node of it is gone.
+
+    Retriable: the client opens a new session by itself. Whoever held owner
+    nodes under the old session holds nothing any more.
+    """
+
+
 class ZooKeeperAccessError(ZkConsumerError):
     """ZooKeeper refused an operation on ``path`` for lack of permission (NoAuth, or authentication failed).
 

@@ -54,7 +54,8 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 
 from . import zkformat
-from .errors import ConsumerIdInUseError, MalformedZnodeError, ZooKeeperAccessError, ZooKeeperUnavailableError
+from .errors import (ConsumerIdInUseError, MalformedZnodeError, ZooKeeperAccessError, ZooKeeperSessionExpiredError,
+                     ZooKeeperUnavailableError)
 from .zkcalls import BoundedZooKeeper
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ class GroupClient:
         except _TRANSIENT as exc:
             raise ZooKeeperUnavailableError(f"ZooKeeper did not answer within {self._retry_timeout_s}s: {exc!r}") from exc
         except SessionExpiredError as exc:
-            raise ZooKeeperUnavailableError("the ZooKeeper session expired; a new one is being opened") from exc
+            raise ZooKeeperSessionExpiredError("the ZooKeeper session expired; a new one is being opened") from exc
         except ConnectionClosedError as exc:
             raise ZooKeeperUnavailableError("the ZooKeeper client was closed") from exc
         except (NoAuthError, AuthFailedError) as exc:  # normally mapped with its path by BoundedZooKeeper
