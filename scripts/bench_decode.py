@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Micro-benchmark: messages/s decoded by zkconsumer.messageset vs kafka-python's LegacyRecordBatch.
+"""Micro-benchmark: messages/s decoded by zkconsumer.wire.messageset vs kafka-python's LegacyRecordBatch.
 
 Builds one fetch-sized message set (default: 1 MiB of 100-byte values, magic 0,
 uncompressed, as a Kafka 0.9 broker returns it) and decodes it repeatedly with
 
-* ``zkconsumer``: :func:`zkconsumer.messageset.decode_message_set` (CRC checked);
+* ``zkconsumer``: :func:`zkconsumer.wire.messageset.decode_message_set` (CRC checked);
 * ``kafka-python``: :class:`kafka.record.legacy_records.LegacyRecordBatch` per
   entry (the shallow walk done here, then its iterator; CRC checked with
   ``validate_crc`` like its fetcher's ``check_crcs=True``).
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder  # noqa: E402
 
-from zkconsumer.messageset import decode_message_set, xxh32  # noqa: E402
+from zkconsumer.wire.messageset import decode_message_set, xxh32  # noqa: E402
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 

@@ -6,7 +6,7 @@ So the source takes the partitions it reads the way a group member does: it
 creates the ephemeral owner node ``/consumers/<group>/owners/<topic>/<partition>``
 holding its own thread id (``zkconsumer-spark-query_<host>-<ms>-<uuid8>-0``),
 and writes each offset only while it holds that node, checking and writing in
-one ZooKeeper multi-operation (:meth:`zkconsumer.group.GroupClient.commit_offset_if_owner`).
+one ZooKeeper multi-operation (:meth:`zkconsumer.zookeeper.group.GroupClient.commit_offset_if_owner`).
 
 * A second query on the group finds the nodes taken and fails with
   :class:`GroupInUseError`, naming the group, a partition and its holder.
@@ -46,7 +46,7 @@ from kazoo.exceptions import KazooException, SessionExpiredError
 
 from zkconsumer import ConsumerConfig, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.errors import ZooKeeperSessionExpiredError
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.security import zookeeper_acls
 
 from .group_view import open_zookeeper

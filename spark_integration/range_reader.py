@@ -11,7 +11,7 @@ Contract of :meth:`RangeReader.read`:
 * yields the messages with ``from_offset <= offset < until_offset`` as
   ``(offset, key, value)`` tuples (``key``/``value`` bytes or ``None``), in
   offset order, grouped in chunks of one fetch each: each chunk is the
-  decoder's sequence as is (a :class:`~zkconsumer.messageset.MessageBlock` in
+  decoder's sequence as is (a :class:`~zkconsumer.wire.messageset.MessageBlock` in
   Arrow layout when the C decoder is used) unless it had to be cut at
   ``until_offset``;
 * :meth:`RangeReader.batches` yields the same messages as Arrow record
@@ -45,11 +45,11 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError, ZkConsumerError
-from zkconsumer.connection import BrokerConnection
-from zkconsumer.messageset import MessageBlock, decode_message_set
-from zkconsumer.partition_info import RawMessage
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.messageset import MessageBlock, decode_message_set
+from zkconsumer.fetch.partition_info import RawMessage
 from zkconsumer.security import broker_ssl_context
-from zkconsumer.protocol import (
+from zkconsumer.wire.protocol import (
     EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, LeaderNotAvailableError,
     MetadataResponse, OffsetOutOfRangeError, ProtocolDecodeError, UnknownTopicOrPartitionError, error_for_code,
 )

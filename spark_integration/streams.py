@@ -60,9 +60,9 @@ from zkconsumer import (
     Blacklist, ConfigurationError, ConsumerTimeoutError, KafkaStream, MessageAndMetadata, Whitelist,
     ZookeeperConsumerConnector,
 )
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.topic_count import SubscriptionError
-from zkconsumer.zkformat import Registration
+from zkconsumer.zookeeper.zkformat import Registration
 
 from .connect import spark_context
 from .options import MemberMetrics, PropsLike, member_config, plain_props

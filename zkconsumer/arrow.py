@@ -11,7 +11,7 @@ which is what Spark's ``StringType``, ``IntegerType``, ``LongType`` and
 ``BinaryType`` columns map to. :data:`NOT_NULL_SCHEMA` has the same columns
 with ``topic``, ``partition`` and ``offset`` marked not null: the Arrow schema
 of the ``zkconsumer`` Spark source's columns (PySpark's Python data sources
-accept a ``RecordBatch`` only if its schema equals that exactly). From a :class:`~zkconsumer.messageset.MessageBlock`
+accept a ``RecordBatch`` only if its schema equals that exactly). From a :class:`~zkconsumer.wire.messageset.MessageBlock`
 (the C decoder's output) the offset, key and value columns wrap the block's
 buffers without copying; from a list of ``(offset, key, value)`` tuples they
 are built the ordinary way.
@@ -34,8 +34,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "Arrow batches need pyarrow, which is not installed: pip install 'zkconsumer[spark]' (or pyarrow)"
     ) from exc
 
-from .messageset import MessageBlock
-from .partition_info import RawMessage
+from .wire.messageset import MessageBlock
+from .fetch.partition_info import RawMessage
 
 __all__ = ["SCHEMA", "NOT_NULL_SCHEMA", "record_batch", "value_bytes"]
 

@@ -54,23 +54,24 @@ from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
-from . import assignors, security, zkformat
+from . import assignors, security
+from .zookeeper import zkformat
 from .config import ConsumerConfig
 from .errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError, ZkConsumerError, \
     ZooKeeperAccessError, ZooKeeperUnavailableError
-from .zkcalls import BoundedZooKeeper
-from .fetcher import FetcherManager
-from .group import GroupClient
-from .lease import SessionLease, track_negotiated_timeout
+from .zookeeper.zkcalls import BoundedZooKeeper
+from .fetch.fetcher import FetcherManager
+from .zookeeper.group import GroupClient
+from .zookeeper.lease import SessionLease, track_negotiated_timeout
 from .metrics import ConsumerMetrics, MetricsReporter, PauseTimingListener
 from .offset_storage import OffsetStorageError, make_offset_storage
 from .offsets import AutoCommitter, OffsetCommitter
-from .partition_info import ChunkQueue
+from .fetch.partition_info import ChunkQueue
 from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
 from .stopping import ParallelStops
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
-from .watchers import GroupWatcher
+from .zookeeper.watchers import GroupWatcher
 
 log = logging.getLogger(__name__)
 

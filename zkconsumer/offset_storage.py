@@ -61,17 +61,17 @@ from typing import (
 from kazoo.exceptions import KazooException
 
 from .errors import BrokerError, ZkConsumerError, ZooKeeperUnavailableError
-from .group_protocol import (
+from .wire.group_protocol import (
     COORDINATOR_MOVED_CODES, DEFAULT_GENERATION_ID, GROUP_LOAD_IN_PROGRESS, MEMBERSHIP_LOST_CODES,
     UNKNOWN_MEMBER_ID, OffsetCommitEntry, OffsetCommitRequestV1, OffsetCommitRequestV2, OffsetFetchRequest,
     error_name,
 )
-from .protocol import error_for_code
+from .wire.protocol import error_for_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConsumerConfig
     from .coordinator.channel import Coordinator, CoordinatorChannel
-    from .group import GroupClient
+    from .zookeeper.group import GroupClient
 
 __all__ = [
     "CommitEntry", "CommitOutcome", "DualOffsetStorage", "Generation", "KafkaOffsetStorage", "NO_GENERATION",
@@ -175,7 +175,7 @@ class OffsetStorage(Protocol):
 
 
 class ZooKeeperOffsetStorage:
-    """Offsets in ``/consumers/<g>/offsets`` through :class:`~zkconsumer.group.GroupClient`.
+    """Offsets in ``/consumers/<g>/offsets`` through :class:`~zkconsumer.zookeeper.group.GroupClient`.
 
     ``fenced=True`` (ZooKeeper membership): a partition is written only while
     this session holds its owner node with the entry's thread id

@@ -25,10 +25,10 @@ import logging
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from .group import GroupClient
+from .zookeeper.group import GroupClient
 from .offset_storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, \
     ZooKeeperOffsetStorage
-from .partition_info import PartitionTopicInfo
+from .fetch.partition_info import PartitionTopicInfo
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .config import ConsumerConfig
 from .errors import ConsumerTimeoutError
-from .messageset import ACCELERATED
+from .wire.messageset import ACCELERATED
 from .stream import KafkaStream
 
 __all__ = ["run_perf", "kafka_style_lines", "current_rss_mb", "peak_rss_mb"]

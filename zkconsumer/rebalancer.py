@@ -79,9 +79,9 @@ from kazoo.exceptions import KazooException
 
 from . import assignors
 from .errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
-from .group import GroupClient
+from .zookeeper.group import GroupClient
 from .offsets import OffsetCommitter
-from .partition_info import ChunkQueue, PartitionTopicInfo
+from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from .stream import KafkaStream, clear_streams, revoke_partitions
 from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
 

@@ -56,7 +56,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
 
-from . import zkformat
+from .zookeeper import zkformat
 from .errors import ConfigurationError
 
 __all__ = [

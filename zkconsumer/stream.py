@@ -1,6 +1,6 @@
 """What the application iterates: :class:`KafkaStream` and :class:`MessageAndMetadata`.
 
-A stream wraps one :class:`~zkconsumer.partition_info.ChunkQueue` (one consumer
+A stream wraps one :class:`~zkconsumer.fetch.partition_info.ChunkQueue` (one consumer
 thread id). Iterating it hands out messages in fetch order and advances each
 partition's ``consumed_offset`` as a message is handed out, so committed offsets
 are exactly what the application has received (at-least-once).
@@ -27,7 +27,7 @@ Semantics (Kafka's ``ConsumerIterator``):
   iterating caller, always as a :class:`~zkconsumer.errors.ZkConsumerError`
   (:class:`~zkconsumer.errors.BackgroundThreadError` wrapping anything else).
 * ZooKeeper being away does not stop iteration: what the fetchers queued is
-  handed out (see :mod:`zkconsumer.lease` for when fetchers hold back).
+  handed out (see :mod:`zkconsumer.zookeeper.lease` for when fetchers hold back).
 
 How the per-message path stays cheap
 ------------------------------------
@@ -36,7 +36,7 @@ The iterator is split in two. The *slow path*, :meth:`ConsumerIterator._refill`
 (once per chunk: queue wait, timeout, shutdown, epoch check, error chunks,
 failures), is Python and runs under the iterator's lock, which
 :meth:`~ConsumerIterator.clear` also takes. The *per-message path* walks the
-installed chunk: with the C extension (:mod:`zkconsumer._speedups`) it is the
+installed chunk: with the C extension (:mod:`zkconsumer.wire._speedups`) it is the
 C ``__next__`` of the iterator's base class, which takes no lock. It does not
 need one: a C function runs under the GIL without letting another thread in
 unless it calls back into Python or allocates (a collection may run
@@ -48,7 +48,7 @@ either before the hand-out, which then does not happen, or after it, and the
 commit that follows includes the message. Without the extension the same
 per-message path is Python and holds the lock for each message.
 
-Chunks are normally :class:`~zkconsumer.messageset.MessageBlock` objects (the
+Chunks are normally :class:`~zkconsumer.wire.messageset.MessageBlock` objects (the
 C decoder's Arrow-layout output) from which the ``bytes`` of a key and value
 are made only when the message is handed out, and from which
 :meth:`KafkaStream.batches` builds record batches without copying; any
@@ -62,8 +62,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
-from .messageset import _speedups
-from .partition_info import SHUTDOWN, ChunkQueue, PartitionTopicInfo, RawMessage
+from .wire.messageset import _speedups
+from .fetch.partition_info import SHUTDOWN, ChunkQueue, PartitionTopicInfo, RawMessage
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow
@@ -114,7 +114,7 @@ class FailureSignal:
 
 
 class _PyCursor:
-    """Pure-Python twin of ``zkconsumer._speedups.Cursor``: the per-message path over the installed chunk.
+    """Pure-Python twin of ``zkconsumer.wire._speedups.Cursor``: the per-message path over the installed chunk.
 
     Subclasses provide ``_lock`` (taken per message here) and ``_refill()``,
     which installs the next chunk or raises.

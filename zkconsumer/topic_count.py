@@ -4,7 +4,7 @@ A member subscribes either *statically* (``{"events": 2}``: two streams, i.e. tw
 consumer threads, for topic ``events``) or by *wildcard* (a :class:`Whitelist` or
 :class:`Blacklist` regex and a stream count applied to every matching topic). The
 member writes its subscription into its registration node (see
-:func:`zkconsumer.zkformat.encode_registration`); every member rebuilds every other
+:func:`zkconsumer.zookeeper.zkformat.encode_registration`); every member rebuilds every other
 member's :class:`TopicCount` from those nodes with
 :func:`topic_count_from_registration` and expands it into consumer thread ids
 (``"<consumerId>-<i>"``) per topic, the input of :mod:`zkconsumer.assignors`.
@@ -29,7 +29,7 @@ from .errors import ConfigurationError, UnsupportedPatternError
 from .java_regex import JavaRegexSyntaxError, compile_java_regex, translate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .zkformat import Registration
+    from .zookeeper.zkformat import Registration
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -363,7 +363,7 @@ def topic_count_from_registration(
     with no Python equivalent: the caller must not compute an assignment without
     that member (it would differ from the one Kafka's members compute).
 
-    >>> from zkconsumer.zkformat import Registration
+    >>> from zkconsumer.zookeeper.zkformat import Registration
     >>> topic_count_from_registration("g_c2", Registration({"ev.*": 1}, "white_list", "1", 1), True)
     WildcardTopicCount('g_c2', Whitelist('ev.*'), 1, exclude_internal_topics=True)
     """

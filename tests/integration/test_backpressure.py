@@ -28,8 +28,8 @@ import pytest
 
 from support import consumer_props, owners, unique, wait_until
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector
-from zkconsumer.connection import BrokerConnection
-from zkconsumer.protocol import LATEST_TIME
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.protocol import LATEST_TIME
 from zkconsumer.rebalancer import RebalanceState
 from zkconsumer.testing import LocalCluster
 

@@ -1,7 +1,7 @@
 """The ``zkconsumer`` CLI against the real cluster, refereed by Kafka's own tools.
 
 Offsets are written into ZooKeeper the way a group member writes them
-(:class:`zkconsumer.group.GroupClient`), then read back by our CLI and by
+(:class:`zkconsumer.zookeeper.group.GroupClient`), then read back by our CLI and by
 ``kafka.tools.ConsumerOffsetChecker`` / ``kafka.tools.ExportZkOffsets``.
 """
 
@@ -22,8 +22,8 @@ import zkconsumer
 from support import offset_checker, produced_values, unique
 from zkconsumer.__main__ import main
 from zkconsumer.admin import BrokerOffsets
-from zkconsumer.group import GroupClient
-from zkconsumer.protocol import LATEST_TIME
+from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.wire.protocol import LATEST_TIME
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from support import produced_values, unique, wait_until
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.testing import LocalCluster
 
 pytestmark = pytest.mark.integration

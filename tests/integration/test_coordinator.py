@@ -16,7 +16,7 @@ from zkconsumer import (
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.coordinator.channel import CoordinatorChannel, connection_factory
 from zkconsumer.coordinator.connector import CoordinatorConsumerConnector
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.offset_storage import CommitEntry, KafkaOffsetStorage
 from zkconsumer.rebalancer import RebalanceState
 

@@ -17,12 +17,13 @@ from kazoo.client import KazooClient
 from kazoo.security import make_acl, make_digest_acl
 
 from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
-from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector, assignors, zkformat
+from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector, assignors
+from zkconsumer.zookeeper import zkformat
 from zkconsumer.errors import ConsumerRebalanceFailedError
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.offset_storage import ZooKeeperOffsetStorage
 from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.rebalancer import RebalanceState, Rebalancer
 from zkconsumer.stream import KafkaStream
 from zkconsumer.testing import LocalCluster

@@ -10,7 +10,7 @@ Items of the "Correct under faults" issue:
   not kill the members watch: members re-register, re-claim, keep consuming, and a
   later joiner still makes them rebalance.
 
-Plus the contract of :class:`zkconsumer.watchers.GroupWatcher` itself (under a
+Plus the contract of :class:`zkconsumer.zookeeper.watchers.GroupWatcher` itself (under a
 chroot, so Kafka's controller never sees the nodes the tests write).
 """
 
@@ -25,10 +25,11 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from zkconsumer import Whitelist, ZookeeperConsumerConnector, zkformat
-from zkconsumer.group import GroupClient
+from zkconsumer import Whitelist, ZookeeperConsumerConnector
+from zkconsumer.zookeeper import zkformat
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.testing import LocalCluster
-from zkconsumer.watchers import GroupWatcher
+from zkconsumer.zookeeper.watchers import GroupWatcher
 
 from support import Drainer, consumer_props, expected_range, owners, produced_values, unique, wait_until
 

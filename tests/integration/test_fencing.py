@@ -7,7 +7,7 @@ from kazoo.client import KazooClient
 
 from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 
 
 @pytest.fixture

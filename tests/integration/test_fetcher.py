@@ -17,9 +17,9 @@ import pytest
 from kafka import KafkaProducer
 
 from zkconsumer.errors import MessageSizeTooLargeError
-from zkconsumer.fetcher import FetcherManager, fetcher_id
-from zkconsumer.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
-from zkconsumer.zkformat import Broker, decode_broker
+from zkconsumer.fetch.fetcher import FetcherManager, fetcher_id
+from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from zkconsumer.zookeeper.zkformat import Broker, decode_broker
 
 TP = Tuple[str, int]
 

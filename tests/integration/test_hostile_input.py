@@ -22,7 +22,7 @@ from zkconsumer import (
     ZookeeperConsumerConnector,
     ZooKeeperUnavailableError,
 )
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 
 
 def closed_port() -> int:

@@ -8,7 +8,7 @@ from support import Drainer, consumer_props, produced_values, unique, wait_until
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.coordinator.channel import CoordinatorChannel, connection_factory
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.offset_storage import NO_GENERATION, CommitEntry, KafkaOffsetStorage
 
 PARTITIONS = range(4)

@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 from support import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.__main__ import main
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.monitoring.exporter import LagExporter
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.ports import free_ports

@@ -19,7 +19,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from support import Drainer, by_value, consumer_props, offset_checker, owners, produced_values, unique, wait_until
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
-from zkconsumer.connection import BrokerConnection
+from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError
 from zkconsumer.security import broker_ssl_context, digest_id
 
@@ -147,7 +147,7 @@ def connected_ports(caplog: pytest.LogCaptureFixture) -> List[int]:
 
 
 def test_consumes_over_tls_with_a_client_certificate(secure: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="zkconsumer.connection")
+    caplog.set_level(logging.DEBUG, logger="zkconsumer.wire.connection")
     topic, group = unique("tls"), unique("g-tls")
     secure.create_topic(topic, partitions=2)
     values = produced_values(40, "tls")
@@ -197,7 +197,7 @@ def test_without_the_required_client_certificate_the_handshake_fails_promptly(se
 @pytest.mark.parametrize("case", ["no-client-cert", "other-ca"])
 def test_a_consumer_refused_by_tls_reports_it_and_does_not_hang(
         secure: LocalCluster, caplog: pytest.LogCaptureFixture, tmp_path, case: str) -> None:
-    caplog.set_level(logging.WARNING, logger="zkconsumer.fetcher")
+    caplog.set_level(logging.WARNING, logger="zkconsumer.fetch.fetcher")
     topic, group = unique("tls-refused"), unique("g-refused")
     secure.create_topic(topic, partitions=1)
     secure.produce(topic, [b"unreachable"], partition=0)

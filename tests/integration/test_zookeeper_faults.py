@@ -23,9 +23,9 @@ from kazoo.client import KazooClient
 
 from support import consumer_props, owners, unique, wait_until
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer import lease as leases
+from zkconsumer.zookeeper import lease as leases
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.errors import ClusterTimeoutError
 

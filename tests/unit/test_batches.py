@@ -21,8 +21,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import zkconsumer
 from zkconsumer.errors import ConsumerTimeoutError, CorruptMessageError
-from zkconsumer.messageset import ACCELERATED, decode_message_set
-from zkconsumer.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from zkconsumer.wire.messageset import ACCELERATED, decode_message_set
+from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.stream import KafkaStream
 
 pa = pytest.importorskip("pyarrow")

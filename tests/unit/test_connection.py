@@ -1,4 +1,4 @@
-"""zkconsumer.connection against a scripted local TCP server (no Kafka)."""
+"""zkconsumer.wire.connection against a scripted local TCP server (no Kafka)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Callable, List, Optional, Tuple, Union
 import pytest
 from kafka.protocol.old.metadata import MetadataResponse_v0
 
-from zkconsumer.connection import BrokerConnection
+from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.errors import BrokerUnavailableError
 
 #: handler(correlation_id, api_key, request bytes) -> response body, or

@@ -6,7 +6,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from zkconsumer.coordinator.delivery import Delivery
 from zkconsumer.offset_storage import Generation
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 
 TP = Tuple[str, int]
 

@@ -20,14 +20,14 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from zkconsumer import messageset
+from zkconsumer.wire import messageset
 from zkconsumer.errors import CorruptMessageError
-from zkconsumer.messageset import ACCELERATED, decode_message_set, decode_message_set_python
+from zkconsumer.wire.messageset import ACCELERATED, decode_message_set, decode_message_set_python
 
 GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]
 
-needs_c = pytest.mark.skipif(not ACCELERATED, reason="the C extension zkconsumer._speedups is not built")
+needs_c = pytest.mark.skipif(not ACCELERATED, reason="the C extension zkconsumer.wire._speedups is not built")
 
 
 pytestmark = pytest.mark.usefixtures("old_kafka_lz4")
@@ -203,7 +203,7 @@ def test_corrupt_inner_set_is_reported_at_the_wrapper() -> None:
 
 @needs_c
 def test_crc32_matches_zlib_for_every_length_and_alignment() -> None:
-    from zkconsumer import _speedups
+    from zkconsumer.wire import _speedups
 
     rng = random.Random(1)
     blob = rng.randbytes(4096)
@@ -247,7 +247,7 @@ def test_blocks_without_nulls_have_no_validity_bitmap() -> None:
 
 @needs_c
 def test_concat_joins_blocks_in_order() -> None:
-    from zkconsumer import _speedups
+    from zkconsumer.wire import _speedups
 
     a = decode_message_set(plain(0, [(0, None, b"a"), (1, b"k", None)]), "t", 0, 0).messages
     b = decode_message_set(plain(0, [(2, b"x", b"yy")]), "t", 0, 0).messages

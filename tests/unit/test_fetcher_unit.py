@@ -1,4 +1,4 @@
-"""zkconsumer.fetcher: fetcher ids (against Java) and partition bookkeeping over an in-memory fake cluster.
+"""zkconsumer.fetch.fetcher: fetcher ids (against Java) and partition bookkeeping over an in-memory fake cluster.
 
 The fake stands in for brokers at the connection level (``connection_factory``):
 it serves Metadata, Fetch (cutting message sets at ``max_bytes`` mid-message, as
@@ -20,13 +20,13 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, \
     MessageSizeTooLargeError
-from zkconsumer.fetcher import FetcherManager, fetcher_id
-from zkconsumer.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
-from zkconsumer.protocol import (
+from zkconsumer.fetch.fetcher import FetcherManager, fetcher_id
+from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from zkconsumer.wire.protocol import (
     BrokerMetadata, FetchPartition, FetchPartitionResponse, FetchResponse, MetadataResponse,
     PartitionMetadata, TopicMetadata,
 )
-from zkconsumer.zkformat import Broker
+from zkconsumer.zookeeper.zkformat import Broker
 
 TP = Tuple[str, int]
 

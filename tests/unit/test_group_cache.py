@@ -6,7 +6,7 @@ import json
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
 
-from zkconsumer.group import GroupClient
+from zkconsumer.zookeeper.group import GroupClient
 
 
 class _Done:

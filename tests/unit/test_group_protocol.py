@@ -1,4 +1,4 @@
-"""zkconsumer.group_protocol: byte-exact against kafka-python's classes, both directions, and framing."""
+"""zkconsumer.wire.group_protocol: byte-exact against kafka-python's classes, both directions, and framing."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from kafka.protocol.old.group import (
     LeaveGroupResponse_v0, SyncGroupRequest_v0, SyncGroupResponse_v0,
 )
 
-from zkconsumer import group_protocol as g
-from zkconsumer.protocol import ProtocolDecodeError, decode_response_header, encode_request
+from zkconsumer.wire import group_protocol as g
+from zkconsumer.wire.protocol import ProtocolDecodeError, decode_response_header, encode_request
 
 
 def decoded(request_class, ours):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
-from zkconsumer.lease import SessionLease
+from zkconsumer.zookeeper.lease import SessionLease
 
 
 class FakeClient:

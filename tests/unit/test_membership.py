@@ -10,14 +10,14 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional
 
 import pytest
 
-from zkconsumer import group_protocol as g
+from zkconsumer.wire import group_protocol as g
 from zkconsumer.coordinator.assignment import encode_assignment
 from zkconsumer.coordinator.delivery import Delivery
 from zkconsumer.coordinator.membership import GroupMembership
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
 from zkconsumer.offset_storage import CommitOutcome, Generation
 from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.rebalancer import INVALID_OFFSET, RebalanceState
 from zkconsumer.stream import KafkaStream
 

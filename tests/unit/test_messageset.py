@@ -1,4 +1,4 @@
-"""zkconsumer.messageset against kafka-python's LegacyRecordBatch on the same bytes."""
+"""zkconsumer.wire.messageset against kafka-python's LegacyRecordBatch on the same bytes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 from zkconsumer.errors import CorruptMessageError
-from zkconsumer.messageset import UnsupportedCompressionError, decode_message_set, xxh32
+from zkconsumer.wire.messageset import UnsupportedCompressionError, decode_message_set, xxh32
 
 GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]

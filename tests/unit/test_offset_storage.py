@@ -7,7 +7,7 @@ from typing import Deque, Dict, List, Optional, Tuple
 
 import pytest
 
-from zkconsumer import group_protocol as g
+from zkconsumer.wire import group_protocol as g
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
 from zkconsumer.offset_storage import (
@@ -15,7 +15,7 @@ from zkconsumer.offset_storage import (
     ZooKeeperOffsetStorage,
 )
 from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 
 TP = Tuple[str, int]
 

@@ -1,4 +1,4 @@
-"""zkconsumer.protocol: byte-exact against kafka-python's protocol classes, and the error table."""
+"""zkconsumer.wire.protocol: byte-exact against kafka-python's protocol classes, and the error table."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from kafka.protocol.old.fetch import FetchRequest_v0, FetchResponse_v0
 from kafka.protocol.old.list_offsets import ListOffsetsRequest_v0, ListOffsetsResponse_v0
 from kafka.protocol.old.metadata import MetadataRequest_v0, MetadataResponse_v0
 
-from zkconsumer import protocol as p
+from zkconsumer.wire import protocol as p
 from zkconsumer.errors import BrokerError
 
 

@@ -11,11 +11,11 @@ import pytest
 from zkconsumer import assignors
 from zkconsumer.errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZooKeeperUnavailableError
 from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.rebalancer import INVALID_OFFSET, RebalanceState, Rebalancer
 from zkconsumer.stream import KafkaStream
 from zkconsumer.topic_count import StaticTopicCount
-from zkconsumer.zkformat import Registration
+from zkconsumer.zookeeper.zkformat import Registration
 
 TP = Tuple[str, int]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from zkconsumer.errors import ConsumerTimeoutError
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.stream import KafkaStream, revoke_partitions
 
 

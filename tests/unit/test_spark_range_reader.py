@@ -18,7 +18,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from spark_integration.range_reader import OffsetRangeUnavailableError, RangeReader
 from spark_integration.ranges import OffsetRange
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError
-from zkconsumer.protocol import (
+from zkconsumer.wire.protocol import (
     EARLIEST_TIME, BrokerMetadata, FetchPartition, FetchPartitionResponse, FetchResponse, MetadataResponse,
     PartitionMetadata, TopicMetadata,
 )
@@ -289,7 +289,7 @@ def test_item3_batches_have_the_spark_sources_arrow_schema_exactly() -> None:
 def test_item3_batches_of_a_range_ending_mid_chunk_wrap_the_decoders_buffers() -> None:
     """With the C decoder, a chunk cut at the range end becomes a slice of the block's arrays, not a copy."""
     pytest.importorskip("pyarrow")
-    from zkconsumer.messageset import ACCELERATED
+    from zkconsumer.wire.messageset import ACCELERATED
 
     if not ACCELERATED:
         pytest.skip("the C decoder is not built")

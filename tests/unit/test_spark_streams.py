@@ -11,7 +11,7 @@ from spark_integration.streams import (
     BoundedStream, KafkaStreamSource, StreamSpec, ownership_settled, wait_for_peers, wave_size,
 )
 from zkconsumer import ConfigurationError, ConsumerTimeoutError, MessageAndMetadata
-from zkconsumer.zkformat import Registration
+from zkconsumer.zookeeper.zkformat import Registration
 
 PROPS = {"zookeeper.connect": "zk:2181", "group.id": "g", "consumer.timeout.ms": 500}
 

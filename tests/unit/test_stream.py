@@ -10,7 +10,7 @@ import pytest
 
 from zkconsumer.errors import ZkConsumerError
 from zkconsumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
-from zkconsumer.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.stream import FailureSignal, KafkaStream, MessageAndMetadata
 
 
@@ -49,7 +49,7 @@ def test_messages_below_the_consumed_offset_are_never_delivered_twice() -> None:
 
 
 def _chunk(info: PartitionTopicInfo, fetch_offset: int, messages):
-    from zkconsumer.partition_info import FetchedDataChunk
+    from zkconsumer.fetch.partition_info import FetchedDataChunk
 
     return FetchedDataChunk(info, fetch_offset, messages)
 

@@ -19,7 +19,7 @@ from zkconsumer.topic_count import (
     normalize_topic_regex,
     topic_count_from_registration,
 )
-from zkconsumer.zkformat import Registration, decode_registration, encode_registration
+from zkconsumer.zookeeper.zkformat import Registration, decode_registration, encode_registration
 
 # --------------------------------------------------------------------------- normalisation
 

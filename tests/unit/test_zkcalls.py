@@ -22,8 +22,8 @@ from kazoo.exceptions import (
 
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import ConfigurationError, ZooKeeperAccessError, ZooKeeperUnavailableError
-from zkconsumer.group import GroupClient
-from zkconsumer.zkcalls import BoundedZooKeeper
+from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.zookeeper.zkcalls import BoundedZooKeeper
 
 
 class Timeout(Exception):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from zkconsumer.errors import MalformedZnodeError, ZkConsumerError
-from zkconsumer.zkformat import (
+from zkconsumer.zookeeper.zkformat import (
     BROKER_IDS_PATH,
     BROKER_TOPICS_PATH,
     CONSUMERS_PATH,

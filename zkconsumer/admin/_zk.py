@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from .. import zkformat
-from ..group import GroupClient
+from ..zookeeper import zkformat
+from ..zookeeper.group import GroupClient
 from .errors import AdminError, GroupActiveError, UnknownGroupError
 
 TopicPartition = Tuple[str, int]

@@ -8,9 +8,9 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
 
-from .. import zkformat
+from ..zookeeper import zkformat
 from ..errors import MalformedZnodeError, UnsupportedPatternError
-from ..protocol import LATEST_TIME
+from ..wire.protocol import LATEST_TIME
 from ..topic_count import SubscriptionError, WildcardTopicCount, topic_count_from_registration
 from . import _zk
 from ._zk import Progress, TopicPartition

@@ -10,10 +10,10 @@ from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from .. import zkformat
-from ..connection import BrokerConnection
+from ..zookeeper import zkformat
+from ..wire.connection import BrokerConnection
 from ..errors import BrokerError, MalformedZnodeError
-from ..protocol import ERROR_NAMES, NO_LEADER, ListOffsetsRequest
+from ..wire.protocol import ERROR_NAMES, NO_LEADER, ListOffsetsRequest
 from . import _zk
 from ._zk import TopicPartition
 

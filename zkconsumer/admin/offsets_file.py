@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 
-from .. import zkformat
+from ..zookeeper import zkformat
 from . import _zk
 from ._zk import Progress, list_groups
 from .errors import OffsetFileError

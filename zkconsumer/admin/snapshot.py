@@ -17,7 +17,7 @@ from typing import Callable, Dict, Optional, Sequence
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from .. import zkformat
+from ..zookeeper import zkformat
 from ._zk import Progress, TopicPartition
 from .describe import GroupDescription, describe_group
 from .log_offsets import LogOffsets

@@ -9,7 +9,7 @@ protocol named after ``partition.assignment.strategy``: ``range`` or
 
 metadata
     The member's subscription, byte for byte the JSON its ZooKeeper registration
-    would hold (:func:`zkconsumer.zkformat.encode_registration`)::
+    would hold (:func:`zkconsumer.zookeeper.zkformat.encode_registration`)::
 
         {"version":1,"subscription":{"events":2},"pattern":"static","timestamp":"1700000000000"}
 
@@ -44,7 +44,8 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Mapping, Sequence, Tuple
 
-from .. import assignors, zkformat
+from .. import assignors
+from ..zookeeper import zkformat
 from ..assignors import Assignment, AssignmentError, TopicPartition
 from ..errors import MalformedZnodeError
 from ..topic_count import StaticTopicCount, TopicCount, consumers_per_topic, topic_count_from_registration

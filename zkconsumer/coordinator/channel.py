@@ -11,10 +11,10 @@ Contract:
   looking it up first if none is known. A connection failure forgets the
   coordinator and raises :class:`~zkconsumer.errors.BrokerUnavailableError`
   (retriable); a lookup that finds none raises a retriable
-  :class:`~zkconsumer.protocol.KafkaProtocolError` (code 15,
+  :class:`~zkconsumer.wire.protocol.KafkaProtocolError` (code 15,
   GROUP_COORDINATOR_NOT_AVAILABLE, while ``__consumer_offsets`` is created).
 * Error codes *inside* a response are the caller's: on
-  :data:`~zkconsumer.group_protocol.COORDINATOR_MOVED_CODES` it calls
+  :data:`~zkconsumer.wire.group_protocol.COORDINATOR_MOVED_CODES` it calls
   :meth:`CoordinatorChannel.invalidate` and retries after its backoff.
 * No retries and no sleeping here: callers own their retry policy
   (``offsets.commit.max.retries``/``offsets.channel.backoff.ms`` for offsets,
@@ -32,12 +32,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
-from ..connection import BrokerConnection
+from ..wire.connection import BrokerConnection
 from ..errors import BrokerError, BrokerUnavailableError
 from ..security import broker_ssl_context
-from ..group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordinatorRequest
-from ..protocol import Request, error_for_code
-from ..zkformat import Broker
+from ..wire.group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordinatorRequest
+from ..wire.protocol import Request, error_for_code
+from ..zookeeper.zkformat import Broker
 
 __all__ = ["Coordinator", "CoordinatorChannel", "ConnectionFactory", "connection_factory"]
 

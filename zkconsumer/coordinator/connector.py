@@ -41,9 +41,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..config import ConsumerConfig
 from ..connector import ConnectorState, ZookeeperConsumerConnector
 from ..errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError
-from ..group_protocol import GroupMember
+from ..wire.group_protocol import GroupMember
 from ..offset_storage import Generation, OffsetStorageError
-from ..partition_info import ChunkQueue
+from ..fetch.partition_info import ChunkQueue
 from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
 from ..topic_count import TopicCount
 from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs

@@ -32,7 +32,7 @@ from ..assignors import split_thread_id
 from ..errors import ZkConsumerError
 from ..offset_storage import Generation
 from ..offsets import OffsetCommitter
-from ..partition_info import ChunkQueue, PartitionTopicInfo
+from ..fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from ..rebalancer import INVALID_OFFSET, ConsumerRebalanceListener
 from ..stream import KafkaStream, clear_streams
 from ..topic_count import make_thread_id

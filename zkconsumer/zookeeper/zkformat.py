@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from .errors import MalformedZnodeError
+from ..errors import MalformedZnodeError
 
 __all__ = [
     "BROKER_IDS_PATH",

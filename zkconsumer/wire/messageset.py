@@ -43,7 +43,7 @@ Worked example::
 
 Two implementations, one contract:
 
-* the optional C extension :mod:`zkconsumer._speedups` (built by ``setup.py``
+* the optional C extension :mod:`zkconsumer.wire._speedups` (built by ``setup.py``
   when a compiler is available) walks the entries with the GIL released for
   large sets and returns the messages as a :class:`MessageBlock`: one chunk in
   Arrow layout (int64 offsets; keys and values as int32 offsets + data +
@@ -68,8 +68,8 @@ import struct
 import zlib
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .errors import CorruptMessageError
-from .partition_info import RawMessage
+from ..errors import CorruptMessageError
+from ..fetch.partition_info import RawMessage
 
 __all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python",
            "UnsupportedCompressionError", "xxh32"]

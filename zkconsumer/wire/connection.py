@@ -28,7 +28,7 @@ import ssl
 import threading
 from typing import Optional, Sequence, TypeVar
 
-from .errors import BrokerUnavailableError
+from ..errors import BrokerUnavailableError
 from .protocol import (
     EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchRequest, FetchResponse, ListOffsetsRequest,
     MetadataRequest, MetadataResponse, Request, decode_response_header, encode_request,
@@ -120,7 +120,7 @@ class BrokerConnection:
     def list_offsets(self, topic: str, partition: int, time: int) -> int:
         """The offset of ``topic``/``partition`` before ``time`` (:data:`EARLIEST_TIME`, :data:`LATEST_TIME`).
 
-        Raises the partition's broker error (a :class:`~zkconsumer.protocol.KafkaProtocolError`)
+        Raises the partition's broker error (a :class:`~zkconsumer.wire.protocol.KafkaProtocolError`)
         if the broker reports one.
         """
         return self.send(ListOffsetsRequest(((topic, partition, time),))).offset(topic, partition)

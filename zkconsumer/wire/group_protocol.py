@@ -1,8 +1,8 @@
 """Kafka's consumer-group requests: coordinator lookup, offsets in Kafka, and group membership.
 
-Built on :mod:`zkconsumer.protocol`'s framing and primitives (same ``Request``
+Built on :mod:`zkconsumer.wire.protocol`'s framing and primitives (same ``Request``
 base, same ``string``/array encoding, same ``_Reader``), so a request here is
-sent with :meth:`zkconsumer.connection.BrokerConnection.send` like any other.
+sent with :meth:`zkconsumer.wire.connection.BrokerConnection.send` like any other.
 
 ==================  =======  =======  ===================================================
 request             api_key  version  purpose

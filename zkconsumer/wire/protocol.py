@@ -1,8 +1,8 @@
 """Kafka's binary wire protocol, version 0, for the three requests a consumer sends.
 
 Only framing lives here: turning request objects into bytes and response bytes
-into objects. Sockets are :mod:`zkconsumer.connection`'s job; message sets (the
-``records`` of a fetch response) are decoded by :mod:`zkconsumer.messageset`.
+into objects. Sockets are :mod:`zkconsumer.wire.connection`'s job; message sets (the
+``records`` of a fetch response) are decoded by :mod:`zkconsumer.wire.messageset`.
 
 Every integer is big-endian. A request on the wire is::
 
@@ -41,7 +41,7 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar
 
-from .errors import BrokerError
+from ..errors import BrokerError
 
 __all__ = [
     "API_FETCH", "API_LIST_OFFSETS", "API_METADATA", "CONSUMER_REPLICA_ID",
@@ -482,7 +482,7 @@ class FetchPartitionResponse:
 
     ``message_set`` is a zero-copy view into the response buffer; its last
     message may be cut short at ``max_bytes`` (decode with
-    :func:`zkconsumer.messageset.decode_message_set`). ``high_watermark`` is the
+    :func:`zkconsumer.wire.messageset.decode_message_set`). ``high_watermark`` is the
     offset after the last committed message, ``-1`` when an error is reported.
     """
 

@@ -81,18 +81,18 @@ from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple,
 )
 
-from .assignors import java_string_hash
-from .connection import BrokerConnection
-from .errors import BrokerError, ConsumerShutdownError, CorruptMessageError, \
+from ..assignors import java_string_hash
+from ..wire.connection import BrokerConnection
+from ..errors import BrokerError, ConsumerShutdownError, CorruptMessageError, \
     MessageSizeTooLargeError, ZkConsumerError
-from .messageset import decode_message_set
+from ..wire.messageset import decode_message_set
 from .partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
-from .protocol import EARLIEST_TIME, ERROR_NAMES, LATEST_TIME, FetchPartition, FetchPartitionResponse, \
+from ..wire.protocol import EARLIEST_TIME, ERROR_NAMES, LATEST_TIME, FetchPartition, FetchPartitionResponse, \
     MetadataResponse, OffsetOutOfRangeError
-from .security import broker_ssl_context
+from ..security import broker_ssl_context
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .zkformat import Broker
+    from ..zookeeper.zkformat import Broker
 
 __all__ = ["FetcherManager", "FetcherThread", "FetcherKey", "FetchStats", "fetcher_id"]
 

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator, List, Optional, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, NoAuthError, OperationTimeoutError
 
-from .errors import ZooKeeperAccessError
+from ..errors import ZooKeeperAccessError
 
 T = TypeVar("T")
 

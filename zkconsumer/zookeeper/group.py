@@ -21,7 +21,7 @@ Nodes written by other clients are read defensively: a malformed member
 registration or topic node is logged (naming the node) and skipped.
 
 Errors: every kazoo call waits at most until the operation's deadline
-(:class:`~zkconsumer.zkcalls.BoundedZooKeeper`), so no operation blocks while
+(:class:`~zkconsumer.zookeeper.zkcalls.BoundedZooKeeper`), so no operation blocks while
 ZooKeeper is away. What leaves this module is a
 :class:`~zkconsumer.errors.ZkConsumerError`, never a kazoo exception:
 connection loss, a timeout, an expired session or a closed client become
@@ -54,7 +54,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 
 from . import zkformat
-from .errors import (ConsumerIdInUseError, MalformedZnodeError, ZooKeeperAccessError, ZooKeeperSessionExpiredError,
+from ..errors import (ConsumerIdInUseError, MalformedZnodeError, ZooKeeperAccessError, ZooKeeperSessionExpiredError,
                      ZooKeeperUnavailableError)
 from .zkcalls import BoundedZooKeeper
 
@@ -75,7 +75,7 @@ class GroupClient:
     ``retry_timeout_s`` bounds how long one operation (one :meth:`_retry`)
     waits, its kazoo calls included, retrying transient connection errors (it
     should not exceed the session timeout: past it, the session is gone
-    anyway). ``client`` is used through :class:`~zkconsumer.zkcalls.BoundedZooKeeper`
+    anyway). ``client`` is used through :class:`~zkconsumer.zookeeper.zkcalls.BoundedZooKeeper`
     (``self.client``; ``self.client.raw`` is the KazooClient). ``sleep`` is
     injectable for tests. ``id_wait_s`` is how long :meth:`register` waits for a
     member node held by a foreign session to go away (default: ``retry_timeout_s`` + 2 s).
@@ -331,7 +331,7 @@ class GroupClient:
         Each topic's node is read with a data watch and answered from that read
         until the watch fires (the node changed or was deleted) or the session
         changes: no request while nothing changed. A caller that armed its own
-        watch of the node before calling (:class:`~zkconsumer.watchers.GroupWatcher`)
+        watch of the node before calling (:class:`~zkconsumer.zookeeper.watchers.GroupWatcher`)
         still sees every change: both watches fire from the same event, ours first
         marks the cache stale, on kazoo's one event thread.
         """

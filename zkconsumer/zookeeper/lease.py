@@ -52,7 +52,7 @@ from typing import Any, Callable, Dict, Optional
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from .errors import ZkConsumerError
+from ..errors import ZkConsumerError
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class SessionLease:
     replies to kazoo's own requests and pings (:class:`ReplyObserver`) and,
     when none came for half a session timeout, the lease's own read of
     ``path``. ``client`` should bound its calls (a
-    :class:`~zkconsumer.zkcalls.BoundedZooKeeper`), so the thread never blocks
+    :class:`~zkconsumer.zookeeper.zkcalls.BoundedZooKeeper`), so the thread never blocks
     longer than a proof interval while ZooKeeper is away. Thread-safe;
     :meth:`valid` is cheap (a clock read). :meth:`stop` joins the thread.
     """

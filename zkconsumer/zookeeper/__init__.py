@@ -1,0 +1,1 @@
+"""ZooKeeper: the group's paths and JSON, membership, watches, the session lease, bounded calls."""
