@@ -213,14 +213,14 @@ def assign_roundrobin(
                 f"{_sorted_threads(threads)}; topic {head_topic} has the following available consumer "
                 f"streams: {_sorted_threads(head_threads)}"
             )
-    threads = _sorted_threads(head_threads)
+    ordered_threads = _sorted_threads(head_threads)
 
     pairs: List[TopicPartition] = []
     for topic in _subscribed_topics(consumers_for_topic, partitions_for_topic):
         pairs.extend((topic, p) for p in _sorted_partitions(partitions_for_topic[topic]))
     pairs.sort(key=lambda tp: java_string_hash(f"[{tp[0]},{tp[1]}]"))  # stable, as Kafka's sortWith
 
-    return {tp: threads[i % len(threads)] for i, tp in enumerate(pairs)}
+    return {tp: ordered_threads[i % len(ordered_threads)] for i, tp in enumerate(pairs)}
 
 
 # --------------------------------------------------------------------------- registry

@@ -148,7 +148,7 @@ class TopicFilter(ABC):
         """Whether a member with this filter consumes ``topic``."""
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.regex == self.regex  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.regex == self.regex
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.regex))

@@ -35,9 +35,10 @@ def children(zk: KazooClient, path: str) -> List[str]:
 def get(zk: KazooClient, path: str) -> Optional[Tuple[bytes, Any]]:
     """``(data, stat)`` of ``path``, or ``None`` if it does not exist."""
     try:
-        return zk.retry(zk.get, path)
+        got: Tuple[bytes, Any] = zk.retry(zk.get, path)
     except NoNodeError:
         return None
+    return got
 
 
 def get_many(zk: KazooClient, paths: Sequence[str], progress: Optional[Progress] = None,

@@ -67,7 +67,7 @@ class GroupDescription:
 
 
 def _read_members(zk: KazooClient, paths: zkformat.GroupPaths) -> List[Tuple[MemberInfo, Optional[zkformat.Registration]]]:
-    result = []
+    result: List[Tuple[MemberInfo, Optional[zkformat.Registration]]] = []
     for consumer_id in _zk.children(zk, paths.ids):
         path = paths.member(consumer_id)
         got = _zk.get(zk, path)

@@ -73,7 +73,8 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         with quiet_kazoo(args.verbose):
-            return args.run(args)
+            code: int = args.run(args)
+            return code
     except CliError as exc:
         _error(str(exc))
         return exc.exit_code

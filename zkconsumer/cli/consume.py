@@ -20,6 +20,7 @@ from .common import EXIT_INTERRUPTED, EXIT_OK, CliError, common_options, positiv
 from .progress import RateTicker, StatusLine, format_rate, terminal_caps
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..config import PropertyValue
     from ..stream import KafkaStream
 
 
@@ -50,7 +51,7 @@ def key_value(text: str) -> Tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def consumer_properties(args: argparse.Namespace) -> Dict[str, object]:
+def consumer_properties(args: argparse.Namespace) -> Dict[str, PropertyValue]:
     """The connector's properties: ``--property`` values, then what the options imply.
 
     ``zookeeper.connect`` and ``group.id`` come from ``--zookeeper``/``--group``;
@@ -58,7 +59,7 @@ def consumer_properties(args: argparse.Namespace) -> Dict[str, object]:
     sets ``consumer.timeout.ms`` and ``--zk-timeout-ms``
     ``zookeeper.connection.timeout.ms``, overriding ``--property``.
     """
-    props: Dict[str, object] = dict(args.property)
+    props: Dict[str, PropertyValue] = dict(args.property)
     props["zookeeper.connect"] = args.zookeeper
     if args.zookeeper_auth:
         props["zookeeper.auth"] = args.zookeeper_auth

@@ -14,10 +14,10 @@ from __future__ import annotations
 import datetime
 import time
 from collections import deque
-from typing import Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, TextIO, Tuple
+from typing import Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, TextIO, Tuple, Type
 
 from ..admin import GroupDescription
-from .output import render_table
+from .output import Cell, render_table
 from .progress import TerminalCaps
 
 __all__ = ["BLOCKS", "ASCII_BLOCKS", "sparkline", "resample", "LagHistory", "render_watch", "watch"]
@@ -152,8 +152,8 @@ def render_watch(description: GroupDescription, history: LagHistory, *, interval
         out.append(f"refresh failed: {error} (showing the last good figures)\n")
     names = sorted({m.id for m in description.members})
     out.append(f"Members ({len(names)}): {', '.join(names) if names else 'none (the group is not running)'}\n\n")
-    rows = []
-    growing = set()
+    rows: List[List[Cell]] = []
+    growing: Set[int] = set()
     for p in description.partitions:
         tp = (p.topic, p.partition)
         change = history.change(tp)
@@ -187,7 +187,7 @@ def _in_place(screen: str) -> str:
 
 def watch(describe: Callable[[], GroupDescription], out: TextIO, caps: TerminalCaps, interval_s: float, *,
           history_s: float = DEFAULT_HISTORY_S, width: int = DEFAULT_WIDTH,
-          retriable: Iterable[type] = (Exception,), count: Optional[int] = None,
+          retriable: Iterable[Type[BaseException]] = (Exception,), count: Optional[int] = None,
           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
           now: Callable[[], datetime.datetime] = datetime.datetime.now) -> int:
     """Describe, record, draw; every ``interval_s`` until Ctrl-C (or ``count`` screens). Returns screens drawn.
@@ -198,7 +198,7 @@ def watch(describe: Callable[[], GroupDescription], out: TextIO, caps: TerminalC
     next interval. ``KeyboardInterrupt`` ends the loop normally.
     """
     history = LagHistory(history_s, max_samples=max(2, int(history_s / interval_s) + 2))
-    retriable = tuple(retriable)
+    retriable_types = tuple(retriable)
     screens = 0
     description: Optional[GroupDescription] = None
     if caps.ansi:
@@ -209,7 +209,7 @@ def watch(describe: Callable[[], GroupDescription], out: TextIO, caps: TerminalC
             error = None
             try:
                 fresh = describe()
-            except retriable as exc:
+            except retriable_types as exc:
                 if description is None:
                     raise
                 error = f"{type(exc).__name__}: {exc}"

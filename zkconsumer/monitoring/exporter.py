@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, TypedDict
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
@@ -180,10 +180,24 @@ class LagExporter:
         with self._lock:
             return dict(self._latest)
 
-    def stats(self) -> Dict[str, object]:
+    def stats(self) -> "ExporterStats":
+        """The exporter's own figures (see :class:`ExporterStats`)."""
         with self._lock:
             return {"polls": self._polls, "errors": dict(self._errors), "last_poll_s": self._last_poll_s,
                     "last_duration_s": self._last_duration_s}
+
+
+class ExporterStats(TypedDict):
+    """What :meth:`LagExporter.stats` returns."""
+
+    #: Polls of ZooKeeper completed.
+    polls: int
+    #: Failed reads per group (``""``: listing the groups failed).
+    errors: Dict[str, int]
+    #: When the last poll ended (the exporter's clock), ``None`` before the first.
+    last_poll_s: Optional[float]
+    #: How long the last poll took, ``None`` before the first.
+    last_duration_s: Optional[float]
 
 
 class LagCollector(Collector):
@@ -242,8 +256,8 @@ class LagCollector(Collector):
                     pstatus.add_metric(labels + [status.value], 1 if row.status is status else 0)
                 pcode.add_metric(labels, PARTITION_CODES[row.status])
                 complete.add_metric(labels, row.complete)
-            for status in GroupStatus:
-                gstatus.add_metric([group, status.value], 1 if result.status is status else 0)
+            for group_status in GroupStatus:
+                gstatus.add_metric([group, group_status.value], 1 if result.status is group_status else 0)
             gcode.add_metric([group], STATUS_CODES[result.status.value])
             total.add_metric([group], result.total_lag)
             members.add_metric([group], len(result.members))
@@ -253,20 +267,22 @@ class LagCollector(Collector):
                     nowned, ownerless_total)
         stats = self._exporter.stats()
         polls = CounterMetricFamily("zkconsumer_exporter_polls", "Polls of ZooKeeper completed.")
-        polls.add_metric([], stats["polls"])  # type: ignore[arg-type]
+        polls.add_metric([], stats["polls"])
         yield polls
         errors = CounterMetricFamily("zkconsumer_exporter_poll_errors",
                                      "Groups that could not be read (group \"\": listing the groups failed).",
                                      labels=["group"])
-        for group, count in sorted(stats["errors"].items()):  # type: ignore[union-attr]
+        for group, count in sorted(stats["errors"].items()):
             errors.add_metric([group], count)
         yield errors
-        if stats["last_poll_s"] is not None:
+        last_poll_s, last_duration_s = stats["last_poll_s"], stats["last_duration_s"]
+        if last_poll_s is not None:
             g = GaugeMetricFamily("zkconsumer_exporter_last_poll_timestamp_seconds", "When the last poll ended.")
-            g.add_metric([], stats["last_poll_s"])  # type: ignore[arg-type]
+            g.add_metric([], last_poll_s)
             yield g
+        if last_duration_s is not None:
             g = GaugeMetricFamily("zkconsumer_exporter_poll_duration_seconds", "How long the last poll took.")
-            g.add_metric([], stats["last_duration_s"])  # type: ignore[arg-type]
+            g.add_metric([], last_duration_s)
             yield g
 
 

@@ -45,7 +45,8 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        host = self._server.server_address[0]
+        bound = self._server.server_address[0]
+        host = bound.decode() if isinstance(bound, bytes) else str(bound)
         host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         return f"http://{host}:{self.port}/metrics"
 

@@ -97,10 +97,12 @@ class BoundedZooKeeper:
         """The children's names (with ``include_data``: ``(names, stat)`` of ``path``)."""
         return self._wait("listing", path, self.raw.get_children_async(path, watch=watch, include_data=include_data))
 
-    def create(self, path: str, value: bytes = b"", acl: Optional[list] = None, ephemeral: bool = False,
+    def create(self, path: str, value: bytes = b"", acl: Optional[List[Any]] = None, ephemeral: bool = False,
                sequence: bool = False, makepath: bool = False) -> str:
-        return self._wait("creating", path, self.raw.create_async(
+        """The path created (with ``sequence``: the name ZooKeeper gave it)."""
+        created: str = self._wait("creating", path, self.raw.create_async(
             path, value, acl=acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+        return created
 
     def set(self, path: str, value: bytes, version: int = -1) -> Any:
         return self._wait("writing", path, self.raw.set_async(path, value, version=version))
@@ -108,7 +110,7 @@ class BoundedZooKeeper:
     def delete(self, path: str, version: int = -1) -> Any:
         return self._wait("deleting", path, self.raw.delete_async(path, version=version))
 
-    def ensure_path(self, path: str, acl: Optional[list] = None) -> Any:
+    def ensure_path(self, path: str, acl: Optional[List[Any]] = None) -> Any:
         return self._wait("creating", path, self.raw.ensure_path_async(path, acl=acl))
 
     def transaction(self) -> "_BoundedTransaction":
@@ -130,7 +132,7 @@ class _BoundedTransaction:
         self._paths.append(path)
         self._request.check(path, version)
 
-    def create(self, path: str, value: bytes = b"", acl: Optional[list] = None, ephemeral: bool = False,
+    def create(self, path: str, value: bytes = b"", acl: Optional[List[Any]] = None, ephemeral: bool = False,
                sequence: bool = False) -> None:
         self._paths.append(path)
         self._request.create(path, value, acl=acl, ephemeral=ephemeral, sequence=sequence)
@@ -146,7 +148,7 @@ class _BoundedTransaction:
     def commit(self) -> List[Any]:
         """The per-operation results (exceptions as values, as kazoo returns them)."""
         what = "a multi-operation on"
-        results = self._owner._wait(what, ", ".join(self._paths), self._request.commit_async())
+        results: List[Any] = self._owner._wait(what, ", ".join(self._paths), self._request.commit_async())
         for path, result in zip(self._paths, results):
             if isinstance(result, NoAuthError):
                 raise ZooKeeperAccessError(path, what)

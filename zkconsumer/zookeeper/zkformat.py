@@ -225,7 +225,7 @@ def _require(path: str, obj: Mapping[str, Any], key: str) -> Any:
 
 def _require_int(path: str, obj: Mapping[str, Any], key: str) -> int:
     value = _require(path, obj, key)
-    if not _is_int(value):
+    if not isinstance(value, int) or isinstance(value, bool):  # JSON true/false are not integers
         raise MalformedZnodeError(path, f'"{key}" must be an integer, got {_json_type(value)} {value!r}')
     return value
 
@@ -298,13 +298,14 @@ def decode_broker(path: str, data: ZnodeData, protocol: str = "PLAINTEXT") -> Br
             return Broker(broker_id, host, port)
 
     if wanted == "PLAINTEXT":
-        host, port = obj.get("host"), obj.get("port")
-        if isinstance(host, str) and host and _is_int(port) and _valid_port(port):
-            return Broker(broker_id, host, port)
+        host_value, port_value = obj.get("host"), obj.get("port")
+        if (isinstance(host_value, str) and host_value and isinstance(port_value, int)
+                and not isinstance(port_value, bool) and _valid_port(port_value)):
+            return Broker(broker_id, host_value, port_value)
         if endpoints is None:
             if "host" not in obj or "port" not in obj:
                 raise MalformedZnodeError(path, 'missing "host"/"port" (and no "endpoints")')
-            raise MalformedZnodeError(path, f"invalid host/port {host!r}:{port!r}")
+            raise MalformedZnodeError(path, f"invalid host/port {host_value!r}:{port_value!r}")
     raise MalformedZnodeError(path, f"the broker has no {wanted} endpoint (endpoints: {endpoints!r})")
 
 
