@@ -86,7 +86,7 @@ def run_batches(spark, conn, props: dict, topic: str, max_per_partition: int, pa
         print(f"batch {number}: read {len(rows)} messages of {batch.count} offsets "
               f"{[(r.partition, r.from_offset, r.until_offset) for r in batch.ranges]}", flush=True)
 
-        def write(cur) -> None:
+        def write(cur, rows: List[Result] = rows, number: int = number) -> None:  # bound now (ruff B023)
             cur.executemany(INSERT_RESULT, [(group, *row) for row in rows])
             if pause:
                 print(f"batch {number}: results inserted, transaction open", flush=True)

@@ -69,7 +69,8 @@ def main() -> int:
             log_ends = view.log_ends(partitions)
         handled = sum(r.messages for r in results)
         print(f"Word counts: {dict(sorted(total.items()))}")
-        print(f"Committed offsets of group {args.group!r}: {{{', '.join(f'{p}: {o}' for (_, p), o in sorted(committed.items()))}}}")
+        listed = ", ".join(f"{p}: {o}" for (_, p), o in sorted(committed.items()))
+        print(f"Committed offsets of group {args.group!r}: {{{listed}}}")
     ok = handled >= len(values) and committed == log_ends
     print(f"{'OK' if ok else 'MISMATCH'}: {handled} of {len(values)} messages handled by {STREAMS} tasks "
           f"in {time.monotonic() - started:.1f}s")

@@ -70,7 +70,7 @@ def test_members_split_partitions_per_the_assignor_and_a_third_rebalances_them(c
             batch = produced_values(35, f"r{round_}")
             produce_evenly(cluster, topic, batch, 7)
             produced += batch
-            wait_until(lambda: set(produced) <= {v for d in drainers for v in values(d.snapshot())}, 60,
+            wait_until(lambda produced=produced: set(produced) <= {v for d in drainers for v in values(d.snapshot())}, 60,
                        "every message so far to be consumed")
     finally:
         for drainer in drainers:

@@ -83,7 +83,7 @@ class Job:
                 line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError(f"no {needle!r} line within {timeout}s:\n" + "\n".join(self.lines)
-                                     + "\n" + tail(str(self.log_path)))
+                                     + "\n" + tail(str(self.log_path))) from None
             if line is None:
                 return False
             self.lines.append(line)
@@ -101,7 +101,8 @@ class Job:
         except subprocess.TimeoutExpired:
             kill_all([self.process])
             self._finish()
-            raise AssertionError("the job did not finish:\n" + "\n".join(self.lines) + "\n" + tail(str(self.log_path)))
+            raise AssertionError("the job did not finish:\n" + "\n".join(self.lines) + "\n"
+                                 + tail(str(self.log_path))) from None
         self._finish()
         return code
 
@@ -178,7 +179,7 @@ def test_exactly_once_results_and_offsets_in_one_transaction_survive_sigkill_at_
             assert job.wait_for(": read ")
             time.sleep(rng.uniform(0.0, 4.0))
         job.kill()
-        wait_until(lambda: not group_alive(job.process.pid), 15, "the job's Spark JVM and Python workers to die")
+        wait_until(lambda job=job: not group_alive(job.process.pid), 15, "the job's Spark JVM and Python workers to die")
         reported += job.committed()
         rows, distinct, _ = stored_results(dsn, group_id, topic)
         last = job.lines[-1] if job.lines else "(nothing printed)"

@@ -187,13 +187,13 @@ def delete_tree_atomically(zk: KazooClient, root: str) -> None:
     for _ in range(20):
         nodes: List[str] = []
 
-        def collect(path: str) -> None:
+        def collect(path: str, nodes: List[str]) -> None:
             for child in zk.get_children(path):
-                collect(f"{path}/{child}")
+                collect(f"{path}/{child}", nodes)
             nodes.append(path)
 
         try:
-            collect(root)
+            collect(root, nodes)
         except NoNodeError:
             continue
         transaction = zk.transaction()

@@ -14,11 +14,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List
 
 import pytest
 from kazoo.client import KazooClient
@@ -339,7 +338,8 @@ def test_prometheus_scrapes_the_exporter_and_a_connector(local: LocalCluster, zk
 def test_metrics_port_with_broker_managed_membership(local: LocalCluster) -> None:
     """``group.membership=kafka`` returns a CoordinatorConsumerConnector: it takes metrics_port as well."""
     group = unique("g-coord")
-    connector = ZookeeperConsumerConnector(consumer_props(local, group, group_membership="kafka", offsets_storage="kafka"), metrics_port=0)
+    connector = ZookeeperConsumerConnector(consumer_props(local, group, group_membership="kafka", offsets_storage="kafka"),
+                                           metrics_port=0)
     try:
         text = scrape(f"http://127.0.0.1:{connector.prometheus.port}/metrics")
         assert sample(text, "zkconsumer_consumer_zookeeper_connected", group=group) == 1

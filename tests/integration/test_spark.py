@@ -215,7 +215,8 @@ def test_create_rdd_reads_exactly_the_new_messages_and_commits_to_the_log_end(
     assert rdd.getNumPartitions() == 4
     assert [(r.topic, r.partition, r.from_offset) for r in rdd.offset_ranges] == [(topic, p, 0) for p in range(4)]
     for r, rows in zip(rdd.offset_ranges, rdd.glom().collect()):  # Spark partition i = Kafka partition i
-        assert [(m.topic, m.partition, m.offset) for m in rows] == [(topic, r.partition, o) for o in range(r.from_offset, r.until_offset)]
+        assert [(m.topic, m.partition, m.offset) for m in rows] == [
+            (topic, r.partition, o) for o in range(r.from_offset, r.until_offset)]
     assert sorted(m.message for m in rdd.collect()) == sorted(first)
     commit_offset_ranges(props, rdd.offset_ranges)
     assert_committed_at_log_end(zk, group_id, topic, placed)
@@ -373,7 +374,9 @@ def test_item12_streaming_source_on_a_recreated_topic_fails_by_default_and_goes_
     shutil.copytree(checkpoint, checkpoint_b)  # the same query state, for the other setting
 
     failing = start_query(spark, source_options(cluster, group_id, topic), table, checkpoint, {"availableNow": True})
-    with pytest.raises(Exception):  # StreamingQueryException: awaitTermination re-raises the query's failure
+    from pyspark.errors import StreamingQueryException
+
+    with pytest.raises(StreamingQueryException):  # awaitTermination re-raises the query's failure
         failing.awaitTermination(180)
     error = failing.exception()
     assert error is not None, "the query went on past data it never read"
@@ -420,7 +423,9 @@ def test_item12_a_second_streaming_query_on_the_same_group_is_refused_naming_the
         second = start_query(spark, source_options(cluster, group_id, topic), tmp_path / "t2", tmp_path / "c2",
                              {"processingTime": "1 second"})
         try:
-            with pytest.raises(Exception):  # StreamingQueryException: a second query on the same group was let in
+            from pyspark.errors import StreamingQueryException
+
+            with pytest.raises(StreamingQueryException):  # else a second query on the same group was let in
                 second.awaitTermination(90)
         finally:
             second.stop()

@@ -135,7 +135,7 @@ def test_foreach_stream_members_serve_metrics_on_base_port_plus_partition_index(
 
         texts = wait_until(members_own_their_share, 90,
                            "both members' metrics endpoints to show 2 partitions and 20 messages each")
-        for port, text in texts.items():
+        for text in texts.values():
             assert f'group="{group}"' in text
             assert sample(text, "zkconsumer_consumer_zookeeper_connected") == 1
     finally:

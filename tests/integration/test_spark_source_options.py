@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 

@@ -183,7 +183,8 @@ REFUSED = [
 ]
 
 # Patterns Java rejects (PatternSyntaxException): the translator raises JavaRegexSyntaxError.
-INVALID = [r"a{", r"*a", r"a**", r"[a", r"(a", r"a)", r"\p{Nope}", r"[b-a]", r"\k<x>", r"\y", r"a{,2}", r"[a-\d]", r"[\b]", r"(?<1a>x)"]
+INVALID = [r"a{", r"*a", r"a**", r"[a", r"(a", r"a)", r"\p{Nope}", r"[b-a]", r"\k<x>", r"\y", r"a{,2}", r"[a-\d]", r"[\b]",
+           r"(?<1a>x)"]
 
 
 # --------------------------------------------------------------------------- unit tests (no JVM)

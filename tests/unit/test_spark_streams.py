@@ -62,7 +62,7 @@ def test_bounded_stream_stops_at_max_messages_without_pulling_one_more() -> None
 
 def test_bounded_stream_can_be_resumed_after_break_and_ends_on_shutdown() -> None:
     stream = BoundedStream(FakeStream([msg(0, 0), msg(0, 1), msg(0, 2)]), "t", "g_c")
-    for m in stream:
+    for _ in stream:
         break
     assert stream.ended is None and stream.count == 1
     assert [m.offset for m in stream] == [1, 2]

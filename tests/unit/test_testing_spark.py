@@ -39,7 +39,7 @@ def test_spark_conf_gives_one_executor_per_worker_and_retries_tasks() -> None:
 def test_a_cluster_that_is_not_running_has_no_logs_and_no_executors() -> None:
     cluster = LocalSparkCluster()
     with pytest.raises(LocalClusterError):
-        cluster.log_dir
+        _ = cluster.log_dir
     assert cluster.worker_pids() == [] and cluster.executor_pids() == []
     with pytest.raises(LocalClusterError):
         cluster.kill_executor()

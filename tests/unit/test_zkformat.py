@@ -324,7 +324,8 @@ def test_decode_broker_plaintext_falls_back_to_host_port() -> None:
     "path,data,protocol,fragment",
     [
         ("/brokers/ids/x", b'{"version":1,"host":"h","port":1}', "PLAINTEXT", "not a broker id"),
-        ("/brokers/ids/1", b'{"version":2,"host":null,"port":-1,"endpoints":["SSL://h:1"]}', "PLAINTEXT", "no PLAINTEXT endpoint"),
+        ("/brokers/ids/1", b'{"version":2,"host":null,"port":-1,"endpoints":["SSL://h:1"]}', "PLAINTEXT",
+         "no PLAINTEXT endpoint"),
         ("/brokers/ids/1", b'{"version":2,"host":"h","port":1,"endpoints":["PLAINTEXT://h:1"]}', "SSL", "no SSL endpoint"),
         ("/brokers/ids/1", b'{"version":1,"host":"h"}', "PLAINTEXT", 'missing "host"/"port"'),
         ("/brokers/ids/1", b'{"version":1,"host":"h","port":"9092"}', "PLAINTEXT", "invalid host/port"),

@@ -61,7 +61,7 @@ from .reset import ResetPlan, ResetRow, ResetTarget, apply_reset, compute_reset,
 __all__ = [
     "AdminError", "UnknownGroupError", "UnknownTopicError", "GroupActiveError", "OffsetFileError",
     "LogOffsets", "BrokerOffsets", "MemberInfo", "PartitionRow", "GroupDescription",
-    "OffsetEntry", "ResetTarget", "ResetRow", "ResetPlan", "Progress",
+    "OffsetEntry", "ResetTarget", "ResetRow", "ResetPlan", "Progress", "TopicPartition", "ADMIN_CLIENT_ID",
     "list_groups", "live_members", "describe_group", "export_offsets", "format_export",
     "parse_export", "import_offsets", "parse_reset_target", "compute_reset", "plan_reset",
     "apply_reset", "delete_group",

@@ -27,7 +27,8 @@ class LogOffsets(Protocol):
     could look up, and a one-line reason for every one it could not.
     """
 
-    def fetch(self, partitions: Sequence[TopicPartition], time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+    def fetch(self, partitions: Sequence[TopicPartition],
+              time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
         ...
 
 
@@ -100,7 +101,8 @@ class BrokerOffsets:
                 broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context)
         return self._connections[broker.id]
 
-    def fetch(self, partitions: Sequence[TopicPartition], time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+    def fetch(self, partitions: Sequence[TopicPartition],
+              time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
         """Offsets before ``time`` (:data:`EARLIEST_TIME`/:data:`LATEST_TIME`) of ``partitions``."""
         offsets: Dict[TopicPartition, int] = {}
         leaders, problems = self.leaders(partitions)
