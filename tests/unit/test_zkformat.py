@@ -1,4 +1,4 @@
-"""ZooKeeper paths and znode bytes against DESIGN.md section 2 (the format Kafka's tools read)."""
+"""ZooKeeper paths and znode bytes as Kafka 0.8.2's consumer and tools write and read them (byte for byte)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Each operation takes a started :class:`~kazoo.client.KazooClient` and, where log
 offsets are needed, a :class:`LogOffsets` source (normally :class:`BrokerOffsets`,
 which asks each partition's leader). They read and write exactly the nodes
-Kafka's own tools do (see ``DESIGN.md`` section 2), so results agree with
+Kafka's own tools do (the layout in :mod:`zkconsumer.zookeeper.zkformat`), so results agree with
 ``kafka.tools.ConsumerOffsetChecker``, ``ExportZkOffsets`` and ``ImportZkOffsets``:
 
 =====================  ==================================================================
