@@ -33,7 +33,7 @@ import os
 import struct
 import sys
 import time
-from typing import Callable, List
+from typing import Callable, List, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -157,7 +157,11 @@ def bench_fetch_request(partitions: int, seconds: float) -> None:
         return bytes(request.encode(header=True, framed=True))
 
     assert encode_request(ours, 1, "bench") == theirs(), "fetch request encoders disagree"
-    for name, fn in (("zkconsumer", lambda: encode_request(ours, 1, "bench")), ("kafka-python", theirs)):
+    def mine() -> bytes:
+        return encode_request(ours, 1, "bench")
+
+    runs: List[Tuple[str, Callable[[], bytes]]] = [("zkconsumer", mine), ("kafka-python", theirs)]
+    for name, fn in runs:
         count, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds / 4:
             fn()
@@ -194,7 +198,8 @@ def main() -> None:
     args = parser.parse_args()
     _enable_old_kafka_lz4()
     data = build(args.fetch_bytes, args.value_size, CODECS[args.codec], args.magic, args.batch)
-    ours_fn, theirs_fn = zk_decode, kafka_python_decode
+    ours_fn: Callable[[bytes, int], int] = zk_decode
+    theirs_fn: Callable[[bytes, int], int] = kafka_python_decode
     what = "message set"
     if args.fetch_response:
         data = fetch_response_body(data, args.partitions)
