@@ -9,8 +9,8 @@ from kafka.protocol.old.fetch import FetchRequest_v0, FetchResponse_v0
 from kafka.protocol.old.list_offsets import ListOffsetsRequest_v0, ListOffsetsResponse_v0
 from kafka.protocol.old.metadata import MetadataRequest_v0, MetadataResponse_v0
 
-from zkconsumer.wire import protocol as p
 from zkconsumer.errors import BrokerError
+from zkconsumer.wire import protocol as p
 
 
 def test_request_frame_header() -> None:
