@@ -30,20 +30,6 @@ generation ``-1`` and member id ``""`` (a group the coordinator does not manage;
 generation and member id, and the coordinator rejects a stale one with
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS.
 
-Layouts, for reference (``[x]`` is an int32-counted array, ``bytes`` an int32-length blob)::
-
-    GroupCoordinator v0  group -> error:int16 coordinator_id:int32 host port:int32
-    OffsetCommit v1      group generation:int32 member [topic [partition:int32 offset:int64 timestamp:int64 metadata]]
-    OffsetCommit v2      group generation:int32 member retention_ms:int64 [topic [partition:int32 offset:int64 metadata]]
-                         -> [topic [partition:int32 error:int16]]
-    OffsetFetch v1       group [topic [partition:int32]]
-                         -> [topic [partition:int32 offset:int64 metadata error:int16]]   (offset -1: none)
-    JoinGroup v0         group session_timeout:int32 member protocol_type [name metadata:bytes]
-                         -> error:int16 generation:int32 protocol leader member [member metadata:bytes]
-    SyncGroup v0         group generation:int32 member [member assignment:bytes] -> error:int16 assignment:bytes
-    Heartbeat v0         group generation:int32 member -> error:int16
-    LeaveGroup v0        group member -> error:int16
-
 Worked example (what a member sends first, without a socket)::
 
     >>> req = JoinGroupRequest("g1", 6000, UNKNOWN_MEMBER_ID, "zkconsumer", (("range", b"{}"),))
