@@ -6,13 +6,22 @@ import struct
 
 import pytest
 from kafka.protocol.old.commit import (
-    OffsetCommitRequest_v1, OffsetCommitRequest_v2, OffsetCommitResponse_v2, OffsetFetchRequest_v1,
+    OffsetCommitRequest_v1,
+    OffsetCommitRequest_v2,
+    OffsetCommitResponse_v2,
+    OffsetFetchRequest_v1,
     OffsetFetchResponse_v1,
 )
 from kafka.protocol.old.find_coordinator import FindCoordinatorRequest_v0, FindCoordinatorResponse_v0
 from kafka.protocol.old.group import (
-    HeartbeatRequest_v0, HeartbeatResponse_v0, JoinGroupRequest_v0, JoinGroupResponse_v0, LeaveGroupRequest_v0,
-    LeaveGroupResponse_v0, SyncGroupRequest_v0, SyncGroupResponse_v0,
+    HeartbeatRequest_v0,
+    HeartbeatResponse_v0,
+    JoinGroupRequest_v0,
+    JoinGroupResponse_v0,
+    LeaveGroupRequest_v0,
+    LeaveGroupResponse_v0,
+    SyncGroupRequest_v0,
+    SyncGroupResponse_v0,
 )
 
 from zkconsumer.wire import group_protocol as g
@@ -155,3 +164,28 @@ def test_error_names_and_code_sets() -> None:
     assert g.error_name(999) == "UNKNOWN_999"
     assert g.COORDINATOR_MOVED_CODES == {15, 16}
     assert g.MEMBERSHIP_LOST_CODES == {22, 25, 27}
+
+
+@pytest.mark.parametrize("request_,name", [
+    (g.GroupCoordinatorRequest("grp"), "FindCoordinatorRequest"), (g.OffsetCommitRequestV1("grp", []), "OffsetCommitRequest"),
+    (g.OffsetCommitRequestV2("grp", 1, "m", []), "OffsetCommitRequest"), (g.OffsetFetchRequest("grp", []), "OffsetFetchRequest"),
+    (g.JoinGroupRequest("grp", 6000, "", "zkconsumer", []), "JoinGroupRequest"),
+    (g.SyncGroupRequest("grp", 1, "m"), "SyncGroupRequest"), (g.HeartbeatRequest("grp", 1, "m"), "HeartbeatRequest"),
+    (g.LeaveGroupRequest("grp", "m"), "LeaveGroupRequest"),
+], ids=lambda v: v if isinstance(v, str) else type(v).__name__)
+def test_issue17_item4_group_requests_are_encoded_by_kafka_python(request_, name: str) -> None:  # type: ignore[no-untyped-def]
+    from zkconsumer.wire.protocol import KafkaPythonRequest
+
+    assert isinstance(request_, KafkaPythonRequest)
+    message = request_.message()
+    assert type(message).__module__.startswith("kafka.protocol.") and type(message).__name__ == name
+    assert (message.API_KEY, message.API_VERSION) == (request_.API_KEY, request_.API_VERSION)
+    assert request_.encode_body() == bytes(message.encode())
+
+
+def test_a_truncated_bytes_field_is_caught_although_kafka_python_slices_short() -> None:
+    body = SyncGroupResponse_v0(error_code=0, assignment=b"abcdef").encode()
+    with pytest.raises(ProtocolDecodeError, match="truncated"):
+        g.SyncGroupRequest("grp", 1, "m").decode_response(memoryview(body[:-2]))
+    with pytest.raises(ProtocolDecodeError, match="trailing"):
+        g.SyncGroupRequest("grp", 1, "m").decode_response(memoryview(body + b"\x00"))

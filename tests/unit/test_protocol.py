@@ -9,8 +9,8 @@ from kafka.protocol.old.fetch import FetchRequest_v0, FetchResponse_v0
 from kafka.protocol.old.list_offsets import ListOffsetsRequest_v0, ListOffsetsResponse_v0
 from kafka.protocol.old.metadata import MetadataRequest_v0, MetadataResponse_v0
 
-from zkconsumer.wire import protocol as p
 from zkconsumer.errors import BrokerError
+from zkconsumer.wire import protocol as p
 
 
 def test_request_frame_header() -> None:
@@ -142,3 +142,47 @@ def test_unknown_codes() -> None:
     p.raise_for_code(0)
     with pytest.raises(p.NotLeaderForPartitionError):
         p.raise_for_code(6)
+
+
+# --------------------------------------------------------------------------- issue 17 item 4: kafka-python writes the bytes
+
+def test_issue17_item4_metadata_and_list_offsets_are_encoded_by_kafka_python() -> None:
+    from kafka.protocol.consumer import ListOffsetsRequest
+    from kafka.protocol.metadata import MetadataRequest
+
+    for ours, theirs in ((p.MetadataRequest(["a"]), MetadataRequest), (p.ListOffsetsRequest([("t", 0, -1)]), ListOffsetsRequest)):
+        assert isinstance(ours, p.KafkaPythonRequest)
+        message = ours.message()
+        assert isinstance(message, theirs)
+        assert (message.API_KEY, message.API_VERSION) == (ours.API_KEY, ours.API_VERSION) == (theirs.API_KEY, 0)
+    # the hot path stays hand-written (scripts/bench_decode.py --fetch-response)
+    assert not isinstance(p.FetchRequest(0, 0, []), p.KafkaPythonRequest)
+
+
+def test_kafka_python_frame_matches_the_hand_written_header() -> None:
+    request = p.ListOffsetsRequest([("t", 0, -2)])
+    frame = p.encode_request(request, correlation_id=0x01020304, client_id="cli")
+    assert frame[:4] == struct.pack(">i", len(frame) - 4)
+    assert frame[4:12] == struct.pack(">hhi", 2, 0, 0x01020304) and frame[12:17] == b"\x00\x03cli"
+    assert frame[17:] == request.encode_body()
+
+
+def test_garbage_and_padding_are_decode_errors() -> None:
+    bad_utf8 = struct.pack(">ii", 1, 1) + b"\x00\x02\xff\xfe" + struct.pack(">ii", 9092, 0)
+    with pytest.raises(p.ProtocolDecodeError, match="does not parse"):
+        p.MetadataRequest([]).decode_response(memoryview(bad_utf8))
+    raw = MetadataResponse_v0(brokers=[(1, "h1", 9092)], topics=[]).encode()
+    with pytest.raises(p.ProtocolDecodeError, match="2 unexpected trailing bytes"):
+        p.MetadataRequest([]).decode_response(memoryview(raw + b"\x00\x00"))
+    raw = ListOffsetsResponse_v0(topics=[("t", [(0, 0, [42])])]).encode()
+    with pytest.raises(p.ProtocolDecodeError):
+        p.ListOffsetsRequest([("t", 0, -1)]).decode_response(memoryview(raw[:-1]))
+    with pytest.raises(p.ProtocolDecodeError):
+        p.ListOffsetsRequest([("t", 0, -1)]).decode_response(memoryview(raw + b"\x00"))
+
+
+def test_null_arrays_read_as_empty() -> None:
+    assert p.MetadataRequest([]).decode_response(memoryview(b"\xff" * 8)) == p.MetadataResponse((), ())
+    raw = struct.pack(">ii", 0, 1) + b"\x00\x00\x00\x01t" + struct.pack(">ihiiii", 1, 0, 0, 1, -1, -1)
+    (topic,) = p.MetadataRequest(["t"]).decode_response(memoryview(raw)).topics
+    assert topic.partitions == (p.PartitionMetadata(0, 0, 1, (), ()),)

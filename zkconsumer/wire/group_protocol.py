@@ -1,8 +1,13 @@
 """Kafka's consumer-group requests: coordinator lookup, offsets in Kafka, and group membership.
 
-Built on :mod:`zkconsumer.wire.protocol`'s framing and primitives (same ``Request``
-base, same ``string``/array encoding, same ``_Reader``), so a request here is
-sent with :meth:`zkconsumer.wire.connection.BrokerConnection.send` like any other.
+Each request is a :class:`~zkconsumer.wire.protocol.KafkaPythonRequest`: kafka-python's
+``kafka.protocol`` classes (``FindCoordinatorRequest``, ``OffsetCommitRequest``,
+``OffsetFetchRequest``, ``JoinGroupRequest``, ``SyncGroupRequest``,
+``HeartbeatRequest``, ``LeaveGroupRequest``, built from Kafka's own message
+schemas) write and read the bytes; this module fixes the versions, gives the
+requests and responses typed, frozen shapes and names the error codes its
+callers act on. A request here is sent with
+:meth:`zkconsumer.wire.connection.BrokerConnection.send` like any other.
 
 ==================  =======  =======  ===================================================
 request             api_key  version  purpose
@@ -25,20 +30,6 @@ generation ``-1`` and member id ``""`` (a group the coordinator does not manage;
 generation and member id, and the coordinator rejects a stale one with
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS.
 
-Layouts (``[x]`` is an int32-counted array, ``bytes`` an int32-length blob)::
-
-    GroupCoordinator v0  group -> error:int16 coordinator_id:int32 host port:int32
-    OffsetCommit v1      group generation:int32 member [topic [partition:int32 offset:int64 timestamp:int64 metadata]]
-    OffsetCommit v2      group generation:int32 member retention_ms:int64 [topic [partition:int32 offset:int64 metadata]]
-                         -> [topic [partition:int32 error:int16]]
-    OffsetFetch v1       group [topic [partition:int32]]
-                         -> [topic [partition:int32 offset:int64 metadata error:int16]]   (offset -1: none)
-    JoinGroup v0         group session_timeout:int32 member protocol_type [name metadata:bytes]
-                         -> error:int16 generation:int32 protocol leader member [member metadata:bytes]
-    SyncGroup v0         group generation:int32 member [member assignment:bytes] -> error:int16 assignment:bytes
-    Heartbeat v0         group generation:int32 member -> error:int16
-    LeaveGroup v0        group member -> error:int16
-
 Worked example (what a member sends first, without a socket)::
 
     >>> req = JoinGroupRequest("g1", 6000, UNKNOWN_MEMBER_ID, "zkconsumer", (("range", b"{}"),))
@@ -48,11 +39,25 @@ Worked example (what a member sends first, without a socket)::
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from typing import ClassVar, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, Sequence, Tuple
 
-from .protocol import _INT32, _INT64, ERROR_NAMES, ProtocolDecodeError, Request, _Reader, _string, _topic_arrays
+from kafka.protocol.consumer import HeartbeatRequest as _KHeartbeatRequest
+from kafka.protocol.consumer import HeartbeatResponse as _KHeartbeatResponse
+from kafka.protocol.consumer import JoinGroupRequest as _KJoinGroupRequest
+from kafka.protocol.consumer import JoinGroupResponse as _KJoinGroupResponse
+from kafka.protocol.consumer import LeaveGroupRequest as _KLeaveGroupRequest
+from kafka.protocol.consumer import LeaveGroupResponse as _KLeaveGroupResponse
+from kafka.protocol.consumer import OffsetCommitRequest as _KOffsetCommitRequest
+from kafka.protocol.consumer import OffsetCommitResponse as _KOffsetCommitResponse
+from kafka.protocol.consumer import OffsetFetchRequest as _KOffsetFetchRequest
+from kafka.protocol.consumer import OffsetFetchResponse as _KOffsetFetchResponse
+from kafka.protocol.consumer import SyncGroupRequest as _KSyncGroupRequest
+from kafka.protocol.consumer import SyncGroupResponse as _KSyncGroupResponse
+from kafka.protocol.metadata import FindCoordinatorRequest as _KFindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorResponse as _KFindCoordinatorResponse
+
+from .protocol import ERROR_NAMES, KafkaPythonRequest, _blob, _by_topic, _items, _text
 
 __all__ = [
     "API_OFFSET_COMMIT", "API_OFFSET_FETCH", "API_GROUP_COORDINATOR", "API_JOIN_GROUP",
@@ -108,12 +113,6 @@ DEFAULT_RETENTION_TIME = -1
 #: OffsetCommit v1 ``timestamp``: "now" on the broker.
 DEFAULT_TIMESTAMP = -1
 
-_COMMIT_V1_PARTITION = struct.Struct(">iqq")  # partition, offset, timestamp
-_COMMIT_V2_PARTITION = struct.Struct(">iq")   # partition, offset
-_PARTITION_ERROR = struct.Struct(">ih")       # partition, error
-_FETCH_PARTITION = struct.Struct(">iq")       # partition, offset
-
-
 def error_name(code: int) -> str:
     """Kafka 0.9's name for a broker error code (``"UNKNOWN_<code>"`` if unknown).
 
@@ -121,37 +120,6 @@ def error_name(code: int) -> str:
     ('NOT_COORDINATOR_FOR_GROUP', 'REBALANCE_IN_PROGRESS')
     """
     return _GROUP_ERROR_NAMES.get(code) or ERROR_NAMES.get(code, f"UNKNOWN_{code}")
-
-
-def _bytes(value: Optional[bytes]) -> bytes:
-    """A protocol ``bytes``: int32 length, then the bytes (``None`` -> length -1)."""
-    if value is None:
-        return _INT32.pack(-1)
-    return _INT32.pack(len(value)) + bytes(value)
-
-
-def _read_bytes(r: _Reader) -> bytes:
-    n = r.int32()
-    return b"" if n < 0 else r.bytes_view(n).tobytes()
-
-
-def _array(items: Sequence[bytes]) -> bytes:
-    return _INT32.pack(len(items)) + b"".join(items)
-
-
-def _read_partition_errors(r: _Reader) -> Tuple["OffsetCommitPartitionResponse", ...]:
-    out = []
-    for _ in range(r.count()):
-        topic = r.string() or ""
-        for _ in range(r.count()):
-            partition, error = r.unpack(_PARTITION_ERROR)
-            out.append(OffsetCommitPartitionResponse(topic, partition, error))
-    return tuple(out)
-
-
-def _finished(r: _Reader, what: str) -> None:
-    if r.pos != len(r.buf):
-        raise ProtocolDecodeError(f"{what} response has {len(r.buf) - r.pos} unexpected trailing bytes")
 
 
 # --------------------------------------------------------------------------- GroupCoordinator v0
@@ -171,24 +139,20 @@ class GroupCoordinatorResponse:
 
 
 @dataclass(frozen=True)
-class GroupCoordinatorRequest(Request[GroupCoordinatorResponse]):
-    """GroupCoordinator v0 (Kafka 0.8.2's ConsumerMetadataRequest); any live broker answers."""
+class GroupCoordinatorRequest(KafkaPythonRequest[GroupCoordinatorResponse]):
+    """GroupCoordinator v0 (Kafka 0.8.2's ConsumerMetadataRequest, kafka-python's FindCoordinator); any live broker answers."""
 
     group_id: str
 
     API_KEY: ClassVar[int] = API_GROUP_COORDINATOR
+    RESPONSE: ClassVar[Any] = _KFindCoordinatorResponse
 
-    def encode_body(self) -> bytes:
-        return _string(self.group_id)
+    def message(self) -> Any:
+        return _KFindCoordinatorRequest(key=self.group_id, version=self.API_VERSION)
 
-    def decode_response(self, body: memoryview) -> GroupCoordinatorResponse:
-        r = _Reader(body)
-        error = r.int16()
-        coordinator_id = r.int32()
-        host = r.string() or ""
-        response = GroupCoordinatorResponse(error, coordinator_id, host, r.int32())
-        _finished(r, "GroupCoordinator")
-        return response
+    def convert(self, response: Any) -> GroupCoordinatorResponse:
+        return GroupCoordinatorResponse(int(response.error_code), int(response.node_id), _text(response.host),
+                                        int(response.port))
 
 
 # --------------------------------------------------------------------------- OffsetCommit v1/v2
@@ -218,19 +182,41 @@ class OffsetCommitResponse:
 
     partitions: Tuple[OffsetCommitPartitionResponse, ...]
 
-    def errors(self) -> dict:
+    def errors(self) -> Dict[Tuple[str, int], int]:
         """``{(topic, partition): error code}``."""
         return {(p.topic, p.partition): p.error_code for p in self.partitions}
 
 
-class _OffsetCommitRequest(Request[OffsetCommitResponse]):
-    API_KEY: ClassVar[int] = API_OFFSET_COMMIT
+class _OffsetCommitRequest(KafkaPythonRequest[OffsetCommitResponse]):
+    """OffsetCommit at :attr:`API_VERSION` 1 or 2 (the fields of the other are left at their defaults)."""
 
-    def decode_response(self, body: memoryview) -> OffsetCommitResponse:
-        r = _Reader(body)
-        response = OffsetCommitResponse(_read_partition_errors(r))
-        _finished(r, "OffsetCommit")
-        return response
+    API_KEY: ClassVar[int] = API_OFFSET_COMMIT
+    RESPONSE: ClassVar[Any] = _KOffsetCommitResponse
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    offsets: Sequence[OffsetCommitEntry]
+
+    def _fields(self) -> Dict[str, Any]:
+        """Top-level fields besides group, generation, member and topics."""
+        return {}
+
+    def message(self) -> Any:
+        topic = _KOffsetCommitRequest.OffsetCommitRequestTopic
+        partition = topic.OffsetCommitRequestPartition
+        entries = [(e.topic, partition(partition_index=e.partition, committed_offset=e.offset,
+                                       commit_timestamp=DEFAULT_TIMESTAMP, committed_metadata=e.metadata))
+                   for e in self.offsets]
+        return _KOffsetCommitRequest(
+            group_id=self.group_id, generation_id_or_member_epoch=self.generation_id, member_id=self.member_id,
+            topics=[topic(name=t, partitions=ps) for t, ps in _by_topic(entries)], version=self.API_VERSION,
+            **self._fields())
+
+    def convert(self, response: Any) -> OffsetCommitResponse:
+        return OffsetCommitResponse(tuple(
+            OffsetCommitPartitionResponse(_text(t.name), int(p.partition_index), int(p.error_code))
+            for t in _items(response.topics) for p in _items(t.partitions)))
 
 
 @dataclass(frozen=True)
@@ -248,12 +234,6 @@ class OffsetCommitRequestV1(_OffsetCommitRequest):
 
     API_VERSION: ClassVar[int] = 1
 
-    def encode_body(self) -> bytes:
-        entries = [(e.topic, _COMMIT_V1_PARTITION.pack(e.partition, e.offset, DEFAULT_TIMESTAMP) + _string(e.metadata))
-                   for e in self.offsets]
-        return (_string(self.group_id) + _INT32.pack(self.generation_id) + _string(self.member_id)
-                + _topic_arrays(entries))
-
 
 @dataclass(frozen=True)
 class OffsetCommitRequestV2(_OffsetCommitRequest):
@@ -267,11 +247,8 @@ class OffsetCommitRequestV2(_OffsetCommitRequest):
 
     API_VERSION: ClassVar[int] = 2
 
-    def encode_body(self) -> bytes:
-        entries = [(e.topic, _COMMIT_V2_PARTITION.pack(e.partition, e.offset) + _string(e.metadata))
-                   for e in self.offsets]
-        return (_string(self.group_id) + _INT32.pack(self.generation_id) + _string(self.member_id)
-                + _INT64.pack(self.retention_time_ms) + _topic_arrays(entries))
+    def _fields(self) -> Dict[str, Any]:
+        return {"retention_time_ms": self.retention_time_ms}
 
 
 # --------------------------------------------------------------------------- OffsetFetch v1
@@ -295,7 +272,7 @@ class OffsetFetchResponse:
 
 
 @dataclass(frozen=True)
-class OffsetFetchRequest(Request[OffsetFetchResponse]):
+class OffsetFetchRequest(KafkaPythonRequest[OffsetFetchResponse]):
     """OffsetFetch v1: committed offsets of ``partitions`` from the group's coordinator."""
 
     group_id: str
@@ -303,21 +280,18 @@ class OffsetFetchRequest(Request[OffsetFetchResponse]):
 
     API_KEY: ClassVar[int] = API_OFFSET_FETCH
     API_VERSION: ClassVar[int] = 1
+    RESPONSE: ClassVar[Any] = _KOffsetFetchResponse
 
-    def encode_body(self) -> bytes:
-        return _string(self.group_id) + _topic_arrays([(t, _INT32.pack(p)) for t, p in self.partitions])
+    def message(self) -> Any:
+        topic = _KOffsetFetchRequest.OffsetFetchRequestTopic
+        return _KOffsetFetchRequest(group_id=self.group_id, version=self.API_VERSION, topics=[
+            topic(name=t, partition_indexes=ps) for t, ps in _by_topic(list(self.partitions))])
 
-    def decode_response(self, body: memoryview) -> OffsetFetchResponse:
-        r = _Reader(body)
-        out = []
-        for _ in range(r.count()):
-            topic = r.string() or ""
-            for _ in range(r.count()):
-                partition, offset = r.unpack(_FETCH_PARTITION)
-                metadata = r.string() or ""
-                out.append(OffsetFetchPartitionResponse(topic, partition, offset, metadata, r.int16()))
-        _finished(r, "OffsetFetch")
-        return OffsetFetchResponse(tuple(out))
+    def convert(self, response: Any) -> OffsetFetchResponse:
+        return OffsetFetchResponse(tuple(
+            OffsetFetchPartitionResponse(_text(t.name), int(p.partition_index), int(p.committed_offset),
+                                         _text(p.metadata), int(p.error_code))
+            for t in _items(response.topics) for p in _items(t.partitions)))
 
 
 # --------------------------------------------------------------------------- JoinGroup v0
@@ -347,7 +321,7 @@ class JoinGroupResponse:
 
 
 @dataclass(frozen=True)
-class JoinGroupRequest(Request[JoinGroupResponse]):
+class JoinGroupRequest(KafkaPythonRequest[JoinGroupResponse]):
     """JoinGroup v0. The broker answers once every known member rejoined (or the rebalance timed out).
 
     ``protocols`` are ``(name, metadata)`` in preference order; the coordinator
@@ -361,25 +335,19 @@ class JoinGroupRequest(Request[JoinGroupResponse]):
     protocols: Sequence[Tuple[str, bytes]]
 
     API_KEY: ClassVar[int] = API_JOIN_GROUP
+    RESPONSE: ClassVar[Any] = _KJoinGroupResponse
 
-    def encode_body(self) -> bytes:
-        protocols = _array([_string(name) + _bytes(metadata) for name, metadata in self.protocols])
-        return (_string(self.group_id) + _INT32.pack(self.session_timeout_ms) + _string(self.member_id)
-                + _string(self.protocol_type) + protocols)
+    def message(self) -> Any:
+        protocol = _KJoinGroupRequest.JoinGroupRequestProtocol
+        return _KJoinGroupRequest(
+            group_id=self.group_id, session_timeout_ms=self.session_timeout_ms, member_id=self.member_id,
+            protocol_type=self.protocol_type, version=self.API_VERSION,
+            protocols=[protocol(name=name, metadata=bytes(metadata)) for name, metadata in self.protocols])
 
-    def decode_response(self, body: memoryview) -> JoinGroupResponse:
-        r = _Reader(body)
-        error = r.int16()
-        generation = r.int32()
-        protocol = r.string() or ""
-        leader = r.string() or ""
-        member = r.string() or ""
-        members = []
-        for _ in range(r.count()):
-            member_id = r.string() or ""
-            members.append(GroupMember(member_id, _read_bytes(r)))
-        _finished(r, "JoinGroup")
-        return JoinGroupResponse(error, generation, protocol, leader, member, tuple(members))
+    def convert(self, response: Any) -> JoinGroupResponse:
+        members = tuple(GroupMember(_text(m.member_id), _blob(m.metadata)) for m in _items(response.members))
+        return JoinGroupResponse(int(response.error_code), int(response.generation_id), _text(response.protocol_name),
+                                 _text(response.leader), _text(response.member_id), members)
 
 
 # --------------------------------------------------------------------------- SyncGroup v0
@@ -393,7 +361,7 @@ class SyncGroupResponse:
 
 
 @dataclass(frozen=True)
-class SyncGroupRequest(Request[SyncGroupResponse]):
+class SyncGroupRequest(KafkaPythonRequest[SyncGroupResponse]):
     """SyncGroup v0. The leader sends every member's assignment; followers send none."""
 
     group_id: str
@@ -402,16 +370,17 @@ class SyncGroupRequest(Request[SyncGroupResponse]):
     assignments: Sequence[Tuple[str, bytes]] = ()
 
     API_KEY: ClassVar[int] = API_SYNC_GROUP
+    RESPONSE: ClassVar[Any] = _KSyncGroupResponse
 
-    def encode_body(self) -> bytes:
-        assignments = _array([_string(member) + _bytes(data) for member, data in self.assignments])
-        return _string(self.group_id) + _INT32.pack(self.generation_id) + _string(self.member_id) + assignments
+    def message(self) -> Any:
+        assignment = _KSyncGroupRequest.SyncGroupRequestAssignment
+        return _KSyncGroupRequest(
+            group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
+            version=self.API_VERSION,
+            assignments=[assignment(member_id=member, assignment=bytes(data)) for member, data in self.assignments])
 
-    def decode_response(self, body: memoryview) -> SyncGroupResponse:
-        r = _Reader(body)
-        response = SyncGroupResponse(r.int16(), _read_bytes(r))
-        _finished(r, "SyncGroup")
-        return response
+    def convert(self, response: Any) -> SyncGroupResponse:
+        return SyncGroupResponse(int(response.error_code), _blob(response.assignment))
 
 
 # --------------------------------------------------------------------------- Heartbeat, LeaveGroup v0
@@ -422,7 +391,7 @@ class HeartbeatResponse:
 
 
 @dataclass(frozen=True)
-class HeartbeatRequest(Request[HeartbeatResponse]):
+class HeartbeatRequest(KafkaPythonRequest[HeartbeatResponse]):
     """Heartbeat v0: keeps the member in the group; REBALANCE_IN_PROGRESS asks it to rejoin."""
 
     group_id: str
@@ -430,15 +399,14 @@ class HeartbeatRequest(Request[HeartbeatResponse]):
     member_id: str
 
     API_KEY: ClassVar[int] = API_HEARTBEAT
+    RESPONSE: ClassVar[Any] = _KHeartbeatResponse
 
-    def encode_body(self) -> bytes:
-        return _string(self.group_id) + _INT32.pack(self.generation_id) + _string(self.member_id)
+    def message(self) -> Any:
+        return _KHeartbeatRequest(group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
+                                  version=self.API_VERSION)
 
-    def decode_response(self, body: memoryview) -> HeartbeatResponse:
-        r = _Reader(body)
-        response = HeartbeatResponse(r.int16())
-        _finished(r, "Heartbeat")
-        return response
+    def convert(self, response: Any) -> HeartbeatResponse:
+        return HeartbeatResponse(int(response.error_code))
 
 
 @dataclass(frozen=True)
@@ -447,19 +415,17 @@ class LeaveGroupResponse:
 
 
 @dataclass(frozen=True)
-class LeaveGroupRequest(Request[LeaveGroupResponse]):
+class LeaveGroupRequest(KafkaPythonRequest[LeaveGroupResponse]):
     """LeaveGroup v0: the coordinator rebalances the rest of the group at once."""
 
     group_id: str
     member_id: str
 
     API_KEY: ClassVar[int] = API_LEAVE_GROUP
+    RESPONSE: ClassVar[Any] = _KLeaveGroupResponse
 
-    def encode_body(self) -> bytes:
-        return _string(self.group_id) + _string(self.member_id)
+    def message(self) -> Any:
+        return _KLeaveGroupRequest(group_id=self.group_id, member_id=self.member_id, version=self.API_VERSION)
 
-    def decode_response(self, body: memoryview) -> LeaveGroupResponse:
-        r = _Reader(body)
-        response = LeaveGroupResponse(r.int16())
-        _finished(r, "LeaveGroup")
-        return response
+    def convert(self, response: Any) -> LeaveGroupResponse:
+        return LeaveGroupResponse(int(response.error_code))
