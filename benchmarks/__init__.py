@@ -1,1 +1,1 @@
-"""Benchmarks and long-running fault drills of zkconsumer, driven by scripts/ (not part of the shipped package)."""
+"""Benchmarks, fault drills and the harnesses they and the tests share (not part of the shipped package), driven by scripts/."""
