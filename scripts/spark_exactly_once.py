@@ -58,7 +58,7 @@ def postgres(dsn: Optional[str]) -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    from zkconsumer.testing.postgres import LocalPostgres
+    from benchmarks.postgres import LocalPostgres
 
     print("Starting a temporary PostgreSQL ...", flush=True)
     with LocalPostgres() as server:

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from zkconsumer.testing import LocalCluster
 
 if TYPE_CHECKING:  # pragma: no cover
-    from zkconsumer.testing.spark import LocalSparkCluster
+    from spark_integration.testing import LocalSparkCluster
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 
@@ -50,7 +50,7 @@ def spark_cluster() -> Iterator["LocalSparkCluster"]:
     Executors are separate JVMs whose Python workers import this checkout. Tests may kill
     executors (Workers start new ones) but must stop the SparkSessions they create.
     """
-    from zkconsumer.testing.spark import LocalSparkCluster  # imported here: unit-only runs never need it
+    from spark_integration.testing import LocalSparkCluster  # imported here: unit-only runs never need it
 
     with LocalSparkCluster(workers=2, cores=1, pythonpath=[str(Path(__file__).resolve().parent.parent)]) as local:
         yield local

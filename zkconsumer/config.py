@@ -69,9 +69,10 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import ConfigurationError
+from .properties_file import parse_properties
 
 __all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue", "parse_properties"]
 
@@ -135,11 +136,11 @@ class Property:
 
 
 def _dual_commit_default(values: Mapping[str, Any]) -> bool:
-    return values["offsets.storage"] == "kafka"
+    return bool(values["offsets.storage"] == "kafka")
 
 
 def _heartbeat_default(values: Mapping[str, Any]) -> int:
-    return max(1, values["session.timeout.ms"] // 3)
+    return max(1, int(values["session.timeout.ms"]) // 3)
 
 
 # The one declarative table. Kafka 0.8.2.2's ConsumerConfig/ZKConfig properties, then
@@ -151,35 +152,48 @@ _TABLE: Tuple[Property, ...] = (
     Property("client.id", "str", None, "client id sent to brokers", derived_from="group.id", legal_id=True),
     Property("socket.timeout.ms", "int", 30000, "socket timeout for broker requests; at least fetch.wait.max.ms", minimum=1),
     Property("socket.receive.buffer.bytes", "int", 65536, "socket receive buffer for broker connections", minimum=1),
-    Property("fetch.message.max.bytes", "int", 1048576, "bytes per partition per fetch request; bounds the largest message", minimum=1),
+    Property("fetch.message.max.bytes", "int", 1048576, "bytes per partition per fetch request; bounds the largest message",
+             minimum=1),
     Property("num.consumer.fetchers", "int", 1, "fetcher threads per broker", minimum=1),
     Property("auto.commit.enable", "bool", True, "commit consumed offsets periodically"),
     Property("auto.commit.interval.ms", "int", 60000, "how often offsets are committed when auto.commit.enable", minimum=1),
-    Property("queued.max.message.chunks", "int", 2, "fetched chunks buffered per stream (each up to fetch.message.max.bytes)", minimum=1),
+    Property("queued.max.message.chunks", "int", 2, "fetched chunks buffered per stream (each up to fetch.message.max.bytes)",
+             minimum=1),
     Property("rebalance.max.retries", "int", 4, "rebalance attempts before reporting failure", minimum=1),
-    Property("fetch.min.bytes", "int", 1, "minimum bytes a broker returns for a fetch (it waits up to fetch.wait.max.ms)", minimum=0),
+    Property("fetch.min.bytes", "int", 1, "minimum bytes a broker returns for a fetch (it waits up to fetch.wait.max.ms)",
+             minimum=0),
     Property("fetch.wait.max.ms", "int", 100, "longest a broker blocks a fetch waiting for fetch.min.bytes", minimum=0),
-    Property("rebalance.backoff.ms", "int", None, "backoff between rebalance attempts", minimum=0, derived_from="zookeeper.sync.time.ms"),
+    Property("rebalance.backoff.ms", "int", None, "backoff between rebalance attempts",
+             minimum=0, derived_from="zookeeper.sync.time.ms"),
     Property("refresh.leader.backoff.ms", "int", 200, "backoff before looking for a partition's new leader", minimum=0),
-    Property("offsets.channel.backoff.ms", "int", 1000, "backoff before retrying the offsets channel (offsets.storage=kafka)", minimum=0),
-    Property("offsets.channel.socket.timeout.ms", "int", 10000, "socket timeout of offset fetch/commit requests (offsets.storage=kafka)", minimum=1),
+    Property("offsets.channel.backoff.ms", "int", 1000, "backoff before retrying the offsets channel (offsets.storage=kafka)",
+             minimum=0),
+    Property("offsets.channel.socket.timeout.ms", "int", 10000,
+             "socket timeout of offset fetch/commit requests (offsets.storage=kafka)", minimum=1),
     Property("offsets.commit.max.retries", "int", 5, "retries of the offset commit at shutdown", minimum=0),
-    Property("offsets.storage", "enum", "zookeeper", "where offsets are committed: zookeeper or kafka", choices=("zookeeper", "kafka"), lower_cased=True),
+    Property("offsets.storage", "enum", "zookeeper", "where offsets are committed: zookeeper or kafka",
+             choices=("zookeeper", "kafka"), lower_cased=True),
     Property(
         "dual.commit.enabled", "bool", None, "also commit to ZooKeeper when offsets.storage=kafka (migration)",
         default_fn=_dual_commit_default, default_doc="true if offsets.storage=kafka, else false",
     ),
-    Property("auto.offset.reset", "enum", "largest", "where to start without a valid committed offset: smallest or largest", choices=("smallest", "largest")),
-    Property("consumer.timeout.ms", "int", -1, "raise ConsumerTimeoutError after this long without a message; negative blocks forever"),
+    Property("auto.offset.reset", "enum", "largest", "where to start without a valid committed offset: smallest or largest",
+             choices=("smallest", "largest")),
+    Property("consumer.timeout.ms", "int", -1,
+             "raise ConsumerTimeoutError after this long without a message; negative blocks forever"),
     Property("exclude.internal.topics", "bool", True, "never consume internal topics (__consumer_offsets) through wildcards"),
-    Property("partition.assignment.strategy", "enum", "range", "partition assignment: exactly range or roundrobin", choices=("range", "roundrobin")),
+    Property("partition.assignment.strategy", "enum", "range", "partition assignment: exactly range or roundrobin",
+             choices=("range", "roundrobin")),
     Property("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", minimum=1),
-    Property("zookeeper.connection.timeout.ms", "int", None, "longest wait to connect to ZooKeeper", minimum=1, derived_from="zookeeper.session.timeout.ms"),
+    Property("zookeeper.connection.timeout.ms", "int", None, "longest wait to connect to ZooKeeper",
+             minimum=1, derived_from="zookeeper.session.timeout.ms"),
     Property("zookeeper.sync.time.ms", "int", 2000, "how far a ZooKeeper follower may lag its leader", minimum=0),
     # ---- zkconsumer extensions
     Property("zookeeper.auth", "str", None, 'ZooKeeper digest credential "user:password"', secret=True, kafka=False),
-    Property("zookeeper.acl.enable", "bool", False, "create znodes readable by all but writable only by zookeeper.auth's user", kafka=False),
-    Property("security.protocol", "enum", "PLAINTEXT", "broker connections: PLAINTEXT or SSL", choices=("PLAINTEXT", "SSL"), kafka=False),
+    Property("zookeeper.acl.enable", "bool", False, "create znodes readable by all but writable only by zookeeper.auth's user",
+             kafka=False),
+    Property("security.protocol", "enum", "PLAINTEXT", "broker connections: PLAINTEXT or SSL",
+             choices=("PLAINTEXT", "SSL"), kafka=False),
     Property("ssl.cafile", "str", None, "CA bundle (PEM) to verify brokers; system CAs if unset", kafka=False),
     Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
@@ -552,130 +566,3 @@ class ConsumerConfig:
             for name, value in self.explicit_properties().items()
         }
         return f"ConsumerConfig({shown!r})"
-
-
-# --------------------------------------------------------------------------- .properties files
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_WHITESPACE = " \t\f"
-
-
-def _logical_lines(text: str) -> Iterator[str]:
-    """Java ``Properties`` logical lines, following JDK 9+'s ``LineReader`` character by character.
-
-    Leading whitespace (space, tab, form feed) of every natural line is skipped.
-    While a logical line is still empty, ``#`` or ``!`` starts a comment that runs
-    to the end of the natural line, and blank lines are skipped. A line ending in
-    an odd number of backslashes continues on the next natural line. At the end of
-    the text a pending logical line is returned without its trailing backslash
-    (it may then be empty: Java then stores an empty key).
-    """
-    n = len(text)
-    off = 0
-    while True:
-        buf: List[str] = []
-        skip_ws, appended_begin, preceding_bs = True, False, False
-        line: Optional[str] = None
-        while line is None:
-            if off >= n:
-                if not buf:
-                    return
-                line = "".join(buf[:-1] if preceding_bs else buf)
-                break
-            c = text[off]
-            off += 1
-            if skip_ws:
-                if c in _WHITESPACE or (not appended_begin and c in "\r\n"):
-                    continue
-                skip_ws = appended_begin = False
-            if not buf and c in "#!":  # a comment: skip to the end of the natural line
-                while off < n and text[off] not in "\r\n":
-                    off += 1
-                if off >= n:
-                    return
-                off += 1
-                skip_ws = True
-                continue
-            if c not in "\r\n":
-                buf.append(c)
-                preceding_bs = (not preceding_bs) if c == "\\" else False
-            elif not buf:
-                skip_ws = True
-            elif off >= n:
-                line = "".join(buf[:-1] if preceding_bs else buf)
-            elif preceding_bs:  # continuation: drop the backslash, join the next line
-                buf.pop()
-                skip_ws, appended_begin, preceding_bs = True, True, False
-                if c == "\r" and text[off] == "\n":
-                    off += 1
-            else:
-                line = "".join(buf)
-        yield line
-
-
-def _unescape(text: str, key: str) -> str:
-    out: List[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        i += 1
-        if ch != "\\" or i >= len(text):
-            if ch != "\\":
-                out.append(ch)
-            continue
-        ch = text[i]
-        i += 1
-        if ch == "u":
-            digits = text[i : i + 4]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ConfigurationError(key or "(properties file)", f"malformed \\uxxxx escape: \\u{digits}")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append(_ESCAPES.get(ch, ch))
-    return "".join(out)
-
-
-def _split_key_value(line: str) -> Tuple[str, str]:
-    i, n = 0, len(line)
-    while i < n:
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=:" or ch in _WHITESPACE:
-            break
-        i += 1
-    key, rest = line[:i], line[i:]
-    rest = rest.lstrip(_WHITESPACE)
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(_WHITESPACE)
-    return key, rest
-
-
-def parse_properties(text: str) -> Dict[str, str]:
-    """Parse Java ``.properties`` text as ``java.util.Properties.load`` does.
-
-    Lines whose first non-blank character is ``#`` or ``!`` are comments. A key
-    ends at the first unescaped ``=``, ``:`` or whitespace; one ``=``/``:`` and the
-    whitespace around it separate key and value. A line ending in an odd number
-    of backslashes continues on the next line (whose leading whitespace is
-    dropped). Escapes ``\\t \\n \\r \\f \\uXXXX`` are decoded and ``\\x`` means
-    ``x``. The last occurrence of a key wins. Trailing whitespace stays part of
-    the value, as in Java (Kafka 0.8.2's consumer sees it, and refuses
-    ``"true "`` for a boolean); :class:`ConsumerConfig` decides what it means.
-
-    >>> parse_properties('''# comment
-    ... group.id = g1
-    ... zookeeper.connect: zk1:2181,\\\\
-    ...     zk2:2181/kafka
-    ... consumer.timeout.ms 5000
-    ... ''')
-    {'group.id': 'g1', 'zookeeper.connect': 'zk1:2181,zk2:2181/kafka', 'consumer.timeout.ms': '5000'}
-    """
-    result: Dict[str, str] = {}
-    for line in _logical_lines(text):
-        raw_key, raw_value = _split_key_value(line)
-        key = _unescape(raw_key, "")
-        result[key] = _unescape(raw_value, key)
-    return result

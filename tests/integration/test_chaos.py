@@ -4,7 +4,7 @@ Three zkconsumer member processes on six partitions (replication 3, ``acks=all``
 producer) go through ``kill -9`` of a member, a member joining, a member stopped
 with SIGSTOP past its session timeout and resumed, and a SIGKILL of a leader
 broker (restarted before the end). Method and definitions:
-:mod:`zkconsumer.testing.chaos`. Each run starts a dedicated cluster, so these
+:mod:`benchmarks.chaos`. Each run starts a dedicated cluster, so these
 tests do not touch the session cluster.
 
 The ``zk`` schedule (a member's session expired, a member partitioned from
@@ -25,8 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from zkconsumer.testing.chaos import (ChaosRun, ChaosSettings, OffsetMonitor, OwnershipMonitor, format_table,
-                                      read_recordings, schedule, tally)
+from benchmarks.chaos.members import read_recordings
+from benchmarks.chaos.monitors import OffsetMonitor, OwnershipMonitor
+from benchmarks.chaos.report import format_table, tally
+from benchmarks.chaos.run import ChaosRun
+from benchmarks.chaos.settings import ChaosSettings, schedule
 
 SHORT = ChaosSettings(duration_s=45, members=3, partitions=6, messages_per_second=50, seed=7)
 #: The zk schedule in 40 s: ZooKeeper paused 8 s, dead 5 s; the member partition lasts 6 + 4 s.
@@ -119,7 +122,7 @@ def test_ownership_monitor_counts_ownerless_time_only_while_the_group_has_live_m
 
 
 def test_a_commit_fatal_member_commits_itself() -> None:
-    from zkconsumer.testing.chaos_member import member_properties, parse_args
+    from benchmarks.chaos.member import member_properties, parse_args
 
     args = parse_args(["--zookeeper", "z:1", "--group", "g", "--topic", "t", "--out", "o", "--commit-fatal",
                        "--property", "auto.commit.enable=true"])

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
-
 from support import produced_values, wait_until
+
 from zkconsumer.testing.processes import kill_all, spawn, tail
 
 pytestmark = pytest.mark.spark
@@ -42,7 +42,7 @@ PAUSE_IN_TRANSACTION = 1.5  # seconds between inserting a batch's results and co
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[object]:
     pytest.importorskip("psycopg", reason="the exactly-once test needs psycopg (pip install 'zkconsumer[test]')")
-    from zkconsumer.testing.postgres import LocalPostgres, postgres_unavailable
+    from benchmarks.postgres import LocalPostgres, postgres_unavailable
 
     reason = postgres_unavailable()
     if reason:

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from spark_integration.testing import LocalSparkCluster, spark_home
 from zkconsumer.testing.errors import LocalClusterError
-from zkconsumer.testing.spark import LocalSparkCluster, spark_home
 
 
 def test_spark_home_holds_spark_class() -> None:

@@ -16,6 +16,5 @@ module             owns
 ``connector.py``   ``CoordinatorConsumerConnector``: the wiring
 =================  ==============================================================
 
-Nothing is imported here, so :mod:`zkconsumer.connector` can import this
-package lazily without a cycle.
+Nothing is imported here: importing one module of the package loads no other.
 """

@@ -1,8 +1,10 @@
 """``CoordinatorConsumerConnector``: the ``ZookeeperConsumerConnector`` API, membership by the brokers.
 
 ``ZookeeperConsumerConnector(config)`` returns one of these when
-``group.membership=kafka``; it is a subclass, so ``isinstance`` checks, the
-streams, ``commit_offsets()``, ``shutdown()``, ``status`` and
+``group.membership=kafka``. Both derive from
+:class:`~zkconsumer.connector_base.ConsumerConnectorBase` and this class is
+registered as a virtual subclass of ``ZookeeperConsumerConnector``, so
+``isinstance`` checks, the streams, ``commit_offsets()``, ``shutdown()``, ``status`` and
 ``metrics_snapshot()`` all behave the same. What differs is who decides which
 member consumes what: the brokers' group coordinator, with the leader member
 running the same Range/RoundRobin assignors over thread ids
@@ -39,13 +41,13 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..config import ConsumerConfig
-from ..connector import ConnectorState, ZookeeperConsumerConnector
+from ..connector_base import ConnectorState, ConsumerConnectorBase
 from ..errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError
-from ..wire.group_protocol import GroupMember
-from ..offset_storage import Generation, OffsetStorageError
 from ..fetch.partition_info import ChunkQueue
+from ..offset_storage import Generation, OffsetStorageError
 from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
 from ..topic_count import TopicCount
+from ..wire.group_protocol import GroupMember
 from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs
 from .channel import CoordinatorChannel, connection_factory
 from .delivery import Delivery
@@ -56,7 +58,7 @@ __all__ = ["CoordinatorConsumerConnector"]
 log = logging.getLogger(__name__)
 
 
-class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
+class CoordinatorConsumerConnector(ConsumerConnectorBase):
     """A member of a consumer group managed by the brokers' group coordinator (``group.membership=kafka``).
 
     Built by ``ZookeeperConsumerConnector(config)``; constructing it directly
@@ -118,7 +120,7 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
             return None
         return self._membership.status(self._delivery.owned_map())
 
-    # Hooks of ZookeeperConsumerConnector.shutdown(), which keeps the one ordered sequence.
+    # Hooks of ConsumerConnectorBase.shutdown(), which keeps the one ordered sequence.
 
     def _stop_coordination(self) -> None:
         if self._membership is not None:
@@ -178,7 +180,7 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
         cfg = self.config
         return CoordinatorChannel(
             cfg.group_id,
-            brokers=lambda: self._group.brokers(cfg.security_protocol),
+            brokers=lambda: self._group_client().brokers(cfg.security_protocol),
             connect=connection_factory(cfg, socket_timeout_ms),
             lookup_connect=connection_factory(cfg, cfg.offsets_channel_socket_timeout_ms),
             name=name,
@@ -186,25 +188,27 @@ class CoordinatorConsumerConnector(ZookeeperConsumerConnector):
 
     def _plan(self, protocol: str, members: Sequence[GroupMember]) -> Tuple[List[Tuple[str, bytes]], Callable[[], bool]]:
         """The leader's job: every member's share, from ZooKeeper's view of the topics."""
+        group = self._group_client()
         subscriptions = decode_subscriptions(((m.member_id, m.metadata) for m in members),
                                              self.config.exclude_internal_topics)
-        inputs = read_inputs(subscriptions, self._group.all_topics, self._group.partitions_for_topics)
+        inputs = read_inputs(subscriptions, group.all_topics, group.partitions_for_topics)
         shares = plan(protocol, subscriptions, inputs)
         assignments = [(member_id, encode_assignment(share)) for member_id, share in sorted(shares.items())]
 
         def still_valid() -> bool:
-            return read_inputs(subscriptions, self._group.all_topics, self._group.partitions_for_topics) == inputs
+            return read_inputs(subscriptions, group.all_topics, group.partitions_for_topics) == inputs
 
         return assignments, still_valid
 
     def _zookeeper_members_gone(self) -> Optional[str]:
         """``None`` if no ZooKeeper-membership member of this group is registered, else why we wait."""
-        members = sorted(self._group.members())
+        group = self._group_client()
+        members = sorted(group.members())
         if not members:
             return None
         shown = ", ".join(members[:3]) + (f" and {len(members) - 3} more" if len(members) > 3 else "")
         return (f"waiting for the group's ZooKeeper-membership members to shut down before joining through the "
-                f"coordinator ({shown} registered under {self._group.paths.ids}; see docs/MIGRATION.md)")
+                f"coordinator ({shown} registered under {group.paths.ids}; see docs/MIGRATION.md)")
 
     def _commit(self) -> None:
         """Commit what was handed out, under the generation it was assigned in; never a silent no-op.

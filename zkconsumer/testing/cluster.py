@@ -49,40 +49,42 @@ import re
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple,
-                    Union)
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.protocol.states import KazooState
 
 from zkconsumer.testing import processes
-from zkconsumer.testing.distribution import (debian_zookeeper, ensure_kafka_distribution, find_java,
-                                             kafka_classpath, zookeeper_flavour)
-from zkconsumer.testing.errors import ClusterStartError, ClusterTimeoutError, LocalClusterError
-from zkconsumer.testing.ports import free_ports
-from zkconsumer.testing.probes import fetch_metadata, sessions_with_ephemerals, srvr_fields, zookeeper_command
-from zkconsumer.testing.properties import (BROKER_ZK_SESSION_TIMEOUT_MS, SERVER_QUIET_LOGGERS,
-                                           PropertyValue, broker_properties, format_value, log4j_properties,
-                                           render_properties, ssl_listener_properties, zookeeper_properties)
-from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
-from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
-
-HOST = "127.0.0.1"
-#: JVM options of every JVM: small heap, serial GC and the C1 compiler only, which
-#: start fast and stay light on a 2-core machine running several JVMs.
-JVM_OPTIONS = (
-    "-Xms64m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:-UsePerfData",
-    "-Djava.awt.headless=true",
-    "-Djava.net.preferIPv4Stack=true",
+from zkconsumer.testing.core import HOST, JVM_OPTIONS, KAFKA_MAIN, ZOOKEEPER_MAIN, java_command
+from zkconsumer.testing.distribution import (
+    debian_zookeeper,
+    ensure_kafka_distribution,
+    find_java,
+    kafka_classpath,
+    zookeeper_flavour,
 )
-ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-KAFKA_MAIN = "kafka.Kafka"
+from zkconsumer.testing.errors import ClusterStartError, LocalClusterError
+from zkconsumer.testing.ports import free_ports
+from zkconsumer.testing.probes import fetch_metadata
+from zkconsumer.testing.properties import (
+    BROKER_ZK_SESSION_TIMEOUT_MS,
+    SERVER_QUIET_LOGGERS,
+    PropertyValue,
+    broker_properties,
+    format_value,
+    log4j_properties,
+    render_properties,
+    ssl_listener_properties,
+)
+from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
+from zkconsumer.testing.tools import KafkaTools
+from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
+from zkconsumer.testing.zookeepers import ZooKeeperControls
+
+__all__ = ["HOST", "JVM_OPTIONS", "KAFKA_MAIN", "ZOOKEEPER_MAIN", "LocalCluster", "java_command", "replica_assignment",
+           "validate_topic_name"]
+
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _Value = Union[bytes, str, None]
 
@@ -99,23 +101,6 @@ def _stop_running_clusters() -> None:
 
 
 atexit.register(_stop_running_clusters)
-
-
-def java_command(java: str, classpath: str, main_class: str, args: Sequence[str], *, heap: str,
-                 log4j_path: str, tmp_dir: str, tag: str, extra_options: Sequence[str] = ()) -> List[str]:
-    """The argv running ``main_class`` in a JVM configured for the local cluster.
-
-    ``tag`` is added as ``-Dzkconsumer.cluster=<tag>`` so the cluster's processes can be
-    found with ``pgrep -f``; ``extra_options`` come last and win.
-    """
-    return [
-        java, f"-Xmx{heap}", *JVM_OPTIONS,
-        f"-Djava.io.tmpdir={tmp_dir}",
-        f"-Dlog4j.configuration=file:{log4j_path}",
-        f"-Dzkconsumer.cluster={tag}",
-        *extra_options,
-        "-cp", classpath, main_class, *args,
-    ]
 
 
 def replica_assignment(brokers: Sequence[int], partitions: int, replication: int) -> Dict[int, List[int]]:
@@ -142,7 +127,7 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-class LocalCluster:
+class LocalCluster(ZooKeeperControls, KafkaTools):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
     ZooKeeper is one standalone server, or with ``zookeeper_nodes=n`` (odd, e.g. 3) an
@@ -208,8 +193,6 @@ class LocalCluster:
         self._tools: List["subprocess.Popen[Any]"] = []
         self._tool_logs: Dict[int, str] = {}
         self._tool_counter = itertools.count(1)
-
-    # ------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
@@ -317,44 +300,6 @@ class LocalCluster:
             except Exception:  # a client already broken must not block the shutdown
                 pass
 
-    # ------------------------------------------------------------------ addresses
-
-    def _require_running(self) -> None:
-        if self._state != "running":
-            raise LocalClusterError(f"the cluster is {self._state}, not running")
-
-    @property
-    def zk_connect(self) -> str:
-        """ZooKeeper connect string, ``127.0.0.1:<port>`` per node in node order (no chroot)."""
-        self._require_running()
-        return ",".join(f"{HOST}:{port}" for port in self._zk_ports.values())
-
-    @property
-    def zk_port(self) -> int:
-        """ZooKeeper's client port (node 1's in an ensemble)."""
-        return self.zookeeper_port(1)
-
-    @property
-    def zookeeper_nodes(self) -> List[int]:
-        """The ZooKeeper node ids (their ``myid``), running or not: ``[1, ..., n]``."""
-        return list(range(1, self._zk_nodes + 1))
-
-    def zookeeper_port(self, node: int) -> int:
-        """The client port of ZooKeeper node ``node`` (stable across restarts)."""
-        self._require_running()
-        self._check_zookeeper_node(node)
-        return self._zk_ports[node]
-
-    @property
-    def zookeeper_version(self) -> str:
-        """The version of the ZooKeeper server that runs (per ``srvr``), e.g. ``"3.4.6"`` or ``"3.8.0"``."""
-        self._require_running()
-        return self._zk_version
-
-    def _check_zookeeper_node(self, node: int) -> None:
-        if node not in self._zk_ports:
-            raise LocalClusterError(f"no ZooKeeper node {node!r}; nodes are {self.zookeeper_nodes}")
-
     @property
     def bootstrap_servers(self) -> str:
         """Every broker, running or not, as ``127.0.0.1:p0,127.0.0.1:p1,...`` in id order."""
@@ -385,11 +330,6 @@ class LocalCluster:
         if self._ssl_options is None:
             raise LocalClusterError("this LocalCluster has no SSL listeners; create it with ssl=SslOptions(...)")
 
-    @property
-    def broker_ids(self) -> List[int]:
-        """The ids of all brokers of the cluster, running or not: ``[0, ..., n-1]``."""
-        return list(range(self._broker_count))
-
     def broker_port(self, broker_id: int) -> int:
         """The port of broker ``broker_id`` (stable across restarts)."""
         self._require_running()
@@ -403,80 +343,11 @@ class LocalCluster:
         assert self._home is not None
         return self._home
 
-    @property
-    def work_dir(self) -> Path:
-        """The cluster's temporary directory (configs, data, logs)."""
-        self._require_running()
-        assert self._work is not None
-        return self._work.path
-
-    @property
-    def log_dir(self) -> Path:
-        """Where the JVMs log: ``zookeeper.log``, ``broker-<id>.log``, ``tool-<n>-<Class>.log``."""
-        return self.work_dir / "logs"
-
-    @property
-    def classpath(self) -> str:
-        """The Java classpath of the distribution (for running other Kafka classes)."""
-        self._require_running()
-        return self._classpath
-
-    def _check_broker_id(self, broker_id: int) -> None:
-        if broker_id not in self._broker_ports:
-            raise LocalClusterError(f"no broker {broker_id}; brokers are {self.broker_ids}")
-
-    # ------------------------------------------------------------------ JVMs
-
     def _write_log4j_configs(self) -> None:
         conf = self.work_dir / "conf"
         server = log4j_properties("INFO", "System.out", SERVER_QUIET_LOGGERS)
         (conf / "log4j-server.properties").write_text(render_properties(server))
         (conf / "log4j-tools.properties").write_text(render_properties(log4j_properties("WARN", "System.err")))
-
-    def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,
-                   extra_options: Sequence[str] = (), classpath: Optional[str] = None) -> List[str]:
-        return java_command(self._java, classpath or self._classpath, main_class, args, heap=self._heap,
-                            log4j_path=str(self.work_dir / "conf" / log4j), tmp_dir=str(self.work_dir / "tmp"),
-                            tag=str(self.work_dir), extra_options=extra_options)
-
-    def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
-        """Write each node's config (and ``myid``), start every node, wait until all serve."""
-        for node in self.zookeeper_nodes:
-            name = "zookeeper" if self._zk_nodes == 1 else f"zookeeper-{node}"
-            data_dir = self.work_dir / name
-            data_dir.mkdir()
-            if peers:
-                (data_dir / "myid").write_text(f"{node}\n")
-            props = zookeeper_properties(str(data_dir), self._zk_ports[node], self._zookeeper_config,
-                                         peers=peers, version=self._zk_version)
-            config = self.work_dir / "conf" / f"{name}.properties"
-            config.write_text(render_properties(props))
-            argv = self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties",
-                                   classpath=self._zk_classpath)
-            self._zookeepers[node] = processes.JavaProcess(name.replace("-", " "), argv,
-                                                           str(self.log_dir / f"{name}.log"), cwd=str(self.work_dir))
-            self._zookeepers[node].start()
-        self._wait_serving(self.zookeeper_nodes, self._startup_timeout)
-        reply = zookeeper_command(HOST, self._zk_ports[1], "srvr")  # the version that really runs
-        self._zk_version = srvr_fields(reply).get("Zookeeper version", self._zk_version).split("-")[0]
-        # Reconnect attempts at most 0.5 s apart: after a ZooKeeper restart the cluster's own
-        # client is back as soon as the server serves (kazoo's default backoff grows to ~10 s).
-        self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0,
-                                  connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 0.5})
-        self._admin.start(timeout=30)
-
-    def _wait_serving(self, nodes: Iterable[int], timeout: float) -> None:
-        for node in nodes:
-            self._wait_for(f"ZooKeeper node {node} on port {self._zk_ports[node]} to serve",
-                           lambda: self._zookeeper_mode(node) is not None, timeout,
-                           self._zookeepers[node], ClusterStartError)
-
-    def _zookeeper_mode(self, node: int) -> Optional[str]:
-        """``standalone``, ``leader`` or ``follower`` per ``srvr``; None if not serving (or paused)."""
-        try:
-            return srvr_fields(zookeeper_command(HOST, self._zk_ports[node], "srvr", timeout=1.0)).get("Mode")
-        except OSError:
-            return None
 
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
@@ -494,29 +365,6 @@ class LocalCluster:
         return processes.JavaProcess(
             f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),
             str(self.log_dir / f"broker-{broker_id}.log"), cwd=str(self.work_dir))
-
-    def _wait_for(self, what: str, condition: Callable[[], bool], timeout: float,
-                  process: Optional[processes.JavaProcess] = None,
-                  error: type = ClusterTimeoutError, interval: float = 0.1) -> None:
-        """Poll ``condition`` until true; fail early if ``process`` exits, or after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if process is not None and not process.running():
-                raise ClusterStartError(
-                    f"{process.name} exited (status {process.exit_code()}) while waiting for {what}; "
-                    f"end of {process.log_path}:\n{process.log_tail()}")
-            if time.monotonic() > deadline:
-                detail = f"; end of {process.log_path}:\n{process.log_tail()}" if process is not None else ""
-                raise error(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
-            time.sleep(interval)
-
-    # ------------------------------------------------------------------ ZooKeeper state
-
-    @property
-    def _zk(self) -> KazooClient:
-        self._require_running()
-        assert self._admin is not None
-        return self._admin
 
     def registered_brokers(self) -> List[int]:
         """Broker ids currently registered in ZooKeeper's /brokers/ids, sorted."""
@@ -559,8 +407,6 @@ class LocalCluster:
             raise LocalClusterError(f"topic {topic!r} does not exist") from None
         partitions = json.loads(data.decode("utf-8"))["partitions"]
         return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
-
-    # ------------------------------------------------------------------ topics
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication: int = 1,
                      config: Optional[Mapping[str, PropertyValue]] = None, *,
@@ -643,8 +489,6 @@ class LocalCluster:
         reported = {p: m.leader for p, m in metadata.partitions.items()}
         return reported == dict(leaders)
 
-    # ------------------------------------------------------------------ data
-
     def produce(self, topic: str, values: Iterable[_Value], keys: Optional[Iterable[_Value]] = None,
                 partition: Optional[int] = None, acks: Union[int, str] = "all",
                 timeout: float = 30.0) -> List[Tuple[int, int]]:
@@ -674,8 +518,6 @@ class LocalCluster:
             return [(md.partition, md.offset) for md in (f.get(timeout=timeout) for f in futures)]
         finally:
             producer.close(timeout=5)
-
-    # ------------------------------------------------------------------ faults
 
     def kill_broker(self, broker_id: int, wait_unregistered: bool = False) -> None:
         """SIGKILL broker ``broker_id`` and return once its JVM is gone.
@@ -737,220 +579,3 @@ class LocalCluster:
             raise LocalClusterError("no broker is the controller now")
         self.kill_broker(broker_id)
         return broker_id
-
-    # ZooKeeper faults. A node keeps its port and data directory across a restart, so
-    # sessions whose timeout has not run out survive a kill and restart (ZooKeeper restores
-    # them from its log and restarts their timers), as they do on a real ensemble.
-    # ``node=None`` means every node (every running one, to pause, resume, kill or stop).
-
-    def pause_zookeeper(self, node: Optional[int] = None) -> None:
-        """SIGSTOP ZooKeeper node(s): connections stay open but nothing answers."""
-        with self._lock:
-            for zookeeper in self._running_zookeepers(node):
-                processes.signal_group(zookeeper.process, signal.SIGSTOP)  # type: ignore[arg-type]
-
-    def resume_zookeeper(self, node: Optional[int] = None) -> None:
-        """SIGCONT paused ZooKeeper node(s) (a no-op for a node that is not paused)."""
-        with self._lock:
-            for zookeeper in self._running_zookeepers(node):
-                processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
-
-    def kill_zookeeper(self, node: Optional[int] = None) -> None:
-        """SIGKILL ZooKeeper node(s) and return once gone (data directories stay)."""
-        self.stop_zookeeper(node=node, grace=0.0)
-
-    def stop_zookeeper(self, grace: float = 5.0, node: Optional[int] = None) -> None:
-        """Stop ZooKeeper node(s) with SIGTERM (SIGKILL after ``grace`` s; at once if 0); data stays."""
-        with self._lock:
-            targets = [z.process for z in self._running_zookeepers(node)]
-            for process in targets:
-                processes.signal_group(process, signal.SIGCONT)  # type: ignore[arg-type]
-            if grace > 0:
-                processes.terminate_all(targets, grace)  # type: ignore[arg-type]
-            else:
-                processes.kill_all(targets)  # type: ignore[arg-type]
-
-    def start_zookeeper(self, node: Optional[int] = None, timeout: Optional[float] = None) -> None:
-        """Start killed or stopped ZooKeeper node(s) again on the same port and data directory.
-
-        ``node=None`` starts every node that is down. Returns once they serve requests
-        (``srvr`` answers with a mode: a node of an ensemble needs a quorum for that) and
-        the cluster's own client is connected.
-        """
-        timeout = timeout or self._startup_timeout
-        with self._lock:
-            self._require_running()
-            nodes = self.zookeeper_nodes if node is None else [node]
-            for each in nodes:
-                self._check_zookeeper_node(each)
-            down = [each for each in nodes if not self._zookeepers[each].running()]
-            if not down:
-                raise LocalClusterError(f"ZooKeeper {'node %d ' % node if node else ''}is already running")
-            for each in down:
-                self._zookeepers[each].start()
-            self._wait_serving(down, timeout)
-        assert self._admin is not None
-        admin = self._admin
-        self._wait_for("the cluster's ZooKeeper client to reconnect",
-                       lambda: admin.state == KazooState.CONNECTED, timeout)
-
-    def restart_zookeeper(self, down_for: float = 0.0, *, kill: bool = True, node: Optional[int] = None) -> None:
-        """Kill (or stop, ``kill=False``) ZooKeeper node(s), wait ``down_for`` seconds, start them again."""
-        self.stop_zookeeper(grace=0.0 if kill else 5.0, node=node)
-        if down_for > 0:
-            time.sleep(down_for)
-        self.start_zookeeper(node=node)
-
-    def zookeeper_running(self, node: Optional[int] = None) -> bool:
-        """True while node ``node``'s JVM (``None``: every node's) has not exited; it may be paused."""
-        nodes = self.zookeeper_nodes if node is None else [node]
-        return all(each in self._zookeepers and self._zookeepers[each].running() for each in nodes)
-
-    def zookeeper_leader(self) -> int:
-        """The node whose ``srvr`` says ``Mode: leader`` (a single server: ``standalone``); -1 if none."""
-        self._require_running()
-        lead = ("standalone", "leader")
-        return next((node for node in self.zookeeper_nodes if self._zookeeper_mode(node) in lead), -1)
-
-    def zookeeper_node_of(self, client: KazooClient) -> int:
-        """The node ``client`` is connected to now, matched by the server port of its socket.
-
-        Reads kazoo's connection socket (kazoo has no public accessor for it). Raises
-        LocalClusterError while ``client`` has no connection.
-        """
-        try:
-            port = client._connection._socket.getpeername()[1]  # type: ignore[union-attr]
-        except (AttributeError, OSError):
-            raise LocalClusterError("the client is not connected to ZooKeeper now") from None
-        node = next((n for n, p in self._zk_ports.items() if p == port), None)
-        if node is None:
-            raise LocalClusterError(f"the client is connected to port {port}, not to this cluster's ZooKeeper")
-        return node
-
-    def _running_zookeepers(self, node: Optional[int]) -> List[processes.JavaProcess]:
-        self._require_running()
-        if node is not None:
-            self._check_zookeeper_node(node)
-        targets = [z for n, z in self._zookeepers.items() if node in (None, n) and z.running()]
-        if not targets:
-            raise LocalClusterError(f"ZooKeeper {'node %d ' % node if node else ''}is not running")
-        return targets
-
-    def kazoo_client(self, chroot: str = "", **kwargs: Any) -> KazooClient:
-        """A started KazooClient on this cluster (optionally under ``chroot``), closed by stop()."""
-        client = KazooClient(hosts=self.zk_connect + chroot, **kwargs)
-        client.start(timeout=30)
-        with self._lock:
-            self._clients.append(client)
-        return client
-
-    def expire_session(self, client: KazooClient, timeout: float = 30.0, wait_lost: bool = True) -> None:
-        """Make ZooKeeper expire ``client``'s session for real.
-
-        A second client joins the same session (id and password) and closes it: the
-        server ends the session, deletes its ephemeral nodes and drops the first
-        client's connection. Returns once the server no longer has the session's
-        ephemerals and, with ``wait_lost``, once ``client`` has seen ``KazooState.LOST``
-        (kazoo then opens a new session by itself).
-        """
-        session_id, password = client.client_id
-        lost = threading.Event()
-
-        def on_state(state: KazooState) -> bool:
-            if state == KazooState.LOST:
-                lost.set()
-                return True
-            return False
-
-        client.add_listener(on_state)
-        try:
-            twin = KazooClient(hosts=self.zk_connect, client_id=(session_id, password), timeout=10.0)
-            twin.start(timeout=timeout)
-            twin.stop()
-            twin.close()
-            self._wait_for(f"session 0x{session_id:x} to end", lambda: not self._has_ephemerals(session_id), timeout)
-            if wait_lost and not lost.wait(timeout):
-                raise ClusterTimeoutError(f"client did not observe the expiry of session 0x{session_id:x}")
-        finally:
-            client.remove_listener(on_state)
-
-    def _has_ephemerals(self, session_id: int) -> bool:
-        leader = self.zookeeper_leader()  # the leader's view is the authoritative one
-        dump = zookeeper_command(HOST, self._zk_ports[leader if leader > 0 else 1], "dump")
-        return session_id in sessions_with_ephemerals(dump)
-
-    # ------------------------------------------------------------------ Kafka's own tools
-
-    def tool_command(self, main_class: str, *args: str, jvm_options: Sequence[str] = ()) -> List[str]:
-        """The argv running Kafka class ``main_class`` with the cluster's classpath and
-        a quiet log4j config (WARN and above, to stderr)."""
-        self._require_running()
-        return self._java_argv(main_class, [str(a) for a in args], "log4j-tools.properties", jvm_options)
-
-    def run_tool(self, main_class: str, *args: str, timeout: float = 120.0, check: bool = False,
-                 input: Optional[str] = None, jvm_options: Sequence[str] = ()) -> "subprocess.CompletedProcess[str]":
-        """Run a Kafka tool to completion; return its exit status, stdout and stderr (text).
-
-        On timeout the tool's process group is killed and subprocess.TimeoutExpired raised;
-        with ``check``, a non-zero exit raises subprocess.CalledProcessError.
-        """
-        argv = self.tool_command(main_class, *args, jvm_options=jvm_options)
-        process = self._spawn_tool(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            stdout, stderr = process.communicate(input=input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            processes.kill_all([process])
-            stdout, stderr = process.communicate()
-            raise subprocess.TimeoutExpired(argv, timeout, output=stdout, stderr=stderr) from None
-        finally:
-            self._forget_tool(process)
-        result = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
-        if check:
-            result.check_returncode()
-        return result
-
-    def start_tool(self, main_class: str, *args: str, stdout: Any = subprocess.PIPE, stderr: Any = None,
-                   text: bool = True, jvm_options: Sequence[str] = ()) -> "subprocess.Popen[Any]":
-        """Start a Kafka tool (e.g. a ConsoleConsumer) in the background; stop() kills it.
-
-        stdout is a pipe by default; stderr goes to ``tool_log(process)``'s file unless
-        given. Stop it early with :meth:`stop_tool`.
-        """
-        argv = self.tool_command(main_class, *args, jvm_options=jvm_options)
-        log_file = None
-        if stderr is None:
-            name = main_class.rsplit(".", 1)[-1]
-            log_path = str(self.log_dir / f"tool-{next(self._tool_counter)}-{name}.log")
-            log_file = stderr = open(log_path, "ab")
-        try:
-            process = self._spawn_tool(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text)
-        finally:
-            if log_file is not None:
-                log_file.close()
-        if log_file is not None:
-            self._tool_logs[process.pid] = log_file.name
-        return process
-
-    def tool_log(self, process: "subprocess.Popen[Any]") -> str:
-        """The stderr of a tool started by :meth:`start_tool` with its default stderr."""
-        path = self._tool_logs.get(process.pid)
-        return processes.tail(path, 10 ** 6) if path else ""
-
-    def stop_tool(self, process: "subprocess.Popen[Any]", grace: float = 5.0) -> int:
-        """SIGTERM a tool from :meth:`start_tool` (SIGKILL after ``grace`` s); return its exit status."""
-        processes.terminate_all([process], grace)
-        self._forget_tool(process)
-        return int(process.returncode)
-
-    def _spawn_tool(self, argv: List[str], **kwargs: Any) -> "subprocess.Popen[Any]":
-        with self._lock:
-            self._require_running()
-            process = processes.spawn(argv, cwd=str(self.work_dir), **kwargs)
-            self._tools.append(process)
-        return process
-
-    def _forget_tool(self, process: "subprocess.Popen[Any]") -> None:
-        with self._lock:
-            if process in self._tools:
-                self._tools.remove(process)

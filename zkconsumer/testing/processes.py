@@ -57,14 +57,14 @@ class _Spawner:
     """One daemon thread that forks every child (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._requests: "queue.Queue[Tuple[Callable[[], Any], Future]]" = queue.Queue()
+        self._requests: "queue.Queue[Tuple[Callable[[], Any], Future[Any]]]" = queue.Queue()
         self._lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
 
     def run(self, action: Callable[[], Any]) -> Any:
         """Run ``action`` on the spawner thread and return its result (or raise its error)."""
         self._ensure_thread()
-        future: Future = Future()
+        future: "Future[Any]" = Future()
         self._requests.put((action, future))
         return future.result()
 
@@ -96,8 +96,9 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> "subprocess.Popen[Any]":
     if "preexec_fn" in popen_kwargs or "start_new_session" in popen_kwargs:
         raise TypeError("spawn() sets preexec_fn and start_new_session itself")
     preexec = _die_with_parent(os.getpid())
-    return _SPAWNER.run(lambda: subprocess.Popen(
+    process: "subprocess.Popen[Any]" = _SPAWNER.run(lambda: subprocess.Popen(
         list(argv), start_new_session=True, preexec_fn=preexec, **popen_kwargs))
+    return process
 
 
 def signal_group(process: "subprocess.Popen[Any]", sig: int) -> None:

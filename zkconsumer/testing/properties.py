@@ -6,7 +6,7 @@ settings of ZooKeeper, of a broker and of log4j. Nothing here does I/O.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 PropertyValue = Union[str, int, float, bool]
 
@@ -48,7 +48,7 @@ def _escape(text: str, is_key: bool) -> str:
     return "".join(out)
 
 
-def _utf16_units(char: str) -> list:
+def _utf16_units(char: str) -> List[int]:
     data = char.encode("utf-16-be")
     return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
 

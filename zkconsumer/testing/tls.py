@@ -30,7 +30,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from zkconsumer.testing.errors import MissingDependencyError
 
@@ -126,7 +126,7 @@ def _name(common_name: str) -> Any:
 def _san(hosts: Sequence[str]) -> Any:
     from cryptography import x509
 
-    entries = []
+    entries: List[Any] = []
     for host in hosts:
         try:
             entries.append(x509.IPAddress(ipaddress.ip_address(host)))

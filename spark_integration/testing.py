@@ -2,7 +2,7 @@
 
 Example::
 
-    from zkconsumer.testing.spark import LocalSparkCluster
+    from spark_integration.testing import LocalSparkCluster
 
     with LocalSparkCluster(workers=2, cores=1) as spark_cluster:
         spark = spark_cluster.session("my app")       # master spark://127.0.0.1:<port>
@@ -63,7 +63,7 @@ class LocalSparkCluster:
                  start_timeout: float = 120.0) -> None:
         self.workers, self.cores, self.worker_memory, self.daemon_heap = workers, cores, worker_memory, daemon_heap
         self.python = python or sys.executable
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(Path(__file__).resolve().parents[1])
         self.pythonpath: List[str] = list(pythonpath) if pythonpath is not None else [root]
         self.start_timeout = start_timeout
         self.master_port = self.web_port = 0
@@ -141,7 +141,7 @@ class LocalSparkCluster:
     def stop(self) -> None:
         """SIGKILL Workers (with their executors) and the Master; remove the work directory. Idempotent."""
         jvms = [j.process for j in [*self._workers, self._master] if j is not None and j.process is not None]
-        processes.kill_all(jvms)  # type: ignore[arg-type]
+        processes.kill_all(jvms)
         self._workers, self._master = [], None
         if self._work is not None:
             self._work.remove()
@@ -163,7 +163,8 @@ class LocalSparkCluster:
     def _state_or_none(self) -> Optional[Dict[str, Any]]:
         try:
             with urllib.request.urlopen(f"{self.web_url}/json", timeout=5) as response:
-                return json.loads(response.read().decode("utf-8"))
+                state: Dict[str, Any] = json.loads(response.read().decode("utf-8"))
+                return state
         except (OSError, ValueError):
             return None
 

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .ports import free_ports
-from .processes import kill_all, signal_group, spawn, tail
+from zkconsumer.testing.ports import free_ports
+from zkconsumer.testing.processes import kill_all, signal_group, spawn, tail
 
 __all__ = ["LocalPostgres", "PostgresError", "find_postgres_bin", "postgres_unavailable"]
 

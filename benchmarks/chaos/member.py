@@ -1,8 +1,8 @@
-"""A zkconsumer group member as a process, for the chaos test (:mod:`zkconsumer.testing.chaos`).
+"""A zkconsumer group member as a process, for the chaos test (:mod:`benchmarks.chaos`).
 
 Usage::
 
-    python -m zkconsumer.testing.chaos_member --zookeeper 127.0.0.1:2181 --group G --topic T \\
+    python -m benchmarks.chaos.member --zookeeper 127.0.0.1:2181 --group G --topic T \\
         --out member.out [--consumer-id m1] [--streams 1] [--property key=value ...]
 
 It joins group ``G`` with auto-commit every ``auto.commit.interval.ms`` (1000 by
@@ -44,6 +44,7 @@ Contract with the chaos engine:
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
 import os
 import signal
@@ -114,7 +115,7 @@ def spawn_member(zk_connect: str, group: str, topic: str, out: Path, log: Path, 
     docstring). The child imports this checkout's zkconsumer whether or not it is
     installed.
     """
-    argv = [sys.executable, "-m", "zkconsumer.testing.chaos_member", "--zookeeper", zk_connect,
+    argv = [sys.executable, "-m", "benchmarks.chaos.member", "--zookeeper", zk_connect,
             "--group", group, "--topic", topic, "--out", str(out)]
     if consumer_id is not None:
         argv += ["--consumer-id", consumer_id]
@@ -139,8 +140,6 @@ def count_requests(client: object) -> "collections.Counter[str]":
     Uses kazoo's private connection handler; installed once connected, before the
     member joins (``ZKCONSUMER_COUNT_REQUESTS=1``); printed at exit as ``chaos-member REQUESTS``.
     """
-    import collections
-
     counts: "collections.Counter[str]" = collections.Counter()
     connection = getattr(client, "_connection", None)
     submit = getattr(connection, "_submit", None)
@@ -158,7 +157,7 @@ def count_requests(client: object) -> "collections.Counter[str]":
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m zkconsumer.testing.chaos_member",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos.member",
                                      description="A zkconsumer group member recording what it consumes.")
     parser.add_argument("--zookeeper", required=True, help="zookeeper.connect")
     parser.add_argument("--group", required=True, help="group.id")

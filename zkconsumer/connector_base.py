@@ -1,0 +1,571 @@
+"""The consumer connector's shared part: ZooKeeper session, streams, commits, metrics, bounded shutdown.
+
+:class:`ConsumerConnectorBase` holds what a group member does whoever keeps the
+membership: it opens the ZooKeeper session (:mod:`kazoo`; used for brokers,
+topics and, by default, offsets), creates the group client
+(:mod:`.zookeeper.group`), the fetcher manager (:mod:`.fetch.fetcher`) and the
+streams (:mod:`.stream`), retries commits through outages, reports metrics and
+shuts down in one ordered, bounded sequence. Who decides which member consumes
+what is left to a subclass, through the hooks :meth:`~ConsumerConnectorBase._join`,
+:meth:`~ConsumerConnectorBase._commit`, :meth:`~ConsumerConnectorBase._stop_coordination`,
+:meth:`~ConsumerConnectorBase._joined`, :meth:`~ConsumerConnectorBase._leave_group`
+and :attr:`~ConsumerConnectorBase.status`:
+
+* :class:`~zkconsumer.zookeeper_connector.ZooKeeperMembershipConnector`: ZooKeeper
+  membership (Kafka 0.8's rebalance), the default;
+* :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`: the
+  brokers' group coordinator (``group.membership=kafka``).
+
+The documented entry point, :class:`zkconsumer.ZookeeperConsumerConnector`
+(:mod:`zkconsumer.connector`), sits above both and picks one.
+
+Connector states::
+
+    CREATED ──create_message_streams*──▶ RUNNING ──shutdown()──▶ SHUT_DOWN
+       └──────────────────────────────shutdown()──────────────────────▲
+
+``shutdown()`` during ``create_message_streams`` ends the join: the create call
+raises :class:`~zkconsumer.errors.ConsumerShutdownError` and nothing it started
+outlives the shutdown. Later calls raise the same error.
+
+ZooKeeper outages: the application never sees a kazoo exception.
+:meth:`ConsumerConnectorBase.commit_offsets` retries for up to
+``offsets.commit.timeout.ms`` before raising a retriable
+:class:`~zkconsumer.errors.ZooKeeperUnavailableError`. Shutdown is bounded
+whatever ZooKeeper does (see :meth:`ConsumerConnectorBase.shutdown`).
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+import random
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from . import security
+from .config import ConsumerConfig
+from .errors import (
+    ConfigurationError,
+    ConsumerShutdownError,
+    RebalanceInProgressError,
+    ZkConsumerError,
+    ZooKeeperAccessError,
+    ZooKeeperUnavailableError,
+)
+from .fetch.fetcher import FetcherManager
+from .fetch.partition_info import ChunkQueue
+from .metrics import ConsumerMetrics, MetricsReporter, PauseTimingListener
+from .offset_storage import make_offset_storage
+from .offsets import AutoCommitter, OffsetCommitter
+from .rebalancer import ConsumerRebalanceListener, RebalanceStatus
+from .stopping import ParallelStops
+from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
+from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
+from .zookeeper.group import GroupClient
+from .zookeeper.lease import track_negotiated_timeout
+
+__all__ = ["ConnectorState", "ConsumerConnectorBase", "make_consumer_id"]
+
+log = logging.getLogger(__name__)
+
+#: How long shutdown() waits, after closing the ZooKeeper client, for the threads it asked to stop.
+_FINAL_JOIN_S = 5.0
+
+
+class ConnectorState(enum.Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    SHUT_DOWN = "shut_down"
+
+
+def make_consumer_id(config: ConsumerConfig) -> str:
+    """``<group>_<consumer.id>``, or ``<group>_<hostname>-<epoch ms>-<8 hex>`` as Kafka builds it."""
+    if config.consumer_id:
+        return f"{config.group_id}_{config.consumer_id}"
+    suffix = uuid.uuid4().hex[:8]
+    return f"{config.group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{suffix}"
+
+
+class ConsumerConnectorBase(abc.ABC):
+    """A consumer group member, whoever keeps its membership; see the module docstring.
+
+    Construction connects to ZooKeeper (raising :class:`ZooKeeperUnavailableError`
+    naming ``zookeeper.connect`` if it cannot within
+    ``zookeeper.connection.timeout.ms``). :meth:`create_message_streams` (or
+    :meth:`create_message_streams_by_filter`) joins the group and returns the
+    streams; it may be called once per connector, as in Kafka. :meth:`shutdown`
+    is idempotent and joins every thread the connector started.
+
+    ``metrics_port=P`` serves the member's Prometheus metrics on ``http://0.0.0.0:P/metrics``
+    (0: any free port, read ``connector.prometheus.port``); ``metrics_registry=R`` registers them
+    on an application's own ``prometheus_client`` registry instead (or as well);
+    ``metrics_pushgateway="host:port"`` pushes them to a Prometheus Pushgateway every 10 s and at
+    shutdown. Names: ``docs/MONITORING.md``.
+    """
+
+    def __init__(
+        self,
+        config: Union[ConsumerConfig, Mapping[str, Any]],
+        *,
+        rebalance_listener: Optional[ConsumerRebalanceListener] = None,
+        metrics_interval_s: Optional[float] = None,
+        metrics_port: Optional[int] = None,
+        metrics_registry: Any = None,
+        metrics_pushgateway: Optional[str] = None,
+    ) -> None:
+        self.config = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
+        self.consumer_id = make_consumer_id(self.config)
+        self._state = ConnectorState.CREATED
+        self._state_lock = threading.Lock()
+        self._failure = FailureSignal()
+        self._streams: List[KafkaStream] = []
+        self._auto_committer: Optional[AutoCommitter] = None
+        #: Counters and rates of this member; see :meth:`metrics_snapshot`.
+        self.metrics = ConsumerMetrics()
+        #: The listener handed to the group's rebalancer: times rebalance pauses, then calls the application's.
+        self._listener = PauseTimingListener(rebalance_listener, self.metrics)
+        self._metrics_interval_s = metrics_interval_s
+        self._reporter: Optional[MetricsReporter] = None
+        self._recorded = (0, 0)
+        self._snapshot_lock = threading.Lock()  # metrics_snapshot(): the reporter thread vs. scrapes
+        #: Set by shutdown(): ends commit retries and a join in progress.
+        self._closing = threading.Event()
+        #: Clear while create_message_streams() is joining the group.
+        self._join_done = threading.Event()
+        self._join_done.set()
+        self._negotiated: Any = lambda: None
+        self._group: Optional[GroupClient] = None
+
+        self._zk = self._connect_zookeeper()
+        self._group = GroupClient(
+            self._zk,
+            self.config.group_id,
+            self.consumer_id,
+            retry_timeout_s=self._session_timeout_s(),  # the granted timeout: past it the session is gone anyway
+            acl=security.zookeeper_acls(self.config),
+        )
+        self._group.note_session()
+        self._committer = OffsetCommitter(self._group, make_offset_storage(self.config, self._group))
+        self._fetchers = FetcherManager(
+            self.config,
+            brokers=lambda: self._group_client().brokers(self.config.security_protocol),
+            on_error=self._background_failure,
+            deliverable=self._session_proven,
+        )
+        #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_pushgateway``:
+        #: pushed; ``metrics_registry``:
+        #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.monitoring.prometheus`.
+        self.prometheus: Any = None
+        if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
+            from .monitoring.prometheus import instrument_connector
+            try:
+                self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry,
+                                                       push_gateway=metrics_pushgateway)
+            except BaseException:
+                self._zk.stop()
+                self._zk.close()
+                raise
+
+    # ------------------------------------------------------------------ public
+
+    def create_message_streams(
+        self,
+        topic_count_map: Mapping[str, int],
+        key_decoder: Optional[Decoder] = None,
+        value_decoder: Optional[Decoder] = None,
+    ) -> Dict[str, List[KafkaStream]]:
+        """Subscribe to ``{topic: number of streams}``; returns ``{topic: [KafkaStream, ...]}``.
+
+        Each stream is one consumer thread id (``<consumer id>-<i>``) of the group.
+        """
+        count = StaticTopicCount(self.consumer_id, dict(topic_count_map))
+        queues: Dict[Tuple[str, str], ChunkQueue] = {}
+        result: Dict[str, List[KafkaStream]] = {}
+        for topic, thread_ids in count.consumer_thread_ids(()).items():
+            result[topic] = []
+            for thread_id in thread_ids:
+                queue = ChunkQueue(self.config.queued_max_message_chunks)
+                queues[(topic, thread_id)] = queue
+                result[topic].append(self._new_stream(queue, thread_id, key_decoder, value_decoder))
+        self._join(count, lambda topic, thread_id: queues[(topic, thread_id)], topic_allowed=None)
+        return result
+
+    def create_message_streams_by_filter(
+        self,
+        topic_filter: TopicFilter,
+        num_streams: int = 1,
+        key_decoder: Optional[Decoder] = None,
+        value_decoder: Optional[Decoder] = None,
+    ) -> List[KafkaStream]:
+        """Subscribe to every topic the :class:`Whitelist`/:class:`Blacklist` allows, now and later."""
+        count = WildcardTopicCount(self.consumer_id, topic_filter, num_streams, self.config.exclude_internal_topics)
+        thread_ids = [f"{self.consumer_id}-{i}" for i in range(num_streams)]
+        queues = {t: ChunkQueue(self.config.queued_max_message_chunks) for t in thread_ids}
+        streams = [self._new_stream(queues[t], t, key_decoder, value_decoder) for t in thread_ids]
+        exclude = self.config.exclude_internal_topics
+        self._join(
+            count,
+            lambda topic, thread_id: queues[thread_id],
+            topic_allowed=lambda topic: topic_filter.is_topic_allowed(topic, exclude),
+        )
+        return streams
+
+    def commit_offsets(self) -> None:
+        """Commit the offsets of every message handed to the application so far.
+
+        Writes only partitions whose offset changed since the last commit.
+        While ZooKeeper (or, with ``offsets.storage=kafka``, the offsets
+        coordinator) is unavailable, keeps retrying for up to
+        ``offsets.commit.timeout.ms``, as Kafka's consumer blocks until
+        ZooKeeper is back; then raises the retriable error (e.g.
+        :class:`ZooKeeperUnavailableError`); calling again later is safe.
+        Partitions found owned by another member (the session expired
+        meanwhile) are not written and stop being delivered; that is not an
+        error. Raises a background failure if one happened, and
+        :class:`ConsumerShutdownError` after (or during) :meth:`shutdown`.
+        Only :class:`ZkConsumerError` subclasses are raised.
+        """
+        self._failure.raise_if_failed()
+        if self._state is ConnectorState.SHUT_DOWN:
+            raise ConsumerShutdownError("commit_offsets() after shutdown()")
+        self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
+
+    @property
+    def zk_client(self) -> KazooClient:
+        """The connector's ZooKeeper client, for monitoring and tests. Do not stop or close it."""
+        return self._zk
+
+    @property
+    def session_timeout_s(self) -> float:
+        """The ZooKeeper session timeout the server granted, in seconds.
+
+        The server clamps ``zookeeper.session.timeout.ms`` to its
+        ``[minSessionTimeout, maxSessionTimeout]``; the session lease and the
+        shutdown bound use the granted value (the configured one until the
+        first handshake).
+        """
+        return self._session_timeout_s()
+
+    def metrics_snapshot(self) -> Dict[str, Any]:
+        """Per-stream queue sizes and partitions, rebalances, messages/s, bytes/s, per-partition lag.
+
+        Rates cover the time since the previous snapshot. Lag is the fetched
+        high watermark minus the next offset to hand out. ``fetch`` holds the
+        per-broker fetch counters (``FetcherManager.metrics()["brokers"]``).
+        Thread-safe: concurrent calls are serialized.
+        """
+        with self._snapshot_lock:  # the MetricsReporter thread and scrapes may call this at once
+            messages = sum(s.delivered[0] for s in self._streams)
+            size = sum(s.delivered[1] for s in self._streams)
+            self.metrics.record_messages(max(0, messages - self._recorded[0]), max(0, size - self._recorded[1]))
+            self._recorded = (messages, size)
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> Dict[str, Any]:
+        status = self.status
+        owned = dict(status.owned) if status is not None else {}
+        queue_sizes: Dict[str, int] = {}
+        for stream in self._streams:  # static streams of different topics share a thread id
+            queue_sizes[stream.thread_id] = queue_sizes.get(stream.thread_id, 0) + len(stream.queue)
+        fetch = self._fetchers.metrics()
+        lag = {
+            (p["topic"], p["partition"]): p["consumer_lag"]
+            for p in fetch["partitions"].values()
+            if p["consumer_lag"] is not None
+        }
+        snap = self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
+        snap["fetch"] = fetch["brokers"]
+        return snap
+
+    def shutdown(self) -> None:
+        """Leave the group: idempotent, ordered, bounded, joins every thread started.
+
+        Order: a ``create_message_streams`` in progress is ended (it raises
+        :class:`ConsumerShutdownError`); the metrics reporter, auto-commit, the
+        coordination (watches, rebalancer, session lease:
+        :meth:`_stop_coordination`) and the fetchers are asked to stop, all at
+        once; once the fetchers stopped every stream ends (shutdown sentinel);
+        offsets are committed (``auto.commit.enable``); the member leaves the
+        group (:meth:`_leave_group`); the ZooKeeper session closes, removing
+        our ephemeral nodes so the group rebalances at once; every thread is
+        joined.
+
+        Bound, whatever ZooKeeper does (paused, killed, unreachable): stopping
+        the threads and the final commit share one session timeout (the
+        negotiated ``zookeeper.session.timeout.ms``); closing the ZooKeeper
+        client then takes kazoo at most about one more session timeout (when
+        the server accepts connections but does not answer; at once when it
+        is down or healthy), and joining what closing released at most
+        5 s more. Offsets that could not be committed in time are named in a
+        WARNING (``topic-partition at offset N``): they will be consumed
+        again by the partition's next owner (at-least-once).
+        """
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                return
+            self._state = ConnectorState.SHUT_DOWN
+            self._closing.set()
+        started = time.monotonic()
+        deadline = started + self._session_timeout_s()
+        log.info("%r shutting down", self)
+        stops = ParallelStops(self.consumer_id)
+        try:
+            if not self._join_done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("%s: create_message_streams() still blocked in ZooKeeper; shutting down around it",
+                            self.consumer_id)
+            with self._state_lock:  # nothing is started after SHUT_DOWN: this is the final set
+                reporter, committer = self._reporter, self._auto_committer
+            if reporter is not None:
+                stops.run("metrics", reporter.stop)
+            if committer is not None:
+                stops.run("autocommit", committer.stop)
+            stops.run("coordination", self._stop_coordination)
+            stops.run("fetchers", self._fetchers.shutdown)
+            if not stops.wait("fetchers", deadline):
+                log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
+            clear_streams(self._streams)
+            for stream in self._streams:
+                stream.queue.put_shutdown()
+            if self.config.auto_commit_enable and self._joined():
+                self._final_commit(deadline)
+            stops.wait("coordination", deadline)
+            self._leave_group()
+        finally:
+            try:
+                self._committer.close()
+            finally:
+                self._close_zookeeper()
+                if self.prometheus is not None:
+                    self.prometheus.close()
+                left = stops.join(_FINAL_JOIN_S)
+                if left:
+                    log.error("%s: threads still running after shutdown: %s", self.consumer_id, ", ".join(left))
+                log.info("%s shut down in %.1fs", self.consumer_id, time.monotonic() - started)
+
+    def _final_commit(self, deadline: float) -> None:
+        """Commit what was handed out, within ``deadline``; name what could not be committed."""
+        remaining = max(0.5, deadline - time.monotonic())
+        error: Optional[BaseException] = None
+        try:
+            with self._group_client().client.deadline(remaining):
+                self._commit_retrying(remaining, during_shutdown=True)
+        except ZkConsumerError as exc:
+            error = exc
+        left = self._uncommitted()
+        if left:
+            log.warning(
+                "%s: offsets NOT committed at shutdown%s: %s; their next owner consumes from the last committed "
+                "offset (at-least-once)", self.consumer_id, f" ({error})" if error else " (no longer owned)",
+                ", ".join(f"{t}-{p} at offset {o}" for t, p, o in left))
+        elif error is not None:
+            log.warning("%s: final offset commit failed: %s", self.consumer_id, error)
+
+    def _close_zookeeper(self) -> None:
+        """Close the session (kazoo fails every call still waiting, which releases blocked threads)."""
+        self._zk.remove_listener(self._on_zk_state)
+        try:
+            self._zk.stop()
+        except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
+            log.warning("%s: closing the ZooKeeper session: %r", self.consumer_id, exc)
+        self._zk.close()
+
+    def _session_timeout_s(self) -> float:
+        """The session timeout ZooKeeper granted (the configured one until it is known)."""
+        negotiated = self._negotiated()
+        return self.config.zookeeper_session_timeout_ms / 1000.0 if negotiated is None else float(negotiated)
+
+    def _group_client(self) -> GroupClient:
+        assert self._group is not None
+        return self._group
+
+    def __enter__(self) -> "ConsumerConnectorBase":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    # ------------------------------------------------------------------ membership hooks
+
+    @property
+    @abc.abstractmethod
+    def status(self) -> Optional[RebalanceStatus]:
+        """Membership state, owned partitions (by stream thread id), rebalances, last error (``None`` before joining)."""
+
+    @abc.abstractmethod
+    def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
+        """Join the group with ``count``'s subscription; return once the first assignment is in place.
+
+        Called by the ``create_message_streams`` methods; must call :meth:`_begin_join`
+        first and :meth:`_start_periodic_threads` once joined.
+        """
+
+    @abc.abstractmethod
+    def _commit(self) -> None:
+        """One commit attempt of what was handed out (raises a :class:`ZkConsumerError` on failure)."""
+
+    @abc.abstractmethod
+    def _stop_coordination(self) -> None:
+        """Stop (and join) whatever could change ownership or restart fetchers."""
+
+    @abc.abstractmethod
+    def _joined(self) -> bool:
+        """Whether the member joined (so there is something to commit at shutdown)."""
+
+    @abc.abstractmethod
+    def _leave_group(self) -> None:
+        """Leave the group at shutdown, after the final commit."""
+
+    def _uncommitted(self) -> List[Tuple[str, int, int]]:
+        """``(topic, partition, consumed offset)`` handed out but not known to be committed (named at shutdown)."""
+        return []
+
+    @abc.abstractmethod
+    def _on_zk_state(self, state: str) -> None:
+        """kazoo's connection thread (a :class:`~kazoo.protocol.states.KazooState`): signal only, never block."""
+
+    def _session_proven(self) -> bool:
+        """Fetchers may queue data (always, by default)."""
+        return True
+
+    # ----------------------------------------------------------------- wiring
+
+    def _connect_zookeeper(self) -> KazooClient:
+        cfg = self.config
+        security.check_config(cfg)  # bad ACL/TLS settings fail before a session is opened
+        auth = security.zookeeper_auth_data(cfg)
+        client = KazooClient(
+            hosts=cfg.zookeeper_connect,
+            timeout=cfg.zookeeper_session_timeout_ms / 1000.0,
+            connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
+            auth_data=auth,
+        )
+        self._negotiated = track_negotiated_timeout(client)
+        try:
+            client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
+        except KazooTimeoutError as exc:
+            client.stop()
+            client.close()
+            raise ZooKeeperUnavailableError(
+                f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
+                f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
+            ) from exc
+        try:
+            try:
+                security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+            except NoAuthError as exc:
+                raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
+            except KazooException as exc:
+                raise ZooKeeperUnavailableError(
+                    f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
+                ) from exc
+        except BaseException:
+            client.stop()
+            client.close()
+            raise
+        client.add_listener(self._on_zk_state)
+        return client
+
+    def _new_stream(
+        self, queue: ChunkQueue, thread_id: str, key_decoder: Optional[Decoder], value_decoder: Optional[Decoder]
+    ) -> KafkaStream:
+        stream = KafkaStream(queue, self.config.consumer_timeout_ms, key_decoder, value_decoder, self._failure, thread_id)
+        self._streams.append(stream)
+        return stream
+
+    def _begin_join(self) -> None:
+        """CREATED -> RUNNING, once: streams are created once per connector (as in Kafka)."""
+        with self._state_lock:
+            if self._state is ConnectorState.SHUT_DOWN:
+                raise ConsumerShutdownError("create_message_streams() after shutdown()")
+            if self._state is ConnectorState.RUNNING:
+                raise ConfigurationError(
+                    "create_message_streams", "streams can be created only once per connector (as in Kafka)"
+                )
+            self._state = ConnectorState.RUNNING
+
+    def _check_open(self, doing: str = "joining the group") -> None:
+        """Raise ConsumerShutdownError once shutdown() began; call with ``_state_lock`` held."""
+        if self._state is ConnectorState.SHUT_DOWN:
+            raise ConsumerShutdownError(f"shutdown() while create_message_streams() was {doing}")
+
+    def _start_periodic_threads(self) -> None:
+        """Start auto-commit (``auto.commit.enable``) and the metrics reporter (``metrics_interval_s``).
+
+        Called once the member has joined; :meth:`shutdown` stops and joins both.
+        Raises :class:`ConsumerShutdownError` (starting nothing) once shutdown() began.
+        """
+        with self._state_lock:
+            self._check_open()
+            if self.config.auto_commit_enable:
+                self._auto_committer = AutoCommitter(
+                    self._auto_commit, self.config.auto_commit_interval_ms,
+                    name=f"zkconsumer-autocommit-{self.consumer_id}",
+                )
+                self._auto_committer.start()
+            if self._metrics_interval_s:
+                self._reporter = MetricsReporter(
+                    self.metrics_snapshot, self._metrics_interval_s, name=f"zkconsumer-metrics-{self.consumer_id}"
+                )
+                self._reporter.start()
+
+    def _auto_commit(self) -> None:
+        """One auto-commit: retried through an outage like commit_offsets(); quiet once shutting down."""
+        try:
+            self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
+        except ConsumerShutdownError:
+            pass  # the final commit of shutdown() takes over
+
+    def _commit_retrying(self, budget_s: float, *, during_shutdown: bool = False) -> None:
+        """:meth:`_commit`, retried on retriable errors for up to ``budget_s`` (jittered backoff, 0.1..1 s).
+
+        Outside shutdown, shutdown() beginning ends the wait with
+        :class:`ConsumerShutdownError`. The last retriable error is raised when
+        the budget runs out; a non-retriable one at once.
+
+        Each :meth:`_commit` call is one attempt for the metrics
+        (``metrics.record_commit``): a commit if it returns, a failure if it raises.
+        """
+        deadline = time.monotonic() + budget_s
+        delay = 0.1
+        while True:
+            try:
+                try:
+                    self._commit()
+                except BaseException:
+                    self.metrics.record_commit(False)
+                    raise
+                self.metrics.record_commit(True)
+                return
+            except ZkConsumerError as exc:
+                remaining = deadline - time.monotonic()
+                # A refused commit of a revoked generation is not retried here: once the rebalance
+                # ends, those partitions may belong to another member, and a later attempt would
+                # silently leave what was handed out uncommitted. The caller decides.
+                if not exc.retriable or remaining <= 0 or isinstance(exc, RebalanceInProgressError):
+                    raise
+                if self._closing.is_set() and not during_shutdown:
+                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
+                log.info("%s: offset commit failed (%s); retrying for up to %.1fs more", self.consumer_id, exc,
+                         remaining)
+                pause = min(remaining, delay * (0.5 + random.random()))
+                delay = min(1.0, delay * 2)
+                if during_shutdown:
+                    time.sleep(pause)
+                elif self._closing.wait(pause):
+                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
+
+    def _background_failure(self, error: BaseException) -> None:
+        """A background thread failed: make every iterator and commit raise it (as a ZkConsumerError)."""
+        if self._failure.set(error):
+            log.error("%s: background failure: %r", self.consumer_id, error)
+            for stream in self._streams:
+                stream.queue.wake_consumers()

@@ -1,0 +1,93 @@
+"""Kafka's own tools (``kafka.tools.*``, ``kafka.admin.*``) run against a :class:`~zkconsumer.testing.LocalCluster`."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any, List, Optional, Sequence
+
+from zkconsumer.testing import processes
+from zkconsumer.testing.core import ClusterCore
+
+
+class KafkaTools(ClusterCore):
+    """Running Kafka's Scala tools with the cluster's classpath: to completion, or in the background."""
+
+    @property
+    def classpath(self) -> str:
+        """The Java classpath of the distribution (for running other Kafka classes)."""
+        self._require_running()
+        return self._classpath
+
+    def tool_command(self, main_class: str, *args: str, jvm_options: Sequence[str] = ()) -> List[str]:
+        """The argv running Kafka class ``main_class`` with the cluster's classpath and
+        a quiet log4j config (WARN and above, to stderr)."""
+        self._require_running()
+        return self._java_argv(main_class, [str(a) for a in args], "log4j-tools.properties", jvm_options)
+
+    def run_tool(self, main_class: str, *args: str, timeout: float = 120.0, check: bool = False,
+                 input: Optional[str] = None, jvm_options: Sequence[str] = ()) -> "subprocess.CompletedProcess[str]":
+        """Run a Kafka tool to completion; return its exit status, stdout and stderr (text).
+
+        On timeout the tool's process group is killed and subprocess.TimeoutExpired raised;
+        with ``check``, a non-zero exit raises subprocess.CalledProcessError.
+        """
+        argv = self.tool_command(main_class, *args, jvm_options=jvm_options)
+        process = self._spawn_tool(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = process.communicate(input=input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            processes.kill_all([process])
+            stdout, stderr = process.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout, output=stdout, stderr=stderr) from None
+        finally:
+            self._forget_tool(process)
+        result = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+        if check:
+            result.check_returncode()
+        return result
+
+    def start_tool(self, main_class: str, *args: str, stdout: Any = subprocess.PIPE, stderr: Any = None,
+                   text: bool = True, jvm_options: Sequence[str] = ()) -> "subprocess.Popen[Any]":
+        """Start a Kafka tool (e.g. a ConsoleConsumer) in the background; stop() kills it.
+
+        stdout is a pipe by default; stderr goes to ``tool_log(process)``'s file unless
+        given. Stop it early with :meth:`stop_tool`.
+        """
+        argv = self.tool_command(main_class, *args, jvm_options=jvm_options)
+        log_file = None
+        if stderr is None:
+            name = main_class.rsplit(".", 1)[-1]
+            log_path = str(self.log_dir / f"tool-{next(self._tool_counter)}-{name}.log")
+            log_file = stderr = open(log_path, "ab")
+        try:
+            process = self._spawn_tool(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text)
+        finally:
+            if log_file is not None:
+                log_file.close()
+        if log_file is not None:
+            self._tool_logs[process.pid] = log_file.name
+        return process
+
+    def tool_log(self, process: "subprocess.Popen[Any]") -> str:
+        """The stderr of a tool started by :meth:`start_tool` with its default stderr."""
+        path = self._tool_logs.get(process.pid)
+        return processes.tail(path, 10 ** 6) if path else ""
+
+    def stop_tool(self, process: "subprocess.Popen[Any]", grace: float = 5.0) -> int:
+        """SIGTERM a tool from :meth:`start_tool` (SIGKILL after ``grace`` s); return its exit status."""
+        processes.terminate_all([process], grace)
+        self._forget_tool(process)
+        return int(process.returncode)
+
+    def _spawn_tool(self, argv: List[str], **kwargs: Any) -> "subprocess.Popen[Any]":
+        with self._lock:
+            self._require_running()
+            process = processes.spawn(argv, cwd=str(self.work_dir), **kwargs)
+            self._tools.append(process)
+        return process
+
+    def _forget_tool(self, process: "subprocess.Popen[Any]") -> None:
+        with self._lock:
+            if process in self._tools:
+                self._tools.remove(process)
