@@ -427,7 +427,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--hold", type=float, default=1.0,
                         help="seconds the joined member stays after the group settled, before SIGTERM")
     parser.add_argument("--keep", action="store_true", help="keep member logs")
-    scale = parser.add_argument_group("scale benchmark (zkconsumer/testing/rebalance_scale.py)")
+    scale = parser.add_argument_group("scale benchmark (benchmarks/rebalance/scale.py)")
     scale.add_argument("--sizes", help="run the scale benchmark with these group sizes, e.g. 8,16,32")
     scale.add_argument("--kinds", default=",".join(KINDS), help="kinds to run (scale benchmark)")
     scale.add_argument("--streams", type=int, default=4, help="streams per topic per member (scale benchmark)")
@@ -437,7 +437,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     scale.add_argument("--json", help="write the scale benchmark's JSON here")
     args = parser.parse_args(argv)
     if args.sizes:
-        from zkconsumer.testing.rebalance_scale import main_scale
+        from benchmarks.rebalance.scale import main_scale
         return main_scale(args)
     if args.partitions is None:
         args.partitions = 12

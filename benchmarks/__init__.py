@@ -1,0 +1,1 @@
+"""Benchmarks of zkconsumer beside Kafka's own consumer; not part of the shipped package."""
