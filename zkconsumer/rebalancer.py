@@ -836,14 +836,14 @@ class Rebalancer:
                     continue
                 for tp in changed:
                     flags[tp] = _Flag(wakeup)  # armed again by this claim's read if still held
-                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
-                    if holder is None:
+                    still_held_by = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+                    if still_held_by is None:
                         del flags[tp]
                         self._nodes[tp] = mine[tp]
                         claimed.append(tp)
                         del conflicts[tp]
                     else:
-                        conflicts[tp] = holder
+                        conflicts[tp] = still_held_by
         finally:
             with self._cond:
                 self._wakeup = None

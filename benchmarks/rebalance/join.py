@@ -48,7 +48,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -306,7 +306,7 @@ def wait_settled(reader: GroupReader, members: Sequence[Member], expected_count:
 
 
 def measure_join(reader: GroupReader, launcher: Launcher, base_ids: Sequence[str], stayers: Sequence[Member],
-                 index: int, timeout: float, say) -> Tuple[Join, Member]:
+                 index: int, timeout: float, say: Callable[[str], None]) -> Tuple[Join, Member]:
     """Start a third member; poll every 10 ms until settled; compute latency and orphan time."""
     samples: List[Snapshot] = []
     joiner = launcher.start()
@@ -356,7 +356,7 @@ def measure_join(reader: GroupReader, launcher: Launcher, base_ids: Sequence[str
 
 
 def run_kind(cluster: LocalCluster, kind: str, topic: str, partitions: int, joins: int, directory: Path,
-             join_timeout: float, say, hold_s: float = 1.0) -> KindResult:
+             join_timeout: float, say: Callable[[str], None], hold_s: float = 1.0) -> KindResult:
     group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
     kind_dir = directory / kind
     kind_dir.mkdir(parents=True, exist_ok=True)
@@ -410,7 +410,9 @@ def format_table(results: Sequence[KindResult]) -> str:
     rows = [header]
     for r in results:
         s = r.summary()
-        ms = lambda v: "-" if v is None else f"{v / 1000.0:.3f} s"  # noqa: E731
+        def ms(v: Optional[float]) -> str:
+            return "-" if v is None else f"{v / 1000.0:.3f} s"
+
         rows.append((r.kind, str(s["joins"]), ms(s["median_join_ms"]), ms(s["p80_join_ms"]), ms(s["max_join_ms"]),
                      ms(s["median_orphan_ms"]), f"{s['joins_with_orphans']}/{s['joins']}", str(s["timeouts"])))
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
@@ -443,7 +445,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.partitions = 12
     if args.joins < 1 or args.partitions < 1:
         parser.error("--joins and --partitions must be >= 1")
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     kinds = [args.only] if args.only else list(KINDS)
     directory = Path(tempfile.mkdtemp(prefix="zkconsumer-rebalance-bench-"))
     results: List[KindResult] = []

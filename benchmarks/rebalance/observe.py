@@ -3,6 +3,7 @@ nodes mirrored with watches, and the ZooKeeper server's own request counters (``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -78,7 +79,7 @@ class GroupMirror:
     def start(self) -> None:
         self._children(f"/consumers/{self.group}/ids", self._on_members)
         for topic in self.topics:
-            self._children(f"/consumers/{self.group}/owners/{topic}", lambda kids, t=topic: self._on_owners(t, kids))
+            self._children(f"/consumers/{self.group}/owners/{topic}", functools.partial(self._on_owners, topic))
 
     def stop(self) -> None:
         self._stopped = True

@@ -110,7 +110,9 @@ class EventResult:
     note: str = ""
 
     def as_json(self) -> Dict[str, Any]:
-        r = lambda v: None if v is None else round(v, 3)  # noqa: E731
+        def r(v: Optional[float]) -> Optional[float]:
+            return None if v is None else round(v, 3)
+
         return {"event": self.event, "kind": self.kind, "size": self.size, "settle_s": r(self.settle_s),
                 "failed_attempts": self.failed_attempts, "gave_up": self.gave_up,
                 "max_ownerless_s": r(self.max_ownerless_s), "ownerless_partition_s": r(self.ownerless_partition_s),
@@ -411,7 +413,9 @@ def format_tables(output: Dict[str, Any]) -> str:
     rows = [header]
     for run in output["runs"]:
         for e in run["events"]:
-            f = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))  # noqa: E731
+            def f(v: Any) -> str:
+                return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
             rows.append((str(run["size"]), e["event"], run["kind"], f(e["settle_s"]), str(e["failed_attempts"]),
                          str(e["gave_up"]), f(e["max_ownerless_s"]), f(e["ownerless_partition_s"]),
                          f(e["kept_ownerless_s"]), str(e["moved"]), f(e["zk_requests"])))
@@ -429,7 +433,9 @@ def format_tables(output: Dict[str, Any]) -> str:
 
 
 def main_scale(args: Any) -> int:
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     sizes = [int(s) for s in args.sizes.split(",") if s]
     kinds = [k for k in args.kinds.split(",") if k]
     for k in kinds:

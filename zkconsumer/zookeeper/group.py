@@ -34,9 +34,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar, cast
 
 import tenacity
+from tenacity.stop import stop_base
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     AuthFailedError,
@@ -69,6 +70,17 @@ _TRANSIENT = (ConnectionLoss, OperationTimeoutError)
 _GONE = (SessionExpiredError, ConnectionClosedError)
 
 
+class _PastDeadline(stop_base):
+    """Stops retrying once the calling thread's deadline (set with ``client.deadline``) has passed."""
+
+    def __init__(self, client: BoundedZooKeeper) -> None:
+        self._client = client
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        remaining = self._client.remaining()
+        return remaining is not None and remaining <= 0.01
+
+
 class GroupClient:
     """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
 
@@ -88,7 +100,7 @@ class GroupClient:
         consumer_id: str,
         *,
         retry_timeout_s: float = 6.0,
-        acl: Optional[list] = None,
+        acl: Optional[List[Any]] = None,
         sleep: Callable[[float], None] = time.sleep,
         id_wait_s: Optional[float] = None,
     ) -> None:
@@ -102,7 +114,7 @@ class GroupClient:
         self._id_wait_s = retry_timeout_s + 2.0 if id_wait_s is None else id_wait_s
         self._sleep = sleep
         #: Every session id this client was seen to hold: nodes of these are ours (or were).
-        self._sessions: set = set()
+        self._sessions: Set[int] = set()
         self._sessions_lock = threading.Lock()
         # members(): registrations read, and the cversion of the ids node they were read at.
         self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
@@ -131,7 +143,7 @@ class GroupClient:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
             wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
-            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), self._past_deadline),
+            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), _PastDeadline(self.client)),
             sleep=self._sleep,
             reraise=True,
         )
@@ -149,11 +161,6 @@ class GroupClient:
             raise ZooKeeperAccessError(f"/consumers/{self.group}", "an operation", type(exc).__name__) from exc
         finally:
             self._note_session()
-
-    def _past_deadline(self, _state: object = None) -> bool:
-        """Whether the calling thread's deadline (set by a caller with ``client.deadline``) has passed."""
-        remaining = self.client.remaining()
-        return remaining is not None and remaining <= 0.01
 
     @property
     def session_id(self) -> Optional[int]:
@@ -179,7 +186,7 @@ class GroupClient:
             return stat.ephemeralOwner in self._sessions
 
     def _ours(self, stat: ZnodeStat) -> bool:
-        return stat.ephemeralOwner == self.session_id
+        return bool(stat.ephemeralOwner == self.session_id)
 
     def _create_ephemeral(self, path: str, data: bytes) -> None:
         self.client.create(path, data, acl=self._acl, ephemeral=True, makepath=True)
@@ -365,7 +372,7 @@ class GroupClient:
                 self._topic_cache.pop(path, None)  # no watch is set on a missing node: read again next time
                 return None
             self._topic_cache[path] = (data, changed, session)
-            return data
+            return cast(Optional[bytes], data)
 
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
         """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
@@ -404,7 +411,7 @@ class GroupClient:
         else:
             self._broker_cache = {k: v for k, v in self._broker_cache.items() if k in current}
         self._broker_cversion = stat.cversion
-        brokers = []
+        brokers: List[Any] = []
         for broker_id in sorted(current):
             path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
             if broker_id not in self._broker_cache:

@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
@@ -67,7 +67,7 @@ def track_negotiated_timeout(client: KazooClient) -> Callable[[], Optional[float
     timeout)`` derived from it (read timeout = 2/3 of it), which is what is
     recorded here.
     """
-    negotiated: list = [None]
+    negotiated: List[Any] = [None]
     connection: Any = getattr(client, "_connection", None)
     original = getattr(connection, "_connect", None)
     if original is None:  # pragma: no cover - another kazoo version: fall back to the configured timeout
