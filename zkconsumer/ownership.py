@@ -143,8 +143,9 @@ class OwnershipSteps:
         for a peer to release; what was claimed is installed (it is ours in this
         view) and the caller looks again at once, without backing off.
 
-        ZooKeeper requests: a retained partition costs one read (is the node
-        still ours?), one moving between our own streams a read and a
+        ZooKeeper requests: a retained partition costs nothing, or one read
+        (is the node still ours?) the first time or after its watch fired
+        (:meth:`GroupClient.confirm_held`), one moving between our own streams a read and a
         conditional write (:meth:`GroupClient.relabel`), a released one a read
         and a conditional delete, a new one one create; a conflicting one also
         the read that finds its holder (which sets the watch the wait uses) and
@@ -166,8 +167,8 @@ class OwnershipSteps:
         try:
             conflicts: Dict[TopicPartition, str] = {}
             for tp in sorted(mine):
-                if tp in retained and self._group.holds(tp[0], tp[1]):
-                    continue  # one read confirms it is still ours: one taken behind our back is not kept
+                if tp in retained and self._group.confirm_held(tp[0], tp[1]):
+                    continue  # still ours: re-read only if its watch fired (one taken behind our back is not kept)
                 if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
                     holder: Optional[str] = None  # moved between our own streams: relabelled
                 else:

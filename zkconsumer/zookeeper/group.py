@@ -135,6 +135,7 @@ class GroupClient(OwnerNodes):
         self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
         self._brokers_session: Optional[int] = None
+        self._confirmed_nodes = {}  # OwnerNodes.confirm_held()
 
     # ----------------------------------------------------------------- plumbing
 

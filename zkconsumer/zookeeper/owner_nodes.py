@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Callable, Dict, List, Optional, TypeVar
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
@@ -33,6 +33,13 @@ class OwnerNodes:
     client: BoundedZooKeeper
     paths: zkformat.GroupPaths
     consumer_id: str
+    #: Owner nodes :meth:`confirm_held` found ours: path -> (session, set once the node changed).
+    _confirmed_nodes: Dict[str, Tuple[Optional[int], threading.Event]]
+
+    @property
+    def session_id(self) -> Optional[int]:
+        raise NotImplementedError
+
 
     def _retry(self, step: Callable[[], T]) -> T:
         raise NotImplementedError
@@ -215,6 +222,39 @@ class OwnerNodes:
         except NoNodeError:
             return False
         return self._ours(stat) and self._our_thread(data)
+
+    def confirm_held(self, topic: str, partition: int) -> bool:
+        """:meth:`holds`, re-reading only nodes that changed since this session last found them ours.
+
+        The read that finds the node ours also sets a data watch on it; while
+        that watch has not fired (the node was neither changed nor deleted, by
+        anyone, ourselves included) and the session is the same, the answer is
+        ``True`` without a request. So a rebalance re-reads none of the owner
+        nodes a member keeps, yet a node deleted or taken over behind its back
+        is still found out by the next attempt (as with a fresh read). The
+        watch callback runs on kazoo's thread and only sets an event. One entry
+        per owner node ever confirmed (bounded by the subscribed partitions).
+        """
+        path = self.paths.owner(topic, partition)
+        cache = self._confirmed_nodes
+        session = self.session_id
+        entry = cache.get(path)
+        if entry is not None and session is not None and entry[0] == session and not entry[1].is_set():
+            return True
+        changed = threading.Event()
+
+        def on_change(_event: object) -> None:
+            changed.set()
+
+        cache.pop(path, None)
+        try:
+            data, stat = self._retry(functools.partial(self.client.get, path, watch=on_change))
+        except NoNodeError:
+            return False
+        held = self._ours(stat) and self._our_thread(data)
+        if held:
+            cache[path] = (stat.ephemeralOwner, changed)
+        return held
 
     def owns(self, topic: str, partition: int, thread_id: str) -> bool:
         """Whether this member holds the partition's owner node under this session (a read only).
