@@ -7,8 +7,8 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import unique
+
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
