@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zkconsumer.testing.rebalance_scale import (
+from benchmarks.rebalance.scale import (
     FOUR_LETTER_PACKETS,
     Change,
     Counters,

@@ -10,9 +10,9 @@ import pytest
 
 from zkconsumer import assignors
 from zkconsumer.errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZooKeeperUnavailableError
-from zkconsumer.offsets import OffsetCommitter
 from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.rebalancer import INVALID_OFFSET, RebalanceState, Rebalancer
+from zkconsumer.offsets import OffsetCommitter
+from zkconsumer.rebalancer import INVALID_OFFSET, Rebalancer, RebalanceState
 from zkconsumer.stream import KafkaStream
 from zkconsumer.topic_count import StaticTopicCount
 from zkconsumer.zookeeper.zkformat import Registration
@@ -102,6 +102,9 @@ class FakeGroup:
 
     def commit_offset(self, topic: str, partition: int, offset: int) -> None:
         self.offsets[(topic, partition)] = offset
+
+    def confirm_held(self, topic: str, partition: int) -> bool:
+        return self.holds(topic, partition)
 
     def holds(self, topic: str, partition: int) -> bool:
         self.reads.append((topic, partition))

@@ -31,10 +31,11 @@ operation :class:`~zkconsumer.errors.ZooKeeperAccessError` (not retriable).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar, cast
 
 import tenacity
 from kazoo.client import KazooClient
@@ -52,10 +53,17 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.protocol.states import ZnodeStat
+from tenacity.stop import stop_base
 
+from ..errors import (
+    ConsumerIdInUseError,
+    MalformedZnodeError,
+    ZooKeeperAccessError,
+    ZooKeeperSessionExpiredError,
+    ZooKeeperUnavailableError,
+)
 from . import zkformat
-from ..errors import (ConsumerIdInUseError, MalformedZnodeError, ZooKeeperAccessError, ZooKeeperSessionExpiredError,
-                     ZooKeeperUnavailableError)
+from .owner_nodes import OwnerNodes
 from .zkcalls import BoundedZooKeeper
 
 log = logging.getLogger(__name__)
@@ -69,7 +77,18 @@ _TRANSIENT = (ConnectionLoss, OperationTimeoutError)
 _GONE = (SessionExpiredError, ConnectionClosedError)
 
 
-class GroupClient:
+class _PastDeadline(stop_base):
+    """Stops retrying once the calling thread's deadline (set with ``client.deadline``) has passed."""
+
+    def __init__(self, client: BoundedZooKeeper) -> None:
+        self._client = client
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        remaining = self._client.remaining()
+        return remaining is not None and remaining <= 0.01
+
+
+class GroupClient(OwnerNodes):
     """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
 
     ``retry_timeout_s`` bounds how long one operation (one :meth:`_retry`)
@@ -88,7 +107,7 @@ class GroupClient:
         consumer_id: str,
         *,
         retry_timeout_s: float = 6.0,
-        acl: Optional[list] = None,
+        acl: Optional[List[Any]] = None,
         sleep: Callable[[float], None] = time.sleep,
         id_wait_s: Optional[float] = None,
     ) -> None:
@@ -102,7 +121,7 @@ class GroupClient:
         self._id_wait_s = retry_timeout_s + 2.0 if id_wait_s is None else id_wait_s
         self._sleep = sleep
         #: Every session id this client was seen to hold: nodes of these are ours (or were).
-        self._sessions: set = set()
+        self._sessions: Set[int] = set()
         self._sessions_lock = threading.Lock()
         # members(): registrations read, and the cversion of the ids node they were read at.
         self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
@@ -116,6 +135,7 @@ class GroupClient:
         self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
         self._brokers_session: Optional[int] = None
+        self._confirmed_nodes = {}  # OwnerNodes.confirm_held()
 
     # ----------------------------------------------------------------- plumbing
 
@@ -131,7 +151,7 @@ class GroupClient:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
             wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
-            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), self._past_deadline),
+            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), _PastDeadline(self.client)),
             sleep=self._sleep,
             reraise=True,
         )
@@ -149,11 +169,6 @@ class GroupClient:
             raise ZooKeeperAccessError(f"/consumers/{self.group}", "an operation", type(exc).__name__) from exc
         finally:
             self._note_session()
-
-    def _past_deadline(self, _state: object = None) -> bool:
-        """Whether the calling thread's deadline (set by a caller with ``client.deadline``) has passed."""
-        remaining = self.client.remaining()
-        return remaining is not None and remaining <= 0.01
 
     @property
     def session_id(self) -> Optional[int]:
@@ -179,7 +194,7 @@ class GroupClient:
             return stat.ephemeralOwner in self._sessions
 
     def _ours(self, stat: ZnodeStat) -> bool:
-        return stat.ephemeralOwner == self.session_id
+        return bool(stat.ephemeralOwner == self.session_id)
 
     def _create_ephemeral(self, path: str, data: bytes) -> None:
         self.client.create(path, data, acl=self._acl, ephemeral=True, makepath=True)
@@ -303,7 +318,7 @@ class GroupClient:
                 continue
             path = self.paths.member(consumer_id)
             try:
-                data, _ = self._retry(lambda: self.client.get(path))
+                data, _ = self._retry(functools.partial(self.client.get, path))
             except NoNodeError:
                 continue  # leaving: not cached, the cversion will not match next time
             try:
@@ -365,7 +380,7 @@ class GroupClient:
                 self._topic_cache.pop(path, None)  # no watch is set on a missing node: read again next time
                 return None
             self._topic_cache[path] = (data, changed, session)
-            return data
+            return cast(Optional[bytes], data)
 
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
         """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
@@ -404,12 +419,11 @@ class GroupClient:
         else:
             self._broker_cache = {k: v for k, v in self._broker_cache.items() if k in current}
         self._broker_cversion = stat.cversion
-        brokers = []
         for broker_id in sorted(current):
             path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
             if broker_id not in self._broker_cache:
                 try:
-                    data, _ = self._retry(lambda: self.client.get(path))
+                    data, _ = self._retry(functools.partial(self.client.get, path))
                 except NoNodeError:
                     changed.set()  # listed but gone: read again next time
                     continue
@@ -427,187 +441,6 @@ class GroupClient:
                 log.warning("ignoring broker with an unreadable registration: %s", exc)
         return brokers
 
-    # ------------------------------------------------------------------ owners
-
-    def claim(self, topic: str, partition: int, thread_id: str,
-              watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
-        """Make ``thread_id`` the owner of the partition.
-
-        Returns ``None`` on success, or the current owner's thread id when another
-        member (or an earlier session of ours) holds the node. Repeat-safe: a node
-        already ours is relabelled to ``thread_id`` if needed.
-
-        ``watch``: when the node exists, the read that finds its holder also sets
-        this data watch (it fires when the node is changed or deleted), so waiting
-        for a holder to let go costs no extra request. It runs on kazoo's thread
-        and must only signal.
-        """
-        path = self.paths.owner(topic, partition)
-        data = zkformat.encode_owner(thread_id)
-        holder: List[Optional[str]] = [None]
-
-        def step() -> bool:
-            """One try; ``False`` when the node vanished between create and read (try again)."""
-            holder[0] = None
-            try:
-                self._create_ephemeral(path, data)
-                return True
-            except NodeExistsError:
-                pass
-            try:
-                current, stat = self.client.get(path, watch=watch) if watch is not None else self.client.get(path)
-            except NoNodeError:
-                return False
-            if self._ours(stat):
-                if current != data:
-                    self.client.set(path, data, version=stat.version)
-            else:
-                holder[0] = current.decode("utf-8", "replace")
-            return True
-
-        self._until_done(step, f"claiming {path}")
-        return holder[0]
-
-    def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
-        """Delete the owner node if this session holds it (repeat-safe).
-
-        Unlike Kafka's consumer, never deletes a node another member has already
-        claimed: that would make two members own one partition. (So the node is
-        read first: a version remembered from our own write would not tell our
-        node from one another member created after a tool deleted ours.)
-        """
-        expected = None if thread_id is None else zkformat.encode_owner(thread_id)
-        self._delete_if_ours(self.paths.owner(topic, partition), expected)
-
-    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
-        """Give an owner node this session holds under one of our thread ids to ``thread_id``.
-
-        Two requests (a read, a write conditional on the version read), where
-        :meth:`claim` would first try a create. ``False`` (nothing written) when
-        the node is missing or not ours; then :meth:`claim` decides.
-        """
-        path = self.paths.owner(topic, partition)
-        data = zkformat.encode_owner(thread_id)
-
-        def step() -> bool:
-            try:
-                current, stat = self.client.get(path)
-            except NoNodeError:
-                return False
-            if not (self._ours(stat) and self._our_thread(current)):
-                return False
-            if current != data:
-                try:
-                    self.client.set(path, data, version=stat.version)
-                except (NoNodeError, BadVersionError):
-                    return False
-            return True
-
-        return self._retry(step)
-
-    def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
-        """Delete an owner node holding ``thread_id`` under an earlier session of this client.
-
-        Such a node was created by an earlier, expired session of ours and would
-        otherwise block our claim until ZooKeeper gets round to removing it. A
-        node of a session this client never had (another process with the same
-        consumer id) is left alone.
-        """
-        path = self.paths.owner(topic, partition)
-        expected = zkformat.encode_owner(thread_id)
-
-        def step() -> None:
-            try:
-                data, stat = self.client.get(path)
-            except NoNodeError:
-                return
-            if data == expected and not self._ours(stat) and self._was_ours(stat):
-                log.info("deleting %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
-                try:
-                    self.client.delete(path, version=stat.version)
-                except (NoNodeError, BadVersionError):
-                    pass
-
-        self._retry(step)
-
-    def _delete_if_ours(self, path: str, expected: Optional[bytes]) -> None:
-        def step() -> None:
-            try:
-                data, stat = self.client.get(path)
-            except NoNodeError:
-                return
-            if not self._ours(stat) or (expected is not None and data != expected):
-                return
-            try:
-                self.client.delete(path, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
-
-        self._retry(step)
-
-    def watch_deletion(self, topic: str, partition: int, deleted: threading.Event) -> bool:
-        """Set ``deleted`` once the partition's owner node is gone; ``False`` if it already is.
-
-        The watch callback only sets the event: it never blocks kazoo's thread.
-        """
-
-        def on_event(_event: object) -> None:
-            deleted.set()
-
-        path = self.paths.owner(topic, partition)
-        stat = self._retry(lambda: self.client.exists(path, watch=on_event))
-        if stat is None:
-            deleted.set()
-            return False
-        return True
-
-    def owners(self, topic: str) -> Dict[int, str]:
-        """Current owners of a topic's partitions: partition → thread id."""
-        base = self.paths.owners_topic(topic)
-        try:
-            children = self._retry(lambda: self.client.get_children(base))
-        except NoNodeError:
-            return {}
-        result: Dict[int, str] = {}
-        for child in children:
-            try:
-                data, _ = self._retry(lambda: self.client.get(f"{base}/{child}"))
-                result[int(child)] = zkformat.decode_owner(f"{base}/{child}", data)
-            except (NoNodeError, ValueError, MalformedZnodeError):
-                continue
-        return result
-
-    def _our_thread(self, data: bytes) -> bool:
-        """Whether an owner node's content names one of this member's thread ids (``<consumer id>-<n>``)."""
-        return data.decode("utf-8", "replace").startswith(self.consumer_id + "-")
-
-    def holds(self, topic: str, partition: int) -> bool:
-        """Whether this session holds the partition's owner node, under any of our thread ids (a read only).
-
-        Ownership belongs to the member, not to one of its streams: a node the
-        rebalancer relabelled from one of our thread ids to another is still
-        ours. This is the test for "was this partition taken from us?".
-        """
-        path = self.paths.owner(topic, partition)
-        try:
-            data, stat = self._retry(lambda: self.client.get(path))
-        except NoNodeError:
-            return False
-        return self._ours(stat) and self._our_thread(data)
-
-    def owns(self, topic: str, partition: int, thread_id: str) -> bool:
-        """Whether this member holds the partition's owner node under this session (a read only).
-
-        ``thread_id`` is the thread the caller believes owns it; a node that
-        names another of *our* thread ids (relabelled by a rebalance since the
-        caller looked) still counts: the member owns the partition.
-
-        The check made before committing to Kafka under ZooKeeper membership:
-        a Kafka write cannot join a ZooKeeper transaction, so unlike
-        :meth:`commit_offset_if_owner` this leaves a window of one round trip.
-        """
-        return self.holds(topic, partition)
-
     # ----------------------------------------------------------------- offsets
 
     def read_offset(self, topic: str, partition: int) -> Optional[int]:
@@ -618,7 +451,7 @@ class GroupClient:
         """
         path = self.paths.offset(topic, partition)
         try:
-            data, _ = self._retry(lambda: self.client.get(path))
+            data, _ = self._retry(functools.partial(self.client.get, path))
         except NoNodeError:
             return None
         self._offset_nodes.add(path)

@@ -272,8 +272,8 @@ class GroupWatcher:
     def _topics_changed(self, previous: Value, current: Value) -> Optional[str]:
         assert self._topic_allowed is not None
         allowed = self._topic_allowed
-        before = {t for t in (previous or ()) if allowed(t)}  # type: ignore[union-attr]
-        after = {t for t in (current or ()) if allowed(t)}  # type: ignore[union-attr]
+        before = {str(t) for t in (previous or ()) if allowed(str(t))}
+        after = {str(t) for t in (current or ()) if allowed(str(t))}
         if before == after:
             return None
         return f"matching topics changed (new: {', '.join(sorted(after - before)) or 'none'})"

@@ -3,7 +3,7 @@
 ``scripts/bench_rebalance [--joins N] [--partitions P] [--only zkconsumer|kafka]``
 
 On one :class:`LocalCluster` (1 broker) and a topic with ``P`` partitions (12), for each
-kind of member (zkconsumer: :mod:`zkconsumer.testing.chaos_member` in its own Python
+kind of member (zkconsumer: :mod:`benchmarks.chaos.member` in its own Python
 process; kafka: Kafka's ``kafka.tools.ConsoleConsumer`` JVM), both with the Range
 assignment, ``rebalance.backoff.ms=2000`` and ``zookeeper.session.timeout.ms=6000``:
 
@@ -48,13 +48,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from zkconsumer.testing import processes
-from zkconsumer.testing.chaos_member import spawn_member
+from benchmarks.chaos.member import spawn_member
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import log4j_properties, render_properties
@@ -306,7 +306,7 @@ def wait_settled(reader: GroupReader, members: Sequence[Member], expected_count:
 
 
 def measure_join(reader: GroupReader, launcher: Launcher, base_ids: Sequence[str], stayers: Sequence[Member],
-                 index: int, timeout: float, say) -> Tuple[Join, Member]:
+                 index: int, timeout: float, say: Callable[[str], None]) -> Tuple[Join, Member]:
     """Start a third member; poll every 10 ms until settled; compute latency and orphan time."""
     samples: List[Snapshot] = []
     joiner = launcher.start()
@@ -356,7 +356,7 @@ def measure_join(reader: GroupReader, launcher: Launcher, base_ids: Sequence[str
 
 
 def run_kind(cluster: LocalCluster, kind: str, topic: str, partitions: int, joins: int, directory: Path,
-             join_timeout: float, say, hold_s: float = 1.0) -> KindResult:
+             join_timeout: float, say: Callable[[str], None], hold_s: float = 1.0) -> KindResult:
     group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
     kind_dir = directory / kind
     kind_dir.mkdir(parents=True, exist_ok=True)
@@ -410,7 +410,9 @@ def format_table(results: Sequence[KindResult]) -> str:
     rows = [header]
     for r in results:
         s = r.summary()
-        ms = lambda v: "-" if v is None else f"{v / 1000.0:.3f} s"  # noqa: E731
+        def ms(v: Optional[float]) -> str:
+            return "-" if v is None else f"{v / 1000.0:.3f} s"
+
         rows.append((r.kind, str(s["joins"]), ms(s["median_join_ms"]), ms(s["p80_join_ms"]), ms(s["max_join_ms"]),
                      ms(s["median_orphan_ms"]), f"{s['joins_with_orphans']}/{s['joins']}", str(s["timeouts"])))
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
@@ -427,7 +429,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--hold", type=float, default=1.0,
                         help="seconds the joined member stays after the group settled, before SIGTERM")
     parser.add_argument("--keep", action="store_true", help="keep member logs")
-    scale = parser.add_argument_group("scale benchmark (zkconsumer/testing/rebalance_scale.py)")
+    scale = parser.add_argument_group("scale benchmark (benchmarks/rebalance/scale.py)")
     scale.add_argument("--sizes", help="run the scale benchmark with these group sizes, e.g. 8,16,32")
     scale.add_argument("--kinds", default=",".join(KINDS), help="kinds to run (scale benchmark)")
     scale.add_argument("--streams", type=int, default=4, help="streams per topic per member (scale benchmark)")
@@ -437,13 +439,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     scale.add_argument("--json", help="write the scale benchmark's JSON here")
     args = parser.parse_args(argv)
     if args.sizes:
-        from zkconsumer.testing.rebalance_scale import main_scale
+        from benchmarks.rebalance.scale import main_scale
         return main_scale(args)
     if args.partitions is None:
         args.partitions = 12
     if args.joins < 1 or args.partitions < 1:
         parser.error("--joins and --partitions must be >= 1")
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     kinds = [args.only] if args.only else list(KINDS)
     directory = Path(tempfile.mkdtemp(prefix="zkconsumer-rebalance-bench-"))
     results: List[KindResult] = []

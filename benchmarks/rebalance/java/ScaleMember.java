@@ -1,5 +1,5 @@
 // A group member running Kafka's own ZooKeeper consumer (kafka.javaapi.consumer), for
-// zkconsumer.testing.rebalance_scale: N streams on each of several topics, which Kafka's
+// benchmarks.rebalance.scale: N streams on each of several topics, which Kafka's
 // ConsoleConsumer (one stream) cannot do. Compiled by the benchmark against Kafka's jars.
 //   java -cp <kafka libs>:<dir> ScaleMember <consumer.properties> <topic,topic,...> <streams per topic>
 // Drains its streams; SIGTERM runs connector.shutdown() (a clean leave); prints "READY" once

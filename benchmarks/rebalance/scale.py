@@ -4,7 +4,7 @@
 
 One :class:`LocalCluster` (2 brokers) and two topics of ``--partitions`` / 2 partitions
 each (256 in all by default; replication 2, so a broker's death moves leaderships, not
-data). For each size ``N`` and each kind (zkconsumer: :mod:`zkconsumer.testing.chaos_member`
+data). For each size ``N`` and each kind (zkconsumer: :mod:`benchmarks.chaos.member`
 processes; kafka: ``ScaleMember``, a 40-line Java program on Kafka 0.9.0.1's
 ``kafka.javaapi.consumer`` compiled here, since the ConsoleConsumer has one stream), a fresh
 group of members with ``--streams`` (4) streams per topic, Range assignment,
@@ -52,376 +52,44 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.protocol.states import EventType, WatchedEvent
-
+from benchmarks.rebalance.members import (
+    BACKOFF_MS,
+    MAX_RETRIES,
+    SESSION_TIMEOUT_MS,
+    KafkaLauncher,
+    Launcher,
+    Member,
+    ZkconsumerLauncher,
+)
+from benchmarks.rebalance.observe import (
+    FOUR_LETTER_PACKETS,
+    TP,
+    Change,
+    Counters,
+    GroupMirror,
+    expected_range,
+    member_packets,
+    read_counters,
+)
 from zkconsumer.testing import processes
-from zkconsumer.testing.chaos_member import spawn_member
-from zkconsumer.testing.cluster import HOST, LocalCluster
-from zkconsumer.testing.probes import srvr_fields, zookeeper_command
-from zkconsumer.testing.properties import log4j_properties, render_properties
+from zkconsumer.testing.cluster import LocalCluster
+
+__all__ = ["BACKOFF_MS", "MAX_RETRIES", "SESSION_TIMEOUT_MS", "FOUR_LETTER_PACKETS", "Change", "Counters",
+           "EventResult", "GroupMirror", "Member", "Run", "expected_range", "member_packets", "main_scale"]
 
 KINDS = ("zkconsumer", "kafka")
 EVENTS = ("start", "join", "leave", "kill", "broker")
-BACKOFF_MS = 2000
-MAX_RETRIES = 4
-SESSION_TIMEOUT_MS = 6000
-TP = Tuple[str, int]
-
-
-# ---------------------------------------------------------------------------- assignment
-
-def java_sorted(ids: Sequence[str]) -> List[str]:
-    return sorted(ids, key=lambda s: s.encode("utf-16-be"))
-
-
-def expected_range(threads_by_topic: Dict[str, List[str]], partitions: Dict[str, int]) -> Dict[TP, str]:
-    """Kafka's Range assignment over each topic's subscribed thread ids (independent of zkconsumer)."""
-    result: Dict[TP, str] = {}
-    for topic, count in partitions.items():
-        threads = java_sorted(threads_by_topic.get(topic, []))
-        if not threads:
-            continue
-        per, extra = divmod(count, len(threads))
-        for i, thread in enumerate(threads):
-            start = per * i + min(i, extra)
-            for p in range(start, start + per + (1 if i < extra else 0)):
-                result[(topic, p)] = thread
-    return result
-
-
-# ---------------------------------------------------------------------------- observing the group
-
-@dataclass
-class Change:
-    at: float           # when it happened (mtime for appearances, arrival for deletions)
-    seen: float         # when the mirror learned it
-    tp: TP
-    owner: Optional[str]
-
-
-class GroupMirror:
-    """Mirrors a group's members and owner nodes with watches; every request it sends is counted.
-
-    Callbacks run on kazoo's threads and only record; ``state()`` gives a consistent copy.
-    """
-
-    def __init__(self, zk: KazooClient, group: str, topics: Sequence[str]) -> None:
-        self.zk = zk
-        self.group = group
-        self.topics = list(topics)
-        self.requests = 0
-        self.lock = threading.Lock()
-        self.owners: Dict[TP, str] = {}
-        self.changes: List[Change] = []
-        self.members: Dict[str, Tuple[int, Dict[str, int], int]] = {}  # id -> (ctime ms, subscription, session)
-        self.member_sessions: Set[int] = set()
-        self.departures: Dict[str, float] = {}  # member id -> when its node's deletion was seen
-        self._tracked: Set[TP] = set()
-        self._member_reads: Set[str] = set()
-        self._stopped = False
-
-    def _count(self) -> None:
-        with self.lock:
-            self.requests += 1
-
-    def start(self) -> None:
-        self._children(f"/consumers/{self.group}/ids", self._on_members)
-        for topic in self.topics:
-            self._children(f"/consumers/{self.group}/owners/{topic}", lambda kids, t=topic: self._on_owners(t, kids))
-
-    def stop(self) -> None:
-        self._stopped = True
-
-    # children of a path, re-armed on every change; waits for the path to exist
-    def _children(self, path: str, on_children: Callable[[List[str]], None]) -> None:
-        if self._stopped:
-            return
-
-        def rearm(_event: WatchedEvent) -> None:
-            self._children(path, on_children)
-
-        def done(result: Any) -> None:
-            try:
-                kids = result.get()
-            except NoNodeError:
-                self._count()
-                self.zk.exists_async(path, watch=rearm).rawlink(
-                    lambda r: self._children(path, on_children) if _ok(r) is not None else None)
-                return
-            except KazooException:
-                return
-            on_children(kids)
-
-        self._count()
-        self.zk.get_children_async(path, watch=rearm).rawlink(done)
-
-    def _on_members(self, kids: List[str]) -> None:
-        current = set(kids)
-        with self.lock:
-            for gone in set(self.members) - current:
-                del self.members[gone]
-                self.departures[gone] = time.time()
-            self._member_reads &= current
-            new = [k for k in current if k not in self.members and k not in self._member_reads]
-            self._member_reads.update(new)
-        for member in new:
-            path = f"/consumers/{self.group}/ids/{member}"
-            self._count()
-            self.zk.get_async(path).rawlink(lambda r, m=member: self._on_member(m, r))
-
-    def _on_member(self, member: str, result: Any) -> None:
-        try:
-            data, stat = result.get()
-        except KazooException:
-            with self.lock:
-                self._member_reads.discard(member)
-            return
-        subscription = {t: int(n) for t, n in json.loads(data).get("subscription", {}).items()}
-        with self.lock:
-            self.members[member] = (stat.ctime, subscription, stat.ephemeralOwner)
-            self.member_sessions.add(stat.ephemeralOwner)
-
-    def _on_owners(self, topic: str, kids: List[str]) -> None:
-        for kid in kids:
-            tp = (topic, int(kid))
-            with self.lock:
-                if tp in self._tracked:
-                    continue
-                self._tracked.add(tp)
-            self._read_owner(tp)
-
-    def _read_owner(self, tp: TP) -> None:
-        if self._stopped:
-            return
-        path = f"/consumers/{self.group}/owners/{tp[0]}/{tp[1]}"
-
-        def on_event(event: WatchedEvent) -> None:
-            if event.type == EventType.DELETED:
-                self._record(tp, None, time.time())
-                with self.lock:
-                    self._tracked.discard(tp)
-                # re-created meanwhile? the children watch will see it
-                self._count()
-                self.zk.exists_async(path).rawlink(lambda r: self._recheck(tp, r))
-            elif event.type != EventType.NONE:
-                self._read_owner(tp)
-
-        def done(result: Any) -> None:
-            try:
-                data, stat = result.get()
-            except NoNodeError:
-                self._record(tp, None, time.time())
-                with self.lock:
-                    self._tracked.discard(tp)
-                return
-            except KazooException:
-                return
-            self._record(tp, data.decode(), stat.mtime / 1000.0)
-
-        self._count()
-        self.zk.get_async(path, watch=on_event).rawlink(done)
-
-    def _recheck(self, tp: TP, result: Any) -> None:
-        if _ok(result) is not None:
-            with self.lock:
-                if tp in self._tracked:
-                    return
-                self._tracked.add(tp)
-            self._read_owner(tp)
-
-    def _record(self, tp: TP, owner: Optional[str], at: float) -> None:
-        now = time.time()
-        with self.lock:
-            if owner is None:
-                if tp not in self.owners:
-                    return
-                del self.owners[tp]
-            else:
-                if self.owners.get(tp) == owner:
-                    return
-                self.owners[tp] = owner
-                # an appearance dated before the deletion we learned late: the deletion was earlier
-                for change in reversed(self.changes):
-                    if change.tp == tp:
-                        if change.owner is None and change.at > at:
-                            change.at = at
-                        break
-            self.changes.append(Change(min(at, now), now, tp, owner))
-
-    def state(self) -> Tuple[Dict[TP, str], Dict[str, Tuple[int, Dict[str, int], int]]]:
-        with self.lock:
-            return dict(self.owners), dict(self.members)
-
-    def expected(self, members: Dict[str, Tuple[int, Dict[str, int], int]], partitions: Dict[str, int]) -> Dict[TP, str]:
-        threads: Dict[str, List[str]] = {}
-        for member, (_ctime, subscription, _sid) in members.items():
-            for topic, n in subscription.items():
-                threads.setdefault(topic, []).extend(f"{member}-{i}" for i in range(n))
-        return expected_range(threads, partitions)
-
-
-def _ok(result: Any) -> Any:
-    try:
-        return result.get()
-    except KazooException:
-        return None
-
-
-# ---------------------------------------------------------------------------- ZooKeeper counters
-
-@dataclass
-class Counters:
-    at: float
-    received: int
-    sessions: Dict[int, int]   # sid -> packets received from it
-
-
-#: ``srvr`` and ``cons`` each count as one packet received; between two readings, two fall in.
-FOUR_LETTER_PACKETS = 2
-_CONS = re.compile(r"recved=(\d+).*?sid=0x([0-9a-f]+)")
-
-
-def read_counters(port: int) -> Counters:
-    at = time.time()
-    received = int(srvr_fields(zookeeper_command(HOST, port, "srvr")).get("Received", "0"))
-    sessions: Dict[int, int] = {}
-    for line in zookeeper_command(HOST, port, "cons").splitlines():
-        match = _CONS.search(line)
-        if match:
-            sessions[int(match.group(2), 16)] = int(match.group(1))
-    return Counters(at, received, sessions)
-
-
-def member_packets(before: Counters, after: Counters, members: Set[int]) -> int:
-    """Packets the group's members sent between two readings (sessions closed meanwhile included).
-
-    Total received, minus what the non-member sessions present at both readings sent; a
-    session closed in between (a member leaving, a dead broker) is counted as a member's.
-    """
-    total = after.received - before.received - FOUR_LETTER_PACKETS
-    others = 0
-    for sid, count in after.sessions.items():
-        if sid not in members and sid in before.sessions:
-            others += max(0, count - before.sessions[sid])
-    return total - others
-
-
-# ---------------------------------------------------------------------------- members
-
-@dataclass
-class Member:
-    kind: str
-    name: str
-    process: "subprocess.Popen[Any]"
-    log: Path
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def rss_mb(self) -> Optional[float]:
-        try:
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-        except OSError:
-            return None
-        return None
-
-
-class Launcher:
-    kind = ""
-    failure_patterns: Tuple[str, ...] = ()
-    gave_up_pattern = "can't rebalance after"
-
-    def __init__(self, cluster: LocalCluster, group: str, topics: Sequence[str], streams: int, directory: Path):
-        self.cluster, self.group, self.topics, self.streams, self.directory = cluster, group, topics, streams, directory
-        self.counter = 0
-
-    def properties(self) -> Dict[str, str]:
-        return {"group.id": self.group, "zookeeper.connect": self.cluster.zk_connect,
-                "rebalance.backoff.ms": str(BACKOFF_MS), "rebalance.max.retries": str(MAX_RETRIES),
-                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "partition.assignment.strategy": "range",
-                "auto.commit.enable": "true", "auto.commit.interval.ms": "1000", "auto.offset.reset": "smallest"}
-
-    def start(self) -> Member:
-        raise NotImplementedError
-
-    def failures(self, member: Member) -> Tuple[int, int]:
-        """(failed attempts, gave-up lines) in the member's log so far."""
-        try:
-            text = member.log.read_text(errors="replace")
-        except OSError:
-            return 0, 0
-        return sum(text.count(p) for p in self.failure_patterns), text.count(self.gave_up_pattern)
-
-
-class ZkconsumerLauncher(Launcher):
-    kind = "zkconsumer"
-    failure_patterns = ("rebalance attempt failed",)
-
-    def start(self) -> Member:
-        self.counter += 1
-        name = f"zk-m{self.counter}"
-        log = self.directory / f"{name}.log"
-        process = spawn_member(self.cluster.zk_connect, self.group, ",".join(self.topics), Path(os.devnull), log,
-                               self.directory, self.properties(), streams=self.streams)
-        return Member(self.kind, name, process, log)
-
-
-class KafkaLauncher(Launcher):
-    kind = "kafka"
-    failure_patterns = ("Rebalancing attempt failed",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.classes = compile_scale_member(self.directory)
-        self.log4j = self.directory / "log4j-member.properties"
-        quiet = {"kafka.consumer": "INFO", "kafka.consumer.ConsumerFetcherThread": "WARN",
-                 "kafka.consumer.ConsumerFetcherManager": "WARN"}
-        self.log4j.write_text(render_properties(log4j_properties("WARN", "System.err", quiet)))
-
-    def start(self) -> Member:
-        self.counter += 1
-        name = f"kafka-m{self.counter}"
-        config = self.directory / f"{name}.properties"
-        config.write_text(render_properties(self.properties()))
-        argv = self.cluster.tool_command("ScaleMember", str(config), ",".join(self.topics), str(self.streams),
-                                         jvm_options=("-Xmx128m", f"-Dlog4j.configuration=file:{self.log4j}"))
-        cp = argv.index("-cp") + 1
-        argv[cp] = f"{argv[cp]}{os.pathsep}{self.classes}"
-        log = self.directory / f"{name}.log"
-        with open(log, "ab") as out:
-            process = processes.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=out,
-                                      cwd=str(self.directory))
-        return Member(self.kind, name, process, log)
-
-
-def compile_scale_member(directory: Path) -> Path:
-    """Compile ScaleMember.java against Kafka's jars into ``directory/classes``."""
-    source = Path(__file__).with_name("java") / "ScaleMember.java"
-    classes = directory / "classes"
-    if (classes / "ScaleMember.class").exists():
-        return classes
-    classes.mkdir(parents=True, exist_ok=True)
-    libs = Path(os.environ.get("ZKCONSUMER_KAFKA_HOME", Path.home() / ".cache/zkconsumer/kafka-0.9.0.1")) / "libs"
-    subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", str(classes), str(source)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return classes
 
 
 # ---------------------------------------------------------------------------- one event
@@ -442,7 +110,9 @@ class EventResult:
     note: str = ""
 
     def as_json(self) -> Dict[str, Any]:
-        r = lambda v: None if v is None else round(v, 3)  # noqa: E731
+        def r(v: Optional[float]) -> Optional[float]:
+            return None if v is None else round(v, 3)
+
         return {"event": self.event, "kind": self.kind, "size": self.size, "settle_s": r(self.settle_s),
                 "failed_attempts": self.failed_attempts, "gave_up": self.gave_up,
                 "max_ownerless_s": r(self.max_ownerless_s), "ownerless_partition_s": r(self.ownerless_partition_s),
@@ -743,7 +413,9 @@ def format_tables(output: Dict[str, Any]) -> str:
     rows = [header]
     for run in output["runs"]:
         for e in run["events"]:
-            f = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))  # noqa: E731
+            def f(v: Any) -> str:
+                return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
             rows.append((str(run["size"]), e["event"], run["kind"], f(e["settle_s"]), str(e["failed_attempts"]),
                          str(e["gave_up"]), f(e["max_ownerless_s"]), f(e["ownerless_partition_s"]),
                          f(e["kept_ownerless_s"]), str(e["moved"]), f(e["zk_requests"])))
@@ -761,7 +433,9 @@ def format_tables(output: Dict[str, Any]) -> str:
 
 
 def main_scale(args: Any) -> int:
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     sizes = [int(s) for s in args.sizes.split(",") if s]
     kinds = [k for k in args.kinds.split(",") if k]
     for k in kinds:

@@ -1,0 +1,345 @@
+"""Claiming, installing and releasing one member's partitions: the ZooKeeper owner-node
+bookkeeping of :class:`zkconsumer.rebalancer.Rebalancer`.
+
+:class:`OwnershipSteps` is a base class of the rebalancer: its state (``_nodes``, the owner
+nodes this session may hold; ``_owned``/``_registry``, what is installed and fetched;
+``_carried``, consumed offsets of partitions moving between our own streams) is set up by
+``Rebalancer.__init__``, and its methods run on the rebalancer thread only (``_cond`` guards
+what other threads read). See the rebalancer's module docstring for the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+from kazoo.exceptions import KazooException
+
+from . import assignors
+from .errors import ZkConsumerError
+from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
+from .offsets import OffsetCommitter
+from .rebalance_types import ConsumerRebalanceListener, FetcherControl
+from .stream import KafkaStream, clear_streams, revoke_partitions
+from .zookeeper.group import GroupClient
+
+log = logging.getLogger("zkconsumer.rebalancer")
+
+TopicPartition = Tuple[str, int]
+
+#: Offset of a partition whose position ``auto.offset.reset`` must decide.
+INVALID_OFFSET = -1
+
+
+class _Flag:
+    """One watched owner node's flag: set when the node changed; also wakes the shared ``wakeup``."""
+
+    def __init__(self, wakeup: threading.Event) -> None:
+        self._event = threading.Event()
+        self._wakeup = wakeup
+
+    def set(self) -> None:
+        self._event.set()
+        self._wakeup.set()
+
+    def on_event(self, _event: object) -> None:
+        """A ZooKeeper watch callback (kazoo's thread): only signals."""
+        self.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+class OwnershipSteps:
+    """Release what moves away, claim what is new (waiting, bounded, for peers still releasing),
+    install it for fetching; on a lost session, drop everything without touching ZooKeeper."""
+
+    # Set by Rebalancer.__init__.
+    _group: GroupClient
+    _consumer_id: str
+    _cond: threading.Condition
+    _wakeup: Optional[threading.Event]
+    _registry: Dict[TopicPartition, PartitionTopicInfo]
+    _owned: Dict[TopicPartition, str]
+    _nodes: Dict[TopicPartition, str]
+    _carried: Dict[TopicPartition, int]
+    _fetching: bool
+    _streams: List[KafkaStream]
+    _fetchers: FetcherControl
+    _committer: OffsetCommitter
+    _auto_commit: bool
+    _listener: Optional[ConsumerRebalanceListener]
+    _fetch_size: int
+    _backoff_s: float
+    _max_retries: int
+    _clock: Callable[[], float]
+    _queue_for: Callable[[str, str], ChunkQueue]
+    _read_offsets: Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]
+
+    def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
+        raise NotImplementedError
+
+    def _really_lost(self, partitions: Iterable[TopicPartition]) -> List[TopicPartition]:
+        raise NotImplementedError
+
+    def _pending_locked(self) -> bool:
+        raise NotImplementedError
+
+    def _pause(self, mine: Mapping[TopicPartition, str]) -> None:
+        """Stop delivering the partitions that move, then commit what was handed out.
+
+        A partition moves when it is not assigned to us any more, goes to
+        another of our streams, or was found taken from us. Retained partitions
+        keep fetching, with their queued chunks. A failed commit is logged and
+        the rebalance goes on: unwritten offsets stay pending for the next commit.
+        """
+        with self._cond:
+            moving = [tp for tp in self._registry if mine.get(tp) is None or mine.get(tp) != self._owned.get(tp)]
+        self._revoke(moving)
+        if self._auto_commit and self._registry:
+            fenced: List[TopicPartition] = []
+            try:
+                fenced = self._committer.commit(self.owned_partitions())
+            except (KazooException, ZkConsumerError) as exc:
+                fenced = list(getattr(exc, "fenced", []) or [])
+                log.warning("%s: committing offsets before rebalancing failed (%s: %s); going on, they are "
+                            "written at the next commit", self._consumer_id, type(exc).__name__, exc)
+            if fenced:  # taken over behind our back: not ours to keep delivering or to retain
+                lost = self._really_lost(fenced)
+                self._revoke(lost)
+                with self._cond:
+                    for tp in lost:
+                        self._owned.pop(tp, None)
+        moved = {tp: info for tp, info in self._registry.items() if info.revoked}
+        for tp, info in moved.items():
+            if tp in mine and tp in self._owned and info.consumed_offset >= 0:
+                self._carried[tp] = info.consumed_offset  # to another stream of ours: resume where it was
+        if self._listener is not None and moved:
+            by_topic: Dict[str, Set[int]] = {}
+            for topic, partition in moved:
+                by_topic.setdefault(topic, set()).add(partition)
+            self._listener.before_releasing_partitions(by_topic)
+        with self._cond:
+            for tp in moved:
+                self._registry.pop(tp, None)
+                self._owned.pop(tp, None)
+            self._fetching = bool(self._registry)
+
+    def _revoke(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``tps`` and drop their chunks (queued or being iterated); others flow on."""
+        with self._cond:
+            infos = [self._registry[tp] for tp in tps if tp in self._registry and not self._registry[tp].revoked]
+        if not infos:
+            return
+        self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
+        revoke_partitions(self._streams, infos)
+
+    def _take_ownership(self, mine: Mapping[TopicPartition, str],
+                        assignment: Mapping[TopicPartition, str]) -> Optional[bool]:
+        """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
+
+        ``None`` (*superseded*, not a failure): a new event arrived while waiting
+        for a peer to release; what was claimed is installed (it is ours in this
+        view) and the caller looks again at once, without backing off.
+
+        ZooKeeper requests: a retained partition costs nothing, or one read
+        (is the node still ours?) the first time or after its watch fired
+        (:meth:`GroupClient.confirm_held`), one moving between our own streams a read and a
+        conditional write (:meth:`GroupClient.relabel`), a released one a read
+        and a conditional delete, a new one one create; a conflicting one also
+        the read that finds its holder (which sets the watch the wait uses) and
+        one create per change of that node.
+
+        On failure, and whatever raises, partitions newly claimed in this
+        attempt are released again (or, if ZooKeeper refuses that too, kept in
+        the books and released by the next attempt); retained ones keep being
+        fetched: one partition stuck with a slow member does not stall the rest.
+        """
+        for tp in sorted(set(self._nodes) - set(mine)):
+            self._group.release(tp[0], tp[1])
+            self._drop_node(tp)
+
+        retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
+        claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
+        wakeup = threading.Event()  # a watched conflicting node changed (or, while waiting, a new event)
+        flags: Dict[TopicPartition, _Flag] = {}  # conflicting nodes whose holder's read set a watch
+        try:
+            conflicts: Dict[TopicPartition, str] = {}
+            for tp in sorted(mine):
+                if tp in retained and self._group.confirm_held(tp[0], tp[1]):
+                    continue  # still ours: re-read only if its watch fired (one taken behind our back is not kept)
+                if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
+                    holder: Optional[str] = None  # moved between our own streams: relabelled
+                else:
+                    flags[tp] = _Flag(wakeup)
+                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+                if holder is None:
+                    flags.pop(tp, None)
+                    self._nodes[tp] = mine[tp]
+                    if tp not in retained:
+                        claimed.append(tp)
+                else:
+                    conflicts[tp] = holder
+                    if tp in retained:
+                        retained.discard(tp)
+                        self._revoke([tp])
+                        self._forget(tp)
+            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed, wakeup, flags)
+            if conflicts:
+                log.info("%s: partitions still owned by others%s: %s", self._consumer_id,
+                         " (a new event came: looking again)" if superseded else "",
+                         ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
+                if not superseded:
+                    return False  # the finally clause settles what was claimed
+
+            committed = self._read_offsets([tp for tp in claimed if tp not in self._carried])
+            if self._listener is not None:
+                by_topic: Dict[str, Dict[int, str]] = {}
+                for (topic, partition), thread_id in assignment.items():
+                    by_topic.setdefault(topic, {})[partition] = thread_id
+                self._listener.before_starting_fetchers(self._consumer_id, by_topic)
+            self._install({tp: mine[tp] for tp in claimed}, committed)
+            claimed = []
+            return None if conflicts else True
+        finally:
+            if claimed:
+                self._abandon(claimed, mine)
+
+    def _abandon(self, claimed: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
+        """Settle the nodes a failed attempt claimed but did not install; never raises.
+
+        A partition that only moved between our own streams stays ours and is
+        fetched from where it was (as a retained one is); every other one is
+        released. A release ZooKeeper refuses is retried by the next attempt
+        (the node stays in ``_nodes``).
+        """
+        keep = {tp: mine[tp] for tp in claimed if tp in self._carried}
+        if keep:
+            try:
+                self._install(keep, {})
+                claimed = [tp for tp in claimed if tp not in keep]
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("%s: could not resume %s (%s); releasing them", self._consumer_id,
+                            ", ".join(f"{t}-{p}" for t, p in sorted(keep)), exc)
+        for tp in claimed:
+            try:
+                self._group.release(tp[0], tp[1])
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt will",
+                            self._consumer_id, tp[0], tp[1], exc)
+                continue
+            self._drop_node(tp)
+
+    def _drop_node(self, tp: TopicPartition) -> None:
+        """The owner node of ``tp`` is no longer ours (released): forget everything about it."""
+        self._nodes.pop(tp, None)
+        self._carried.pop(tp, None)
+        self._forget(tp)
+
+    def _install(self, claimed: Mapping[TopicPartition, str], committed: Mapping[TopicPartition, Optional[int]]) -> None:
+        """Start fetching the newly claimed partitions and add them to the registry.
+
+        Each starts from the offset it had in another of our streams (moved
+        between our streams), else from its committed offset (``INVALID_OFFSET``
+        if none: the fetcher applies ``auto.offset.reset``). The committer's
+        checkpoint is set to the committed offset found, or cleared when none
+        was, so the next commit writes whatever the position then is.
+        """
+        infos: Dict[TopicPartition, PartitionTopicInfo] = {}
+        for tp, thread_id in claimed.items():
+            carried = self._carried.pop(tp, None)
+            if carried is not None:
+                offset = carried
+            else:
+                found = committed.get(tp)
+                offset = INVALID_OFFSET if found is None else found
+                if found is not None:
+                    self._committer.checkpoint(tp[0], tp[1], found)
+                else:
+                    self._committer.forget(tp[0], tp[1])
+            infos[tp] = PartitionTopicInfo(tp[0], tp[1], self._queue_for(tp[0], thread_id), offset, self._fetch_size)
+        if infos:
+            self._fetchers.start_connections(infos.values())
+        with self._cond:
+            self._registry.update(infos)
+            self._owned.update(claimed)
+            self._fetching = bool(self._registry)
+
+    def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
+                        claimed: List[TopicPartition], wakeup: threading.Event,
+                        flags: Dict[TopicPartition, "_Flag"]) -> bool:
+        """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
+
+        Moves each partition it manages to claim from ``conflicts`` to
+        ``claimed`` at once (so a later failure still releases it). A peer
+        still releasing is waited for, not failed on: the wait lasts up to
+        ``rebalance.backoff.ms`` × ``rebalance.max.retries`` (the time Kafka's
+        consumer spends retrying before it gives up; at least
+        :data:`MIN_BACKOFF_S`). A new rebalance event ends the wait at once
+        (the view is stale) and the method returns ``True``.
+        """
+        deadline = self._clock() + self._backoff_s * self._max_retries
+        # ``flags``: a watch per conflicting node (set by the claim's read), set once it changed;
+        # ``wakeup``: any of them changed, or a new event arrived.
+        stale_checked: Set[TopicPartition] = set()
+        with self._cond:
+            self._wakeup = wakeup
+        try:
+            while conflicts:
+                wakeup.clear()
+                with self._cond:
+                    if self._pending_locked():
+                        return True
+                # One watch per conflicting node, armed by the claim that met it: a wakeup retries
+                # only the nodes that changed, so N conflicts cost O(N) requests, not O(N) per deletion.
+                for tp, holder in sorted(conflicts.items()):
+                    if tp not in stale_checked and assignors.owned_by({tp: holder}, self._consumer_id):
+                        # Our own node from an earlier, expired session (ZOOKEEPER-1740); its
+                        # deletion fires the watch.
+                        self._group.release_stale(tp[0], tp[1], holder)
+                    stale_checked.add(tp)
+                    if tp not in flags:
+                        flags[tp] = _Flag(wakeup)
+                        self._group.watch_deletion(tp[0], tp[1], flags[tp])  # type: ignore[arg-type]
+                changed = [tp for tp in sorted(conflicts) if flags[tp].is_set()]
+                if not changed:
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        break
+                    wakeup.wait(remaining)
+                    continue
+                for tp in changed:
+                    flags[tp] = _Flag(wakeup)  # armed again by this claim's read if still held
+                    still_held_by = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+                    if still_held_by is None:
+                        del flags[tp]
+                        self._nodes[tp] = mine[tp]
+                        claimed.append(tp)
+                        del conflicts[tp]
+                    else:
+                        conflicts[tp] = still_held_by
+        finally:
+            with self._cond:
+                self._wakeup = None
+        return False
+
+    def _forget(self, tp: TopicPartition) -> None:
+        with self._cond:
+            self._owned.pop(tp, None)
+            self._registry.pop(tp, None)
+
+    def _drop_everything(self, why: str) -> None:
+        """Stop fetching and forget ownership without touching ZooKeeper (the session is gone)."""
+        log.warning("%s: %s; stopping delivery until the group is rejoined", self._consumer_id, why)
+        if self._fetching:
+            self._fetchers.stop_connections()
+            self._fetching = False
+        clear_streams(self._streams)
+        with self._cond:
+            for info in self._registry.values():
+                info.revoked = True
+            self._registry = {}
+            self._owned = {}
+        self._nodes.clear()  # the server deletes a lost session's ephemerals
+        self._carried.clear()

@@ -1,0 +1,270 @@
+"""Owner nodes (``/consumers/<group>/owners/<topic>/<partition>``) of one group member:
+claim, release, relabel between our own streams, wait for a peer's release, and read.
+
+:class:`OwnerNodes` is a base class of :class:`~zkconsumer.zookeeper.group.GroupClient`,
+which provides the plumbing it uses (``client``, ``paths``, ``consumer_id``, the retry and
+the session bookkeeping); every write is a repeat-safe step run through that retry, and
+what leaves is a :class:`~zkconsumer.errors.ZkConsumerError` (see the ``group`` module).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
+
+from ..errors import MalformedZnodeError
+from . import zkformat
+from .zkcalls import BoundedZooKeeper
+
+log = logging.getLogger("zkconsumer.zookeeper.group")
+
+T = TypeVar("T")
+
+
+class OwnerNodes:
+    """The owner-node operations of :class:`~zkconsumer.zookeeper.group.GroupClient`."""
+
+    # Provided by GroupClient.
+    client: BoundedZooKeeper
+    paths: zkformat.GroupPaths
+    consumer_id: str
+    #: Owner nodes :meth:`confirm_held` found ours: path -> (session, set once the node changed).
+    _confirmed_nodes: Dict[str, Tuple[Optional[int], threading.Event]]
+
+    @property
+    def session_id(self) -> Optional[int]:
+        raise NotImplementedError
+
+
+    def _retry(self, step: Callable[[], T]) -> T:
+        raise NotImplementedError
+
+    def _until_done(self, step: Callable[[], bool], what: str, attempts: int = 5) -> None:
+        raise NotImplementedError
+
+    def _ours(self, stat: ZnodeStat) -> bool:
+        raise NotImplementedError
+
+    def _was_ours(self, stat: ZnodeStat) -> bool:
+        raise NotImplementedError
+
+    def _create_ephemeral(self, path: str, data: bytes) -> None:
+        raise NotImplementedError
+
+
+    def claim(self, topic: str, partition: int, thread_id: str,
+              watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
+        """Make ``thread_id`` the owner of the partition.
+
+        Returns ``None`` on success, or the current owner's thread id when another
+        member (or an earlier session of ours) holds the node. Repeat-safe: a node
+        already ours is relabelled to ``thread_id`` if needed.
+
+        ``watch``: when the node exists, the read that finds its holder also sets
+        this data watch (it fires when the node is changed or deleted), so waiting
+        for a holder to let go costs no extra request. It runs on kazoo's thread
+        and must only signal.
+        """
+        path = self.paths.owner(topic, partition)
+        data = zkformat.encode_owner(thread_id)
+        holder: List[Optional[str]] = [None]
+
+        def step() -> bool:
+            """One try; ``False`` when the node vanished between create and read (try again)."""
+            holder[0] = None
+            try:
+                self._create_ephemeral(path, data)
+                return True
+            except NodeExistsError:
+                pass
+            try:
+                current, stat = self.client.get(path, watch=watch) if watch is not None else self.client.get(path)
+            except NoNodeError:
+                return False
+            if self._ours(stat):
+                if current != data:
+                    self.client.set(path, data, version=stat.version)
+            else:
+                holder[0] = current.decode("utf-8", "replace")
+            return True
+
+        self._until_done(step, f"claiming {path}")
+        return holder[0]
+
+    def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
+        """Delete the owner node if this session holds it (repeat-safe).
+
+        Unlike Kafka's consumer, never deletes a node another member has already
+        claimed: that would make two members own one partition. (So the node is
+        read first: a version remembered from our own write would not tell our
+        node from one another member created after a tool deleted ours.)
+        """
+        expected = None if thread_id is None else zkformat.encode_owner(thread_id)
+        self._delete_if_ours(self.paths.owner(topic, partition), expected)
+
+    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Give an owner node this session holds under one of our thread ids to ``thread_id``.
+
+        Two requests (a read, a write conditional on the version read), where
+        :meth:`claim` would first try a create. ``False`` (nothing written) when
+        the node is missing or not ours; then :meth:`claim` decides.
+        """
+        path = self.paths.owner(topic, partition)
+        data = zkformat.encode_owner(thread_id)
+
+        def step() -> bool:
+            try:
+                current, stat = self.client.get(path)
+            except NoNodeError:
+                return False
+            if not (self._ours(stat) and self._our_thread(current)):
+                return False
+            if current != data:
+                try:
+                    self.client.set(path, data, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    return False
+            return True
+
+        return self._retry(step)
+
+    def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
+        """Delete an owner node holding ``thread_id`` under an earlier session of this client.
+
+        Such a node was created by an earlier, expired session of ours and would
+        otherwise block our claim until ZooKeeper gets round to removing it. A
+        node of a session this client never had (another process with the same
+        consumer id) is left alone.
+        """
+        path = self.paths.owner(topic, partition)
+        expected = zkformat.encode_owner(thread_id)
+
+        def step() -> None:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                return
+            if data == expected and not self._ours(stat) and self._was_ours(stat):
+                log.info("deleting %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
+                try:
+                    self.client.delete(path, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    pass
+
+        self._retry(step)
+
+    def _delete_if_ours(self, path: str, expected: Optional[bytes]) -> None:
+        def step() -> None:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                return
+            if not self._ours(stat) or (expected is not None and data != expected):
+                return
+            try:
+                self.client.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+        self._retry(step)
+
+    def watch_deletion(self, topic: str, partition: int, deleted: threading.Event) -> bool:
+        """Set ``deleted`` once the partition's owner node is gone; ``False`` if it already is.
+
+        The watch callback only sets the event: it never blocks kazoo's thread.
+        """
+
+        def on_event(_event: object) -> None:
+            deleted.set()
+
+        path = self.paths.owner(topic, partition)
+        stat = self._retry(lambda: self.client.exists(path, watch=on_event))
+        if stat is None:
+            deleted.set()
+            return False
+        return True
+
+    def owners(self, topic: str) -> Dict[int, str]:
+        """Current owners of a topic's partitions: partition → thread id."""
+        base = self.paths.owners_topic(topic)
+        try:
+            children = self._retry(lambda: self.client.get_children(base))
+        except NoNodeError:
+            return {}
+        result: Dict[int, str] = {}
+        for child in children:
+            try:
+                data, _ = self._retry(functools.partial(self.client.get, f"{base}/{child}"))
+                result[int(child)] = zkformat.decode_owner(f"{base}/{child}", data)
+            except (NoNodeError, ValueError, MalformedZnodeError):
+                continue
+        return result
+
+    def _our_thread(self, data: bytes) -> bool:
+        """Whether an owner node's content names one of this member's thread ids (``<consumer id>-<n>``)."""
+        return data.decode("utf-8", "replace").startswith(self.consumer_id + "-")
+
+    def holds(self, topic: str, partition: int) -> bool:
+        """Whether this session holds the partition's owner node, under any of our thread ids (a read only).
+
+        Ownership belongs to the member, not to one of its streams: a node the
+        rebalancer relabelled from one of our thread ids to another is still
+        ours. This is the test for "was this partition taken from us?".
+        """
+        path = self.paths.owner(topic, partition)
+        try:
+            data, stat = self._retry(lambda: self.client.get(path))
+        except NoNodeError:
+            return False
+        return self._ours(stat) and self._our_thread(data)
+
+    def confirm_held(self, topic: str, partition: int) -> bool:
+        """:meth:`holds`, re-reading only nodes that changed since this session last found them ours.
+
+        The read that finds the node ours also sets a data watch on it; while
+        that watch has not fired (the node was neither changed nor deleted, by
+        anyone, ourselves included) and the session is the same, the answer is
+        ``True`` without a request. So a rebalance re-reads none of the owner
+        nodes a member keeps, yet a node deleted or taken over behind its back
+        is still found out by the next attempt (as with a fresh read). The
+        watch callback runs on kazoo's thread and only sets an event. One entry
+        per owner node ever confirmed (bounded by the subscribed partitions).
+        """
+        path = self.paths.owner(topic, partition)
+        cache = self._confirmed_nodes
+        session = self.session_id
+        entry = cache.get(path)
+        if entry is not None and session is not None and entry[0] == session and not entry[1].is_set():
+            return True
+        changed = threading.Event()
+
+        def on_change(_event: object) -> None:
+            changed.set()
+
+        cache.pop(path, None)
+        try:
+            data, stat = self._retry(functools.partial(self.client.get, path, watch=on_change))
+        except NoNodeError:
+            return False
+        held = self._ours(stat) and self._our_thread(data)
+        if held:
+            cache[path] = (stat.ephemeralOwner, changed)
+        return held
+
+    def owns(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Whether this member holds the partition's owner node under this session (a read only).
+
+        ``thread_id`` is the thread the caller believes owns it; a node that
+        names another of *our* thread ids (relabelled by a rebalance since the
+        caller looked) still counts: the member owns the partition.
+
+        The check made before committing to Kafka under ZooKeeper membership:
+        a Kafka write cannot join a ZooKeeper transaction, so unlike
+        :meth:`commit_offset_if_owner` this leaves a window of one round trip.
+        """
+        return self.holds(topic, partition)
