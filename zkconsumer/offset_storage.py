@@ -66,11 +66,11 @@ from .wire.group_protocol import (
     UNKNOWN_MEMBER_ID, OffsetCommitEntry, OffsetCommitRequestV1, OffsetCommitRequestV2, OffsetFetchRequest,
     error_name,
 )
+from .offsets_channel import Coordinator, CoordinatorChannel, connection_factory
 from .wire.protocol import error_for_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConsumerConfig
-    from .coordinator.channel import Coordinator, CoordinatorChannel
     from .zookeeper.group import GroupClient
 
 __all__ = [
@@ -482,7 +482,6 @@ def make_offset_storage(config: "ConsumerConfig", group: "GroupClient") -> Offse
     """
     if config.offsets_storage == "zookeeper":
         return ZooKeeperOffsetStorage(group, fenced=True)
-    from .coordinator.channel import CoordinatorChannel, connection_factory  # avoids an import cycle
 
     zookeeper_membership = config.group_membership == "zookeeper"
     channel = CoordinatorChannel(

@@ -14,7 +14,7 @@ from zkconsumer import (
     ZookeeperConsumerConnector,
 )
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.coordinator.channel import CoordinatorChannel, connection_factory
+from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
 from zkconsumer.coordinator.connector import CoordinatorConsumerConnector
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.offset_storage import CommitEntry, KafkaOffsetStorage

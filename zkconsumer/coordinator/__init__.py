@@ -9,12 +9,12 @@ backend for zkconsumer, behind the same ``ZookeeperConsumerConnector`` API:
 =================  ==============================================================
 module             owns
 =================  ==============================================================
-``channel.py``     finding the coordinator; one cached connection to it
 ``assignment.py``  member metadata and assignments as bytes; the leader's plan (pure)
 ``membership.py``  the join/sync/heartbeat state machine and its two threads
 ``delivery.py``    what an assignment means locally: fetchers, queues, positions
 ``connector.py``   ``CoordinatorConsumerConnector``: the wiring
 =================  ==============================================================
 
-Nothing is imported here: importing one module of the package loads no other.
+The coordinator itself is found through :mod:`zkconsumer.offsets_channel` (shared with
+offset storage in Kafka). Nothing is imported here: importing one module of the package loads no other.
 """

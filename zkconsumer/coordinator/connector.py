@@ -49,7 +49,7 @@ from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
 from ..topic_count import TopicCount
 from ..wire.group_protocol import GroupMember
 from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs
-from .channel import CoordinatorChannel, connection_factory
+from ..offsets_channel import CoordinatorChannel, connection_factory
 from .delivery import Delivery
 from .membership import GroupMembership
 

@@ -84,7 +84,7 @@ Planner = Callable[[str, Sequence[GroupMember]], Tuple[List[Tuple[str, bytes]], 
 
 
 class Channel(Protocol):
-    """What the membership needs of a :class:`~zkconsumer.coordinator.channel.CoordinatorChannel`."""
+    """What the membership needs of a :class:`~zkconsumer.offsets_channel.CoordinatorChannel`."""
 
     def send(self, request: Request[R]) -> R: ...
 
