@@ -18,6 +18,7 @@ from zkconsumer.testing.errors import (ClusterStartError, ClusterTimeoutError, K
                                        LocalClusterError, MissingDependencyError)
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.processes import spawn
+from zkconsumer.testing.proxy import TcpProxy, ZooKeeperProxy
 from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "find_java",
     "free_ports",
     "spawn",
+    "TcpProxy",
+    "ZooKeeperProxy",
     "SslFiles",
     "SslOptions",
     "generate_ssl_files",
