@@ -62,11 +62,10 @@ only rely on ``messages`` being a sequence of ``(offset, key, value)``.
 
 from __future__ import annotations
 
-import gzip
 import os
 import struct
 import zlib
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..errors import CorruptMessageError
 from ..fetch.partition_info import RawMessage
@@ -311,7 +310,7 @@ def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Opti
     raw = _inflate(pos, offset, magic, codec, value)
     inner: List[RawMessage] = []
     try:
-        _decode_entries(raw, _NO_FILTER, inner, False)
+        _decode_entries(raw if type(raw) is bytes else bytes(raw), _NO_FILTER, inner, False)
     except _Corrupt as bad:
         raise _Corrupt(pos, offset, f"inside compressed message: {bad.reason}") from None
     if magic >= 1 and inner:
@@ -322,7 +321,7 @@ def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Opti
     return inner
 
 
-def _inflate(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes]) -> bytes:
+def _inflate(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes]) -> Any:
     """The decompressed inner message set of the wrapper at byte ``pos``; raises :class:`_Corrupt`."""
     if value is None:
         raise _Corrupt(pos, offset, "compressed message has a null value")
@@ -343,10 +342,14 @@ class _CodecMissing(Exception):
     """The library for a codec is not installed, or the codec is unknown."""
 
 
-def _decompress(codec: int, magic: int, payload: bytes) -> bytes:
-    """Decompress a wrapper's value with Kafka's framing for ``codec`` and ``magic``."""
+def _decompress(codec: int, magic: int, payload: bytes) -> Any:
+    """Decompress a wrapper's value with Kafka's framing for ``codec`` and ``magic``.
+
+    Returns a bytes-like object (``bytes``, ``bytearray`` or cramjam's ``Buffer``). Every codec library
+    used here releases the GIL while it decompresses.
+    """
     if codec == CODEC_GZIP:
-        return gzip.decompress(payload)
+        return _gunzip(payload)
     if codec == CODEC_SNAPPY:
         return _snappy_decode(payload)
     if codec == CODEC_LZ4:
@@ -354,33 +357,68 @@ def _decompress(codec: int, magic: int, payload: bytes) -> bytes:
     raise _CodecMissing(f"unknown compression codec {codec} for message format magic {magic}")
 
 
-def _load_snappy_raw() -> Optional[Callable[[bytes], bytes]]:
-    """The raw (unframed) snappy decompressor: cramjam's, else python-snappy's; ``None`` if neither."""
+def _gunzip(payload: bytes) -> bytes:
+    """Every gzip member of ``payload``, inflated by zlib (which checks each member's CRC-32 and length).
+
+    ``gzip.decompress`` parses headers in Python and CRCs the output in a second pass;
+    zlib does both while inflating, with the GIL released.
+    """
+    inflater = zlib.decompressobj(31)
+    out = inflater.decompress(payload)
+    if not inflater.eof:
+        raise ValueError("gzip stream cut short")
+    rest = inflater.unused_data
+    if not rest:
+        return out
+    parts = [out]
+    while rest:  # concatenated members, as java.util.zip.GZIPInputStream also reads them
+        inflater = zlib.decompressobj(31)
+        parts.append(inflater.decompress(rest))
+        if not inflater.eof:
+            raise ValueError("gzip stream cut short")
+        rest = inflater.unused_data
+    return b"".join(parts)
+
+
+def _load_snappy_raw() -> Optional[Callable[[Any], Any]]:
+    """The raw (unframed) snappy decompressor: cramjam's, else python-snappy's; ``None`` if neither.
+
+    It returns a bytes-like object (cramjam: its own ``Buffer``, which supports the buffer protocol).
+    """
     try:
         import cramjam
 
-        raw = cramjam.snappy.decompress_raw
-        return lambda data: bytes(raw(data))
+        return cramjam.snappy.decompress_raw
     except ImportError:
         pass
     try:
         import snappy
 
-        return snappy.uncompress
+        return snappy.uncompress  # type: ignore[no-any-return]
     except ImportError:
         return None
 
 
-def _load_lz4_frame() -> Optional[Callable[[bytes], bytes]]:
+def _load_snappy_into() -> Optional[Tuple[Callable[[Any], int], Callable[[Any, Any], int]]]:
+    """cramjam's ``(decompressed length, decompress into a buffer)`` for raw snappy, or ``None``."""
+    try:
+        import cramjam
+    except ImportError:
+        return None
+    return cramjam.snappy.decompress_raw_len, cramjam.snappy.decompress_raw_into
+
+
+def _load_lz4_frame() -> Optional[Callable[[Buffer], bytes]]:
     try:
         import lz4.frame
 
-        return lz4.frame.decompress
+        return lz4.frame.decompress  # type: ignore[no-any-return]
     except ImportError:
         return None
 
 
 _snappy_raw = _load_snappy_raw()
+_snappy_into = _load_snappy_into()
 _lz4_frame = _load_lz4_frame()
 
 #: The header xerial's snappy-java writes in front of its framed blocks (Kafka's snappy).
@@ -388,14 +426,19 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_LEN = 16     # magic(8) version(4) compatible version(4)
 
 
-def _snappy_decode(payload: bytes) -> bytes:
-    """Snappy as Kafka writes it: xerial framing (int32 block length + raw block)*, or raw snappy."""
+def _snappy_decode(payload: bytes) -> Any:
+    """Snappy as Kafka writes it: xerial framing (int32 block length + raw block)*, or raw snappy.
+
+    Returns a bytes-like object (``bytes``, ``bytearray`` or cramjam's ``Buffer``).
+    With cramjam the blocks are decompressed straight into one preallocated
+    ``bytearray`` (no per-block objects, no join).
+    """
     if _snappy_raw is None:
         raise _CodecMissing("snappy codec not installed (pip install cramjam or python-snappy)")
     if len(payload) <= _XERIAL_HEADER_LEN or payload[:8] != _XERIAL_MAGIC:
         return _snappy_raw(payload)
     view = memoryview(payload)
-    chunks = []
+    blocks = []
     pos, end = _XERIAL_HEADER_LEN, len(payload)
     while pos < end:
         if pos + 4 > end:
@@ -404,9 +447,22 @@ def _snappy_decode(payload: bytes) -> bytes:
         pos += 4
         if block_len < 0 or pos + block_len > end:
             raise ValueError(f"xerial snappy block of {block_len} bytes overruns the payload")
-        chunks.append(_snappy_raw(view[pos:pos + block_len]))
+        blocks.append(view[pos:pos + block_len])
         pos += block_len
-    return b"".join(chunks)
+    if _snappy_into is None:
+        return b"".join(_snappy_raw(block) for block in blocks)
+    if len(blocks) == 1:
+        return _snappy_raw(blocks[0])
+    length_of, decompress_into = _snappy_into
+    sizes = [length_of(block) for block in blocks]
+    out = bytearray(sum(sizes))
+    target = memoryview(out)
+    at = 0
+    for block, size in zip(blocks, sizes):
+        if decompress_into(block, target[at:at + size]) != size:
+            raise ValueError("snappy block decompressed to fewer bytes than its header says")
+        at += size
+    return out
 
 
 def _lz4_frame_decode(payload: bytes) -> bytes:
@@ -417,6 +473,8 @@ def _lz4_frame_decode(payload: bytes) -> bytes:
 
 
 _LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+#: Frame descriptor (FLG..) -> its correct header checksum byte; Kafka writes the same few descriptors.
+_lz4_header_checksums: Dict[bytes, int] = {}
 
 
 def _lz4_decode_kafka08(payload: bytes) -> bytes:
@@ -425,7 +483,8 @@ def _lz4_decode_kafka08(payload: bytes) -> bytes:
     Those versions computed the frame header checksum over the magic number as
     well as the descriptor (KAFKA-3160), which standard decoders reject. The
     checksum protects nothing a CRC-checked message does not, so recompute the
-    correct one and decode normally; correct frames pass unchanged.
+    correct one (memoised per descriptor) and decode normally; correct frames
+    pass unchanged.
     """
     if _lz4_frame is None:
         raise _CodecMissing("lz4 codec not installed (pip install lz4)")
@@ -435,7 +494,12 @@ def _lz4_decode_kafka08(payload: bytes) -> bytes:
     descriptor_end = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
     if len(payload) <= descriptor_end:
         raise ValueError("LZ4 frame header cut short")
-    checksum = (xxh32(payload[4:descriptor_end]) >> 8) & 0xFF
+    descriptor = payload[4:descriptor_end]
+    checksum = _lz4_header_checksums.get(descriptor)
+    if checksum is None:
+        checksum = (xxh32(descriptor) >> 8) & 0xFF
+        if len(_lz4_header_checksums) < 64:  # content sizes make descriptors vary; keep the cache small
+            _lz4_header_checksums[descriptor] = checksum
     if payload[descriptor_end] != checksum:
         payload = b"".join((payload[:descriptor_end], bytes((checksum,)), payload[descriptor_end + 1:]))
     return _lz4_frame(payload)
