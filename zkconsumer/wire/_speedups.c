@@ -745,7 +745,16 @@ static PyObject *py_decode(PyObject *module, PyObject *args) {
     scan_count(&s, delta, fetch_offset);
     block = block_alloc(s.kept, s.key_bytes, s.value_bytes, s.key_nulls, s.value_nulls);
     if (block == NULL) goto done;
-    scan_fill(&s, delta, fetch_offset, block);
+    /* The block is not shared yet: large fills (a decompressed wrapper's inner set can
+     * be tens of MB) copy without the GIL, if the buffer is read-only (the fill re-reads
+     * the sizes the count pass read; nobody may change them in between). */
+    if (view.readonly && s.stop - s.start >= NOGIL_THRESHOLD) {
+        Py_BEGIN_ALLOW_THREADS
+        scan_fill(&s, delta, fetch_offset, block);
+        Py_END_ALLOW_THREADS
+    } else {
+        scan_fill(&s, delta, fetch_offset, block);
+    }
     if (s.entries > 0) {
         next_offset = PyLong_FromLongLong(s.last_raw + delta + 1);
     } else {
@@ -794,20 +803,28 @@ static PyObject *py_concat(PyObject *module, PyObject *arg) {
         Py_DECREF(seq);
         return NULL;
     }
-    for (k = 0; k < count; k++) {
-        MessageBlock *b = (MessageBlock *)PySequence_Fast_GET_ITEM(seq, k);
-        int32_t kbase = out->koff[i], vbase = out->voff[i];
-        Py_ssize_t j;
-        memcpy(out->off + i, b->off, b->n * 8);
-        memcpy((char *)out->kdata + kbase, b->kdata, b->koff[b->n]);
-        memcpy((char *)out->vdata + vbase, b->vdata, b->voff[b->n]);
-        for (j = 0; j < b->n; j++) {
-            out->koff[i + j + 1] = kbase + b->koff[j + 1];
-            out->voff[i + j + 1] = vbase + b->voff[j + 1];
-            if (kn && !key_is_null(b, j)) set_bit((uint8_t *)out->kvalid, i + j);
-            if (vn && !value_is_null(b, j)) set_bit((uint8_t *)out->vvalid, i + j);
+    /* The blocks are immutable and held by seq, out is not shared yet: a large copy
+     * (the inner sets of a fetch of compressed wrappers) runs without the GIL. */
+    {
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        int nogil = kb + vb + n * 16 >= NOGIL_THRESHOLD;
+        PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
+        for (k = 0; k < count; k++) {
+            MessageBlock *b = (MessageBlock *)items[k];
+            int32_t kbase = out->koff[i], vbase = out->voff[i];
+            Py_ssize_t j;
+            memcpy(out->off + i, b->off, b->n * 8);
+            memcpy((char *)out->kdata + kbase, b->kdata, b->koff[b->n]);
+            memcpy((char *)out->vdata + vbase, b->vdata, b->voff[b->n]);
+            for (j = 0; j < b->n; j++) {
+                out->koff[i + j + 1] = kbase + b->koff[j + 1];
+                out->voff[i + j + 1] = vbase + b->voff[j + 1];
+                if (kn && !key_is_null(b, j)) set_bit((uint8_t *)out->kvalid, i + j);
+                if (vn && !value_is_null(b, j)) set_bit((uint8_t *)out->vvalid, i + j);
+            }
+            i += b->n;
         }
-        i += b->n;
+        if (nogil) PyEval_RestoreThread(ts);
     }
     Py_DECREF(seq);
     return (PyObject *)out;

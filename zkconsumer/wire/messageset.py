@@ -436,7 +436,7 @@ def _snappy_decode(payload: bytes) -> Any:
     if _snappy_raw is None:
         raise _CodecMissing("snappy codec not installed (pip install cramjam or python-snappy)")
     if len(payload) <= _XERIAL_HEADER_LEN or payload[:8] != _XERIAL_MAGIC:
-        return _snappy_raw(payload)
+        return _read_only(_snappy_raw(payload))
     view = memoryview(payload)
     blocks = []
     pos, end = _XERIAL_HEADER_LEN, len(payload)
@@ -452,7 +452,7 @@ def _snappy_decode(payload: bytes) -> Any:
     if _snappy_into is None:
         return b"".join(_snappy_raw(block) for block in blocks)
     if len(blocks) == 1:
-        return _snappy_raw(blocks[0])
+        return _read_only(_snappy_raw(blocks[0]))
     length_of, decompress_into = _snappy_into
     sizes = [length_of(block) for block in blocks]
     out = bytearray(sum(sizes))
@@ -462,7 +462,12 @@ def _snappy_decode(payload: bytes) -> Any:
         if decompress_into(block, target[at:at + size]) != size:
             raise ValueError("snappy block decompressed to fewer bytes than its header says")
         at += size
-    return out
+    return _read_only(out)
+
+
+def _read_only(buffer: Any) -> Any:
+    """A read-only view of a private decompression buffer (the C decoder copies out of those without the GIL)."""
+    return buffer if type(buffer) is bytes else memoryview(buffer).toreadonly()
 
 
 def _lz4_frame_decode(payload: bytes) -> bytes:
