@@ -51,7 +51,9 @@ Two implementations, one contract:
   sequence of ``(offset, key, value)`` tuples built on access. Per message it
   costs a header parse, a CRC (zlib's) and two ``memcpy``; no Python object is
   made until the message is handed out. Compressed wrappers are decompressed
-  here (the codecs are Python libraries) and their inner sets decoded in C.
+  here by the codec libraries (zlib, cramjam/python-snappy, lz4), which release
+  the GIL while they work; the inner sets of a run of wrappers are then decoded
+  in C into one block, also without the GIL when large.
 * :func:`decode_message_set_python`, the pure-Python reference, returns a list
   of tuples. It is used when the extension is missing or when the environment
   variable ``ZKCONSUMER_PURE_PYTHON`` is set (non-empty, not ``0``).
@@ -62,14 +64,14 @@ only rely on ``messages`` being a sequence of ``(offset, key, value)``.
 
 from __future__ import annotations
 
-import gzip
 import os
 import struct
 import zlib
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..errors import CorruptMessageError
 from ..fetch.partition_info import RawMessage
+from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only, xxh32
 
 __all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python",
            "UnsupportedCompressionError", "xxh32"]
@@ -161,6 +163,10 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
     block, stop, next_offset, status, bad_offset, reason = decode(buf, 0, fetch_offset, True)
     if status <= _speedups.TRUNCATED:  # the common case: no wrapper, nothing corrupt
         return DecodedMessageSet(block, stop, len(buf), fetch_offset if next_offset is None else next_offset)
+    if status == _speedups.WRAPPER and not block and _HAS_DECODE_INNER:
+        fast = _fast_wrappers(buf, stop, bad_offset, fetch_offset)
+        if fast is not None:
+            return fast
     blocks = [block] if block else []
     have = len(block)
     last = fetch_offset if next_offset is None else next_offset
@@ -189,6 +195,48 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
         return DecodedMessageSet(messages, bad.pos, len(buf), messages.last_offset + 1)
     messages = blocks[0] if len(blocks) == 1 else _speedups.concat(blocks)
     return DecodedMessageSet(messages, pos, len(buf), last if pos else fetch_offset)
+
+
+def _fast_wrappers(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Optional[DecodedMessageSet]:
+    """C path for a set made of compressed wrappers only (what Kafka's producers write).
+
+    Decompresses each wrapper from byte ``pos`` on (the first at ``offset``) and
+    decodes all the inner sets into one MessageBlock with one ``decode_inner``
+    call: no block per wrapper, no concatenation. Returns ``None`` (nothing
+    consumed; the caller decodes wrapper by wrapper) if anything is irregular:
+    an uncompressed message between wrappers, a corrupt entry or inner set, a
+    codec that cannot be decompressed. Then the general loop reports it exactly.
+    """
+    view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    decode = _speedups.decode
+    sets: List[Tuple[Any, Optional[int]]] = []
+    status = _speedups.WRAPPER
+    last = fetch_offset
+    while status == _speedups.WRAPPER:
+        size, _crc, magic, attributes = _WRAPPER_HEAD.unpack_from(view, pos + 8)
+        key_pos = pos + (30 if magic else 22)
+        key_len = _INT32.unpack_from(view, key_pos - 4)[0]
+        value_len_pos = key_pos + max(key_len, 0)
+        value_len = _INT32.unpack_from(view, value_len_pos)[0]
+        value = None if value_len < 0 else bytes(view[value_len_pos + 4:value_len_pos + 4 + value_len])
+        try:
+            raw = _inflate(pos, offset, magic, attributes & CODEC_MASK, value)
+        except _Corrupt:
+            return None
+        sets.append((read_only(raw), offset if magic >= 1 else None))
+        last = offset + 1
+        block, pos, next_offset, status, offset, _reason = decode(buf, pos + _LOG_OVERHEAD + size, fetch_offset, True)
+        if block or status == _speedups.CORRUPT:
+            return None
+        if next_offset is not None:  # uncompressed entries below the fetch offset between wrappers
+            last = next_offset
+    block, _bad, _reason = _speedups.decode_inner(sets, fetch_offset)
+    if block is None:
+        return None
+    return DecodedMessageSet(block, pos, len(buf), last)
+
+
+_HAS_DECODE_INNER = _speedups is not None and hasattr(_speedups, "decode_inner")
 
 
 def _fast_wrapper(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Tuple[Any, int]:
@@ -311,7 +359,7 @@ def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Opti
     raw = _inflate(pos, offset, magic, codec, value)
     inner: List[RawMessage] = []
     try:
-        _decode_entries(raw, _NO_FILTER, inner, False)
+        _decode_entries(raw if type(raw) is bytes else bytes(raw), _NO_FILTER, inner, False)
     except _Corrupt as bad:
         raise _Corrupt(pos, offset, f"inside compressed message: {bad.reason}") from None
     if magic >= 1 and inner:
@@ -322,165 +370,13 @@ def _wrapper_messages(pos: int, offset: int, magic: int, codec: int, value: Opti
     return inner
 
 
-def _inflate(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes]) -> bytes:
+def _inflate(pos: int, offset: int, magic: int, codec: int, value: Optional[bytes]) -> Any:
     """The decompressed inner message set of the wrapper at byte ``pos``; raises :class:`_Corrupt`."""
     if value is None:
         raise _Corrupt(pos, offset, "compressed message has a null value")
     try:
-        return _decompress(codec, magic, value)
-    except _CodecMissing as exc:
+        return decompress(codec, magic, value)
+    except CodecMissing as exc:
         raise _Corrupt(pos, offset, str(exc), unsupported=True) from None
     except Exception as exc:  # every codec library has its own error types
-        raise _Corrupt(pos, offset, f"{_CODEC_NAMES.get(codec, codec)} decompression failed: {exc!r}") from exc
-
-
-# --------------------------------------------------------------------------- codecs
-
-_CODEC_NAMES = {CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4"}
-
-
-class _CodecMissing(Exception):
-    """The library for a codec is not installed, or the codec is unknown."""
-
-
-def _decompress(codec: int, magic: int, payload: bytes) -> bytes:
-    """Decompress a wrapper's value with Kafka's framing for ``codec`` and ``magic``."""
-    if codec == CODEC_GZIP:
-        return gzip.decompress(payload)
-    if codec == CODEC_SNAPPY:
-        return _snappy_decode(payload)
-    if codec == CODEC_LZ4:
-        return _lz4_decode_kafka08(payload) if magic == 0 else _lz4_frame_decode(payload)
-    raise _CodecMissing(f"unknown compression codec {codec} for message format magic {magic}")
-
-
-def _load_snappy_raw() -> Optional[Callable[[bytes], bytes]]:
-    """The raw (unframed) snappy decompressor: cramjam's, else python-snappy's; ``None`` if neither."""
-    try:
-        import cramjam
-
-        raw = cramjam.snappy.decompress_raw
-        return lambda data: bytes(raw(data))
-    except ImportError:
-        pass
-    try:
-        import snappy
-
-        return snappy.uncompress
-    except ImportError:
-        return None
-
-
-def _load_lz4_frame() -> Optional[Callable[[bytes], bytes]]:
-    try:
-        import lz4.frame
-
-        return lz4.frame.decompress
-    except ImportError:
-        return None
-
-
-_snappy_raw = _load_snappy_raw()
-_lz4_frame = _load_lz4_frame()
-
-#: The header xerial's snappy-java writes in front of its framed blocks (Kafka's snappy).
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER_LEN = 16     # magic(8) version(4) compatible version(4)
-
-
-def _snappy_decode(payload: bytes) -> bytes:
-    """Snappy as Kafka writes it: xerial framing (int32 block length + raw block)*, or raw snappy."""
-    if _snappy_raw is None:
-        raise _CodecMissing("snappy codec not installed (pip install cramjam or python-snappy)")
-    if len(payload) <= _XERIAL_HEADER_LEN or payload[:8] != _XERIAL_MAGIC:
-        return _snappy_raw(payload)
-    view = memoryview(payload)
-    chunks = []
-    pos, end = _XERIAL_HEADER_LEN, len(payload)
-    while pos < end:
-        if pos + 4 > end:
-            raise ValueError("xerial snappy block length cut short")
-        block_len = _INT32.unpack_from(payload, pos)[0]
-        pos += 4
-        if block_len < 0 or pos + block_len > end:
-            raise ValueError(f"xerial snappy block of {block_len} bytes overruns the payload")
-        chunks.append(_snappy_raw(view[pos:pos + block_len]))
-        pos += block_len
-    return b"".join(chunks)
-
-
-def _lz4_frame_decode(payload: bytes) -> bytes:
-    """A standard LZ4 frame (magic-1 messages, Kafka 0.10+)."""
-    if _lz4_frame is None:
-        raise _CodecMissing("lz4 codec not installed (pip install lz4)")
-    return _lz4_frame(payload)
-
-
-_LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
-
-
-def _lz4_decode_kafka08(payload: bytes) -> bytes:
-    """An LZ4 frame as Kafka 0.8/0.9 wrote it (magic 0).
-
-    Those versions computed the frame header checksum over the magic number as
-    well as the descriptor (KAFKA-3160), which standard decoders reject. The
-    checksum protects nothing a CRC-checked message does not, so recompute the
-    correct one and decode normally; correct frames pass unchanged.
-    """
-    if _lz4_frame is None:
-        raise _CodecMissing("lz4 codec not installed (pip install lz4)")
-    if len(payload) < 7 or payload[:4] != _LZ4_FRAME_MAGIC:
-        raise ValueError("not an LZ4 frame")
-    flags = payload[4]
-    descriptor_end = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
-    if len(payload) <= descriptor_end:
-        raise ValueError("LZ4 frame header cut short")
-    checksum = (xxh32(payload[4:descriptor_end]) >> 8) & 0xFF
-    if payload[descriptor_end] != checksum:
-        payload = b"".join((payload[:descriptor_end], bytes((checksum,)), payload[descriptor_end + 1:]))
-    return _lz4_frame(payload)
-
-
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def _round(acc: int, lane: int) -> int:
-    return (_rotl((acc + lane * _P2) & _M32, 13) * _P1) & _M32
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """XXH32 of ``data`` (pure Python; used only on LZ4 frame headers, a few bytes long).
-
-    >>> hex(xxh32(b""))
-    '0x2cc5d05'
-    """
-    n = len(data)
-    pos = 0
-    if n >= 16:
-        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
-        while pos + 16 <= n:
-            lanes = struct.unpack_from("<4I", data, pos)
-            v = [_round(v[i], lanes[i]) for i in range(4)]
-            pos += 16
-        acc = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
-    else:
-        acc = (seed + _P5) & _M32
-    acc = (acc + n) & _M32
-    while pos + 4 <= n:
-        lane = struct.unpack_from("<I", data, pos)[0]
-        acc = (_rotl((acc + lane * _P3) & _M32, 17) * _P4) & _M32
-        pos += 4
-    while pos < n:
-        acc = (_rotl((acc + data[pos] * _P5) & _M32, 11) * _P1) & _M32
-        pos += 1
-    acc ^= acc >> 15
-    acc = (acc * _P2) & _M32
-    acc ^= acc >> 13
-    acc = (acc * _P3) & _M32
-    acc ^= acc >> 16
-    return acc
+        raise _Corrupt(pos, offset, f"{CODEC_NAMES.get(codec, codec)} decompression failed: {exc!r}") from exc
