@@ -30,11 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("zkconsumer", "spark_integration")
 
 #: Imported but deliberately undeclared, with the reason.
-UNDECLARED_ALLOWED = {
-    # wire/messageset.py tries cramjam's raw snappy first and falls back to python-snappy (declared);
-    # python-snappy >= 0.7 is itself built on cramjam.
-    "cramjam": "an optional faster snappy; python-snappy (declared) is the fallback",
-}
+UNDECLARED_ALLOWED: Dict[str, str] = {}
 
 
 @dataclass(frozen=True)
