@@ -60,7 +60,7 @@ from .config import ConsumerConfig
 from .errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError, ZkConsumerError, \
     ZooKeeperAccessError, ZooKeeperUnavailableError
 from .zookeeper.zkcalls import BoundedZooKeeper
-from .fetch.fetcher import FetcherManager
+from .fetch.manager import FetcherManager
 from .zookeeper.group import GroupClient
 from .zookeeper.lease import SessionLease, track_negotiated_timeout
 from .metrics import ConsumerMetrics, MetricsReporter, PauseTimingListener

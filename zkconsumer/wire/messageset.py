@@ -69,7 +69,9 @@ import zlib
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..errors import CorruptMessageError
-from ..fetch.partition_info import RawMessage
+
+#: One decoded message: ``(offset, key, value)`` (what fetchers hand to the streams' queues).
+RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
 
 __all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python",
            "UnsupportedCompressionError", "xxh32"]
