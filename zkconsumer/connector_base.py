@@ -3,7 +3,7 @@
 :class:`ConsumerConnectorBase` holds what a group member does whoever keeps the
 membership: it opens the ZooKeeper session (:mod:`kazoo`; used for brokers,
 topics and, by default, offsets), creates the group client
-(:mod:`.zookeeper.group`), the fetcher manager (:mod:`.fetch.fetcher`) and the
+(:mod:`.zookeeper.group`), the fetcher manager (:mod:`.fetch.manager`) and the
 streams (:mod:`.stream`), retries commits through outages, reports metrics and
 shuts down in one ordered, bounded sequence. Who decides which member consumes
 what is left to a subclass, through the hooks :meth:`~ConsumerConnectorBase._join`,
@@ -61,7 +61,7 @@ from .errors import (
     ZooKeeperAccessError,
     ZooKeeperUnavailableError,
 )
-from .fetch.fetcher import FetcherManager
+from .fetch.manager import FetcherManager
 from .fetch.partition_info import ChunkQueue
 from .metrics import ConsumerMetrics, MetricsReporter, PauseTimingListener
 from .offset_storage import make_offset_storage

@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaProducer
 
 from zkconsumer.errors import MessageSizeTooLargeError
-from zkconsumer.fetch.fetcher import FetcherManager, fetcher_id
+from zkconsumer.fetch.manager import FetcherManager, fetcher_id
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.zookeeper.zkformat import Broker, decode_broker
 

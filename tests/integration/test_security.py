@@ -197,7 +197,7 @@ def test_without_the_required_client_certificate_the_handshake_fails_promptly(se
 @pytest.mark.parametrize("case", ["no-client-cert", "other-ca"])
 def test_a_consumer_refused_by_tls_reports_it_and_does_not_hang(
         secure: LocalCluster, caplog: pytest.LogCaptureFixture, tmp_path, case: str) -> None:
-    caplog.set_level(logging.WARNING, logger="zkconsumer.fetch.fetcher")
+    caplog.set_level(logging.WARNING, logger="zkconsumer.fetch")
     topic, group = unique("tls-refused"), unique("g-refused")
     secure.create_topic(topic, partitions=1)
     secure.produce(topic, [b"unreachable"], partition=0)

@@ -17,7 +17,7 @@ import pytest
 
 from test_fetcher_unit import FakeCluster, make_config, our_threads
 from zkconsumer.errors import CorruptMessageError
-from zkconsumer.fetch.fetcher import FetcherManager
+from zkconsumer.fetch.manager import FetcherManager
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 
 TP = Tuple[str, int]

@@ -1,4 +1,4 @@
-"""zkconsumer.fetch.fetcher: fetcher ids (against Java) and partition bookkeeping over an in-memory fake cluster.
+"""zkconsumer.fetch.manager: fetcher ids (against Java) and partition bookkeeping over an in-memory fake cluster.
 
 The fake stands in for brokers at the connection level (``connection_factory``):
 it serves Metadata, Fetch (cutting message sets at ``max_bytes`` mid-message, as
@@ -20,7 +20,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, \
     MessageSizeTooLargeError
-from zkconsumer.fetch.fetcher import FetcherManager, fetcher_id
+from zkconsumer.fetch.manager import FetcherManager, fetcher_id
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.protocol import (
     BrokerMetadata, FetchPartition, FetchPartitionResponse, FetchResponse, MetadataResponse,

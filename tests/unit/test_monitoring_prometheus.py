@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from zkconsumer.errors import ConfigurationError
-from zkconsumer.fetch.fetcher import FetchStats
+from zkconsumer.fetch.fetch_stats import FetchStats
 from zkconsumer.metrics import ConsumerMetrics, PauseTimingListener
 from zkconsumer.monitoring.prometheus import instrument_connector
 from zkconsumer.rebalancer import RebalanceState, RebalanceStatus

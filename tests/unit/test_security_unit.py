@@ -284,7 +284,7 @@ def test_check_config_warns_when_ssl_files_are_set_for_plaintext(tls: SslFiles,
 
 def test_fetcher_manager_uses_the_security_context(tls: SslFiles) -> None:
     """FetcherManager builds its connections' context through broker_ssl_context (errors included)."""
-    from zkconsumer.fetch.fetcher import FetcherManager
+    from zkconsumer.fetch.manager import FetcherManager
 
     with pytest.raises(ConfigurationError, match="ssl.cafile"):
         FetcherManager(ssl_config(tls, **{"ssl.cafile": str(tls.client_key)}), list, pytest.fail)

@@ -27,8 +27,9 @@ import threading
 from collections import deque
 from typing import Callable, Deque, Iterable, Optional, Sequence, Tuple, Union
 
-#: One decoded message as fetchers deliver it: ``(offset, key, value)``.
-RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
+from ..wire.messageset import RawMessage
+
+__all__ = ["ChunkQueue", "FetchedDataChunk", "PartitionTopicInfo", "RawMessage", "SHUTDOWN"]
 
 
 class FetchedDataChunk:

@@ -70,8 +70,10 @@ import zlib
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..errors import CorruptMessageError
-from ..fetch.partition_info import RawMessage
 from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only, xxh32
+
+#: One decoded message: ``(offset, key, value)`` (what fetchers hand to the streams' queues).
+RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
 
 __all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python",
            "UnsupportedCompressionError", "xxh32"]

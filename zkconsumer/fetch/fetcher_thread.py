@@ -1,0 +1,418 @@
+"""A FetcherThread: fetches a set of partitions from one broker (Kafka's ConsumerFetcherThread).
+
+Back-pressure per partition: a fetcher never blocks on a stream's queue, so a
+stream whose consumer stops reading does not stop the fetching of partitions of
+other streams served by the same fetcher. A chunk that finds its queue full is
+*parked* on the partition's fetcher state (``fetched_offset`` does not move);
+the partition is not fetched again until that chunk is queued, and a partition
+whose queue is full *and* holds back a parked chunk of any partition is left out
+of the requests. Every queue a fetcher serves has a room listener
+(``ChunkQueue.add_room_listener``): when a consumer takes from a full queue, the
+listener queues the parked chunks of that queue right there, on the consumer's
+thread, if their partition locks are free (never waiting), and wakes the fetcher,
+which queues the rest (oldest partition state first) and fetches again. With every
+partition blocked, the fetcher waits for that signal (at most :data:`ROOM_WAIT_S`
+between checks), it does not spin. Per partition, chunks are queued in offset
+order: a partition has at most one parked chunk and is not fetched while it has one.
+
+Fetching ahead, as Kafka's fetcher does: Kafka's ConsumerFetcherThread sends its
+next request as soon as its last chunk went into the queue, full or not, so one
+response is on its way while the consumer reads the queued chunks. Here too, a
+full queue none of whose partitions has a parked chunk does not hold its
+partitions back: their data is fetched now and parked until there is room. The
+memory bound below is unchanged (it already counted one parked chunk per
+partition); the consumer no longer waits a whole broker round trip each time the
+queue drains. Unparking on the consumer's thread spares a thread hand-off per
+chunk: the fetcher thread needs the GIL to queue a chunk, and taking it from a
+busy iterating thread costs up to ``sys.getswitchinterval()`` (5 ms), about as
+long as reading a 1 MB chunk of small messages takes.
+
+Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its
+queue plus one parked chunk per partition of the stream (each at most
+``fetch.message.max.bytes`` of message data, decoded into its own buffers),
+plus, per fetcher thread, the one response being processed. A partition that
+leaves its fetcher (removed, handed back, stopped) drops its parked chunk; its
+``fetched_offset`` never moved past it, so the next fetch gets the same messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..errors import BrokerError, CorruptMessageError, MessageSizeTooLargeError, ZkConsumerError
+from ..wire.connection import BrokerConnection
+from ..wire.messageset import decode_message_set
+from ..wire.protocol import EARLIEST_TIME, ERROR_NAMES, LATEST_TIME, FetchPartition, FetchPartitionResponse, OffsetOutOfRangeError
+from .fetch_stats import FetchStats, error_kind
+from .partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+
+__all__ = ["FetcherThread", "FetcherKey", "ROOM_WAIT_S"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = Tuple[str, int]
+
+#: Longest wait of a fetcher whose partitions all wait for room before it looks again
+#: (room listeners normally wake it at once; this only bounds a missed signal).
+ROOM_WAIT_S = 0.2
+
+
+@dataclass(frozen=True)
+class FetcherKey:
+    """Identity of a fetcher thread: the leader's endpoint and the fetcher id (Kafka's BrokerAndFetcherId)."""
+
+    broker_id: int
+    host: str
+    port: int
+    fetcher_id: int
+
+
+class _PartitionState:
+    """A fetcher's view of one partition. ``lock`` is held while its data is processed.
+
+    ``parked`` is the one chunk fetched but not yet queued because the queue was
+    full: set and queued by the fetcher thread under ``lock``, dropped under
+    ``lock`` when the partition is removed.
+    """
+
+    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked")
+
+    def __init__(self, info: PartitionTopicInfo) -> None:
+        self.info = info
+        self.lock = threading.Lock()
+        self.removed = False
+        self.stalled = False            # an error chunk was queued or parked; never fetch again
+        self.delay_until = 0.0          # time.monotonic() before which not to fetch
+        self.high_watermark = -1
+        self.parked: Optional[FetchedDataChunk] = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.info.topic, self.info.partition)
+
+
+class FetcherThread(threading.Thread):
+    """Fetches a set of partitions from one broker (Kafka's ConsumerFetcherThread).
+
+    Created and owned by :class:`FetcherManager`; partitions come and go through
+    :meth:`add_partitions` / :meth:`remove_partitions`; :meth:`request_stop` then
+    ``join()`` ends it. ``hand_back(infos)`` is called (from this thread, with no
+    lock held) with partitions whose leader must be looked up again.
+    """
+
+    def __init__(self, key: FetcherKey, config: Any, connection: BrokerConnection,
+                 hand_back: Callable[[List[PartitionTopicInfo]], None],
+                 on_error: Callable[[BaseException], None],
+                 deliverable: Callable[[], bool] = lambda: True, stats: Optional[FetchStats] = None) -> None:
+        super().__init__(name=f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}",
+                         daemon=True)
+        self.key = key
+        self._config = config
+        self._conn = connection
+        self._hand_back = hand_back
+        self._on_error = on_error
+        self._deliverable = deliverable
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._partitions: Dict[TopicPartition, _PartitionState] = {}
+        self._queues: Dict[int, ChunkQueue] = {}  # queues whose room listener is ours (guarded by _lock)
+        self._room_events = 0  # how many times room appeared in one of them (guarded by _lock)
+        self._failures = 0  # consecutive failed fetches
+        #: Per-broker fetch counters (shared with the manager); ``_response_*`` total the response being processed.
+        self.stats = stats if stats is not None else FetchStats()
+        self._response_messages = 0
+        self._response_errors: List[str] = []
+        self.stopping = False
+
+    # ------------------------------------------------------------------ control (other threads)
+
+    def add_partitions(self, infos: Iterable[PartitionTopicInfo]) -> None:
+        """Start fetching ``infos`` from their ``fetched_offset``; partitions already held are kept."""
+        with self._cond:
+            for info in infos:
+                tp = (info.topic, info.partition)
+                if tp not in self._partitions:
+                    self._partitions[tp] = _PartitionState(info)
+                    if id(info.queue) not in self._queues:
+                        self._queues[id(info.queue)] = info.queue
+                        info.queue.add_room_listener(self._room_appeared)
+            self._cond.notify_all()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> List[PartitionTopicInfo]:
+        """Stop fetching ``tps``; return the infos that were held.
+
+        Returns once none of them can have a chunk queued any more (one being
+        processed is waited for). Their parked chunks, if any, are dropped:
+        their ``fetched_offset`` is still in front of those messages.
+        """
+        with self._lock:
+            removed = [self._partitions.pop(tp) for tp in set(tps) if tp in self._partitions]
+            for st in removed:
+                st.removed = True
+            used = {id(st.info.queue) for st in self._partitions.values()}
+            unused = [self._queues.pop(key) for key in list(self._queues) if key not in used]
+            for queue in unused:
+                queue.remove_room_listener(self._room_appeared)
+        for st in removed:
+            with st.lock:
+                st.parked = None
+        return [st.info for st in removed]
+
+    def partition_count(self) -> int:
+        with self._lock:
+            return len(self._partitions)
+
+    def snapshot(self) -> Dict[TopicPartition, Tuple[PartitionTopicInfo, int, bool, bool]]:
+        """``{tp: (info, last high watermark or -1, stalled, has a parked chunk)}`` for metrics."""
+        with self._lock:
+            return {tp: (st.info, st.high_watermark, st.stalled, st.parked is not None)
+                    for tp, st in self._partitions.items()}
+
+    def request_stop(self) -> None:
+        """Make the thread end soon: wakes its waits and aborts its socket."""
+        with self._cond:
+            self.stopping = True
+            self._cond.notify_all()
+        self._conn.abort()
+
+    def _room_appeared(self) -> None:
+        """Room listener of every queue served: a consumer took from a full queue (any thread, no queue lock).
+
+        Queues the parked chunks it can without waiting for a lock (see the module
+        docstring), then wakes the fetcher thread for the rest and the next fetch.
+        """
+        self._queue_parked(wait=False)
+        with self._cond:
+            self._room_events += 1
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        try:
+            while not self.stopping:
+                if not self._deliverable():  # e.g. the session lease lapsed: fetch nothing for now
+                    with self._cond:
+                        self._cond.wait(0.05)
+                    continue
+                with self._lock:
+                    seen = self._room_events
+                self._queue_parked()
+                batch = self._next_batch(seen)
+                if batch:
+                    self._fetch_once(batch)
+        except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
+            log.exception("%s died", self.name)
+            if not self.stopping:
+                self._on_error(exc)
+        finally:
+            with self._lock:
+                queues, self._queues = list(self._queues.values()), {}
+            for queue in queues:
+                queue.remove_room_listener(self._room_appeared)
+            self._conn.close()
+
+    def _next_batch(self, seen: int) -> List[_PartitionState]:
+        """Partitions to fetch now: not stalled, not delayed, no parked chunk, room in their queue.
+
+        Waits while there are none. Returns ``[]`` when stopping, and as soon as
+        a parked chunk could be queued or room appeared since ``seen`` (the
+        room-event count read before the caller last tried its parked chunks),
+        so the caller queues them first.
+        """
+        with self._cond:
+            while not self.stopping:
+                if self._room_events != seen:
+                    return []
+                now = time.monotonic()
+                ready: List[_PartitionState] = []
+                timeout: Optional[float] = None
+                # Queues holding back a parked chunk: their full queue keeps their partitions out.
+                blocked = {id(st.info.queue) for st in self._partitions.values() if st.parked is not None}
+                for st in self._partitions.values():
+                    if st.parked is not None:
+                        if st.info.queue.has_room():
+                            return []  # queue it first
+                        timeout = ROOM_WAIT_S if timeout is None else min(timeout, ROOM_WAIT_S)
+                    elif st.stalled:
+                        continue
+                    elif st.delay_until > now:
+                        delay = st.delay_until - now
+                        timeout = delay if timeout is None else min(timeout, delay)
+                    elif id(st.info.queue) in blocked and not st.info.queue.has_room():
+                        timeout = ROOM_WAIT_S if timeout is None else min(timeout, ROOM_WAIT_S)
+                    else:
+                        ready.append(st)
+                if ready:
+                    return ready
+                self._cond.wait(timeout)
+            return []
+
+    def _queue_parked(self, wait: bool = True) -> None:
+        """Queue every parked chunk whose queue has room now (each partition's offset order is kept).
+
+        ``wait=False`` (room listeners, on a consumer's thread): skip a partition
+        whose lock is taken (the fetcher thread is processing it) instead of waiting.
+        """
+        with self._lock:
+            parked = [st for st in self._partitions.values() if st.parked is not None]
+        for st in parked:
+            if not st.lock.acquire(wait):
+                continue
+            try:
+                chunk = st.parked
+                if chunk is None or st.removed or self.stopping or not self._deliverable():
+                    continue
+                if st.info.offer(chunk):
+                    st.parked = None
+            finally:
+                st.lock.release()
+
+    def _fetch_once(self, batch: Sequence[_PartitionState]) -> None:
+        """One Fetch request for ``batch`` and the processing of its response."""
+        failed: List[TopicPartition] = []
+        requested: Dict[TopicPartition, Tuple[_PartitionState, int]] = {}
+        for st in batch:
+            offset = self._position(st)
+            if offset is None:
+                failed.append(st.tp)
+            elif offset >= 0:
+                requested[st.tp] = (st, offset)
+        if requested:
+            failed.extend(self._fetch_and_process(requested))
+        if failed:
+            self._give_back(failed)
+
+    def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[_PartitionState, int]]) -> List[TopicPartition]:
+        """Send the fetch; returns partitions to hand back."""
+        max_bytes = self._config.fetch_message_max_bytes
+        wanted = [FetchPartition(t, p, offset, max_bytes) for (t, p), (_, offset) in requested.items()]
+        try:
+            response = self._conn.fetch(wanted, self._config.fetch_wait_max_ms, self._config.fetch_min_bytes)
+        except BrokerError as exc:
+            if self.stopping:
+                return []
+            self._failures += 1
+            self.stats.record_failure(self.key.broker_id, error_kind(exc))
+            # The LeaderFinder retries every refresh.leader.backoff.ms until the
+            # controller moves leadership: warn once per outage, not per retry.
+            log.log(logging.WARNING if self._failures == 1 else logging.DEBUG,
+                    "%s: fetch from broker %s failed (%s); handing its partitions back", self.name,
+                    self._conn.address, exc)
+            with self._lock:  # stalled ones stay: their error was delivered, nothing more to fetch
+                return [tp for tp, st in self._partitions.items() if not st.stalled]
+        self._failures = 0
+        failed = []
+        size = 0
+        self._response_messages, self._response_errors = 0, []
+        try:
+            for part in response.partitions:
+                size += len(part.message_set)
+                entry = requested.get((part.topic, part.partition))
+                if entry is not None and not self._process(entry[0], entry[1], part):
+                    failed.append((part.topic, part.partition))
+        finally:  # once per response: no per-message cost
+            self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors)
+        return failed
+
+    def _give_back(self, tps: List[TopicPartition]) -> None:
+        infos = self.remove_partitions(tps)
+        if infos:
+            self._hand_back(infos)
+
+    # ------------------------------------------------------------------ per partition
+
+    def _position(self, st: _PartitionState) -> Optional[int]:
+        """The offset to fetch from; places a negative position per auto.offset.reset first.
+
+        Returns ``None`` if the partition must go back to the LeaderFinder, ``-1``
+        to skip it this round (removed meanwhile).
+        """
+        offset = st.info.fetched_offset
+        if offset >= 0:
+            return offset
+        with st.lock:
+            if st.removed or self.stopping:
+                return -1
+            return st.info.fetched_offset if self._reset_offset(st, st.info.fetched_offset) else None
+
+    def _process(self, st: _PartitionState, fetch_offset: int, part: FetchPartitionResponse) -> bool:
+        """Handle one partition of a fetch response; ``False`` = hand it back to the LeaderFinder."""
+        with st.lock:
+            if st.removed or self.stopping:
+                return True
+            if part.high_watermark >= 0:
+                st.high_watermark = part.high_watermark
+            if part.error_code != 0:
+                self._response_errors.append(ERROR_NAMES.get(part.error_code, f"UNKNOWN_{part.error_code}"))
+            if part.error_code == 0:
+                self._deliver(st, fetch_offset, part.message_set)
+                return True
+            if part.error_code == OffsetOutOfRangeError.error_code:
+                return self._reset_offset(st, fetch_offset)
+            log.info("%s: %s-%d: broker %d reports error code %d; looking up its leader again",
+                     self.name, part.topic, part.partition, self.key.broker_id, part.error_code)
+            return False
+
+    def _deliver(self, st: _PartitionState, fetch_offset: int, message_set: memoryview) -> None:
+        """Decode and queue, or park if the queue is full (never blocks); caller holds ``st.lock``."""
+        info = st.info
+        if info.fetched_offset != fetch_offset:
+            return  # the position moved (reset) since the request went out: stale data
+        if not self._deliverable():
+            return  # not ours to hand out right now; fetched_offset is unchanged, so it is fetched again
+        try:
+            decoded = decode_message_set(message_set, info.topic, info.partition, fetch_offset)
+        except CorruptMessageError as exc:
+            self._stall(st, fetch_offset, exc)
+            return
+        if decoded.messages:
+            self._response_messages += len(decoded.messages)
+            self._queue_or_park(st, FetchedDataChunk(info, fetch_offset, decoded.messages))
+        elif decoded.too_large:
+            self._stall(st, fetch_offset, MessageSizeTooLargeError(
+                info.topic, info.partition, fetch_offset, self._config.fetch_message_max_bytes))
+        elif decoded.valid_bytes:
+            # Complete entries but none at or after the fetch offset: a broker never
+            # sends that; back off rather than spin on it.
+            log.warning("%s: %s-%d: no message at or after offset %d in %d bytes (next offset %d); retrying later",
+                        self.name, info.topic, info.partition, fetch_offset, decoded.valid_bytes, decoded.next_offset)
+            st.delay_until = time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0
+
+    def _queue_or_park(self, st: _PartitionState, chunk: FetchedDataChunk) -> None:
+        """Queue ``chunk`` now, or park it until its queue has room; caller holds ``st.lock``."""
+        if not st.info.offer(chunk):
+            st.parked = chunk
+
+    def _stall(self, st: _PartitionState, fetch_offset: int, error: ZkConsumerError) -> None:
+        """Queue (or park) ``error`` for the iterator and stop fetching the partition (no refetch spin)."""
+        st.stalled = True
+        self._queue_or_park(st, FetchedDataChunk(st.info, fetch_offset, (), error))
+        log.error("%s: stopped fetching %s-%d: %s", self.name, st.info.topic, st.info.partition, error)
+
+    def _reset_offset(self, st: _PartitionState, fetch_offset: int) -> bool:
+        """Move a partition whose position is invalid to the earliest/latest offset (auto.offset.reset)."""
+        info = st.info
+        if info.fetched_offset != fetch_offset:
+            return True
+        smallest = self._config.auto_offset_reset == "smallest"
+        try:
+            offset = self._conn.list_offsets(info.topic, info.partition, EARLIEST_TIME if smallest else LATEST_TIME)
+        except BrokerError as exc:
+            if not self.stopping:
+                log.warning("%s: %s-%d: could not look up the %s offset: %s", self.name, info.topic,
+                            info.partition, "earliest" if smallest else "latest", exc)
+            return False
+        if fetch_offset >= 0:
+            log.warning("%s: %s-%d: offset %d is out of range; reset to %d (auto.offset.reset=%s)", self.name,
+                        info.topic, info.partition, fetch_offset, offset, self._config.auto_offset_reset)
+        else:
+            log.info("%s: %s-%d: no committed offset; starting at %d (auto.offset.reset=%s)", self.name,
+                     info.topic, info.partition, offset, self._config.auto_offset_reset)
+        info.reset_offsets(offset)
+        return True
+

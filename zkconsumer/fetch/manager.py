@@ -1,0 +1,375 @@
+"""Fetching: Kafka's ConsumerFetcherManager, with its LeaderFinder and fetcher threads.
+
+
+Threads and who owns what::
+
+    start_connections(infos) ──▶ partitions without a leader ──▶ LeaderFinder (1 thread)
+                                         ▲                           │ Metadata request to any live broker
+                 hand back on error      │                           ▼
+                 (NOT_LEADER, ...) ──────┴──── FetcherThread per (leader broker, fetcher id)
+                                                  │ Fetch at info.fetched_offset
+                                                  ▼
+                                       PartitionTopicInfo.offer ──▶ ChunkQueue ──▶ iterator
+                                          │ queue full?                 │ room appeared
+                                          ▼                             │ (room listener)
+                                       parked chunk (1 per partition) ◀─┘
+
+* The **LeaderFinder** sleeps on a condition while every partition has a
+  fetcher. When some do not, it asks the live brokers (``brokers()``, tried in
+  random order until one answers) for Metadata of their topics, gives every
+  partition that has a leader to the fetcher thread of ``(leader, fetcher id)``
+  (starting it on demand), shuts down fetchers left without partitions, then
+  waits ``refresh.leader.backoff.ms`` before its next pass.
+* A **FetcherThread** fetches its partitions in one request from their
+  ``fetched_offset``: every partition whose stream queue has room and that has
+  no parked chunk (back-pressure per partition, below). Per partition: data is
+  decoded and queued, or parked if the queue is full; OFFSET_OUT_OF_RANGE resets the
+  position per ``auto.offset.reset``; a message over the fetch size or a corrupt
+  message becomes an error chunk the iterator raises (once; the partition then
+  stops fetching); any other error (NOT_LEADER_FOR_PARTITION,
+  UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, ...) hands the partition
+  back to the LeaderFinder; a connection failure hands back all of them.
+* A partition whose position is negative (no committed offset) is first placed
+  per ``auto.offset.reset`` (Kafka's ``PartitionTopicInfo.isOffsetInvalid``).
+
+Fetcher threads (back-pressure per partition, memory bound) are described in
+:mod:`zkconsumer.fetch.fetcher_thread`; the LeaderFinder in :mod:`zkconsumer.fetch.leader_finder`.
+
+Exactly-once delivery across re-homing: ``info.fetched_offset`` is the only
+fetch position; it advances only after a chunk is queued (not when parked), and a fetcher only
+gives a partition back after it finished processing it, so the next fetcher
+starts exactly where the previous one stopped. A partition's data is processed
+(fetch result or parked chunk) under a per-partition lock that removal also
+takes after flagging the partition: once removal returns, no chunk for that
+partition can be queued any more.
+
+Failures: expected ones (brokers down, metadata unavailable) are logged and
+retried after the backoff. An unexpected exception in a thread is passed to
+``on_error`` (the connector re-raises it to the application) and ends that
+thread; its partitions stay with it until ``stop_connections``.
+
+Lock order (outer first): ``_lifecycle`` > ``_fetchers_lock`` > ``_cond`` (manager
+state) > a fetcher's ``_lock`` > a queue's lock. A fetcher thread never holds a
+partition lock while taking a manager lock. Room listeners run with no queue
+lock held and take only the fetcher's ``_lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from ..assignors import java_string_hash
+from ..errors import ConsumerShutdownError
+from ..security import broker_ssl_context
+from ..wire.connection import BrokerConnection
+from ..wire.protocol import MetadataResponse
+from .fetch_stats import FetchStats
+from .fetcher_thread import FetcherKey, FetcherThread
+from .leader_finder import LeaderFinder
+from .partition_info import PartitionTopicInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..zookeeper.zkformat import Broker
+
+__all__ = ["FetcherManager", "fetcher_id"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = Tuple[str, int]
+ConnectionFactory = Callable[[str, int], BrokerConnection]
+
+_INT32_MIN = -(1 << 31)
+
+
+def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
+    """Which of a broker's ``num.consumer.fetchers`` threads fetches ``topic``/``partition``.
+
+    Kafka's ``AbstractFetcherManager.getFetcherId``:
+    ``Utils.abs(31 * topic.hashCode() + partition) % numFetchers`` in Java ``int``
+    arithmetic (wrapping at 32 bits; ``Utils.abs(Integer.MIN_VALUE)`` is 0).
+
+    >>> fetcher_id("events", 0, 2), fetcher_id("events", 1, 2)   # hashCode("events") = -1291329255
+    (1, 0)
+    """
+    h = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (0 if h == _INT32_MIN else abs(h)) % num_fetchers
+
+
+class FetcherManager:
+    """Runs the LeaderFinder and the fetcher threads for a set of owned partitions.
+
+    Usage (by the rebalancer): ``start_connections(infos)`` after claiming
+    partitions, ``stop_connections()`` before releasing them (and before clearing
+    the queues), repeated any number of times; ``shutdown()`` at the end.
+
+    ``brokers()`` returns the live brokers (from ZooKeeper ``/brokers/ids``) to
+    bootstrap metadata requests; it is called on every LeaderFinder pass and may
+    raise (retried after the backoff). ``on_error(exc)`` receives unexpected
+    exceptions from the background threads. ``sleep`` replaces the LeaderFinder's
+    backoff wait (tests); by default that wait ends early when stopping.
+    ``connection_factory(host, port)`` replaces :class:`BrokerConnection` (tests).
+    While ``deliverable()`` is false (the connector's session lease lapsed),
+    fetcher threads neither fetch nor queue; positions do not move, so nothing
+    is skipped when it becomes true again.
+    """
+
+    def __init__(self, config: Any, brokers: Callable[[], Sequence["Broker"]],
+                 on_error: Callable[[BaseException], None], *, sleep: Callable[[float], None] = time.sleep,
+                 connection_factory: Optional[ConnectionFactory] = None,
+                 deliverable: Callable[[], bool] = lambda: True) -> None:
+        self._config = config
+        self._brokers = brokers
+        self._on_error = on_error
+        self._sleep = sleep
+        self._ssl_context = broker_ssl_context(config)
+        self._connection_factory = connection_factory
+        self._deliverable = deliverable
+        self._lifecycle = threading.RLock()
+        self._fetchers_lock = threading.Lock()
+        self._fetchers: Dict[FetcherKey, FetcherThread] = {}
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._partitions: Dict[TopicPartition, PartitionTopicInfo] = {}
+        self._leaderless: Set[TopicPartition] = set()
+        self._leaders: Dict[TopicPartition, int] = {}
+        self._announced: Dict[TopicPartition, int] = {}  # last leader logged per partition (LeaderFinder only)
+        self._leader_finder: Optional[LeaderFinder] = None
+        self._shut_down = False
+        self._generation = 0
+        #: Cumulative per-broker fetch counters of every fetcher thread this manager ran.
+        self.fetch_stats = FetchStats()
+
+    # ------------------------------------------------------------------ public
+
+    def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None:
+        """Begin fetching ``infos`` (each from its ``fetched_offset``); starts the LeaderFinder.
+
+        May be called again without :meth:`stop_connections` to add partitions; a
+        partition given again with a different info object is removed first.
+        Raises ConsumerShutdownError after :meth:`shutdown`.
+        """
+        infos = list(infos)
+        with self._lifecycle:
+            if self._shut_down:
+                raise ConsumerShutdownError("the fetcher manager was shut down")
+            with self._fetchers_lock:
+                with self._cond:
+                    replaced = [tp for tp, info in self._by_tp(infos).items()
+                                if tp in self._partitions and self._partitions[tp] is not info]
+                for fetcher in self._fetchers.values():
+                    fetcher.remove_partitions(replaced)
+                with self._cond:
+                    for tp, info in self._by_tp(infos).items():
+                        if self._partitions.get(tp) is not info:
+                            self._partitions[tp] = info
+                            self._leaderless.add(tp)
+                            self._leaders.pop(tp, None)
+                    self._cond.notify_all()
+            if self._leader_finder is None:
+                self._generation += 1
+                self._leader_finder = LeaderFinder(
+                    self, f"zkconsumer-leader-finder-{self._config.client_id}-{self._generation}")
+                self._leader_finder.start()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``tps`` (and forget them) while the others go on.
+
+        Used by the rebalancer for partitions that move away: the others keep
+        their fetcher, position and queued chunks. Returns when no chunk for
+        ``tps`` can be queued any more; fetchers left without partitions are
+        stopped and joined.
+        """
+        tps = set(tps)
+        if not tps:
+            return
+        with self._lifecycle:
+            with self._fetchers_lock:
+                for fetcher in self._fetchers.values():
+                    fetcher.remove_partitions(tps)
+                with self._cond:
+                    for tp in tps:
+                        self._partitions.pop(tp, None)
+                        self._leaders.pop(tp, None)
+                        self._announced.pop(tp, None)
+                    self._leaderless -= tps
+            self._shutdown_idle_fetchers()
+
+    def stop_connections(self) -> None:
+        """Stop the LeaderFinder and every fetcher, join them all, forget every partition.
+
+        After it returns no chunk is queued by this manager until the next
+        :meth:`start_connections`. Parked chunks (waiting for room in a full
+        queue) are dropped with their fetchers; their positions never moved past them.
+        """
+        with self._lifecycle:
+            finder, self._leader_finder = self._leader_finder, None
+            if finder is not None:
+                finder.request_stop()
+                finder.join()
+            with self._fetchers_lock:
+                fetchers = list(self._fetchers.values())
+                self._fetchers.clear()
+            for fetcher in fetchers:
+                fetcher.request_stop()
+            for fetcher in fetchers:
+                fetcher.join()
+            with self._cond:
+                self._partitions.clear()
+                self._leaderless.clear()
+                self._leaders.clear()
+
+    def shutdown(self) -> None:
+        """Stop everything (as :meth:`stop_connections`); idempotent; later starts raise."""
+        with self._lifecycle:
+            self._shut_down = True
+            self.stop_connections()
+
+    def metrics(self) -> Dict[str, Any]:
+        """A snapshot for monitoring.
+
+        ``partitions``: ``{"topic-partition": {...}}`` with ``fetched_offset``,
+        ``consumed_offset``, ``high_watermark`` (``None`` until fetched),
+        ``fetch_lag`` (high watermark - fetched offset), ``consumer_lag`` (high
+        watermark - consumed offset), ``leader`` (broker id or ``None``),
+        ``fetcher`` (thread name or ``None``), ``stalled`` (an error chunk was
+        queued or parked) and ``parked`` (a fetched chunk waits for room in its
+        stream's queue: that stream is not being read fast enough).
+        ``fetchers``: ``{thread name: {"broker", "fetcher_id", "partitions", "alive"}}``.
+        ``partitions_without_leader``: how many wait for the LeaderFinder.
+        ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "errors": {kind: n}}}``,
+        cumulative since the manager was created (see :class:`FetchStats`).
+        """
+        with self._fetchers_lock:
+            fetchers = dict(self._fetchers)
+        held = {key: f.snapshot() for key, f in fetchers.items()}
+        with self._cond:
+            infos = dict(self._partitions)
+            leaders = dict(self._leaders)
+            leaderless = len(self._leaderless)
+        where: Dict[TopicPartition, Tuple[str, int, bool, bool]] = {}
+        for key, snap in held.items():
+            for tp, (_, hw, stalled, parked) in snap.items():
+                where[tp] = (fetchers[key].name, hw, stalled, parked)
+        partitions = {}
+        for tp, info in sorted(infos.items()):
+            name, hw, stalled, parked = where.get(tp, (None, -1, False, False))
+            partitions[f"{tp[0]}-{tp[1]}"] = {
+                "topic": tp[0], "partition": tp[1],
+                "fetched_offset": info.fetched_offset, "consumed_offset": info.consumed_offset,
+                "high_watermark": hw if hw >= 0 else None,
+                "fetch_lag": max(0, hw - info.fetched_offset) if hw >= 0 and info.fetched_offset >= 0 else None,
+                "consumer_lag": max(0, hw - info.consumed_offset) if hw >= 0 and info.consumed_offset >= 0 else None,
+                "leader": leaders.get(tp), "fetcher": name, "stalled": stalled, "parked": parked,
+            }
+        return {
+            "partitions": partitions,
+            "fetchers": {f.name: {"broker": key.broker_id, "fetcher_id": key.fetcher_id,
+                                  "partitions": len(held[key]), "alive": f.is_alive()}
+                         for key, f in fetchers.items()},
+            "partitions_without_leader": leaderless,
+            "brokers": self.fetch_stats.snapshot(),
+        }
+
+    # ------------------------------------------------------------------ used by the threads
+
+    @staticmethod
+    def _by_tp(infos: Iterable[PartitionTopicInfo]) -> Dict[TopicPartition, PartitionTopicInfo]:
+        return {(info.topic, info.partition): info for info in infos}
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _report(self, exc: BaseException) -> None:
+        try:
+            self._on_error(exc)
+        except Exception:  # noqa: BLE001 - a failing callback must not hide the original error
+            log.exception("on_error callback failed")
+
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        if self._connection_factory is not None:
+            return self._connection_factory(host, port)
+        c = self._config
+        return BrokerConnection(host, port, c.client_id, c.socket_timeout_ms, c.socket_receive_buffer_bytes,
+                                self._ssl_context)
+
+    def _wait_for_leaderless(self, stop: threading.Event) -> Set[TopicPartition]:
+        """Block until some partition lacks a leader; returns them (empty set when stopping)."""
+        with self._cond:
+            while not self._leaderless and not stop.is_set():
+                self._cond.wait()
+            return set() if stop.is_set() else set(self._leaderless)
+
+    def _backoff(self, stop: threading.Event) -> None:
+        seconds = self._config.refresh_leader_backoff_ms / 1000.0
+        if self._sleep is time.sleep:
+            stop.wait(seconds)
+        else:
+            self._sleep(seconds)
+
+    def _hand_back(self, infos: List[PartitionTopicInfo]) -> None:
+        """A fetcher gave these up: find their leader again (unless they were replaced or dropped)."""
+        with self._cond:
+            for info in infos:
+                tp = (info.topic, info.partition)
+                if self._partitions.get(tp) is info:
+                    self._leaderless.add(tp)
+                    self._leaders.pop(tp, None)
+            self._cond.notify_all()
+
+    def _assign_leaders(self, metadata: MetadataResponse, stop: threading.Event) -> None:
+        """Give every leaderless partition that has a live leader to its fetcher thread."""
+        found: Dict[TopicPartition, FetcherKey] = {}
+        num = max(1, int(self._config.num_consumer_fetchers))
+        for topic in metadata.topics:
+            for pm in topic.partitions:
+                leader = metadata.broker(pm.leader) if pm.leader >= 0 else None
+                if leader is not None:
+                    found[(topic.topic, pm.partition)] = FetcherKey(
+                        leader.node_id, leader.host, leader.port, fetcher_id(topic.topic, pm.partition, num))
+        with self._fetchers_lock:
+            with self._cond:
+                if stop.is_set():
+                    return
+                chosen = {tp: (self._partitions[tp], found[tp]) for tp in self._leaderless if tp in found}
+                self._leaderless.difference_update(chosen)
+                for tp, (_, key) in chosen.items():
+                    self._leaders[tp] = key.broker_id
+            groups: Dict[FetcherKey, List[PartitionTopicInfo]] = {}
+            for _tp, (info, key) in sorted(chosen.items()):
+                groups.setdefault(key, []).append(info)
+            for key, infos in groups.items():
+                self._fetcher_for(key).add_partitions(infos)
+        if chosen:
+            # While a dead leader is still in the metadata, the same assignment repeats
+            # every backoff: log it at INFO only when it changes.
+            moves = {tp: key.broker_id for tp, (_, key) in chosen.items()}
+            level = logging.DEBUG if all(self._announced.get(tp) == b for tp, b in moves.items()) else logging.INFO
+            self._announced.update(moves)
+            log.log(level, "fetching %s", ", ".join(f"{t}-{p} from broker {b}" for (t, p), b in sorted(moves.items())))
+
+    def _fetcher_for(self, key: FetcherKey) -> FetcherThread:
+        """The fetcher thread for ``key``, started on demand (caller holds ``_fetchers_lock``)."""
+        fetcher = self._fetchers.get(key)
+        if fetcher is None or not fetcher.is_alive():  # a dead one already reported its error
+            fetcher = FetcherThread(key, self._config, self._connect(key.host, key.port), self._hand_back,
+                                    self._report, self._deliverable, self.fetch_stats)
+            self._fetchers[key] = fetcher
+            fetcher.start()
+        return fetcher
+
+    def _shutdown_idle_fetchers(self) -> None:
+        """Stop and join fetchers left without partitions (Kafka's shutdownIdleFetcherThreads)."""
+        with self._fetchers_lock:
+            idle = [key for key, f in self._fetchers.items() if f.partition_count() == 0]
+            fetchers = [self._fetchers.pop(key) for key in idle]
+        for fetcher in fetchers:
+            fetcher.request_stop()
+        for fetcher in fetchers:
+            fetcher.join()
+
