@@ -167,7 +167,8 @@ class _PyCursor:
                 key = self._key_decoder(key)
             if self._value_decoder is not None:
                 value = self._value_decoder(value)
-            return self._message_type(info.topic, info.partition, offset, key, value)
+            message: MessageAndMetadata = self._message_type(info.topic, info.partition, offset, key, value)
+            return message
         self._clear()
         return None
 
@@ -195,7 +196,7 @@ _GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 _CursorBase: Any = _speedups.Cursor if _speedups is not None and _GIL else _PyCursor
 
 
-class ConsumerIterator(_CursorBase):  # type: ignore[misc,valid-type]
+class ConsumerIterator(_CursorBase):  # type: ignore[misc]
     """The single iterator of one :class:`KafkaStream`; see the module docstring.
 
     ``delivered_messages`` / ``delivered_bytes`` count the messages and key+value
@@ -276,7 +277,8 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc,valid-type]
             with self._lock:
                 rest = self._take_rest()
                 if rest is not None:
-                    batch = self._hand_out_batch(arrow, *rest, max_rows)
+                    info, messages, pos = rest
+                    batch = self._hand_out_batch(arrow, info, messages, pos, max_rows)
                     if batch is not None:
                         return batch
                     continue
@@ -291,13 +293,14 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc,valid-type]
         consumed = info.consumed_offset
         end = len(messages)
         if _speedups is not None and type(messages) is _speedups.MessageBlock:
-            start = max(pos, messages.bisect(consumed))
+            block: Any = messages  # the C decoder's MessageBlock
+            start = max(pos, block.bisect(consumed))
             stop = end if max_rows is None else min(end, start + max_rows)
             if start >= stop:
                 return None
             batch = arrow.record_batch(info.topic, info.partition, messages, start, stop)
-            last = messages.offset_at(stop - 1)
-            size = messages.payload_bytes(start, stop)
+            last = block.offset_at(stop - 1)
+            size = block.payload_bytes(start, stop)
         else:
             rows = [m for m in messages[pos:] if m[0] >= consumed]
             if max_rows is not None and len(rows) > max_rows:

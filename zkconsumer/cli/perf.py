@@ -29,6 +29,7 @@ import sys
 from typing import TYPE_CHECKING, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..config import PropertyValue
     from ..stream import KafkaStream
 
 from .common import EXIT_OK, CliError, common_options, positive_int
@@ -65,9 +66,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.set_defaults(run=run_perf_command)
 
 
-def perf_properties(args: argparse.Namespace) -> Dict[str, object]:
+def perf_properties(args: argparse.Namespace) -> Dict[str, PropertyValue]:
     """The connector's properties: ``--property`` values, then what the options set (the options win)."""
-    props: Dict[str, object] = dict(args.property)
+    props: Dict[str, PropertyValue] = dict(args.property)
     props.update({
         "zookeeper.connect": args.zookeeper,
         "group.id": args.group or f"perf-consumer-{random.randrange(100000)}",

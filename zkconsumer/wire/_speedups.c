@@ -691,7 +691,7 @@ static PyObject *block_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static PyTypeObject MessageBlockType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "zkconsumer._speedups.MessageBlock",
+    .tp_name = "zkconsumer.wire._speedups.MessageBlock",
     .tp_doc = "The messages of one fetched chunk in Arrow layout; a read-only sequence of "
               "(offset, key, value) tuples.",
     .tp_basicsize = sizeof(MessageBlock),
@@ -1332,7 +1332,7 @@ static PyGetSetDef cursor_getset[] = {
 
 static PyTypeObject CursorType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "zkconsumer._speedups.Cursor",
+    .tp_name = "zkconsumer.wire._speedups.Cursor",
     .tp_doc = "Per-message engine of zkconsumer.stream.ConsumerIterator (subclass it; define _refill).",
     .tp_basicsize = sizeof(Cursor),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -1362,7 +1362,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "zkconsumer._speedups",
+    PyModuleDef_HEAD_INIT, "zkconsumer.wire._speedups",
     "Optional C accelerator of zkconsumer.messageset and zkconsumer.stream.", -1, module_methods,
 };
 
