@@ -2,7 +2,8 @@
 
 For each message size (default 100, 1000 and 10,000 bytes) and codec (default none)
 it creates a 6-partition topic, fills it with Kafka's ProducerPerformance
-(``compression.type`` = the codec), then runs, in rotating order for ``--rounds``
+(``compression.type`` = the codec; its payload is one byte value repeated, so
+compressed topics compress far better than real data), then runs, in rotating order for ``--rounds``
 rounds, each consumer from the log start as a new group member, for the same N:
 
 * ``kafka``: ``kafka.tools.ConsumerPerformance --zookeeper`` (Kafka 0.9.0.1's Scala consumer,
