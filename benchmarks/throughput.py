@@ -154,6 +154,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 report.append(text)
                 results["topics"].append({"size": size, "codec": codec, "messages": n, "slow_messages": slow_n,
                                           "produce_seconds": produced_in, "rounds": rounds, "rows": rows})
+                log("table so far:\n" + text)
+                if args.json:  # after every topic, so an interrupted run keeps what it measured
+                    Path(args.json).write_text(json.dumps(results, indent=1))
     steals = [m["steal_pct"] for t in results["topics"] for r in t["rounds"] for m in r.values()
               if m.get("steal_pct") is not None] or [0.0]
     loads = [x for t in results["topics"] for r in t["rounds"] for m in r.values() for x in m["load"]] or [0.0]
