@@ -88,6 +88,25 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+ATTEMPTS = 3
+
+
+def run_complete(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_jvm: str) -> Dict[str, Any]:
+    """``tool``'s measurement of all ``n`` messages, with a new group each attempt.
+
+    Kafka's tool hard-codes ``consumer.timeout.ms=1000`` (and ``zkconsumer perf`` defaults to it),
+    so on a starved machine a one-second gap ends a run early; such a run is repeated, up to
+    :data:`ATTEMPTS` times (the measurement counts them in ``attempts``), then RuntimeError.
+    """
+    for attempt in range(1, ATTEMPTS + 1):
+        m = run_tool(tool, cluster, java, topic, n, kafka_jvm)
+        if m["messages"] >= n:
+            m["attempts"] = attempt
+            return m
+        log(f"{tool.key}: only {m['messages']:,} of {n:,} messages (a 1 s gap ended it); again")
+    raise RuntimeError(f"{tool.key} consumed fewer than {n:,} messages in {ATTEMPTS} attempts")
+
+
 def run_rounds(cluster: Any, java: str, topic: str, tools: Sequence[Tool], n: int, slow_n: int, rounds: int,
                kafka_jvm: str, what: str) -> List[Round]:
     """Every tool once per round, the order rotated each round."""
@@ -97,7 +116,7 @@ def run_rounds(cluster: Any, java: str, topic: str, tools: Sequence[Tool], n: in
         this: Round = {}
         for key in rotate([t.key for t in tools], r):
             tool = by_key[key]
-            m = run_tool(tool, cluster, java, topic, slow_n if tool.slow else n, kafka_jvm)
+            m = run_complete(tool, cluster, java, topic, slow_n if tool.slow else n, kafka_jvm)
             this[key] = m
             log(f"{what} round {r + 1} {key:>14}: {m['msgs_per_sec']:>12,.0f} msgs/s in {m['seconds']:6.1f} s, "
                 f"cpu {m['cpu_seconds']:6.1f} s, rss {m['peak_rss_mb']:5.0f} MB, steal {m['steal_pct']}%, "
