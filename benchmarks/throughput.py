@@ -85,7 +85,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="JVM options of Kafka's tool: kafka-consumer-perf-test.sh's (default) or "
                              "LocalCluster's light ones (C1 only, serial GC)")
     parser.add_argument("--json", metavar="FILE", help="also write every measurement to FILE")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    known = {t.key for t in TOOLS + SCALING_TOOLS}
+    unknown = sorted(set(args.skip) - known)
+    if unknown:
+        parser.error(f"--skip: unknown consumer(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return args
 
 
 ATTEMPTS = 3
