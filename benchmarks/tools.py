@@ -1,0 +1,136 @@
+"""The benchmarked consumers, each run as its own process, and the topic fill.
+
+Every ``run_*`` function consumes ``n`` messages of ``topic`` from the log start as a
+new group member and returns a measurement (see :mod:`benchmarks.report`).
+Each tool times itself: Kafka's ``ConsumerPerformance`` and ``zkconsumer perf`` start
+their clock one second after creating their streams and stop it at the N-th message;
+the confluent-kafka worker starts at its first non-empty batch, the kafka-python
+worker at its first iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict
+
+from .runner import Run, child_env
+
+#: kafka-consumer-perf-test.sh: KAFKA_HEAP_OPTS and KAFKA_JVM_PERFORMANCE_OPTS of kafka-run-class.sh.
+KAFKA_SCRIPT_JVM = ("-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+DisableExplicitGC", "-Djava.awt.headless=true")
+
+TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One benchmarked consumer configuration.
+
+    ``kind`` is kafka, confluent, perf, perf-batch, perf-pure or kafka-python; ``streams`` and
+    ``fetchers`` are the consumer threads (streams) and ``num.consumer.fetchers``; ``slow`` tools
+    may get a smaller N (``--slow-messages``).
+    """
+
+    key: str
+    label: str
+    kind: str
+    streams: int = 1
+    fetchers: int = 1
+    slow: bool = False
+
+
+def run_tool(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_jvm: str) -> Dict[str, Any]:
+    """Run ``tool`` once for ``n`` messages of ``topic``; its measurement."""
+    if tool.kind == "kafka":
+        return run_kafka(cluster, java, topic, n, kafka_jvm, tool.streams, tool.fetchers)
+    if tool.kind == "confluent":
+        return run_worker("benchmarks.consumers.confluent_worker", cluster, topic, n)
+    if tool.kind == "kafka-python":
+        return run_worker("benchmarks.consumers.kafka_python_worker", cluster, topic, n)
+    return run_perf(cluster, topic, n, batch=tool.kind == "perf-batch", pure=tool.kind == "perf-pure",
+                    streams=tool.streams, fetchers=tool.fetchers)
+
+
+def run_kafka(cluster: Any, java: str, topic: str, n: int, jvm: str, threads: int = 1,
+              fetchers: int = 1) -> Dict[str, Any]:
+    """Kafka 0.9.0.1's ``kafka.tools.ConsumerPerformance --zookeeper`` (the Scala ZooKeeper consumer)."""
+    args = ["--zookeeper", cluster.zk_connect, "--topic", topic, "--messages", str(n), "--threads", str(threads),
+            "--num-fetch-threads", str(fetchers), "--group", f"bench-kafka-{uuid.uuid4().hex[:8]}"]
+    if jvm == "script":
+        log4j = Path(cluster.kafka_home) / "config" / "tools-log4j.properties"
+        argv = [java, *KAFKA_SCRIPT_JVM, f"-Dlog4j.configuration=file:{log4j}", "-cp", cluster.classpath,
+                "kafka.tools.ConsumerPerformance", *args]
+    else:
+        argv = cluster.tool_command("kafka.tools.ConsumerPerformance", *args)
+    run = Run(argv, timeout=TIMEOUT).check()
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec
+    fields = [f.strip() for f in run.last_line().split(",")]
+    messages, rate = int(fields[4]), float(fields[5])
+    return run.measurement(messages=messages, msgs_per_sec=rate, mb_per_sec=float(fields[3]),
+                           seconds=messages / rate if rate else 0.0)
+
+
+def run_perf(cluster: Any, topic: str, n: int, batch: bool, pure: bool = False, streams: int = 1,
+             fetchers: int = 1) -> Dict[str, Any]:
+    """``python -m zkconsumer perf`` (``--batch``: Arrow record batches; ``pure``: without the C extension)."""
+    argv = [sys.executable, "-m", "zkconsumer", "perf", "--zookeeper", cluster.zk_connect, "--topic", topic,
+            "--messages", str(n), "--threads", str(streams), "--num-fetch-threads", str(fetchers),
+            "--group", f"bench-zk-{uuid.uuid4().hex[:8]}"]
+    if batch:
+        argv.append("--batch")
+    run = Run(argv, timeout=TIMEOUT, env=child_env({"ZKCONSUMER_PURE_PYTHON": "1"} if pure else None)).check()
+    data = json.loads(run.last_line())
+    if data["accelerated"] == pure:
+        raise RuntimeError(f"perf ran {'with' if pure else 'without'} the C extension; expected the opposite")
+    return run.measurement(messages=data["messages"], msgs_per_sec=data["msgs_per_sec"],
+                           mb_per_sec=data["mb_per_sec"], seconds=data["seconds"])
+
+
+def run_worker(module: str, cluster: Any, topic: str, n: int) -> Dict[str, Any]:
+    """One of :mod:`benchmarks.consumers`' scripts."""
+    argv = [sys.executable, "-m", module, cluster.bootstrap_servers, topic, str(n)]
+    run = Run(argv, timeout=TIMEOUT, env=child_env()).check()
+    data = json.loads(run.last_line())
+    if data["messages"] < n:
+        raise RuntimeError(f"{module} consumed {data['messages']} of {n} messages")
+    return run.measurement(messages=data["messages"], msgs_per_sec=data["msgs_per_sec"],
+                           mb_per_sec=data["mb_per_sec"], seconds=data["seconds"])
+
+
+def produce(cluster: Any, topic: str, n: int, size: int, codec: str, partitions: int) -> float:
+    """Create ``topic`` (partitions spread over the brokers) and fill it with ``n`` messages of ``size``
+    bytes with Kafka's ``org.apache.kafka.tools.ProducerPerformance`` (``compression.type=codec``);
+    return the seconds it took. RuntimeError unless the log ends add up to ``n``.
+    """
+    cluster.create_topic(topic, partitions=partitions, replication=1)
+    start = time.monotonic()
+    argv = cluster.tool_command("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                                "--num-records", str(n), "--record-size", str(size), "--throughput", "-1",
+                                "--producer-props", f"bootstrap.servers={cluster.bootstrap_servers}", "acks=1",
+                                f"compression.type={codec}", "batch.size=262144", "linger.ms=5",
+                                "buffer.memory=134217728", "max.request.size=4194304", jvm_options=["-Xmx512m"])
+    Run(argv, timeout=3600).check()
+    elapsed = time.monotonic() - start
+    total = sum(log_end(cluster, topic, partitions).values())
+    if total != n:
+        raise RuntimeError(f"{topic}: produced {total} messages, wanted {n}")
+    return elapsed
+
+
+def log_end(cluster: Any, topic: str, partitions: int) -> Dict[int, int]:
+    """Each partition's log end offset, asked of its leader."""
+    from zkconsumer.wire.connection import BrokerConnection
+    from zkconsumer.wire.protocol import LATEST_TIME
+
+    host = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)[0]
+    out = {}
+    for p in range(partitions):
+        leader = cluster.leader(topic, p)
+        with BrokerConnection(host, cluster.broker_port(leader), "bench", 30000, 65536) as conn:
+            out[p] = conn.list_offsets(topic, p, LATEST_TIME)
+    return out
