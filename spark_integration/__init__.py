@@ -31,12 +31,17 @@ transaction), :mod:`.examples` and :mod:`.connect_server` (helpers of the
 scripts in ``scripts/spark_*.py`` and of the tests).
 """
 
-from .datasource import (
-    SCHEMA, SOURCE_NAME, OffsetRangePartition, ZkConsumerDataSource, ZkConsumerStreamReader, register_data_source,
-    source_lag,
-)
 from .connect import SparkConnectUnsupportedError, is_connect_session
 from .data_loss import DataLoss, DataLossError
+from .datasource import (
+    SCHEMA,
+    SOURCE_NAME,
+    OffsetRangePartition,
+    ZkConsumerDataSource,
+    ZkConsumerStreamReader,
+    register_data_source,
+    source_lag,
+)
 from .group_view import GroupView, LogOffsetsUnavailableError
 from .options import SourceOptions
 from .ownership import GroupInUseError, QueryOwnership

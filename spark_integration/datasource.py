@@ -114,7 +114,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -127,8 +131,8 @@ from .options import SourceOptions
 from .ownership import QueryOwnership
 from .range_reader import read_offset_range, read_offset_range_batches
 from .ranges import OffsetRange, TopicPartition, TriggerDelay, decode_offsets, encode_offsets, new_messages, rate_limit
-from .starting_offsets import starting_positions
 from .rdd import brokers_from_zookeeper
+from .starting_offsets import starting_positions
 
 __all__ = [
     "SOURCE_NAME", "SCHEMA", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",

@@ -23,9 +23,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkconsumer import ConsumerConfig, Whitelist, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.admin import BrokerOffsets, UnknownTopicError
-from zkconsumer.zookeeper.group import GroupClient
-from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
 from zkconsumer.security import broker_ssl_context, zookeeper_acls, zookeeper_auth_data
+from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
+from zkconsumer.zookeeper.group import GroupClient
 
 from .ranges import OffsetRange, TopicPartition, plan_ranges, resolve_start
 

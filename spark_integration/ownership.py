@@ -46,8 +46,8 @@ from kazoo.exceptions import KazooException, SessionExpiredError
 
 from zkconsumer import ConsumerConfig, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.errors import ZooKeeperSessionExpiredError
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.security import zookeeper_acls
+from zkconsumer.zookeeper.group import GroupClient
 
 from .group_view import open_zookeeper
 from .ranges import TopicPartition

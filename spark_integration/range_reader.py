@@ -45,13 +45,21 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError, ZkConsumerError
-from zkconsumer.wire.connection import BrokerConnection
-from zkconsumer.wire.messageset import MessageBlock, decode_message_set
 from zkconsumer.fetch.partition_info import RawMessage
 from zkconsumer.security import broker_ssl_context
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.messageset import MessageBlock, decode_message_set
 from zkconsumer.wire.protocol import (
-    EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, LeaderNotAvailableError,
-    MetadataResponse, OffsetOutOfRangeError, ProtocolDecodeError, UnknownTopicOrPartitionError, error_for_code,
+    EARLIEST_TIME,
+    LATEST_TIME,
+    FetchPartition,
+    FetchPartitionResponse,
+    LeaderNotAvailableError,
+    MetadataResponse,
+    OffsetOutOfRangeError,
+    ProtocolDecodeError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
 )
 
 from .ranges import OffsetRange

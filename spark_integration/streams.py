@@ -57,11 +57,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from zkconsumer import (
-    Blacklist, ConfigurationError, ConsumerTimeoutError, KafkaStream, MessageAndMetadata, Whitelist,
+    Blacklist,
+    ConfigurationError,
+    ConsumerTimeoutError,
+    KafkaStream,
+    MessageAndMetadata,
+    Whitelist,
     ZookeeperConsumerConnector,
 )
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.topic_count import SubscriptionError
+from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.zkformat import Registration
 
 from .connect import spark_context

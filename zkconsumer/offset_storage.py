@@ -55,18 +55,37 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from typing import (
-    TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Set, Tuple, Union,
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
 )
 
 from kazoo.exceptions import KazooException
 
 from .errors import BrokerError, ZkConsumerError, ZooKeeperUnavailableError
+from .offsets_channel import Coordinator, CoordinatorChannel, connection_factory
 from .wire.group_protocol import (
-    COORDINATOR_MOVED_CODES, DEFAULT_GENERATION_ID, GROUP_LOAD_IN_PROGRESS, MEMBERSHIP_LOST_CODES,
-    UNKNOWN_MEMBER_ID, OffsetCommitEntry, OffsetCommitRequestV1, OffsetCommitRequestV2, OffsetFetchRequest,
+    COORDINATOR_MOVED_CODES,
+    DEFAULT_GENERATION_ID,
+    GROUP_LOAD_IN_PROGRESS,
+    MEMBERSHIP_LOST_CODES,
+    UNKNOWN_MEMBER_ID,
+    OffsetCommitEntry,
+    OffsetCommitRequestV1,
+    OffsetCommitRequestV2,
+    OffsetFetchRequest,
     error_name,
 )
-from .offsets_channel import Coordinator, CoordinatorChannel, connection_factory
 from .wire.protocol import error_for_code
 
 if TYPE_CHECKING:  # pragma: no cover

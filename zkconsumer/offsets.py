@@ -25,10 +25,9 @@ import logging
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from .zookeeper.group import GroupClient
-from .offset_storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, \
-    ZooKeeperOffsetStorage
 from .fetch.partition_info import PartitionTopicInfo
+from .offset_storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
+from .zookeeper.group import GroupClient
 
 log = logging.getLogger(__name__)
 

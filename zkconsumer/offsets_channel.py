@@ -32,9 +32,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
-from .wire.connection import BrokerConnection
 from .errors import BrokerError, BrokerUnavailableError
 from .security import broker_ssl_context
+from .wire.connection import BrokerConnection
 from .wire.group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordinatorRequest
 from .wire.protocol import Request, error_for_code
 from .zookeeper.zkformat import Broker

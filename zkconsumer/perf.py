@@ -37,8 +37,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .config import ConsumerConfig
 from .errors import ConsumerTimeoutError
-from .wire.messageset import ACCELERATED
 from .stream import KafkaStream
+from .wire.messageset import ACCELERATED
 
 __all__ = ["run_perf", "kafka_style_lines", "current_rss_mb", "peak_rss_mb"]
 

@@ -56,8 +56,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
 
-from .zookeeper import zkformat
 from .errors import ConfigurationError
+from .zookeeper import zkformat
 
 __all__ = [
     "SecurityConfig",

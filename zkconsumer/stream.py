@@ -62,8 +62,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
-from .wire.messageset import _speedups
 from .fetch.partition_info import SHUTDOWN, ChunkQueue, PartitionTopicInfo, RawMessage
+from .wire.messageset import _speedups
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow

@@ -53,8 +53,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from zkconsumer.testing import processes
 from benchmarks.chaos.member import spawn_member
+from zkconsumer.testing import processes
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import log4j_properties, render_properties

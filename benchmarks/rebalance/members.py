@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from zkconsumer.testing import processes
 from benchmarks.chaos.member import spawn_member
+from zkconsumer.testing import processes
 from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.properties import log4j_properties, render_properties
 

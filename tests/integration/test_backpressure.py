@@ -25,13 +25,13 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 import pytest
-
 from support import consumer_props, owners, unique, wait_until
+
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector
-from zkconsumer.wire.connection import BrokerConnection
-from zkconsumer.wire.protocol import LATEST_TIME
 from zkconsumer.rebalancer import RebalanceState
 from zkconsumer.testing import LocalCluster
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.protocol import LATEST_TIME
 
 CHUNKS = 2                # queued.max.message.chunks
 FETCH_BYTES = 64 * 1024   # fetch.message.max.bytes: a chunk is ~1,400 of these messages

@@ -17,13 +17,13 @@ from typing import Dict, Tuple
 
 import pytest
 from kazoo.client import KazooClient
+from support import offset_checker, produced_values, unique
 
 import zkconsumer
-from support import offset_checker, produced_values, unique
 from zkconsumer.__main__ import main
 from zkconsumer.admin import BrokerOffsets
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.wire.protocol import LATEST_TIME
+from zkconsumer.zookeeper.group import GroupClient
 
 pytestmark = pytest.mark.integration
 

@@ -27,10 +27,10 @@ from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import produced_values, unique, wait_until
-from zkconsumer.zookeeper.group import GroupClient
+
 from zkconsumer.testing import LocalCluster
+from zkconsumer.zookeeper.group import GroupClient
 
 pytestmark = pytest.mark.integration
 

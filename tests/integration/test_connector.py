@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support import (
     Drainer,
     ScalaConsoleConsumer,
@@ -22,6 +21,7 @@ from support import (
     unique,
     wait_until,
 )
+
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 
 

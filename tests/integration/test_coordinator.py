@@ -6,19 +6,23 @@ import threading
 from typing import Dict, List, Mapping, Sequence, Set
 
 import pytest
-
 from offsets_support import MemberProcess, kafka_committed, produce_evenly, values
 from support import Drainer, consumer_props, expected_range, expected_roundrobin, produced_values, unique, wait_until
+
 from zkconsumer import (
-    ConfigurationError, ConsumerShutdownError, RebalanceInProgressError, Whitelist, ZkConsumerError,
+    ConfigurationError,
+    ConsumerShutdownError,
+    RebalanceInProgressError,
+    Whitelist,
+    ZkConsumerError,
     ZookeeperConsumerConnector,
 )
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
 from zkconsumer.coordinator.connector import CoordinatorConsumerConnector
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.offset_storage import CommitEntry, KafkaOffsetStorage
+from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
 from zkconsumer.rebalancer import RebalanceState
+from zkconsumer.zookeeper.group import GroupClient
 
 
 def coordinator_props(cluster, group: str, **extra: object) -> Dict[str, object]:

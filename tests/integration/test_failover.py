@@ -14,8 +14,8 @@ from typing import Iterator, List, Set
 
 import pytest
 from kafka import KafkaProducer
-
 from support import Drainer, by_value, consumer_props, produced_values, unique, wait_until
+
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 

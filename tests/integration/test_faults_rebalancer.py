@@ -15,19 +15,19 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import pytest
 from kazoo.client import KazooClient
 from kazoo.security import make_acl, make_digest_acl
-
 from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
+
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector, assignors
-from zkconsumer.zookeeper import zkformat
 from zkconsumer.errors import ConsumerRebalanceFailedError
-from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offset_storage import ZooKeeperOffsetStorage
 from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.rebalancer import RebalanceState, Rebalancer
+from zkconsumer.rebalancer import Rebalancer, RebalanceState
 from zkconsumer.stream import KafkaStream
 from zkconsumer.testing import LocalCluster
 from zkconsumer.topic_count import StaticTopicCount
+from zkconsumer.zookeeper import zkformat
+from zkconsumer.zookeeper.group import GroupClient
 
 TP = Tuple[str, int]
 

@@ -24,14 +24,13 @@ from typing import Callable, Dict, Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from support import Drainer, consumer_props, expected_range, owners, produced_values, unique, wait_until
 
 from zkconsumer import Whitelist, ZookeeperConsumerConnector
+from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
-from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper.watchers import GroupWatcher
-
-from support import Drainer, consumer_props, expected_range, owners, produced_values, unique, wait_until
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
+
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.zookeeper.group import GroupClient
 

@@ -12,8 +12,8 @@ import logging
 import socket
 
 import pytest
-
 from support import Drainer, consumer_props, produced_values, unique, wait_until
+
 from zkconsumer import (
     ConfigurationError,
     ConsumerTimeoutError,

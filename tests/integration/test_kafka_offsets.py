@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-
 from offsets_support import kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
 from support import Drainer, consumer_props, produced_values, unique, wait_until
+
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.offset_storage import NO_GENERATION, CommitEntry, KafkaOffsetStorage
+from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
+from zkconsumer.zookeeper.group import GroupClient
 
 PARTITIONS = range(4)
 

@@ -16,8 +16,8 @@ from typing import Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import consumer_props, expected_range, owners, unique, wait_until
+
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.errors import ConfigurationError
 from zkconsumer.testing import LocalCluster

@@ -12,9 +12,9 @@ import threading
 from typing import Dict, List
 
 import pytest
-
 from offsets_support import kafka_committed, produce_evenly, values, zookeeper_committed
 from support import Drainer, consumer_props, produced_values, unique, wait_until
+
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.offset_storage import OffsetStorageError
 

@@ -21,14 +21,14 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
+
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.__main__ import main
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.monitoring.exporter import LagExporter
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.ports import free_ports
+from zkconsumer.zookeeper.group import GroupClient
 
 pytestmark = pytest.mark.integration
 

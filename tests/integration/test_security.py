@@ -16,12 +16,12 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
-
 from support import Drainer, by_value, consumer_props, offset_checker, owners, produced_values, unique, wait_until
+
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
-from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError
 from zkconsumer.security import broker_ssl_context, digest_id
+from zkconsumer.wire.connection import BrokerConnection
 
 pytest.importorskip("cryptography", reason="LocalCluster(ssl=...) generates certificates with cryptography")
 

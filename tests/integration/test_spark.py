@@ -22,14 +22,23 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import pytest
 from kazoo.client import KazooClient
+from support import consumer_props, members, owners, produced_values, unique, wait_until
 
 from spark_integration import (
-    SCHEMA, DataLossError, GroupInUseError, KafkaStreamSource, QueryOwnership, SourceOptions, StreamSpec,
-    ZkConsumerStreamReader, commit_offset_ranges, create_rdd, register_data_source,
+    SCHEMA,
+    DataLossError,
+    GroupInUseError,
+    KafkaStreamSource,
+    QueryOwnership,
+    SourceOptions,
+    StreamSpec,
+    ZkConsumerStreamReader,
+    commit_offset_ranges,
+    create_rdd,
+    register_data_source,
 )
 from spark_integration.group_view import open_zookeeper
 from spark_integration.streams import run_member
-from support import consumer_props, members, owners, produced_values, unique, wait_until
 from zkconsumer.admin import UnknownTopicError
 
 pytestmark = pytest.mark.spark

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
+from support import consumer_props, wait_until
 
 from spark_integration import KafkaStreamSource, commit_offset_ranges, create_rdd, register_data_source
-from support import consumer_props, wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -16,11 +16,15 @@ from pathlib import Path
 from typing import Dict, Iterator
 
 import pytest
+from support import consumer_props, produced_values
 
 from spark_integration import (
-    KafkaStreamSource, SparkConnectUnsupportedError, create_rdd, is_connect_session, register_data_source,
+    KafkaStreamSource,
+    SparkConnectUnsupportedError,
+    create_rdd,
+    is_connect_session,
+    register_data_source,
 )
-from support import consumer_props, produced_values
 from zkconsumer import ZkConsumerError
 
 pytestmark = pytest.mark.spark

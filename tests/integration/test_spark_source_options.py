@@ -16,9 +16,9 @@ from typing import Dict, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
+from support import unique, wait_until
 
 from spark_integration import register_data_source
-from support import unique, wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -16,8 +16,8 @@ from typing import Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-
 from support import wait_until
+
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.proxy import ZooKeeperProxy, expire_zookeeper_session
 

@@ -14,9 +14,8 @@ from typing import Dict, Iterator, List
 
 import pytest
 from kazoo.client import KazooClient
+from support import Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique, wait_until
 
-from support import (Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique,
-                     wait_until)
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError
 

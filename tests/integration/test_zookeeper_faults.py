@@ -20,14 +20,14 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import consumer_props, owners, unique, wait_until
+
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.zookeeper import lease as leases
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError
-from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.errors import ClusterTimeoutError
+from zkconsumer.zookeeper import lease as leases
+from zkconsumer.zookeeper.group import GroupClient
 
 MAX_SESSION_MS = 6000
 

@@ -21,9 +21,9 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import zkconsumer
 from zkconsumer.errors import ConsumerTimeoutError, CorruptMessageError
-from zkconsumer.wire.messageset import ACCELERATED, decode_message_set
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.stream import KafkaStream
+from zkconsumer.wire.messageset import ACCELERATED, decode_message_set
 
 pa = pytest.importorskip("pyarrow")
 

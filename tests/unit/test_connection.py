@@ -11,8 +11,8 @@ from typing import Callable, List, Optional, Tuple, Union
 import pytest
 from kafka.protocol.old.metadata import MetadataResponse_v0
 
-from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.errors import BrokerUnavailableError
+from zkconsumer.wire.connection import BrokerConnection
 
 #: handler(correlation_id, api_key, request bytes) -> response body, or
 #: (correlation id to answer with, body), or None to close the connection

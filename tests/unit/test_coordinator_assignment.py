@@ -7,8 +7,14 @@ import pytest
 from zkconsumer import assignors
 from zkconsumer.assignors import AssignmentError
 from zkconsumer.coordinator.assignment import (
-    PROTOCOL_TYPE, PlanInputs, decode_assignment, decode_subscriptions, encode_assignment, encode_subscription,
-    plan, read_inputs,
+    PROTOCOL_TYPE,
+    PlanInputs,
+    decode_assignment,
+    decode_subscriptions,
+    encode_assignment,
+    encode_subscription,
+    plan,
+    read_inputs,
 )
 from zkconsumer.topic_count import StaticTopicCount, Whitelist, WildcardTopicCount
 

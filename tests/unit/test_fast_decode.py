@@ -20,8 +20,8 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from zkconsumer.wire import messageset
 from zkconsumer.errors import CorruptMessageError
+from zkconsumer.wire import messageset
 from zkconsumer.wire.messageset import ACCELERATED, decode_message_set, decode_message_set_python
 
 GZIP, SNAPPY, LZ4 = 1, 2, 3

@@ -14,8 +14,8 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
-
 from test_fetcher_unit import FakeCluster, make_config, our_threads
+
 from zkconsumer.errors import CorruptMessageError
 from zkconsumer.fetch.manager import FetcherManager
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo

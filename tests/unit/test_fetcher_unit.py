@@ -18,13 +18,17 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, \
-    MessageSizeTooLargeError
+from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, MessageSizeTooLargeError
 from zkconsumer.fetch.manager import FetcherManager, fetcher_id
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.protocol import (
-    BrokerMetadata, FetchPartition, FetchPartitionResponse, FetchResponse, MetadataResponse,
-    PartitionMetadata, TopicMetadata,
+    BrokerMetadata,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchResponse,
+    MetadataResponse,
+    PartitionMetadata,
+    TopicMetadata,
 )
 from zkconsumer.zookeeper.zkformat import Broker
 

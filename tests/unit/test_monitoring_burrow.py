@@ -12,8 +12,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import pytest
 
-from zkconsumer.monitoring.burrow import (Commit, GroupStatus, PartitionStatus, PartitionWindow, evaluate_group,
-                                          evaluate_partition)
+from zkconsumer.monitoring.burrow import Commit, GroupStatus, PartitionStatus, PartitionWindow, evaluate_group, evaluate_partition
 
 OK, WARN, STALL, STOP, REWIND = (PartitionStatus.OK, PartitionStatus.WARN, PartitionStatus.STALL,
                                  PartitionStatus.STOP, PartitionStatus.REWIND)

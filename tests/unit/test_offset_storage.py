@@ -7,15 +7,20 @@ from typing import Deque, Dict, List, Optional, Tuple
 
 import pytest
 
-from zkconsumer.wire import group_protocol as g
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
+from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offset_storage import (
-    NO_GENERATION, CommitEntry, DualOffsetStorage, Generation, KafkaOffsetStorage, OffsetStorageError,
+    NO_GENERATION,
+    CommitEntry,
+    DualOffsetStorage,
+    Generation,
+    KafkaOffsetStorage,
+    OffsetStorageError,
     ZooKeeperOffsetStorage,
 )
 from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
+from zkconsumer.wire import group_protocol as g
 
 TP = Tuple[str, int]
 

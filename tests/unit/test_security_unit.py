@@ -16,8 +16,14 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from zkconsumer import ConsumerConfig
 from zkconsumer.errors import ConfigurationError
-from zkconsumer.security import (broker_ssl_context, check_config, digest_id, prepare_zookeeper, zookeeper_acls,
-                                 zookeeper_auth_data)
+from zkconsumer.security import (
+    broker_ssl_context,
+    check_config,
+    digest_id,
+    prepare_zookeeper,
+    zookeeper_acls,
+    zookeeper_auth_data,
+)
 from zkconsumer.testing.tls import SslFiles, generate_ssl_files
 
 

@@ -11,12 +11,17 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StringType, StructField, StructType
 
+from spark_integration.data_loss import DataLossError
 from spark_integration.datasource import (
-    SCHEMA, SOURCE_NAME, OffsetRangePartition, ZkConsumerDataSource, ZkConsumerStreamReader, read_rows,
+    SCHEMA,
+    SOURCE_NAME,
+    OffsetRangePartition,
+    ZkConsumerDataSource,
+    ZkConsumerStreamReader,
+    read_rows,
 )
 from spark_integration.options import SourceOptions
 from spark_integration.ranges import OffsetRange
-from spark_integration.data_loss import DataLossError
 from zkconsumer import ConfigurationError, ConsumerConfig
 from zkconsumer.admin import UnknownTopicError
 

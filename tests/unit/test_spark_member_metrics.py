@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from pyspark import cloudpickle
+
 from spark_integration.options import MemberMetrics
 from spark_integration.streams import KafkaStreamSource
 from zkconsumer import ConfigurationError

@@ -19,8 +19,14 @@ from spark_integration.range_reader import OffsetRangeUnavailableError, RangeRea
 from spark_integration.ranges import OffsetRange
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError
 from zkconsumer.wire.protocol import (
-    EARLIEST_TIME, BrokerMetadata, FetchPartition, FetchPartitionResponse, FetchResponse, MetadataResponse,
-    PartitionMetadata, TopicMetadata,
+    EARLIEST_TIME,
+    BrokerMetadata,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchResponse,
+    MetadataResponse,
+    PartitionMetadata,
+    TopicMetadata,
 )
 
 TP = Tuple[str, int]

@@ -10,7 +10,13 @@ import pytest
 
 from spark_integration.options import SourceOptions, member_config, plain_props
 from spark_integration.ranges import (
-    OffsetRange, decode_offsets, encode_offsets, limit_total, offset_key, parse_offset_key, plan_ranges,
+    OffsetRange,
+    decode_offsets,
+    encode_offsets,
+    limit_total,
+    offset_key,
+    parse_offset_key,
+    plan_ranges,
     resolve_start,
 )
 from zkconsumer import ConfigurationError, ConsumerConfig

@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Dict, Iterator, List, Optional, Union
 
 import pytest
-
 from pyspark import cloudpickle
+
 from spark_integration.streams import (
-    BoundedStream, KafkaStreamSource, StreamSpec, ownership_settled, wait_for_peers, wave_size,
+    BoundedStream,
+    KafkaStreamSource,
+    StreamSpec,
+    ownership_settled,
+    wait_for_peers,
+    wave_size,
 )
 from zkconsumer import ConfigurationError, ConsumerTimeoutError, MessageAndMetadata
 from zkconsumer.zookeeper.zkformat import Registration

@@ -8,8 +8,7 @@ from typing import List, Optional
 
 import pytest
 
-from zkconsumer.errors import ZkConsumerError
-from zkconsumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
+from zkconsumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError, ZkConsumerError
 from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from zkconsumer.stream import FailureSignal, KafkaStream, MessageAndMetadata
 

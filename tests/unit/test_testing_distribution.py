@@ -15,9 +15,17 @@ import pytest
 
 from zkconsumer.errors import ZkConsumerError
 from zkconsumer.testing import distribution
-from zkconsumer.testing.distribution import (default_kafka_home, ensure_kafka_distribution, extract_prefix,
-                                             find_java, find_npm, is_kafka_distribution, kafka_classpath,
-                                             debian_zookeeper, zookeeper_flavour)
+from zkconsumer.testing.distribution import (
+    debian_zookeeper,
+    default_kafka_home,
+    ensure_kafka_distribution,
+    extract_prefix,
+    find_java,
+    find_npm,
+    is_kafka_distribution,
+    kafka_classpath,
+    zookeeper_flavour,
+)
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 
 

@@ -6,8 +6,7 @@ import random
 import socket
 from pathlib import Path
 
-from zkconsumer.testing.ports import (DEFAULT_EPHEMERAL_RANGE, candidate_range, ephemeral_port_range, free_ports,
-                                      is_port_open)
+from zkconsumer.testing.ports import DEFAULT_EPHEMERAL_RANGE, candidate_range, ephemeral_port_range, free_ports, is_port_open
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from zkconsumer.testing.probes import (decode_metadata_response, encode_metadata_request, sessions_with_ephemerals,
-                                       srvr_fields)
+from zkconsumer.testing.probes import decode_metadata_response, encode_metadata_request, sessions_with_ephemerals, srvr_fields
 
 
 def test_metadata_request_v0_layout() -> None:

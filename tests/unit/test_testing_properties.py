@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from zkconsumer.testing.properties import (broker_properties, log4j_properties, merge, render_properties,
-                                           zookeeper_properties)
+from zkconsumer.testing.properties import broker_properties, log4j_properties, merge, render_properties, zookeeper_properties
 
 
 def test_render_properties_uses_java_spellings_and_escapes() -> None:

@@ -8,10 +8,10 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
 
-from ..zookeeper import zkformat
 from ..errors import MalformedZnodeError, UnsupportedPatternError
-from ..wire.protocol import LATEST_TIME
 from ..topic_count import SubscriptionError, WildcardTopicCount, topic_count_from_registration
+from ..wire.protocol import LATEST_TIME
+from ..zookeeper import zkformat
 from . import _zk
 from ._zk import Progress, TopicPartition
 from .log_offsets import LogOffsets

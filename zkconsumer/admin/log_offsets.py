@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import ssl
-
 from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from ..zookeeper import zkformat
-from ..wire.connection import BrokerConnection
 from ..errors import BrokerError, MalformedZnodeError
+from ..wire.connection import BrokerConnection
 from ..wire.protocol import ERROR_NAMES, NO_LEADER, ListOffsetsRequest
+from ..zookeeper import zkformat
 from . import _zk
 from ._zk import TopicPartition
 

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 
-from ..zookeeper import zkformat
 from ..wire.protocol import EARLIEST_TIME, LATEST_TIME
+from ..zookeeper import zkformat
 from . import _zk
 from .errors import AdminError, UnknownTopicError
 from .log_offsets import LogOffsets

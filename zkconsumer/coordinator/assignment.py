@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Mapping, Sequence, Tuple
 
 from .. import assignors
-from ..zookeeper import zkformat
 from ..assignors import Assignment, AssignmentError, TopicPartition
 from ..errors import MalformedZnodeError
 from ..topic_count import StaticTopicCount, TopicCount, consumers_per_topic, topic_count_from_registration
+from ..zookeeper import zkformat
 
 __all__ = [
     "ASSIGNMENT_VERSION", "PROTOCOL_TYPE", "PlanInputs", "decode_assignment", "decode_subscriptions",

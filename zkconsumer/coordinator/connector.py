@@ -45,11 +45,11 @@ from ..connector_base import ConnectorState, ConsumerConnectorBase
 from ..errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError
 from ..fetch.partition_info import ChunkQueue
 from ..offset_storage import Generation, OffsetStorageError
+from ..offsets_channel import CoordinatorChannel, connection_factory
 from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
 from ..topic_count import TopicCount
 from ..wire.group_protocol import GroupMember
 from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs
-from ..offsets_channel import CoordinatorChannel, connection_factory
 from .delivery import Delivery
 from .membership import GroupMembership
 

@@ -30,9 +30,9 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, 
 
 from ..assignors import split_thread_id
 from ..errors import ZkConsumerError
+from ..fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from ..offset_storage import Generation
 from ..offsets import OffsetCommitter
-from ..fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from ..rebalancer import INVALID_OFFSET, ConsumerRebalanceListener
 from ..stream import KafkaStream, clear_streams
 from ..topic_count import make_thread_id

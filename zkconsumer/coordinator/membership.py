@@ -60,15 +60,28 @@ from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple,
 from kazoo.exceptions import KazooException
 
 from ..errors import ConfigurationError, ZkConsumerError
-from ..wire.group_protocol import (
-    COORDINATOR_MOVED_CODES, GROUP_AUTHORIZATION_FAILED, GROUP_LOAD_IN_PROGRESS, ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, NO_ERROR, REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER, UNKNOWN_MEMBER_ID, GroupMember, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    SyncGroupRequest, error_name,
-)
 from ..offset_storage import Generation
-from ..wire.protocol import Request, error_for_code
 from ..rebalancer import RebalanceState, RebalanceStatus
+from ..wire.group_protocol import (
+    COORDINATOR_MOVED_CODES,
+    GROUP_AUTHORIZATION_FAILED,
+    GROUP_LOAD_IN_PROGRESS,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    NO_ERROR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER,
+    UNKNOWN_MEMBER_ID,
+    GroupMember,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+    error_name,
+)
+from ..wire.protocol import Request, error_for_code
 from .assignment import PROTOCOL_TYPE, decode_assignment
 
 __all__ = ["GroupMembership", "MembershipListener", "Planner"]

@@ -17,8 +17,7 @@ Metric names and the Grafana dashboard: ``docs/MONITORING.md``.
 
 from __future__ import annotations
 
-from .burrow import (DEFAULT_WINDOW, Commit, GroupStatus, PartitionStatus, PartitionWindow, evaluate_group,
-                     evaluate_partition)
+from .burrow import DEFAULT_WINDOW, Commit, GroupStatus, PartitionStatus, PartitionWindow, evaluate_group, evaluate_partition
 
 __all__ = ["DEFAULT_WINDOW", "Commit", "GroupStatus", "PartitionStatus", "PartitionWindow", "evaluate_group",
            "evaluate_partition"]

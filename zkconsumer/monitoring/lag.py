@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..admin.snapshot import GroupSnapshot
-from .burrow import (DEFAULT_WINDOW, Commit, GroupStatus, PartitionStatus, PartitionWindow, evaluate_group,
-                     evaluate_partition)
+from .burrow import DEFAULT_WINDOW, Commit, GroupStatus, PartitionStatus, PartitionWindow, evaluate_group, evaluate_partition
 
 __all__ = ["PartitionLag", "GroupLag", "LagMonitor"]
 

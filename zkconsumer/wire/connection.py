@@ -30,8 +30,17 @@ from typing import Optional, Sequence, TypeVar
 
 from ..errors import BrokerUnavailableError
 from .protocol import (
-    EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchRequest, FetchResponse, ListOffsetsRequest,
-    MetadataRequest, MetadataResponse, Request, decode_response_header, encode_request,
+    EARLIEST_TIME,
+    LATEST_TIME,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    Request,
+    decode_response_header,
+    encode_request,
 )
 
 __all__ = ["BrokerConnection", "EARLIEST_TIME", "LATEST_TIME"]
