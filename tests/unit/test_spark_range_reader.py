@@ -299,3 +299,52 @@ def test_item3_batches_of_a_range_ending_mid_chunk_wrap_the_decoders_buffers() -
     assert len(batches) == 1 and batches[0].num_rows == 20
     values = batches[0].column("value")
     assert values.offset == 0 and len(values) == 20 and values.to_pylist()[-1] == b"v24"
+
+
+def test_item3_read_ahead_batches_hold_exactly_the_range_across_fetches_and_a_leader_move() -> None:
+    pytest.importorskip("pyarrow")
+    cluster = FakeCluster()
+    cluster.add(("t", 0), [entry([o]) for o in range(50)])
+    one = len(entry([0])[1])
+    r = reader(cluster, fetch_bytes=3 * one + 5)
+    batches = r.batches(OffsetRange("t", 0, 4, 47), read_ahead=1)
+    first = next(batches)
+    cluster.leader[("t", 0)] = 1  # the leader moves while the next fetch may be in flight
+    rest = list(batches)
+    assert batch_rows([first, *rest]) == [("t", 0, o, f"k{o}".encode(), f"v{o}".encode()) for o in range(4, 47)]
+    assert [b.num_rows for b in [first, *rest]] == \
+        [b.num_rows for b in reader(cluster, fetch_bytes=3 * one + 5).batches(OffsetRange("t", 0, 4, 47))]
+
+
+def test_item3_closing_read_ahead_batches_early_aborts_the_fetch_in_flight() -> None:
+    """Spark stops reading a task (limit, failure): the fetch blocked in the read-ahead thread is aborted."""
+    pytest.importorskip("pyarrow")
+    import threading
+
+    cluster = FakeCluster()
+    cluster.add(("t", 0), [entry([o]) for o in range(20)])
+    one = len(entry([0])[1])
+    aborted = threading.Event()
+
+    class BlockingConnection(FakeConnection):
+        def fetch(self, partitions, max_wait_ms, min_bytes):  # type: ignore[no-untyped-def]
+            if partitions[0].offset > 0:  # every fetch after the first blocks until aborted
+                if not aborted.wait(10):
+                    raise AssertionError("the blocked fetch was never aborted")
+                raise BrokerUnavailableError("aborted")
+            return super().fetch(partitions, max_wait_ms, min_bytes)
+
+        def abort(self) -> None:
+            aborted.set()
+
+    config = ConsumerConfig({"zookeeper.connect": "zk:2181", "group.id": "g", "fetch.message.max.bytes": 2 * one + 1,
+                             "socket.timeout.ms": 5000})
+    r = RangeReader(config, list(cluster.addresses.values()), retry_window_s=60.0,
+                    connect=lambda h, p: BlockingConnection(cluster, next(i for i, a in cluster.addresses.items()
+                                                                          if a == (h, p))))
+    batches = r.batches(OffsetRange("t", 0, 0, 20), read_ahead=1)
+    assert next(batches).num_rows == 2
+    batches.close()
+    assert aborted.is_set()
+    assert not [t for t in threading.enumerate() if t.name.startswith("zkconsumer-read-ahead")]
+    r.close()
