@@ -73,8 +73,7 @@ Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
   messages in ``[start, end)``; each is read on an executor straight from the
   partition leader (:mod:`~spark_integration.range_reader`) and handed to
   Spark as Arrow record batches, one per fetch, built from the C decoder's
-  buffers (no Python object per message); the next fetch is in flight in a
-  thread (:data:`READ_AHEAD` chunks ahead) while Spark takes a batch. A partition whose
+  buffers (no Python object per message). A partition whose
   end lies below its start (moved back to its log start) has no input
   partition in that batch.
 * One query per group: the reader holds the group's owner nodes of the
@@ -153,9 +152,6 @@ SCHEMA = StructType([
 
 Row = Tuple[str, int, int, Optional[bytes], Optional[bytes]]
 
-#: Fetched chunks an executor task reads ahead of Spark (see :func:`read_batches`).
-READ_AHEAD = 1
-
 
 class OffsetRangePartition(InputPartition):
     """One Spark input partition: one Kafka partition's offset range, and how to reach the cluster.
@@ -184,9 +180,7 @@ def read_batches(partition: InputPartition) -> Iterator[Any]:
     One ``pyarrow.RecordBatch`` per fetched chunk, wrapping the C decoder's
     buffers (no Python object per message), with exactly the Arrow schema of
     :data:`SCHEMA` (``topic``, ``partition``, ``offset`` not null), as PySpark
-    requires of a Python data source that yields record batches. Fetches run
-    :data:`READ_AHEAD` chunk(s) ahead in a thread, joined when the iterator ends
-    or is closed (:func:`~spark_integration.prefetch.prefetched`).
+    requires of a Python data source that yields record batches.
     """
     if not isinstance(partition, OffsetRangePartition):
         return  # Spark's placeholder partition when there was nothing to plan
@@ -196,7 +190,7 @@ def read_batches(partition: InputPartition) -> Iterator[Any]:
     yield from read_offset_range_batches(partition.props, partition.brokers, partition.offset_range,
                                          refresh_brokers=refresh,
                                          fail_on_data_loss=getattr(partition, "fail_on_data_loss", True),
-                                         schema=NOT_NULL_SCHEMA, read_ahead=READ_AHEAD)
+                                         schema=NOT_NULL_SCHEMA)
 
 
 def read_rows(partition: InputPartition) -> Iterator[Row]:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -55,7 +54,6 @@ from zkconsumer.wire.protocol import (
     MetadataResponse, OffsetOutOfRangeError, ProtocolDecodeError, UnknownTopicOrPartitionError, error_for_code,
 )
 
-from .prefetch import prefetched
 from .ranges import OffsetRange
 
 __all__ = ["RangeReader", "OffsetRangeUnavailableError", "BrokerAddress", "read_offset_range",
@@ -82,10 +80,6 @@ class OffsetRangeUnavailableError(ZkConsumerError):
             f"offsets [{r.from_offset}, {r.until_offset}) of {r.topic}/{r.partition} are no longer available "
             f"from offset {offset}: {reason}"
         )
-
-
-class ReadCancelledError(ZkConsumerError):
-    """A read ahead was stopped because its consumer went away (never reaches a caller that still reads)."""
 
 
 def _resume_after_loss(gone: OffsetRangeUnavailableError) -> Optional[int]:
@@ -160,7 +154,6 @@ class RangeReader:
         self._sleep = sleep
         self._clock = clock
         self._connections: Dict[BrokerAddress, BrokerConnection] = {}
-        self._cancelled = threading.Event()
         self._leaders: Dict[Tuple[str, int], BrokerAddress] = {}
         self._ssl = None if connect is not None else broker_ssl_context(config)
 
@@ -172,12 +165,9 @@ class RangeReader:
 
     def close(self) -> None:
         """Close every broker connection (idempotent)."""
-        self._drop_connections()
-
-    def _drop_connections(self) -> None:
-        connections, self._connections = list(self._connections.values()), {}
-        for connection in connections:
+        for connection in self._connections.values():
             connection.close()
+        self._connections.clear()
 
     # ------------------------------------------------------------------ reading
 
@@ -191,39 +181,20 @@ class RangeReader:
         for messages, stop in self._chunks(offset_range):
             yield messages if stop == len(messages) else [messages[i] for i in range(stop)]
 
-    def batches(self, offset_range: OffsetRange, schema: Any = None, read_ahead: int = 0) -> Iterator[Any]:
+    def batches(self, offset_range: OffsetRange, schema: Any = None) -> Iterator[Any]:
         """The range's messages as Arrow record batches (one per non-empty chunk), in offset order.
 
         Columns ``topic, partition, offset, key, value``; ``schema`` is
         :data:`zkconsumer.arrow.SCHEMA` (the default) or
         :data:`zkconsumer.arrow.NOT_NULL_SCHEMA`. Same messages, errors and
         retries as :meth:`read`. Needs pyarrow.
-
-        ``read_ahead`` > 0 fetches in a background thread up to that many
-        chunks ahead of the caller (:func:`~spark_integration.prefetch.prefetched`),
-        so the next fetch is in flight while the caller handles a batch. The
-        reader must not be used otherwise until this iterator ends; closing it
-        early aborts the fetch in flight (this reader's connections are then
-        dropped, and reopened by a later read).
         """
         from zkconsumer import arrow
 
         schema = arrow.SCHEMA if schema is None else schema
         r = offset_range
-        chunks = self._chunks(r)
-        if read_ahead > 0:
-            self._cancelled.clear()
-            join_timeout = self._config.socket_timeout_ms / 1000.0 + 5.0
-            chunks = prefetched(chunks, read_ahead, cancel=self._cancel, join_timeout=join_timeout,
-                                name=f"zkconsumer-read-ahead-{r.topic}-{r.partition}")
-        for messages, stop in chunks:
+        for messages, stop in self._chunks(r):
             yield arrow.record_batch(r.topic, r.partition, messages, 0, stop, schema)
-
-    def _cancel(self) -> None:
-        """From the consumer's thread: make a read in another thread stop now (its connections are aborted)."""
-        self._cancelled.set()
-        for connection in list(self._connections.values()):
-            connection.abort()
 
     def _chunks(self, offset_range: OffsetRange) -> Iterator[Tuple[Sequence[RawMessage], int]]:
         """``(messages, stop)`` per fetch with a message in the range: ``messages[:stop]`` are its messages.
@@ -289,9 +260,6 @@ class RangeReader:
                     gone, gone.offset, resume, r.topic, r.partition, what)
 
     def _backoff(self, deadline: float, r: OffsetRange, pos: int, why: str) -> None:
-        if self._cancelled.is_set():
-            self._drop_connections()
-            raise ReadCancelledError(f"reading {r.topic}/{r.partition} at offset {pos} was cancelled")
         if self._clock() >= deadline:
             raise BrokerUnavailableError(
                 f"reading {r.topic}/{r.partition} at offset {pos} (range [{r.from_offset}, {r.until_offset})): "
@@ -391,9 +359,8 @@ def read_offset_range_batches(
     refresh_brokers: Optional[Callable[[], Sequence[BrokerAddress]]] = None,
     fail_on_data_loss: bool = True,
     schema: Any = None,
-    read_ahead: int = 0,
 ) -> Iterator[Any]:
     """Arrow record batches of one range (:meth:`RangeReader.batches`), with a reader closed at the end."""
     with RangeReader(ConsumerConfig(props), brokers, refresh_brokers=refresh_brokers,
                      fail_on_data_loss=fail_on_data_loss) as reader:
-        yield from reader.batches(offset_range, schema, read_ahead)
+        yield from reader.batches(offset_range, schema)
