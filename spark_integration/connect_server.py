@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.processes import spawn, tail, terminate_all
@@ -73,7 +73,7 @@ class LocalConnectServer:
     :meth:`stop` is idempotent.
     """
 
-    def __init__(self, workdir: os.PathLike, *, master: str = "local[2]", port: Optional[int] = None,
+    def __init__(self, workdir: "os.PathLike[str]", *, master: str = "local[2]", port: Optional[int] = None,
                  python: str = sys.executable, python_path: Sequence[str] = (),
                  conf: Optional[Mapping[str, str]] = None, driver_memory: str = "768m") -> None:
         self.workdir = Path(workdir)
@@ -100,7 +100,7 @@ class LocalConnectServer:
         inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         return os.pathsep.join(dict.fromkeys([*self.python_path, *inherited]))
 
-    def command(self) -> list:
+    def command(self) -> List[str]:
         """The ``spark-submit`` command line (``spark-internal``: no application jar is needed)."""
         pythonpath = self._pythonpath()
         conf = {

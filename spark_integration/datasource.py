@@ -107,6 +107,7 @@ planner process and closed in ``stop()``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -169,7 +170,7 @@ class OffsetRangePartition(InputPartition):
                  fail_on_data_loss: bool = True) -> None:
         super().__init__(tuple(offset_range))
         self.props = dict(props)
-        self.brokers = [tuple(b) for b in brokers]
+        self.brokers: List[BrokerAddress] = [(str(b[0]), int(b[1])) for b in brokers]
         self.offset_range = OffsetRange(*offset_range)
         self.fail_on_data_loss = fail_on_data_loss
 
@@ -312,7 +313,7 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if options.min_messages_per_trigger is not None:
             self._delay = TriggerDelay(options.min_messages_per_trigger, options.max_trigger_delay_ms, clock)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> Dict[str, int]:
         planner = self._planner
         partitions = planner.topic_partitions()
         planner.ownership.hold(partitions)
@@ -345,7 +346,7 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return ReadMinRows(options.min_messages_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: Dict[str, int], limit: ReadLimit) -> Dict[str, int]:
         planner = self._planner
         begin = decode_offsets(start)
         # Spark plans one micro-batch at a time: ``start`` is the end of a batch that has
@@ -393,13 +394,13 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             moving = rate_limit(max_rows, moving_begin, moving)
         return {**moving, **{tp: latest[tp] for tp in reset}}
 
-    def reportLatestOffset(self) -> Optional[dict]:
+    def reportLatestOffset(self) -> Optional[Dict[str, int]]:
         """The log ends seen when the last micro-batch was planned (Spark shows them as the source's
         ``latestOffset`` in the query's progress: with ``endOffset`` they give the lag per partition,
         see :func:`source_lag`); ``None`` before the first plan."""
         return encode_offsets(self._available) if self._available else None
 
-    def metrics(self, consumed: Optional[dict]) -> Dict[str, str]:
+    def metrics(self, consumed: Optional[Dict[str, int]]) -> Dict[str, str]:
         """Spark's Kafka-source lag metrics for the offsets ``consumed`` (the last micro-batch's end).
 
         ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest``,
@@ -411,7 +412,7 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return {}
         return offsets_behind_latest(decode_offsets(consumed), self._available)
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
         begin, finish = decode_offsets(start), decode_offsets(end)
         ranges = [OffsetRange(t, p, begin[(t, p)], until) for (t, p), until in sorted(finish.items())
                   if (t, p) in begin and until > begin[(t, p)]]
@@ -420,7 +421,7 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_batches(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Dict[str, int]) -> None:
         self._write_offsets(decode_offsets(end))
 
     def _write_offsets(self, offsets: Dict[TopicPartition, int]) -> None:
@@ -490,6 +491,10 @@ def offsets_behind_latest(consumed: Dict[TopicPartition, int], latest: Dict[Topi
             "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
 
 
+def _attribute(obj: Any, name: str) -> Any:
+    return getattr(obj, name, None)
+
+
 def source_lag(progress: Any) -> Dict[str, str]:
     """The zkconsumer source's lag in a query's progress (``query.lastProgress``, a dict or a
     ``StreamingQueryProgress``): Spark's ``min/max/avgOffsetsBehindLatest`` computed from the
@@ -499,7 +504,7 @@ def source_lag(progress: Any) -> Dict[str, str]:
         return {}
     sources = progress["sources"] if isinstance(progress, dict) else progress.sources
     for source in sources:
-        get = source.get if isinstance(source, dict) else lambda name: getattr(source, name, None)
+        get: Callable[[str], Any] = source.get if isinstance(source, dict) else functools.partial(_attribute, source)
         end, latest = get("endOffset"), get("latestOffset")
         if not end or not latest:
             continue

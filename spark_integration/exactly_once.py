@@ -168,7 +168,7 @@ def next_batch(conn: Any, props: PropsLike, topics: Sequence[str], *,
     return Batch(str(config.group_id), tuple(ranges), {tp: stored.get(tp) for tp in partitions})
 
 
-def create_rdd_for_ranges(sc: "SparkContext", props: PropsLike, ranges: Sequence[OffsetRange]) -> "RDD":
+def create_rdd_for_ranges(sc: "SparkContext", props: PropsLike, ranges: Sequence[OffsetRange]) -> "RDD[Any]":
     """An RDD of exactly the messages of ``ranges``: Spark partition ``i`` reads ``ranges[i]``.
 
     Rows are :class:`~zkconsumer.MessageAndMetadata`; the RDD has

@@ -40,7 +40,7 @@ class ExampleCluster:
                 keys: Optional[Sequence[Union[str, bytes]]] = None) -> List[Tuple[int, int]]:
         """Send ``values`` (str is encoded as UTF-8); returns ``(partition, offset)`` of each."""
         if self._local is not None:
-            return self._local.produce(topic, values, keys=keys)
+            return list(self._local.produce(topic, values, keys=keys))
         from kafka import KafkaProducer
 
         config = ConsumerConfig({"zookeeper.connect": self.zk_connect, "group.id": "zkconsumer-example"})

@@ -35,6 +35,7 @@ half of the group.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import time
@@ -177,13 +178,13 @@ class QueryOwnership:
             for tp in wanted:
                 logged = False
                 while True:
-                    holder = self._call(lambda: group.claim(tp[0], tp[1], self.thread_id))
+                    holder = self._call(functools.partial(group.claim, tp[0], tp[1], self.thread_id))
                     if holder is None:
                         taken.append(tp)
                         break
                     stale = holder == self.thread_id  # our own node from an expired session (ZOOKEEPER-1740)
                     if stale:
-                        self._call(lambda: group.release_stale(tp[0], tp[1], self.thread_id))
+                        self._call(functools.partial(group.release_stale, tp[0], tp[1], self.thread_id))
                     if self._clock() >= deadline:
                         raise GroupInUseError(self.config.group_id, {tp: holder}, self._wait_s)
                     if not stale:
@@ -203,7 +204,7 @@ class QueryOwnership:
         keep = set(partitions)
         for tp in sorted(self._held - keep):
             group = self._client()
-            self._call(lambda: group.release(tp[0], tp[1], self.thread_id))
+            self._call(functools.partial(group.release, tp[0], tp[1], self.thread_id))
             self._held.discard(tp)
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:

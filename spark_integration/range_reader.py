@@ -120,7 +120,8 @@ def _cut(messages: Sequence[RawMessage], until: int) -> Tuple[int, int]:
     (7, 2)
     """
     if MessageBlock is not None and type(messages) is MessageBlock:
-        return messages.last_offset, messages.bisect(until)
+        block: Any = messages
+        return int(block.last_offset), int(block.bisect(until))
     last = messages[-1][0]
     if last < until:
         return last, len(messages)

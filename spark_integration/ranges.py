@@ -48,8 +48,8 @@ class OffsetRange(NamedTuple):
     from_offset: int
     until_offset: int
 
-    @property
-    def count(self) -> int:
+    @property  # deliberately shadows tuple.count: the range's size is the useful "count"
+    def count(self) -> int:  # type: ignore[override]
         """Upper bound of the messages in the range (exact unless the topic is compacted)."""
         return max(0, self.until_offset - self.from_offset)
 
@@ -87,8 +87,10 @@ def plan_ranges(
     ``max_messages_per_partition`` offsets. A log end below the position (the log
     was truncated) gives an empty range at the position, never a negative one.
 
-    >>> plan_ranges({("t", 1): 4, ("t", 0): 0}, {("t", 0): 3, ("t", 1): 2})
-    [OffsetRange(topic='t', partition=0, from_offset=0, until_offset=3), OffsetRange(topic='t', partition=1, from_offset=4, until_offset=4)]
+    >>> for r in plan_ranges({("t", 1): 4, ("t", 0): 0}, {("t", 0): 3, ("t", 1): 2}):
+    ...     print(r)
+    OffsetRange(topic='t', partition=0, from_offset=0, until_offset=3)
+    OffsetRange(topic='t', partition=1, from_offset=4, until_offset=4)
     """
     if max_messages_per_partition is not None and max_messages_per_partition < 1:
         raise ValueError(f"max_messages_per_partition must be >= 1, not {max_messages_per_partition}")

@@ -102,4 +102,4 @@ def value_bytes(batch: "pa.RecordBatch") -> int:
     if len(values) == 0:
         return 0
     offsets = memoryview(values.buffers()[1]).cast("i")  # int32 value offsets; the array may be a slice
-    return offsets[values.offset + len(values)] - offsets[values.offset]
+    return int(offsets[values.offset + len(values)] - offsets[values.offset])
