@@ -36,6 +36,9 @@ import time
 from typing import Callable, List, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks import use_project_venv  # noqa: E402
+
+use_project_venv(__file__)
 
 from kafka.protocol.consumer import FetchRequest as KFetchRequest  # noqa: E402
 from kafka.protocol.consumer import FetchResponse as KFetchResponse  # noqa: E402
