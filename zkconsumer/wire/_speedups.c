@@ -456,34 +456,14 @@ static void block_dealloc(MessageBlock *b) {
     PyObject_Free(b);
 }
 
+static void scan_fill_at(const scan_t *s, int64_t delta, int64_t fetch_offset, MessageBlock *b,
+                         Py_ssize_t *i_io, int32_t *kpos_io, int32_t *vpos_io);
+
 /* Pass 3: fill the block from [start, stop). No Python calls. */
 static void scan_fill(const scan_t *s, int64_t delta, int64_t fetch_offset, MessageBlock *b) {
-    const unsigned char *d = s->data;
-    Py_ssize_t pos = s->start, i = 0;
+    Py_ssize_t i = 0;
     int32_t kpos = 0, vpos = 0;
-    char *kdata = (char *)b->kdata, *vdata = (char *)b->vdata;
-    uint8_t *kvalid = (uint8_t *)b->kvalid, *vvalid = (uint8_t *)b->vvalid;
-    entry_t e;
-    while (pos < s->stop) {
-        parse_valid(d, pos, &e);
-        if (e.offset + delta >= fetch_offset) {
-            b->off[i] = e.offset + delta;
-            if (e.key_len >= 0) {
-                memcpy(kdata + kpos, d + e.key_pos, e.key_len);
-                kpos += e.key_len;
-                if (kvalid) kvalid[i >> 3] |= (uint8_t)(1u << (i & 7));
-            }
-            if (e.value_len >= 0) {
-                memcpy(vdata + vpos, d + e.value_pos, e.value_len);
-                vpos += e.value_len;
-                if (vvalid) vvalid[i >> 3] |= (uint8_t)(1u << (i & 7));
-            }
-            i++;
-            b->koff[i] = kpos;
-            b->voff[i] = vpos;
-        }
-        pos = e.msg_end;
-    }
+    scan_fill_at(s, delta, fetch_offset, b, &i, &kpos, &vpos);
 }
 
 static inline int key_is_null(const MessageBlock *b, Py_ssize_t i) {
