@@ -182,3 +182,75 @@ def test_abort_wakes_a_blocked_request_and_refuses_later_ones(server_factory) ->
     assert isinstance(errors[0], BrokerUnavailableError) and "aborted" in str(errors[0])
     with pytest.raises(BrokerUnavailableError, match="aborted"):
         conn.metadata([])
+
+
+# ---------------------------------------------------------------------- issue 15: the fetcher's receive path
+
+def test_issue15_recv_exactly_reads_a_response_sent_in_pieces_with_the_gil_released() -> None:
+    from zkconsumer.wire.messageset import speedups
+
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    a, b = socket.socketpair()
+    a.settimeout(5)  # a Python timeout makes the descriptor non-blocking underneath
+    payload = bytes(range(256)) * 4096
+    ticks = {"n": 0}
+
+    def writer() -> None:
+        for i in range(0, len(payload), 65536):
+            b.sendall(payload[i:i + 65536])
+            time.sleep(0.01)
+
+    def ticker() -> None:  # runs Python code only while the reader does not hold the GIL
+        end = time.monotonic() + 0.15
+        while time.monotonic() < end:
+            ticks["n"] += 1
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=ticker)]
+    for t in threads:
+        t.start()
+    buf = bytearray(len(payload))
+    assert speedups.recv_exactly(a.fileno(), buf, 5000) == len(payload)
+    for t in threads:
+        t.join(5)
+    assert bytes(buf) == payload and ticks["n"] > 0
+    a.close(), b.close()
+
+
+def test_issue15_recv_exactly_reports_eof_and_timeout() -> None:
+    from zkconsumer.wire.messageset import speedups
+
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    a, b = socket.socketpair()
+    b.sendall(b"abc")
+    started = time.monotonic()
+    assert speedups.recv_exactly(a.fileno(), bytearray(10), 200) == -1  # 3 bytes, then nothing: timed out
+    assert 0.15 < time.monotonic() - started < 2
+    b.sendall(b"defg")
+    b.close()
+    buf = bytearray(10)
+    assert speedups.recv_exactly(a.fileno(), buf, 1000) == 4  # the rest, then EOF
+    assert bytes(buf[:4]) == b"defg"
+    a.close()
+    with pytest.raises(OSError):
+        speedups.recv_exactly(a.fileno(), bytearray(1), 100)
+
+
+def test_issue15_reused_fetch_buffer_is_not_touched_by_other_requests(server_factory) -> None:
+    from kafka.protocol.old.fetch import FetchResponse_v0
+
+    sets = [bytes([n]) * 300_000 for n in (1, 2)]
+    bodies = iter([FetchResponse_v0(topics=[("t", [(0, 0, 5, s)])]).encode() for s in sets])
+
+    def handler(cid: int, key: int, req: bytes) -> bytes:
+        return next(bodies) if key == 1 else METADATA_BODY
+
+    server = server_factory(handler)
+    conn = BrokerConnection("127.0.0.1", server.port, "unit-client", 2000, 65536, reuse_buffer=True)
+    first = conn.fetch([], 100, 1).partitions[0].message_set
+    assert conn.metadata([]).brokers  # e.g. an offset lookup while a response is processed
+    assert bytes(first) == sets[0], "a non-fetch request overwrote the fetch response"
+    second = conn.fetch([], 100, 1).partitions[0].message_set
+    assert bytes(second) == sets[1]
+    assert bytes(first) == sets[1], "the second fetch did not reuse the first one's buffer"

@@ -295,8 +295,9 @@ class FetcherManager:
         if self._connection_factory is not None:
             return self._connection_factory(host, port)
         c = self._config
+        # reuse_buffer: a fetcher thread decodes (copies) each response before its next request.
         return BrokerConnection(host, port, c.client_id, c.socket_timeout_ms, c.socket_receive_buffer_bytes,
-                                self._ssl_context)
+                                self._ssl_context, reuse_buffer=True)
 
     def _wait_for_leaderless(self, stop: threading.Event) -> Set[TopicPartition]:
         """Block until some partition lacks a leader; returns them (empty set when stopping)."""

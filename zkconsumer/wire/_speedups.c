@@ -50,6 +50,9 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #if PY_VERSION_HEX < 0x030A0000  /* Python 3.9 */
 static inline PyObject *Py_NewRef(PyObject *o) { Py_INCREF(o); return o; }
@@ -1330,7 +1333,63 @@ static PyTypeObject CursorType = {
 
 /* ------------------------------------------------------------------------ module */
 
+/* ------------------------------------------------------------------------ socket receive
+ * recv_exactly(fd, buffer, timeout_ms) -> bytes read
+ *
+ * Fills the writable ``buffer`` from the socket ``fd`` with the GIL released for
+ * the whole read, not once per recv() as a Python loop of sock.recv_into does:
+ * a fetcher reading a multi-megabyte response otherwise needs the GIL back after
+ * every segment, and each time waits up to sys.getswitchinterval() for a thread
+ * that is iterating messages. Returns len(buffer), or fewer bytes if the peer
+ * closed the connection (EOF; the caller reports it). Each wait for data is
+ * bounded by ``timeout_ms`` (negative: no bound), like a socket timeout per
+ * operation: -1 is returned when it passes (the caller raises socket.timeout). OSError on a socket error. Signals
+ * interrupting a wait are handled (KeyboardInterrupt propagates). Works on
+ * blocking and non-blocking descriptors alike (recv with MSG_DONTWAIT, then
+ * poll for the rest). Plain TCP only: TLS sockets must not use it. */
+static PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
+    int fd, timeout_ms;
+    Py_buffer view;
+    Py_ssize_t got = 0;
+    int err = 0, timed_out = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iw*i:recv_exactly", &fd, &view, &timeout_ms)) return NULL;
+    for (;;) {
+        int interrupted = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (got < view.len) {
+            ssize_t r = recv(fd, (char *)view.buf + got, (size_t)(view.len - got), MSG_DONTWAIT);
+            if (r > 0) { got += r; continue; }
+            if (r == 0) break;  /* EOF */
+            if (errno == EINTR) { interrupted = 1; break; }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                struct pollfd pfd;
+                int n;
+                pfd.fd = fd; pfd.events = POLLIN; pfd.revents = 0;
+                n = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+                if (n > 0) continue;
+                if (n == 0) { timed_out = 1; break; }
+                if (errno == EINTR) { interrupted = 1; break; }
+            }
+            err = errno;
+            break;
+        }
+        Py_END_ALLOW_THREADS
+        if (!interrupted) break;
+        if (PyErr_CheckSignals() < 0) { PyBuffer_Release(&view); return NULL; }
+    }
+    PyBuffer_Release(&view);
+    if (timed_out) return PyLong_FromLong(-1);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromSsize_t(got);
+}
+
 static PyMethodDef module_methods[] = {
+    {"recv_exactly", py_recv_exactly, METH_VARARGS,
+     "recv_exactly(fd, buffer, timeout_ms) -> bytes read (< len(buffer) only at EOF, -1 on timeout); the GIL is released throughout"},
     {"crc32", py_crc32, METH_O, "crc32(data) -> zlib.crc32(data), with the decoder's implementation"},
     {"decode_inner", py_decode_inner, METH_VARARGS,
      "decode_inner(sets, fetch_offset) -> (block, bad_index, reason): the inner sets of consecutive wrappers as one block"},

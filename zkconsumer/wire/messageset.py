@@ -91,6 +91,8 @@ def _load_speedups() -> Any:
 
 
 _speedups = _load_speedups()
+#: The loaded C extension module, or ``None`` (shared with the other wire modules).
+speedups: Any = _speedups
 #: True when :func:`decode_message_set` (and the stream iterator) use the C extension.
 ACCELERATED = _speedups is not None
 #: The type of ``DecodedMessageSet.messages`` produced by the C decoder (``None`` without it).
