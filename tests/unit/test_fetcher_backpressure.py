@@ -122,9 +122,10 @@ def test_item3_a_stalled_stream_does_not_stop_the_other_streams_partitions(strea
     streams.read(streams.a, lambda: streams.got(0) >= 400)
     streams.check_exact(0, 400)
     assert all(streams.got(p) == 0 for p in B)
-    # B: its queue full, never more; the one chunk that did not fit is parked; nothing more fetched.
+    # B: its queue full, never more; beyond it at most one parked chunk per partition
+    # (each partition is fetched again as soon as its own chunk is queued); nothing more fetched.
     assert len(streams.b) == CAPACITY and streams.peak_b <= CAPACITY
-    assert streams.parked_b() == 1  # three partitions fetched at once into two free slots
+    assert streams.parked_b() == len(B)
     fetched_b = [info.fetched_offset for info in streams.infos_b]
     fetches_b = [streams.cluster.fetches[("t", p)] for p in B]
     time.sleep(0.3)
@@ -165,8 +166,8 @@ def test_item3_removing_a_partition_drops_its_parked_chunk_and_a_new_owner_loses
         streams: TwoStreams) -> None:
     streams.start()
     streams.read(streams.a, lambda: streams.got(0) >= 400)
-    assert streams.parked_b() == 1
-    (parked,) = [p for p in B if streams.partition_metrics(p)["parked"]]
+    assert streams.parked_b() == len(B)
+    parked = B[0]  # one of the partitions holding a parked chunk
     others = [p for p in B if p != parked]
     # The partition with the parked chunk moves away (the rebalancer's _revoke): B takes the others only.
     streams.manager.remove_partitions([("t", parked)])
