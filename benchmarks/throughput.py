@@ -1,7 +1,8 @@
 """Consumer throughput on a LocalCluster: Kafka's own ZooKeeper consumer against zkconsumer and other clients.
 
-For each message size (default 100, 1000 and 10,000 bytes) and codec (default none)
-it creates a 6-partition topic, fills it with Kafka's ProducerPerformance
+The brokers run with the JVM options of ``kafka-server-start.sh`` (1 GB heap, G1, C2), not
+LocalCluster's light test settings. For each message size (default 100, 1000 and 10,000
+bytes) and codec (default none) it creates a 6-partition topic, fills it with Kafka's ProducerPerformance
 (``compression.type`` = the codec; its payload is one byte value repeated, so
 compressed topics compress far better than real data), then runs, in rotating order for ``--rounds``
 rounds, each consumer from the log start as a new group member, for the same N:
@@ -40,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .report import Round, format_table, rotate, size_map, summarize
 from .runner import log
-from .tools import Tool, produce, run_tool
+from .tools import KAFKA_SERVER_HEAP, KAFKA_SERVER_JVM, Tool, produce, run_tool
 
 PARTITIONS = 6
 DEFAULT_MESSAGES = "100=20000000,1000=4000000,10000=400000"
@@ -161,7 +162,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results: Dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "scaling": args.scaling,
                                "brokers": brokers, "topics": []}
     report: List[str] = []
-    with LocalCluster(brokers=brokers, partitions=PARTITIONS, heap="512m") as cluster:
+    with LocalCluster(brokers=brokers, partitions=PARTITIONS, heap=KAFKA_SERVER_HEAP,
+                      broker_jvm_options=KAFKA_SERVER_JVM) as cluster:
         for size in sizes:
             for codec in codecs:
                 n = args.messages.get(size, 1_000_000)

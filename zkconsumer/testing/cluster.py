@@ -139,6 +139,8 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
     defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
+    ``broker_jvm_options`` are added last to the brokers' JVM options (which favour a quick
+    start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.
     ``ssl`` (an :class:`~zkconsumer.testing.tls.SslOptions`, or ``True`` for the defaults)
     adds an SSL listener to every broker, with material generated at start
     (:attr:`ssl_files`, :attr:`ssl_bootstrap_servers`, :meth:`ssl_port`); without it
@@ -154,7 +156,7 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
                  startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
                  ssl: Union[SslOptions, bool, None] = None, zookeeper_nodes: int = 1,
-                 zookeeper: Optional[str] = None) -> None:
+                 zookeeper: Optional[str] = None, broker_jvm_options: Sequence[str] = ()) -> None:
         if zookeeper_nodes < 1:
             raise ValueError("zookeeper_nodes must be >= 1")
         if brokers < 1:
@@ -167,6 +169,7 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
         self._zookeeper_config = dict(zookeeper_config or {})
         self._requested_home = Path(kafka_home) if kafka_home is not None else None
         self._heap = heap
+        self._broker_jvm_options = tuple(broker_jvm_options)
         self._startup_timeout = startup_timeout
         if keep_work_dir is None:
             keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
@@ -363,7 +366,8 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
                                   overrides=overrides)
         config.write_text(render_properties(props))
         return processes.JavaProcess(
-            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),
+            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties",
+                                                  self._broker_jvm_options),
             str(self.log_dir / f"broker-{broker_id}.log"), cwd=str(self.work_dir))
 
     def registered_brokers(self) -> List[int]:
