@@ -254,3 +254,41 @@ def test_issue15_reused_fetch_buffer_is_not_touched_by_other_requests(server_fac
     second = conn.fetch([], 100, 1).partitions[0].message_set
     assert bytes(second) == sets[1]
     assert bytes(first) == sets[1], "the second fetch did not reuse the first one's buffer"
+
+
+def test_issue15_recv_frame_reads_size_and_body_or_says_why_not() -> None:
+    from zkconsumer.wire.messageset import speedups
+
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    a, b = socket.socketpair()
+    buf = bytearray(16)
+    b.sendall(struct.pack(">i", 5) + b"hello")
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 5, 5) and bytes(buf[:5]) == b"hello"
+    b.sendall(struct.pack(">i", 100))  # larger than the buffer: the body is left to the caller
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 100, 0)
+    b.sendall(b"x" * 100)
+    assert speedups.recv_exactly(a.fileno(), bytearray(100), 1000) == 100
+    b.sendall(struct.pack(">i", -1))  # implausible sizes are reported, not read
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, -1, 0)
+    assert speedups.recv_frame(a.fileno(), buf, 100) == (1, 0, 0)  # nothing comes: timed out
+    b.sendall(struct.pack(">i", 8) + b"abc")
+    b.close()
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 8, 3)  # EOF inside the body
+    a.close()
+    a, b = socket.socketpair()
+    b.sendall(b"\x00\x00")
+    b.close()
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (2, 0, 2)  # EOF inside the size
+    a.close()
+
+
+def test_issue15_shared_buffer_grows_for_a_larger_fetch_response(server_factory) -> None:
+    from kafka.protocol.old.fetch import FetchResponse_v0
+
+    sets = [b"a" * 1000, b"b" * 3_000_000, b"c" * 10]
+    bodies = iter([FetchResponse_v0(topics=[("t", [(0, 0, 5, s)])]).encode() for s in sets])
+    server = server_factory(lambda cid, key, req: next(bodies))
+    conn = BrokerConnection("127.0.0.1", server.port, "unit-client", 2000, 65536, reuse_buffer=True)
+    for expected in sets:
+        assert bytes(conn.fetch([], 100, 1).partitions[0].message_set) == expected

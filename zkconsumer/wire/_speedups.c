@@ -1347,49 +1347,92 @@ static PyTypeObject CursorType = {
  * interrupting a wait are handled (KeyboardInterrupt propagates). Works on
  * blocking and non-blocking descriptors alike (recv with MSG_DONTWAIT, then
  * poll for the rest). Plain TCP only: TLS sockets must not use it. */
+/* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout,
+ * 2 when a signal interrupted a wait (call again after handling it), else an errno. */
+static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got) {
+    while (*got < n) {
+        ssize_t r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
+        if (r > 0) { *got += r; continue; }
+        if (r == 0) return 0;  /* EOF */
+        if (errno == EINTR) return 2;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            struct pollfd pfd;
+            int k;
+            pfd.fd = fd; pfd.events = POLLIN; pfd.revents = 0;
+            k = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+            if (k > 0) continue;
+            if (k == 0) return 1;
+            if (errno == EINTR) return 2;
+        }
+        return errno ? errno : EIO;
+    }
+    return 0;
+}
+
+static PyObject *recv_failed(int status) {
+    if (status == 1) return PyLong_FromLong(-1);  /* timeout: the caller raises socket.timeout */
+    errno = status;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 static PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
-    int fd, timeout_ms;
+    int fd, timeout_ms, status;
     Py_buffer view;
     Py_ssize_t got = 0;
-    int err = 0, timed_out = 0;
     (void)self;
     if (!PyArg_ParseTuple(args, "iw*i:recv_exactly", &fd, &view, &timeout_ms)) return NULL;
     for (;;) {
-        int interrupted = 0;
         Py_BEGIN_ALLOW_THREADS
-        while (got < view.len) {
-            ssize_t r = recv(fd, (char *)view.buf + got, (size_t)(view.len - got), MSG_DONTWAIT);
-            if (r > 0) { got += r; continue; }
-            if (r == 0) break;  /* EOF */
-            if (errno == EINTR) { interrupted = 1; break; }
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                struct pollfd pfd;
-                int n;
-                pfd.fd = fd; pfd.events = POLLIN; pfd.revents = 0;
-                n = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
-                if (n > 0) continue;
-                if (n == 0) { timed_out = 1; break; }
-                if (errno == EINTR) { interrupted = 1; break; }
-            }
-            err = errno;
-            break;
-        }
+        status = recv_all(fd, (char *)view.buf, view.len, timeout_ms, &got);
         Py_END_ALLOW_THREADS
-        if (!interrupted) break;
+        if (status != 2) break;
         if (PyErr_CheckSignals() < 0) { PyBuffer_Release(&view); return NULL; }
     }
     PyBuffer_Release(&view);
-    if (timed_out) return PyLong_FromLong(-1);
-    if (err) {
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
+    if (status) return recv_failed(status);
     return PyLong_FromSsize_t(got);
+}
+
+/* recv_frame(fd, buffer, timeout_ms) -> (state, size, body bytes read)
+ *
+ * A size-prefixed response frame with one GIL release: the 4-byte big-endian size,
+ * then, if 4 <= size <= len(buffer), the body into buffer[:size]. state 0: the size
+ * was read; the body was read whole if got == size, cut by EOF if 0 < got < size or
+ * (got == 0 and 4 <= size <= len(buffer)), not read at all if size is outside that
+ * range (the caller reads it into a larger buffer, or rejects the size). state 1: a
+ * wait timed out. state 2: EOF before the size was complete (got = its bytes read). */
+static PyObject *py_recv_frame(PyObject *self, PyObject *args) {
+    int fd, timeout_ms, status = 0;
+    Py_buffer view;
+    unsigned char head[4];
+    Py_ssize_t hgot = 0, bgot = 0;
+    int32_t size = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iw*i:recv_frame", &fd, &view, &timeout_ms)) return NULL;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        status = recv_all(fd, (char *)head, 4, timeout_ms, &hgot);
+        if (status == 0 && hgot == 4) {
+            size = be32(head);
+            if (size >= 4 && size <= view.len)
+                status = recv_all(fd, (char *)view.buf, size, timeout_ms, &bgot);
+        }
+        Py_END_ALLOW_THREADS
+        if (status != 2) break;
+        if (PyErr_CheckSignals() < 0) { PyBuffer_Release(&view); return NULL; }
+    }
+    PyBuffer_Release(&view);
+    if (status == 1) return Py_BuildValue("(iin)", 1, 0, (Py_ssize_t)0);
+    if (status) return recv_failed(status);
+    if (hgot < 4) return Py_BuildValue("(iin)", 2, 0, hgot);
+    return Py_BuildValue("(iin)", 0, (int)size, bgot);
 }
 
 static PyMethodDef module_methods[] = {
     {"recv_exactly", py_recv_exactly, METH_VARARGS,
      "recv_exactly(fd, buffer, timeout_ms) -> bytes read (< len(buffer) only at EOF, -1 on timeout); the GIL is released throughout"},
+    {"recv_frame", py_recv_frame, METH_VARARGS,
+     "recv_frame(fd, buffer, timeout_ms) -> (state, size, body bytes read): a size-prefixed frame in one GIL release"},
     {"crc32", py_crc32, METH_O, "crc32(data) -> zlib.crc32(data), with the decoder's implementation"},
     {"decode_inner", py_decode_inner, METH_VARARGS,
      "decode_inner(sets, fetch_offset) -> (block, bad_index, reason): the inner sets of consecutive wrappers as one block"},

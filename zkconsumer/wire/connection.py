@@ -55,6 +55,7 @@ MAX_RESPONSE_BYTES = 1 << 30
 
 #: The C extension's GIL-free receive loop (plain TCP only), or ``None``.
 _recv_exactly = speedups.recv_exactly if speedups is not None else None
+_recv_frame = speedups.recv_frame if speedups is not None else None
 
 
 class BrokerConnection:
@@ -238,7 +239,26 @@ class BrokerConnection:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
 
     def _receive(self, sock: socket.socket, shared_buffer: bool = False) -> memoryview:
-        """Read one size-prefixed response; returns the frame without its size prefix."""
+        """Read one size-prefixed response; returns the frame without its size prefix.
+
+        Into the connection's own buffer, with the C extension on plain TCP, the size
+        and the body are read in one release of the GIL (one wait to take it back,
+        not two, behind a thread iterating messages).
+        """
+        if shared_buffer and _recv_frame is not None and not isinstance(sock, ssl.SSLSocket):
+            timeout_ms = self.socket_timeout_ms if self.socket_timeout_ms > 0 else -1
+            state, size, got = _recv_frame(sock.fileno(), self._buffer, timeout_ms)
+            if state == 1:
+                raise socket.timeout("timed out")
+            if state == 2:
+                raise EOFError(f"connection closed by peer after {got} of 4 bytes")
+            if size < 4 or size > MAX_RESPONSE_BYTES:
+                raise EOFError(f"implausible response size {size}")
+            if size > len(self._buffer):  # the body was not read: a larger buffer first
+                return self._read_exactly(sock, size, True)
+            if got < size:
+                raise EOFError(f"connection closed by peer after {got} of {size} bytes")
+            return memoryview(self._buffer)[:size]
         head = self._read_exactly(sock, 4, False)
         size = int.from_bytes(head, "big", signed=True)
         if size < 4 or size > MAX_RESPONSE_BYTES:
@@ -249,10 +269,10 @@ class BrokerConnection:
         """``n`` bytes from ``sock`` into one buffer: a new one, or the connection's own (``shared_buffer``).
 
         On a plain TCP socket the C extension reads them all with the GIL
-        released once (a Python loop needs the GIL back after every segment,
-        and waits for it behind a thread that is iterating messages: measured
-        in ``scripts/bench``, that wait was most of a fetcher's time). TLS
-        sockets, and installs without the extension, use the Python loop.
+        released once: a Python loop needs the GIL back after every segment, and
+        each time may wait up to ``sys.getswitchinterval()`` (5 ms) behind a thread
+        that is iterating messages. TLS sockets, and installs without the
+        extension, use the Python loop.
         """
         if shared_buffer:
             if len(self._buffer) < n:  # a new, larger buffer: views of the old one stay valid
