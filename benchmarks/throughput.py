@@ -44,7 +44,8 @@ from .runner import log
 from .tools import KAFKA_SERVER_HEAP, KAFKA_SERVER_JVM, Tool, produce, run_tool
 
 PARTITIONS = 6
-DEFAULT_MESSAGES = "100=20000000,1000=4000000,10000=400000"
+#: N per size: at the rates of the README's table, every tool's timed window lasts 10 s or more.
+DEFAULT_MESSAGES = "100=30000000,1000=10000000,10000=1500000"
 DEFAULT_SLOW_MESSAGES = "100=2000000,1000=1000000,10000=200000"
 
 TOOLS: Tuple[Tool, ...] = (
