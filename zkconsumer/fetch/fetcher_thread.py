@@ -31,7 +31,9 @@ messages takes.
 Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its
 queue plus one parked chunk per partition of the stream (each at most
 ``fetch.message.max.bytes`` of message data, decoded into its own buffers),
-plus, per fetcher thread, the one response being processed. A partition that
+plus, per fetcher thread, its connection's response buffer, as large as the largest
+response so far (at most ``fetch.message.max.bytes`` per partition it serves; kept
+and reused until the fetcher stops, see ``BrokerConnection(reuse_buffer=True)``). A partition that
 leaves its fetcher (removed, handed back, stopped) drops its parked chunk; its
 ``fetched_offset`` never moved past it, so the next fetch gets the same messages.
 """
