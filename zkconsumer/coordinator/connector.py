@@ -18,7 +18,7 @@ Wiring (the parts are those of the ZooKeeper connector, plus this package)::
     GroupMembership (membership.py) ── CoordinatorChannel ×2 (channel.py): join/sync, heartbeat/leave
           │ assign / revoke                 leader: plan (assignment.py) from ZooKeeper's topic list
           ▼
-    Delivery (delivery.py) ── FetcherManager (fetcher.py), OffsetCommitter (offsets.py) with
+    Delivery (delivery.py) ── FetcherManager (fetch/manager.py), OffsetCommitter (offsets.py) with
                               KafkaOffsetStorage: OffsetCommit v2 fenced by generation
 
 ZooKeeper is still used, read-only except for dual-committed offsets: to list

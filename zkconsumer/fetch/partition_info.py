@@ -18,7 +18,7 @@ delivers a message twice.
 Back-pressure: a queue holds at most ``queued.max.message.chunks`` chunks.
 Fetchers :meth:`PartitionTopicInfo.offer` chunks without blocking and keep
 (park) one that does not fit; a room listener on the queue tells them when a
-consumer made room (see ``fetcher.py``).
+consumer made room (see ``fetcher_thread.py``).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class ChunkQueue:
     ``capacity`` is ``queued.max.message.chunks``: the queue never holds more
     chunks than that (the shutdown sentinel aside). Fetchers use the
     non-blocking :meth:`offer` and keep a chunk that does not fit (see
-    ``fetcher.py``: a full stream must not stop the fetching of other streams'
+    ``fetcher_thread.py``: a full stream must not stop the fetching of other streams'
     partitions); they learn that room appeared through a *room listener*
     (:meth:`add_room_listener`), called whenever an item leaves a full queue
     (:meth:`get`, :meth:`clear`, :meth:`discard`).
