@@ -44,9 +44,9 @@ from .runner import log
 from .tools import KAFKA_SERVER_HEAP, KAFKA_SERVER_JVM, Tool, produce, run_tool
 
 PARTITIONS = 6
-#: N per size: at the rates of the README's table, every tool's timed window lasts 10 s or more.
+#: N per size (and for the slow tools): at the rates of the README's table, every tool's timed window lasts 10 s or more.
 DEFAULT_MESSAGES = "100=30000000,1000=10000000,10000=1500000"
-DEFAULT_SLOW_MESSAGES = "100=2000000,1000=1000000,10000=200000"
+DEFAULT_SLOW_MESSAGES = "100=3000000,1000=2500000,10000=700000"
 
 TOOLS: Tuple[Tool, ...] = (
     Tool("kafka", "Kafka ConsumerPerformance --zookeeper (Scala, 1 thread)", "kafka"),
