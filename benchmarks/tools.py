@@ -21,15 +21,16 @@ from typing import Any, Dict
 from .runner import Run, child_env
 
 #: kafka-consumer-perf-test.sh: KAFKA_HEAP_OPTS and KAFKA_JVM_PERFORMANCE_OPTS of kafka-run-class.sh.
-KAFKA_SCRIPT_JVM = ("-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-                    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+DisableExplicitGC", "-Djava.awt.headless=true")
+#: KAFKA_JVM_PERFORMANCE_OPTS of kafka-run-class.sh, shared by its tools and the broker.
+KAFKA_JVM_PERFORMANCE_OPTS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                              "-XX:+DisableExplicitGC")
+KAFKA_SCRIPT_JVM = ("-Xmx512M", "-server", *KAFKA_JVM_PERFORMANCE_OPTS, "-Djava.awt.headless=true")
 
 #: kafka-server-start.sh: a broker's KAFKA_HEAP_OPTS (-Xmx1G -Xms1G) and KAFKA_JVM_PERFORMANCE_OPTS,
 #: as added after LocalCluster's own test options (C1 only, serial GC), which they override: a
 #: throughput benchmark measures consumers against a broker configured as in production, not
 #: against one kept light for tests.
-KAFKA_SERVER_JVM = ("-Xms1G", "-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", "-XX:+UseG1GC",
-                    "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+DisableExplicitGC")
+KAFKA_SERVER_JVM = ("-Xms1G", "-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", *KAFKA_JVM_PERFORMANCE_OPTS)
 KAFKA_SERVER_HEAP = "1g"
 
 TIMEOUT = 1800.0

@@ -1333,20 +1333,8 @@ static PyTypeObject CursorType = {
 
 /* ------------------------------------------------------------------------ module */
 
-/* ------------------------------------------------------------------------ socket receive
- * recv_exactly(fd, buffer, timeout_ms) -> bytes read
- *
- * Fills the writable ``buffer`` from the socket ``fd`` with the GIL released for
- * the whole read, not once per recv() as a Python loop of sock.recv_into does:
- * a fetcher reading a multi-megabyte response otherwise needs the GIL back after
- * every segment, and each time waits up to sys.getswitchinterval() for a thread
- * that is iterating messages. Returns len(buffer), or fewer bytes if the peer
- * closed the connection (EOF; the caller reports it). Each wait for data is
- * bounded by ``timeout_ms`` (negative: no bound), like a socket timeout per
- * operation: -1 is returned when it passes (the caller raises socket.timeout). OSError on a socket error. Signals
- * interrupting a wait are handled (KeyboardInterrupt propagates). Works on
- * blocking and non-blocking descriptors alike (recv with MSG_DONTWAIT, then
- * poll for the rest). Plain TCP only: TLS sockets must not use it. */
+/* ------------------------------------------------------------------------ socket receive */
+
 /* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout,
  * 2 when a signal interrupted a wait (call again after handling it), else an errno. */
 static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got) {
@@ -1375,6 +1363,19 @@ static PyObject *recv_failed(int status) {
     return PyErr_SetFromErrno(PyExc_OSError);
 }
 
+/* recv_exactly(fd, buffer, timeout_ms) -> bytes read
+ *
+ * Fills the writable ``buffer`` from the socket ``fd`` with the GIL released for
+ * the whole read, not once per recv() as a Python loop of sock.recv_into does:
+ * a fetcher reading a multi-megabyte response otherwise needs the GIL back after
+ * every segment, and each time waits up to sys.getswitchinterval() for a thread
+ * that is iterating messages. Returns len(buffer), or fewer bytes if the peer
+ * closed the connection (EOF; the caller reports it). Each wait for data is
+ * bounded by ``timeout_ms`` (negative: no bound), like a socket timeout per
+ * operation: -1 is returned when it passes (the caller raises socket.timeout). OSError on a socket error. Signals
+ * interrupting a wait are handled (KeyboardInterrupt propagates). Works on
+ * blocking and non-blocking descriptors alike (recv with MSG_DONTWAIT, then
+ * poll for the rest). Plain TCP only: TLS sockets must not use it. */
 static PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
     int fd, timeout_ms, status;
     Py_buffer view;

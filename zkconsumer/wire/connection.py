@@ -58,6 +58,12 @@ _recv_exactly = speedups.recv_exactly if speedups is not None else None
 _recv_frame = speedups.recv_frame if speedups is not None else None
 
 
+def _check_size(size: int) -> None:
+    """Refuse a response size no broker sends (a desynchronised stream reads garbage as a size)."""
+    if size < 4 or size > MAX_RESPONSE_BYTES:
+        raise EOFError(f"implausible response size {size}")
+
+
 class BrokerConnection:
     """A lazily connected, blocking connection to the broker at ``host:port``.
 
@@ -69,8 +75,8 @@ class BrokerConnection:
     connection (grown when a response is larger), instead of a new one each
     time: the message sets of a fetch response are then valid only until the next
     fetch on this connection, so the caller must be done with a response, or
-    have copied what it keeps, before it fetches again. A fetcher
-    thread is (the decoders copy every message out); it spares allocating and
+    have copied what it keeps, before it fetches again. A fetcher thread
+    does (the decoders copy every message out); it spares allocating and
     zero-filling a buffer of several MB per fetch, a quarter of the CPU a
     connection spends per GB received (measured with a fetch-only loop).
     """
@@ -245,15 +251,14 @@ class BrokerConnection:
         and the body are read in one release of the GIL (one wait to take it back,
         not two, behind a thread iterating messages).
         """
-        if shared_buffer and _recv_frame is not None and not isinstance(sock, ssl.SSLSocket):
-            timeout_ms = self.socket_timeout_ms if self.socket_timeout_ms > 0 else -1
+        timeout_ms = self._native_timeout_ms(sock)
+        if shared_buffer and _recv_frame is not None and timeout_ms is not None:
             state, size, got = _recv_frame(sock.fileno(), self._buffer, timeout_ms)
             if state == 1:
                 raise socket.timeout("timed out")
             if state == 2:
                 raise EOFError(f"connection closed by peer after {got} of 4 bytes")
-            if size < 4 or size > MAX_RESPONSE_BYTES:
-                raise EOFError(f"implausible response size {size}")
+            _check_size(size)
             if size > len(self._buffer):  # the body was not read: a larger buffer first
                 return self._read_exactly(sock, size, True)
             if got < size:
@@ -261,8 +266,7 @@ class BrokerConnection:
             return memoryview(self._buffer)[:size]
         head = self._read_exactly(sock, 4, False)
         size = int.from_bytes(head, "big", signed=True)
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise EOFError(f"implausible response size {size}")
+        _check_size(size)
         return self._read_exactly(sock, size, shared_buffer)
 
     def _read_exactly(self, sock: socket.socket, n: int, shared_buffer: bool) -> memoryview:
@@ -280,8 +284,8 @@ class BrokerConnection:
             view = memoryview(self._buffer)[:n]
         else:
             view = memoryview(bytearray(n))
-        if _recv_exactly is not None and not isinstance(sock, ssl.SSLSocket):
-            timeout_ms = self.socket_timeout_ms if self.socket_timeout_ms > 0 else -1
+        timeout_ms = self._native_timeout_ms(sock)
+        if _recv_exactly is not None and timeout_ms is not None:
             got = _recv_exactly(sock.fileno(), view, timeout_ms)
             if got < 0:
                 raise socket.timeout("timed out")
@@ -295,6 +299,12 @@ class BrokerConnection:
                 raise EOFError(f"connection closed by peer after {got} of {n} bytes")
             got += r
         return view
+
+    def _native_timeout_ms(self, sock: socket.socket) -> Optional[int]:
+        """The wait bound for the C receive functions (-1: none), or ``None`` if they must not read ``sock`` (TLS)."""
+        if isinstance(sock, ssl.SSLSocket):
+            return None
+        return self.socket_timeout_ms if self.socket_timeout_ms > 0 else -1
 
     def _close_locked(self) -> None:
         sock, self._sock = self._sock, None
