@@ -147,18 +147,23 @@ class OwnershipSteps:
         (is the node still ours?) the first time or after its watch fired
         (:meth:`GroupClient.confirm_held`), one moving between our own streams a read and a
         conditional write (:meth:`GroupClient.relabel`), a released one a read
-        and a conditional delete, a new one one create; a conflicting one also
-        the read that finds its holder (which sets the watch the wait uses) and
-        one create per change of that node.
+        (the nodes released together are then deleted by one multi-operation),
+        a new one one create; a conflicting one also the read that finds its
+        holder (which sets the watch the wait uses) and one create per change
+        of that node. Releases, claims and offset reads are each sent together
+        (pipelined), so an attempt takes a few round trips, not a few per
+        partition.
 
         On failure, and whatever raises, partitions newly claimed in this
         attempt are released again (or, if ZooKeeper refuses that too, kept in
         the books and released by the next attempt); retained ones keep being
         fetched: one partition stuck with a slow member does not stall the rest.
         """
-        for tp in sorted(set(self._nodes) - set(mine)):
-            self._group.release(tp[0], tp[1])
-            self._drop_node(tp)
+        leaving = sorted(set(self._nodes) - set(mine))
+        if leaving:
+            self._group.release_many(leaving)
+            for tp in leaving:
+                self._drop_node(tp)
 
         retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
         claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
@@ -166,14 +171,16 @@ class OwnershipSteps:
         flags: Dict[TopicPartition, _Flag] = {}  # conflicting nodes whose holder's read set a watch
         try:
             conflicts: Dict[TopicPartition, str] = {}
+            holders: Dict[TopicPartition, Optional[str]] = {}
             for tp in sorted(mine):
                 if tp in retained and self._group.confirm_held(tp[0], tp[1]):
                     continue  # still ours: re-read only if its watch fired (one taken behind our back is not kept)
                 if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
-                    holder: Optional[str] = None  # moved between our own streams: relabelled
+                    holders[tp] = None  # moved between our own streams: relabelled
                 else:
                     flags[tp] = _Flag(wakeup)
-                    holder = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+            holders.update(self._claim_all([tp for tp in sorted(mine) if tp in flags], mine, flags))
+            for tp, holder in sorted(holders.items()):
                 if holder is None:
                     flags.pop(tp, None)
                     self._nodes[tp] = mine[tp]
@@ -206,6 +213,37 @@ class OwnershipSteps:
             if claimed:
                 self._abandon(claimed, mine)
 
+    def _claim_all(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str],
+                   flags: Mapping[TopicPartition, _Flag]) -> Dict[TopicPartition, Optional[str]]:
+        """Claim ``tps`` at once (each read that finds a holder arms its flag's watch): the holders.
+
+        If the claims raise part-way, the nodes they may have created are
+        released (or kept in the books for the next attempt) before the error
+        goes on: no attempt leaves an owner node nobody knows about.
+        """
+        try:
+            holders = self._group.claim_many([(tp[0], tp[1], mine[tp], flags[tp].on_event) for tp in tps])
+        except BaseException:
+            self._release_or_keep([tp for tp in tps if tp not in self._nodes], mine)
+            raise
+        return dict(zip(tps, holders))
+
+    def _release_or_keep(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
+        """Release each of ``tps`` if this session holds it; one ZooKeeper refuses stays in the books.
+
+        Never raises: the next attempt releases what is left in ``_nodes``
+        (releasing a node that is not ours, or gone, does nothing).
+        """
+        for tp in tps:
+            try:
+                self._group.release(tp[0], tp[1])
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt will",
+                            self._consumer_id, tp[0], tp[1], exc)
+                self._nodes.setdefault(tp, mine[tp])
+                continue
+            self._drop_node(tp)
+
     def _abandon(self, claimed: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
         """Settle the nodes a failed attempt claimed but did not install; never raises.
 
@@ -222,14 +260,7 @@ class OwnershipSteps:
             except (KazooException, ZkConsumerError) as exc:
                 log.warning("%s: could not resume %s (%s); releasing them", self._consumer_id,
                             ", ".join(f"{t}-{p}" for t, p in sorted(keep)), exc)
-        for tp in claimed:
-            try:
-                self._group.release(tp[0], tp[1])
-            except (KazooException, ZkConsumerError) as exc:
-                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt will",
-                            self._consumer_id, tp[0], tp[1], exc)
-                continue
-            self._drop_node(tp)
+        self._release_or_keep(claimed, mine)
 
     def _drop_node(self, tp: TopicPartition) -> None:
         """The owner node of ``tp`` is no longer ours (released): forget everything about it."""
@@ -311,7 +342,7 @@ class OwnershipSteps:
                     continue
                 for tp in changed:
                     flags[tp] = _Flag(wakeup)  # armed again by this claim's read if still held
-                    still_held_by = self._group.claim(tp[0], tp[1], mine[tp], watch=flags[tp].on_event)
+                for tp, still_held_by in self._claim_all(changed, mine, flags).items():
                     if still_held_by is None:
                         del flags[tp]
                         self._nodes[tp] = mine[tp]

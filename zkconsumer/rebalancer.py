@@ -99,10 +99,12 @@ MIN_BACKOFF_S = 0.1
 #: then one acts anyway, so a member never waits forever on a group that never calms down.
 MAX_EARLY_SUPERSEDES = 5
 
-#: Before acting on an event, wait until no other came for this long (a burst of joins is
-#: one rebalance), but never longer than :data:`QUIET_MAX_S` in all.
+#: Within a burst (an event less than :data:`CALM_S` after the previous one), wait before
+#: acting until no other came for this long (a burst of joins is one rebalance), but never
+#: longer than :data:`QUIET_MAX_S` in all. The first event after a calm is acted on at once.
 QUIET_S = 0.1
 QUIET_MAX_S = 1.0
+CALM_S = 1.0
 
 
 @dataclass
@@ -201,6 +203,7 @@ class Rebalancer(OwnershipSteps):
         self._gave_up: Optional[ConsumerRebalanceFailedError] = None
         self._refused_patterns: Set[Tuple[str, str]] = set()
         self._early_supersedes = 0  # attempts in a row skipped because a new event came before acting
+        self._last_event_at: Optional[float] = None  # when the rebalancer last took an event (bursts)
 
     # --------------------------------------------------------------- signals
 
@@ -305,7 +308,10 @@ class Rebalancer(OwnershipSteps):
                 if not self._apply_session_signals(signals):
                     continue
                 if signals.rebalance:
-                    self._rebalance_until_done(signals.reasons + self._settle_burst())
+                    burst = self._last_event_at is None or self._clock() - self._last_event_at < CALM_S
+                    reasons = signals.reasons + (self._settle_burst() if burst else [])
+                    self._last_event_at = self._clock()
+                    self._rebalance_until_done(reasons)
         except BaseException as exc:  # a bug: surface it to the application
             log.exception("rebalancer thread of %s died", self._consumer_id)
             self._on_failure(exc)
@@ -350,9 +356,13 @@ class Rebalancer(OwnershipSteps):
     def _settle_burst(self) -> List[str]:
         """Let a burst of events finish: wait until none came for :data:`QUIET_S`, at most :data:`QUIET_MAX_S`.
 
-        Members starting together register one after another, a few tens of ms
-        apart; acting on each would move most partitions once per member (the
-        Range assignment reshuffles), where waiting a moment moves them once.
+        Called for the first assignment and for an event that came less than
+        :data:`CALM_S` after the one before (the first event after a calm is
+        acted on at once: a lone join, leave or expiry elsewhere in the group
+        costs no wait). Members starting together register one
+        after another, a few tens of ms apart; acting on each would move most
+        partitions once per member (the Range assignment reshuffles), where
+        waiting a moment moves them once.
         Returns the reasons of the rebalance requests taken meanwhile. A stop or
         a session signal ends the wait and stays pending.
         """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import pytest
 
@@ -68,6 +68,13 @@ class FakeGroup:
         self.owner_nodes[(topic, partition)] = thread_id
         self.claims.append((topic, partition))
         return None
+
+    def claim_many(self, claims: List[Tuple[str, int, str, Any]]) -> List[Optional[str]]:
+        return [self.claim(topic, partition, thread_id, watch) for topic, partition, thread_id, watch in claims]
+
+    def release_many(self, partitions: List[TP]) -> None:
+        for topic, partition in partitions:
+            self.release(topic, partition)
 
     def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
         if not self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-"):

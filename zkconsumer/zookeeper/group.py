@@ -131,6 +131,7 @@ class GroupClient(OwnerNodes):
         self._broker_lock = threading.Lock()
         self._offset_nodes: Set[str] = set()  # offset nodes seen to exist (they are never deleted by members)
         self._offset_parents: Set[str] = set()  # offsets/<topic> nodes ensured
+        self._parents_seen: Set[str] = set()  # owners/<topic> nodes ensured (_ensure_parents)
         self._topic_lock = threading.Lock()
         self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
@@ -198,6 +199,23 @@ class GroupClient(OwnerNodes):
 
     def _create_ephemeral(self, path: str, data: bytes) -> None:
         self.client.create(path, data, acl=self._acl, ephemeral=True, makepath=True)
+
+    def _create_ephemeral_async(self, path: str, data: bytes) -> Callable[[], Any]:
+        """A ``send`` for :meth:`_pipelined`: :meth:`_create_ephemeral` without waiting, and without
+        creating missing parents (``NoNodeError``): see :meth:`_ensure_parents`."""
+        return functools.partial(self.client.raw.create_async, path, data, acl=self._acl, ephemeral=True)
+
+    def _ensure_parents(self, paths: Iterable[str]) -> None:
+        """Make sure the parents of ``paths`` exist, each checked once per client (a cache).
+
+        Pipelined creates must not each find a missing parent and create it
+        (dozens of requests where one does); a parent deleted since it was
+        cached makes those creates fail with ``NoNodeError``, and the caller's
+        one-node path creates it again.
+        """
+        for parent in sorted({path.rsplit("/", 1)[0] for path in paths} - self._parents_seen):
+            self._retry(functools.partial(self.client.ensure_path, parent, acl=self._acl))
+            self._parents_seen.add(parent)
 
     # ------------------------------------------------------------- registration
 
@@ -309,6 +327,8 @@ class GroupClient(OwnerNodes):
         else:
             self._member_cache = {k: v for k, v in self._member_cache.items() if k in current}
         self._ids_cversion = stat.cversion
+        new = [c for c in sorted(current) if c not in self._member_cache]
+        read = dict(zip(new, self._pipelined("reading", [(p, self._get_async(p)) for p in map(self.paths.member, new)])))
         members: Dict[str, zkformat.Registration] = {}
         for consumer_id in sorted(current):
             if consumer_id in self._member_cache:
@@ -317,8 +337,13 @@ class GroupClient(OwnerNodes):
                     members[consumer_id] = cached
                 continue
             path = self.paths.member(consumer_id)
+            outcome = read[consumer_id]
             try:
-                data, _ = self._retry(functools.partial(self.client.get, path))
+                if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+                    outcome = self._retry(functools.partial(self.client.get, path))  # no clean answer: again, retried
+                if isinstance(outcome, NoNodeError):
+                    raise outcome
+                data = outcome[0]
             except NoNodeError:
                 continue  # leaving: not cached, the cversion will not match next time
             try:
@@ -458,7 +483,24 @@ class GroupClient(OwnerNodes):
         return zkformat.decode_offset(path, data)
 
     def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
-        return {tp: self.read_offset(*tp) for tp in partitions}
+        """:meth:`read_offset` of each partition, the reads pipelined (about one round trip in all).
+
+        A read without a clean answer is made again on its own, retried, as
+        :meth:`read_offset` does; a malformed node raises as there.
+        """
+        tps = list(partitions)
+        paths = [self.paths.offset(*tp) for tp in tps]
+        read = self._pipelined("reading", [(path, self._get_async(path)) for path in paths])
+        offsets: Dict[TopicPartition, Optional[int]] = {}
+        for tp, path, outcome in zip(tps, paths, read):
+            if isinstance(outcome, NoNodeError):
+                offsets[tp] = None
+            elif isinstance(outcome, Exception):
+                offsets[tp] = self.read_offset(*tp)
+            else:
+                self._offset_nodes.add(path)
+                offsets[tp] = zkformat.decode_offset(path, outcome[0])
+        return offsets
 
     def commit_offset(self, topic: str, partition: int, offset: int) -> None:
         """Write ``offset`` as the next offset to consume (idempotent)."""

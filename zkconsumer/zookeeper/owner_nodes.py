@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
@@ -33,13 +33,13 @@ class OwnerNodes:
     client: BoundedZooKeeper
     paths: zkformat.GroupPaths
     consumer_id: str
+    _retry_timeout_s: float
     #: Owner nodes :meth:`confirm_held` found ours: path -> (session, set once the node changed).
     _confirmed_nodes: Dict[str, Tuple[Optional[int], threading.Event]]
 
     @property
     def session_id(self) -> Optional[int]:
         raise NotImplementedError
-
 
     def _retry(self, step: Callable[[], T]) -> T:
         raise NotImplementedError
@@ -56,6 +56,37 @@ class OwnerNodes:
     def _create_ephemeral(self, path: str, data: bytes) -> None:
         raise NotImplementedError
 
+    def _create_ephemeral_async(self, path: str, data: bytes) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    def _note_session(self) -> Optional[int]:
+        raise NotImplementedError
+
+    def _ensure_parents(self, paths: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    def _pipelined(self, what: str, calls: Sequence[Tuple[str, Callable[[], Any]]]) -> List[Any]:
+        """Send every request of ``calls`` (``(path, send)``; ``send()`` returns kazoo's async
+        result), then wait for them all: per call, its result or the exception it raised.
+
+        About one round trip for the lot (ZooKeeper answers a session's requests
+        in order). No retry: the caller sends what did not get a clean answer
+        again through its one-node path, which retries (so what leaves the
+        caller is still only a ``ZkConsumerError``). Every wait is bounded by
+        ``retry_timeout_s`` in all.
+        """
+        if not calls:
+            return []
+        self._note_session()
+        try:
+            with self.client.deadline(self._retry_timeout_s):
+                return self.client.gather(what, [(path, send()) for path, send in calls])
+        finally:
+            self._note_session()
+
+    def _get_async(self, path: str, watch: Optional[Callable[[object], None]] = None) -> Callable[[], Any]:
+        """A ``send`` for :meth:`_pipelined`: read ``path`` (setting ``watch`` if given)."""
+        return functools.partial(self.client.raw.get_async, path, watch=watch)
 
     def claim(self, topic: str, partition: int, thread_id: str,
               watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
@@ -95,6 +126,66 @@ class OwnerNodes:
 
         self._until_done(step, f"claiming {path}")
         return holder[0]
+
+    def claim_many(self, claims: Sequence[Tuple[str, int, str, Optional[Callable[[object], None]]]]
+                   ) -> List[Optional[str]]:
+        """:meth:`claim` of each ``(topic, partition, thread_id, watch)``, pipelined; the holders in order.
+
+        The same outcome as calling :meth:`claim` for each in turn, in about two
+        round trips for the lot instead of one or two per partition: every
+        create is sent at once, then one read (setting ``watch``) of every node
+        that already existed. A partition whose answer was anything else (a
+        node of ours under another thread id to relabel, a node gone between
+        create and read, a parent deleted, a lost connection, a refusal) goes through
+        :meth:`claim` on its own, which retries and raises as it does.
+        """
+        paths = [self.paths.owner(topic, partition) for topic, partition, _, _ in claims]
+        datas = [zkformat.encode_owner(thread_id) for _, _, thread_id, _ in claims]
+        self._ensure_parents(paths)
+        created = self._pipelined("creating", [(path, self._create_ephemeral_async(path, data))
+                                               for path, data in zip(paths, datas)])
+        holders: List[Optional[str]] = [None] * len(claims)
+        existing = [i for i, outcome in enumerate(created) if isinstance(outcome, NodeExistsError)]
+        again = [i for i, outcome in enumerate(created)
+                 if isinstance(outcome, Exception) and not isinstance(outcome, NodeExistsError)]
+        read = self._pipelined("reading", [(paths[i], self._get_async(paths[i], claims[i][3])) for i in existing])
+        for i, outcome in zip(existing, read):
+            if isinstance(outcome, Exception) or (self._ours(outcome[1]) and outcome[0] != datas[i]):
+                again.append(i)
+            elif not self._ours(outcome[1]):
+                holders[i] = outcome[0].decode("utf-8", "replace")
+        for i in sorted(again):
+            topic, partition, thread_id, watch = claims[i]
+            holders[i] = self.claim(topic, partition, thread_id, watch=watch)
+        return holders
+
+    def release_many(self, partitions: Sequence[Tuple[str, int]]) -> None:
+        """:meth:`release` of each partition: every node read at once, ours deleted in one multi-operation.
+
+        Two requests for the lot where :meth:`release` takes two per node. The
+        multi deletes each node at the version just read, so it deletes nothing
+        if any of them changed meanwhile; then, as for any read without a clean
+        answer, each goes through :meth:`release` on its own (repeat-safe).
+        """
+        paths = [self.paths.owner(topic, partition) for topic, partition in partitions]
+        read = self._pipelined("reading", [(path, self._get_async(path)) for path in paths])
+        again = [i for i, outcome in enumerate(read) if isinstance(outcome, Exception)
+                 and not isinstance(outcome, NoNodeError)]
+        ours = [(i, outcome[1].version) for i, outcome in enumerate(read)
+                if not isinstance(outcome, Exception) and self._ours(outcome[1])]
+        if ours:
+            transaction = self.client.transaction()
+            for i, version in ours:
+                transaction.delete(paths[i], version=version)
+            try:
+                with self.client.deadline(self._retry_timeout_s):
+                    deleted = not any(isinstance(result, Exception) for result in transaction.commit())
+            except Exception:  # no clean answer (connection lost, refused...): one by one, as release() would
+                deleted = False
+            if not deleted:
+                again.extend(i for i, _ in ours)
+        for i in sorted(again):
+            self.release(*partitions[i])
 
     def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
         """Delete the owner node if this session holds it (repeat-safe).

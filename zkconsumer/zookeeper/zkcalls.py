@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, NoAuthError, OperationTimeoutError
@@ -84,6 +84,24 @@ class BoundedZooKeeper:
             raise ZooKeeperAccessError(path, what) from exc
         except AuthFailedError as exc:
             raise ZooKeeperAccessError(path, what, "authentication failed: check zookeeper.auth") from exc
+
+    def gather(self, what: str, calls: Sequence[Tuple[str, Any]]) -> List[Any]:
+        """Wait for requests already sent together (``(path, async result)`` pairs, in order).
+
+        Pipelining: the caller sends every request first (kazoo's ``*_async``
+        calls) and the server answers them in order on the session, so ``n``
+        requests take about one round trip instead of ``n``. Returns, per
+        call, its result or the exception it raised (not raised here), mapped
+        as the single calls map them: ``OperationTimeoutError`` past the
+        deadline (all of them share it), ``ZooKeeperAccessError`` when denied.
+        """
+        outcomes: List[Any] = []
+        for path, result in calls:
+            try:
+                outcomes.append(self._wait(what, path, result))
+            except Exception as exc:  # returned per call: the caller decides what each one means
+                outcomes.append(exc)
+        return outcomes
 
     # ------------------------------------------------------------------ the calls zkconsumer makes
 

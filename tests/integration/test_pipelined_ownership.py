@@ -1,0 +1,94 @@
+"""Issue 14: owner nodes claimed and released together (pipelined, one multi-operation for the
+releases) give exactly what one-by-one claims and releases give, on a real ZooKeeper with
+nodes held, rewritten and deleted by another client's session."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+from kazoo.client import KazooClient
+from support import unique
+
+from zkconsumer.testing import LocalCluster
+from zkconsumer.zookeeper import zkformat
+from zkconsumer.zookeeper.group import GroupClient
+
+
+@pytest.fixture
+def member(cluster: LocalCluster) -> Iterator[Tuple[GroupClient, KazooClient, zkformat.GroupPaths]]:
+    group = unique("pipelined")
+    client = GroupClient(cluster.kazoo_client(), group, f"{group}_m1", retry_timeout_s=5.0)
+    client.register(zkformat.encode_registration({"t": 1}, "static", 0))
+    other = cluster.kazoo_client()
+    yield client, other, zkformat.GroupPaths(group)
+    client.deregister()
+
+
+def test_claim_many_equals_claims_one_by_one(member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    # t-1 held by another member's session; t-2 already ours under another of our thread ids
+    other.create(paths.owner("t", 1), b"peer-0", ephemeral=True, makepath=True)
+    assert client.claim("t", 2, f"{me}-1") is None
+    deleted = threading.Event()
+
+    holders = client.claim_many([("t", 0, f"{me}-0", None), ("t", 1, f"{me}-0", lambda _e: deleted.set()),
+                                 ("t", 2, f"{me}-0", None), ("u", 0, f"{me}-0", None)])
+
+    assert holders == [None, "peer-0", None, None]
+    for topic, partition in (("t", 0), ("t", 2), ("u", 0)):  # "u": its owners parent did not exist
+        data, stat = other.get(paths.owner(topic, partition))
+        assert data == f"{me}-0".encode() and stat.ephemeralOwner == client.session_id
+    assert other.get(paths.owner("t", 1))[0] == b"peer-0"
+    other.delete(paths.owner("t", 1))  # the holder lets go: the watch the read set fires
+    assert deleted.wait(10)
+    assert client.claim_many([("t", 1, f"{me}-0", None)]) == [None]
+
+
+def test_claim_many_recreates_an_owners_parent_deleted_by_hand(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    assert client.claim_many([("t", 0, f"{me}-0", None)]) == [None]
+    client.release_many([("t", 0)])
+    other.delete(paths.owners_topic("t"), recursive=True)  # like `rmr` by an operator: the cached parent is gone
+    assert client.claim_many([("t", 0, f"{me}-0", None), ("t", 1, f"{me}-0", None)]) == [None, None]
+    assert sorted(other.get_children(paths.owners_topic("t"))) == ["0", "1"]
+
+
+def test_release_many_deletes_only_this_sessions_nodes(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    assert client.claim_many([("t", p, f"{me}-0", None) for p in range(4)]) == [None] * 4
+    other.delete(paths.owner("t", 3))  # taken over behind our back: not ours to delete
+    other.create(paths.owner("t", 3), b"peer-0", ephemeral=True)
+
+    client.release_many([("t", p) for p in range(5)])  # t-4: never claimed
+
+    assert other.get_children(paths.owners_topic("t")) == ["3"]
+    assert other.get(paths.owner("t", 3))[0] == b"peer-0"
+
+
+def test_release_many_falls_back_node_by_node_when_a_node_changes_before_the_multi(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    assert client.claim_many([("t", p, f"{me}-0", None) for p in range(3)]) == [None] * 3
+    bounded = client.client
+    real_transaction = bounded.transaction
+    multis: List[Any] = []
+
+    def transaction() -> Any:
+        # Between the reads and the multi, another client rewrites one node (its version moves):
+        # the multi deletes nothing, and each node is released on its own.
+        if not multis:
+            other.set(paths.owner("t", 1), f"{me}-0".encode())
+        multis.append(True)
+        return real_transaction()
+
+    bounded.transaction = transaction  # type: ignore[method-assign]
+    client.release_many([("t", p) for p in range(3)])
+    assert multis and other.get_children(paths.owners_topic("t")) == []
