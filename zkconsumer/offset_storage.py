@@ -216,6 +216,11 @@ class ZooKeeperOffsetStorage:
     def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
         """Write each changed entry; one partition's refused write does not stop the others.
 
+        Fenced, every changed entry is first tried in one multi-operation
+        (:meth:`GroupClient.commit_offsets_if_owner`: one request for the whole
+        commit in the steady state); if that writes nothing (a partition fenced,
+        refused, ZooKeeper away), each entry is written on its own as below.
+
         A write the server refuses (``NoAuthError`` on an offset node protected by
         another client's ACL, ...) is an *error* for that partition, never
         fencing: the partition stays owned and its offset is tried again at the
@@ -223,6 +228,10 @@ class ZooKeeperOffsetStorage:
         writes would fail the same way).
         """
         outcome = CommitOutcome()
+        changed = [(e.topic, e.partition, e.offset) for e in entries if e.changed]
+        if self._fenced and changed and self._group.commit_offsets_if_owner(changed):
+            outcome.committed.extend(e.tp for e in entries)  # all in one multi-operation
+            return outcome
         refused: List[Tuple[TopicPartition, BaseException]] = []
         for entry in entries:
             if not entry.changed:

@@ -5,6 +5,7 @@ nodes held, rewritten and deleted by another client's session."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Iterator, List, Tuple
 
 import pytest
@@ -92,3 +93,81 @@ def test_release_many_falls_back_node_by_node_when_a_node_changes_before_the_mul
     bounded.transaction = transaction  # type: ignore[method-assign]
     client.release_many([("t", p) for p in range(3)])
     assert multis and other.get_children(paths.owners_topic("t")) == []
+
+
+def _count_owner_reads(client: GroupClient) -> List[str]:
+    """Every read of an owner node ``client`` sends from now on (one request each)."""
+    reads: List[str] = []
+    raw = client.client.raw
+    real_get_async = raw.get_async
+
+    def get_async(path: str, *args: Any, **kwargs: Any) -> Any:
+        if "/owners/" in path:
+            reads.append(path)
+        return real_get_async(path, *args, **kwargs)
+
+    raw.get_async = get_async  # type: ignore[method-assign]
+    return reads
+
+
+def test_an_owner_node_read_once_is_committed_against_and_released_without_reading_it_again(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    reads = _count_owner_reads(client)
+    assert client.claim_many([("t", 0, f"{me}-0", None)]) == [None]
+    assert client.commit_offset_if_owner("t", 0, 5, f"{me}-0")
+    assert len(reads) == 1  # the first fence reads the owner node, and sets a data watch on it
+    assert client.commit_offset_if_owner("t", 0, 6, f"{me}-0")
+    assert client.confirm_held("t", 0)
+    assert other.get(paths.offset("t", 0))[0] == b"6"
+    client.release_many([("t", 0)])
+    assert len(reads) == 1  # the watch vouched for the node every time since
+    assert other.exists(paths.owner("t", 0)) is None
+
+
+def test_a_commit_of_many_partitions_is_one_multi_operation_and_fenced_all_or_nothing(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    assert client.claim_many([("t", p, f"{me}-0", None) for p in range(4)]) == [None] * 4
+    other.create(paths.offset("t", 0), b"1", makepath=True)  # one offset node exists already, three do not
+    reads = _count_owner_reads(client)
+    multis: List[Any] = []
+    real_transaction = client.client.transaction
+    client.client.transaction = lambda: multis.append(True) or real_transaction()  # type: ignore[method-assign]
+
+    assert client.commit_offsets_if_owner([("t", p, 10 + p) for p in range(4)]) is False  # guessed t-0 absent
+    assert client.commit_offsets_if_owner([("t", p, 10 + p) for p in range(4)]) is True  # knows better now
+    assert [other.get(paths.offset("t", p))[0] for p in range(4)] == [b"10", b"11", b"12", b"13"]
+    reads.clear(), multis.clear()
+    assert client.commit_offsets_if_owner([("t", p, 20 + p) for p in range(4)]) is True
+    assert (len(reads), len(multis)) == (0, 1)  # the steady commit: one request for all four
+
+    other.delete(paths.owner("t", 2))  # taken over behind our back
+    other.create(paths.owner("t", 2), b"peer-0", ephemeral=True)
+    _wait(lambda: not client.confirm_held("t", 2))
+    assert client.commit_offsets_if_owner([("t", p, 30 + p) for p in range(4)]) is False
+    assert [other.get(paths.offset("t", p))[0] for p in range(4)] == [b"20", b"21", b"22", b"23"]  # nothing
+
+
+def test_a_node_replaced_behind_our_back_fences_the_commit_though_its_version_was_known(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    assert client.claim_many([("t", 1, f"{me}-0", None)]) == [None]
+    assert client.commit_offset_if_owner("t", 1, 3, f"{me}-0")
+    other.delete(paths.owner("t", 1))  # a tool deletes a live member's node; a peer takes it (version 0 again)
+    _wait(lambda: not client.confirm_held("t", 1))  # the watch fired: the known version is forgotten
+    other.create(paths.owner("t", 1), b"peer-0", ephemeral=True)
+    assert not client.commit_offset_if_owner("t", 1, 9, f"{me}-0")
+    assert other.get(paths.offset("t", 1))[0] == b"3"
+    client.release_many([("t", 1)])
+    assert other.get(paths.owner("t", 1))[0] == b"peer-0"
+
+
+def _wait(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)

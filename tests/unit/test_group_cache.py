@@ -128,6 +128,13 @@ class VersionedZk(FakeZk):
     def __init__(self) -> None:
         super().__init__()
         self.stats: Dict[str, Tuple[int, int]] = {}  # path -> (ephemeral owner, version)
+        self.data_watches: Dict[str, list] = {}
+
+    def replace(self, path: str, data: bytes, stat: Tuple[int, int]) -> None:
+        """Another client deletes the node and creates its own: the data watches set on it fire."""
+        self.nodes[path], self.stats[path] = data, stat
+        for watch in self.data_watches.pop(path, []):
+            watch(SimpleNamespace(type="DELETED", path=path))
 
     def create(self, path: str, data: bytes, acl=None, ephemeral=False, sequence=False, makepath=False) -> str:
         from kazoo.exceptions import NodeExistsError
@@ -145,6 +152,8 @@ class VersionedZk(FakeZk):
         self.requests.append(("get", path))
         if path not in self.nodes:
             raise NoNodeError()
+        if watch is not None:
+            self.data_watches.setdefault(path, []).append(watch)
         owner, version = self.stats.get(path, (1, 0))
         return self.nodes[path], SimpleNamespace(ephemeralOwner=owner, version=version)
 
@@ -251,7 +260,10 @@ def test_scale_item2_a_commit_to_a_known_offset_node_is_a_read_and_one_multi_and
     assert group.commit_offset_if_owner("t", 1, 3, "g_a-0") is True
     assert zk.requests == [("get", "/consumers/g/owners/t/1"), ("exists", "/consumers/g/offsets/t"), ("multi", "")]
     assert zk.nodes["/consumers/g/offsets/t/1"] == b"3"
+    zk.requests.clear()
+    assert group.commit_offset_if_owner("t", 0, 8, "g_a-0") is True
+    assert zk.requests == [("multi", "")]  # the first commit's read set a watch that has not fired: no read
     # a tool deleted ours and another member created its node at the same version: fenced
-    zk.nodes["/consumers/g/owners/t/0"], zk.stats["/consumers/g/owners/t/0"] = b"g_b-0", (2, 0)
+    zk.replace("/consumers/g/owners/t/0", b"g_b-0", (2, 0))
     assert group.commit_offset_if_owner("t", 0, 9, "g_a-0") is False
-    assert zk.nodes["/consumers/g/offsets/t/0"] == b"7"
+    assert zk.nodes["/consumers/g/offsets/t/0"] == b"8"

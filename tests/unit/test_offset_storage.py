@@ -85,6 +85,14 @@ class FakeGroup:
         self.commit_offset(topic, partition, offset)
         return True
 
+    def commit_offsets_if_owner(self, entries: List[Tuple[str, int, int]]) -> bool:
+        """All or nothing, as GroupClient's one multi-operation: ``False`` if any partition is not owned."""
+        if self.fail_writes or any((topic, partition) not in self.owners for topic, partition, _ in entries):
+            return False
+        for topic, partition, offset in entries:
+            self.commit_offset(topic, partition, offset)
+        return True
+
     def owns(self, topic: str, partition: int, owner: str) -> bool:
         return self.owners.get((topic, partition)) == owner
 

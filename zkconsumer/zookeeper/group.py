@@ -35,7 +35,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TypeVar, cast
 
 import tenacity
 from kazoo.client import KazooClient
@@ -48,8 +48,6 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
-    RolledBackError,
-    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.protocol.states import ZnodeStat
@@ -63,7 +61,7 @@ from ..errors import (
     ZooKeeperUnavailableError,
 )
 from . import zkformat
-from .owner_nodes import OwnerNodes
+from .offset_nodes import OffsetNodes
 from .zkcalls import BoundedZooKeeper
 
 log = logging.getLogger(__name__)
@@ -88,7 +86,7 @@ class _PastDeadline(stop_base):
         return remaining is not None and remaining <= 0.01
 
 
-class GroupClient(OwnerNodes):
+class GroupClient(OffsetNodes):
     """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
 
     ``retry_timeout_s`` bounds how long one operation (one :meth:`_retry`)
@@ -199,23 +197,6 @@ class GroupClient(OwnerNodes):
 
     def _create_ephemeral(self, path: str, data: bytes) -> None:
         self.client.create(path, data, acl=self._acl, ephemeral=True, makepath=True)
-
-    def _create_ephemeral_async(self, path: str, data: bytes) -> Callable[[], Any]:
-        """A ``send`` for :meth:`_pipelined`: :meth:`_create_ephemeral` without waiting, and without
-        creating missing parents (``NoNodeError``): see :meth:`_ensure_parents`."""
-        return functools.partial(self.client.raw.create_async, path, data, acl=self._acl, ephemeral=True)
-
-    def _ensure_parents(self, paths: Iterable[str]) -> None:
-        """Make sure the parents of ``paths`` exist, each checked once per client (a cache).
-
-        Pipelined creates must not each find a missing parent and create it
-        (dozens of requests where one does); a parent deleted since it was
-        cached makes those creates fail with ``NoNodeError``, and the caller's
-        one-node path creates it again.
-        """
-        for parent in sorted({path.rsplit("/", 1)[0] for path in paths} - self._parents_seen):
-            self._retry(functools.partial(self.client.ensure_path, parent, acl=self._acl))
-            self._parents_seen.add(parent)
 
     # ------------------------------------------------------------- registration
 
@@ -465,131 +446,3 @@ class GroupClient(OwnerNodes):
             except MalformedZnodeError as exc:
                 log.warning("ignoring broker with an unreadable registration: %s", exc)
         return brokers
-
-    # ----------------------------------------------------------------- offsets
-
-    def read_offset(self, topic: str, partition: int) -> Optional[int]:
-        """The committed next-offset-to-consume, or ``None`` if none was committed.
-
-        A malformed offset node raises :class:`MalformedZnodeError` naming it:
-        silently resetting would lose or replay data.
-        """
-        path = self.paths.offset(topic, partition)
-        try:
-            data, _ = self._retry(functools.partial(self.client.get, path))
-        except NoNodeError:
-            return None
-        self._offset_nodes.add(path)
-        return zkformat.decode_offset(path, data)
-
-    def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
-        """:meth:`read_offset` of each partition, the reads pipelined (about one round trip in all).
-
-        A read without a clean answer is made again on its own, retried, as
-        :meth:`read_offset` does; a malformed node raises as there.
-        """
-        tps = list(partitions)
-        paths = [self.paths.offset(*tp) for tp in tps]
-        read = self._pipelined("reading", [(path, self._get_async(path)) for path in paths])
-        offsets: Dict[TopicPartition, Optional[int]] = {}
-        for tp, path, outcome in zip(tps, paths, read):
-            if isinstance(outcome, NoNodeError):
-                offsets[tp] = None
-            elif isinstance(outcome, Exception):
-                offsets[tp] = self.read_offset(*tp)
-            else:
-                self._offset_nodes.add(path)
-                offsets[tp] = zkformat.decode_offset(path, outcome[0])
-        return offsets
-
-    def commit_offset(self, topic: str, partition: int, offset: int) -> None:
-        """Write ``offset`` as the next offset to consume (idempotent)."""
-        path = self.paths.offset(topic, partition)
-        data = zkformat.encode_offset(offset)
-
-        def step() -> None:
-            try:
-                self.client.set(path, data)
-            except NoNodeError:
-                try:
-                    self.client.create(path, data, acl=self._acl, makepath=True)
-                except NodeExistsError:
-                    self.client.set(path, data)
-
-        self._retry(step)
-
-    def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        for (topic, partition), offset in sorted(offsets.items()):
-            self.commit_offset(topic, partition, offset)
-
-    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
-        """Write ``offset`` only while this member holds the partition under this session: a fenced commit.
-
-        The owner node must belong to the current session and name one of this
-        member's thread ids: ``owner`` is the thread the caller saw, but a node
-        relabelled meanwhile to another of our threads (a rebalance that kept the
-        partition) is still ours, so a commit racing a relabel is not fenced.
-        The check and the write run as one ZooKeeper multi-operation (``check``
-        of the owner node's version, ``set``/``create`` of the offset), so a
-        partition released or taken over in between is not written. A member
-        whose session expired while it was frozen cannot write at all (the
-        session is gone), and after reconnecting it sees another session's node.
-
-        Returns ``True`` when written, ``False`` when *fenced* (nothing written:
-        the partition is no longer ours). A write the server refuses for another
-        reason (``NoAuthError`` on an offset node another client protected with
-        an ACL, ...) is not fencing: the kazoo error is raised. Repeat-safe.
-
-        Residual window: another client deleting our node *and* recreating one
-        at the same version between the read and the multi; only a foreign tool
-        deleting a live member's node can start that.
-        """
-        owner_path = self.paths.owner(topic, partition)
-        offset_path = self.paths.offset(topic, partition)
-        data = zkformat.encode_offset(offset)
-        outcome: List[bool] = [False]
-
-        def step() -> bool:
-            """One try; ``False`` when the owner was relabelled or the offset node appeared/vanished (try again)."""
-            try:
-                current, stat = self.client.get(owner_path)
-            except NoNodeError:
-                outcome[0] = False
-                return True
-            if not (self._ours(stat) and self._our_thread(current)):
-                outcome[0] = False
-                return True
-            # No existence checks: an offset node seen before (read or written) is set, any other
-            # is created (members never delete them; we read the offset of every partition we
-            # claim). If that guess is wrong, the multi fails with NodeExists/NoNode, nothing is
-            # written, and the next try knows better. The topic's offsets node is ensured once.
-            exists = offset_path in self._offset_nodes
-            parent = self.paths.offsets_topic(topic)
-            if not exists and parent not in self._offset_parents:
-                self.client.ensure_path(parent, acl=self._acl)
-                self._offset_parents.add(parent)
-            transaction = self.client.transaction()
-            transaction.check(owner_path, stat.version)
-            if exists:
-                transaction.set_data(offset_path, data)
-            else:
-                transaction.create(offset_path, data, acl=self._acl)
-            check, write = transaction.commit()
-            if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
-                return False  # the owner node changed since we read it (relabelled, or gone): look again
-            if isinstance(write, NodeExistsError):
-                self._offset_nodes.add(offset_path)
-                return False  # the offset node exists: set it on the next try
-            if isinstance(write, NoNodeError):
-                self._offset_nodes.discard(offset_path)
-                self._offset_parents.discard(parent)
-                return False  # the offset node (or its parent) vanished: go round again
-            if isinstance(write, Exception) and not isinstance(write, (RolledBackError, RuntimeInconsistency)):
-                raise write  # refused (NoAuth, ...): an error, not a lost ownership
-            outcome[0] = True
-            return True
-
-        self._until_done(step, f"committing {offset_path}")
-        if outcome[0]:
-            self._offset_nodes.add(offset_path)
-        return outcome[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
@@ -34,8 +34,11 @@ class OwnerNodes:
     paths: zkformat.GroupPaths
     consumer_id: str
     _retry_timeout_s: float
-    #: Owner nodes :meth:`confirm_held` found ours: path -> (session, set once the node changed).
-    _confirmed_nodes: Dict[str, Tuple[Optional[int], threading.Event]]
+    _acl: Optional[List[Any]]
+    _parents_seen: Set[str]  # owners/<topic> nodes ensured (_ensure_parents)
+    #: Owner nodes known held by this session under one of our thread ids, from a read (or our
+    #: own create) that set a data watch: path -> (session, set once the node changed, version).
+    _confirmed_nodes: Dict[str, Tuple[Optional[int], threading.Event, int]]
 
     @property
     def session_id(self) -> Optional[int]:
@@ -56,13 +59,7 @@ class OwnerNodes:
     def _create_ephemeral(self, path: str, data: bytes) -> None:
         raise NotImplementedError
 
-    def _create_ephemeral_async(self, path: str, data: bytes) -> Callable[[], Any]:
-        raise NotImplementedError
-
     def _note_session(self) -> Optional[int]:
-        raise NotImplementedError
-
-    def _ensure_parents(self, paths: Iterable[str]) -> None:
         raise NotImplementedError
 
     def _pipelined(self, what: str, calls: Sequence[Tuple[str, Callable[[], Any]]]) -> List[Any]:
@@ -83,6 +80,23 @@ class OwnerNodes:
                 return self.client.gather(what, [(path, send()) for path, send in calls])
         finally:
             self._note_session()
+
+    def _create_ephemeral_async(self, path: str, data: bytes) -> Callable[[], Any]:
+        """A ``send`` for :meth:`_pipelined`: :meth:`_create_ephemeral` without waiting, and without
+        creating missing parents (``NoNodeError``): see :meth:`_ensure_parents`."""
+        return functools.partial(self.client.raw.create_async, path, data, acl=self._acl, ephemeral=True)
+
+    def _ensure_parents(self, paths: Iterable[str]) -> None:
+        """Make sure the parents of ``paths`` exist, each checked once per client (a cache).
+
+        Pipelined creates must not each find a missing parent and create it
+        (dozens of requests where one does); a parent deleted since it was
+        cached makes those creates fail with ``NoNodeError``, and the caller's
+        one-node path creates it again.
+        """
+        for parent in sorted({path.rsplit("/", 1)[0] for path in paths} - self._parents_seen):
+            self._retry(functools.partial(self.client.ensure_path, parent, acl=self._acl))
+            self._parents_seen.add(parent)
 
     def _get_async(self, path: str, watch: Optional[Callable[[object], None]] = None) -> Callable[[], Any]:
         """A ``send`` for :meth:`_pipelined`: read ``path`` (setting ``watch`` if given)."""
@@ -162,17 +176,21 @@ class OwnerNodes:
     def release_many(self, partitions: Sequence[Tuple[str, int]]) -> None:
         """:meth:`release` of each partition: every node read at once, ours deleted in one multi-operation.
 
-        Two requests for the lot where :meth:`release` takes two per node. The
-        multi deletes each node at the version just read, so it deletes nothing
-        if any of them changed meanwhile; then, as for any read without a clean
-        answer, each goes through :meth:`release` on its own (repeat-safe).
+        Two requests for the lot where :meth:`release` takes two per node, and
+        no read of a node known held (:meth:`_held_version`). The multi deletes
+        each node at the version read or known, so it deletes nothing if any of
+        them changed meanwhile; then, as for any read without a clean answer,
+        each goes through :meth:`release` on its own (repeat-safe).
         """
         paths = [self.paths.owner(topic, partition) for topic, partition in partitions]
-        read = self._pipelined("reading", [(path, self._get_async(path)) for path in paths])
-        again = [i for i, outcome in enumerate(read) if isinstance(outcome, Exception)
+        known = [self._held_version(path) for path in paths]
+        unknown = [i for i, version in enumerate(known) if version is None]
+        read = self._pipelined("reading", [(paths[i], self._get_async(paths[i])) for i in unknown])
+        again = [i for i, outcome in zip(unknown, read) if isinstance(outcome, Exception)
                  and not isinstance(outcome, NoNodeError)]
-        ours = [(i, outcome[1].version) for i, outcome in enumerate(read)
+        ours = [(i, outcome[1].version) for i, outcome in zip(unknown, read)
                 if not isinstance(outcome, Exception) and self._ours(outcome[1])]
+        ours += [(i, version) for i, version in enumerate(known) if version is not None]
         if ours:
             transaction = self.client.transaction()
             for i, version in ours:
@@ -327,25 +345,52 @@ class OwnerNodes:
         per owner node ever confirmed (bounded by the subscribed partitions).
         """
         path = self.paths.owner(topic, partition)
-        cache = self._confirmed_nodes
-        session = self.session_id
-        entry = cache.get(path)
-        if entry is not None and session is not None and entry[0] == session and not entry[1].is_set():
+        if self._held_version(path) is not None:
             return True
-        changed = threading.Event()
-
-        def on_change(_event: object) -> None:
-            changed.set()
-
-        cache.pop(path, None)
+        changed, on_change = self._held_watch(path)
         try:
             data, stat = self._retry(functools.partial(self.client.get, path, watch=on_change))
         except NoNodeError:
             return False
         held = self._ours(stat) and self._our_thread(data)
         if held:
-            cache[path] = (stat.ephemeralOwner, changed)
+            self._remember_held(path, stat, changed)
         return held
+
+    def _held_version(self, path: str) -> Optional[int]:
+        """The version of owner node ``path`` if it is known, without a request, to be held by this
+        session under one of our thread ids; else ``None``.
+
+        Known: a read (or our own create) found it so and set a data watch that
+        has not fired since (nobody, ourselves included, changed or deleted it),
+        on the session we have now.
+        """
+        entry = self._confirmed_nodes.get(path)
+        session = self.session_id
+        if entry is not None and session is not None and entry[0] == session and not entry[1].is_set():
+            return entry[2]
+        return None
+
+    def _held_watch(self, path: str) -> Tuple[threading.Event, Callable[[object], None]]:
+        """Forget what is known of ``path``; a fresh event and the watch callback that sets it
+        (for the request that will find the node held: :meth:`_remember_held`)."""
+        self._confirmed_nodes.pop(path, None)
+        changed = threading.Event()
+
+        def on_change(_event: object) -> None:  # kazoo's thread: only signals
+            changed.set()
+
+        return changed, on_change
+
+    def _remember_held(self, path: str, stat: ZnodeStat, changed: threading.Event) -> None:
+        """Record ``path`` as held by this session at ``stat.version``, until ``changed`` is set.
+
+        One entry per owner node ever held (bounded by the subscribed partitions)."""
+        self._confirmed_nodes[path] = (stat.ephemeralOwner, changed, stat.version)
+
+    def _forget_held(self, path: str) -> None:
+        """What is known of ``path`` proved wrong (a fenced write failed its version check)."""
+        self._confirmed_nodes.pop(path, None)
 
     def owns(self, topic: str, partition: int, thread_id: str) -> bool:
         """Whether this member holds the partition's owner node under this session (a read only).
