@@ -8,8 +8,6 @@ Example::
         cluster.create_topic("events")                  # returns once leaders are known everywhere
         cluster.produce("events", [b"a", b"b"], partition=0)
         cluster.kill_broker(cluster.leader("events", 0))
-        out = cluster.run_tool("kafka.tools.ConsoleConsumer", "--zookeeper", cluster.zk_connect,
-                               "--topic", "events", "--from-beginning", "--max-messages", "2")
 
 Every JVM runs in its own process group, dies with the test process (see
 :mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
@@ -42,12 +40,10 @@ Replica placement is deterministic: partition ``p`` of a topic created by
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
 import os
 import re
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -78,7 +74,6 @@ from zkconsumer.testing.properties import (
     ssl_listener_properties,
 )
 from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
-from zkconsumer.testing.tools import KafkaTools
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
 from zkconsumer.testing.zookeepers import ZooKeeperControls
 
@@ -127,7 +122,7 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-class LocalCluster(ZooKeeperControls, KafkaTools):
+class LocalCluster(ZooKeeperControls):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
     ZooKeeper is one standalone server, or with ``zookeeper_nodes=n`` (odd, e.g. 3) an
@@ -139,8 +134,6 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
     defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
-    ``broker_jvm_options`` are added last to the brokers' JVM options (which favour a quick
-    start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.
     ``ssl`` (an :class:`~zkconsumer.testing.tls.SslOptions`, or ``True`` for the defaults)
     adds an SSL listener to every broker, with material generated at start
     (:attr:`ssl_files`, :attr:`ssl_bootstrap_servers`, :meth:`ssl_port`); without it
@@ -156,7 +149,7 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
                  startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
                  ssl: Union[SslOptions, bool, None] = None, zookeeper_nodes: int = 1,
-                 zookeeper: Optional[str] = None, broker_jvm_options: Sequence[str] = ()) -> None:
+                 zookeeper: Optional[str] = None) -> None:
         if zookeeper_nodes < 1:
             raise ValueError("zookeeper_nodes must be >= 1")
         if brokers < 1:
@@ -169,7 +162,6 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
         self._zookeeper_config = dict(zookeeper_config or {})
         self._requested_home = Path(kafka_home) if kafka_home is not None else None
         self._heap = heap
-        self._broker_jvm_options = tuple(broker_jvm_options)
         self._startup_timeout = startup_timeout
         if keep_work_dir is None:
             keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
@@ -193,9 +185,6 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
         self._brokers: Dict[int, processes.JavaProcess] = {}
         self._admin: Optional[KazooClient] = None
         self._clients: List[KazooClient] = []
-        self._tools: List["subprocess.Popen[Any]"] = []
-        self._tool_logs: Dict[int, str] = {}
-        self._tool_counter = itertools.count(1)
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
@@ -261,20 +250,18 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
             self._wait_registered(broker_id, self._startup_timeout)
 
     def stop(self, grace: float = 5.0) -> None:
-        """Stop tools, clients, brokers and ZooKeeper; remove the work directory. Idempotent.
+        """Stop clients, brokers and ZooKeeper; remove the work directory. Idempotent.
 
-        Tools and ZooKeeper get SIGTERM, then SIGKILL after ``grace`` seconds (tools: at
-        most 2 s). Brokers get SIGKILL at once, as their data is deleted anyway (a graceful
-        stop of every broker costs a chain of controller hand-offs, ~3 s), or the same
-        SIGTERM-then-SIGKILL when the work directory is kept. Returns only when every
-        process has exited and been reaped.
+        ZooKeeper gets SIGTERM, then SIGKILL after ``grace`` seconds. Brokers get SIGKILL
+        at once, as their data is deleted anyway (a graceful stop of every broker costs a
+        chain of controller hand-offs, ~3 s), or the same SIGTERM-then-SIGKILL when the
+        work directory is kept. Returns only when every process has exited and been reaped.
         """
         with self._lock:
             if self._state == "stopped":
                 return
             self._state = "stopped"
             try:
-                processes.terminate_all(self._tools, min(grace, 2.0))
                 self._close_clients()
                 brokers = [b.process for b in self._brokers.values() if b.process is not None]
                 if self._keep_work_dir:
@@ -339,18 +326,10 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
         self._check_broker_id(broker_id)
         return self._broker_ports[broker_id]
 
-    @property
-    def kafka_home(self) -> Path:
-        """The Kafka distribution directory (with ``libs/`` and ``config/``)."""
-        self._require_running()
-        assert self._home is not None
-        return self._home
-
     def _write_log4j_configs(self) -> None:
         conf = self.work_dir / "conf"
         server = log4j_properties("INFO", "System.out", SERVER_QUIET_LOGGERS)
         (conf / "log4j-server.properties").write_text(render_properties(server))
-        (conf / "log4j-tools.properties").write_text(render_properties(log4j_properties("WARN", "System.err")))
 
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
@@ -366,8 +345,7 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
                                   overrides=overrides)
         config.write_text(render_properties(props))
         return processes.JavaProcess(
-            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties",
-                                                  self._broker_jvm_options),
+            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),
             str(self.log_dir / f"broker-{broker_id}.log"), cwd=str(self.work_dir))
 
     def registered_brokers(self) -> List[int]:

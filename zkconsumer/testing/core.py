@@ -2,7 +2,7 @@
 
 :class:`ClusterCore` declares the cluster's state (assigned by
 ``LocalCluster.__init__``) and the helpers the ZooKeeper controls
-(:mod:`.zookeepers`), the tool runner (:mod:`.tools`) and the cluster itself
+(:mod:`.zookeepers`) and the cluster itself
 (:mod:`.cluster`) use: the running check, node and broker ids, the work and log
 directories, the JVM argv (:func:`java_command`), polling with a deadline
 (:meth:`ClusterCore._wait_for`) and the cluster's own ZooKeeper client.
@@ -10,12 +10,10 @@ directories, the JVM argv (:func:`java_command`), polling with a deadline
 
 from __future__ import annotations
 
-import itertools
-import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from kazoo.client import KazooClient
 
@@ -89,9 +87,6 @@ class ClusterCore:
     _brokers: Dict[int, processes.JavaProcess]
     _admin: Optional[KazooClient]
     _clients: List[KazooClient]
-    _tools: List["subprocess.Popen[Any]"]
-    _tool_logs: Dict[int, str]
-    _tool_counter: "itertools.count[int]"
 
     def _require_running(self) -> None:
         if self._state != "running":
@@ -130,7 +125,7 @@ class ClusterCore:
 
     @property
     def log_dir(self) -> Path:
-        """Where the JVMs log: ``zookeeper.log``, ``broker-<id>.log``, ``tool-<n>-<Class>.log``."""
+        """Where the JVMs log: ``zookeeper.log`` (``zookeeper-<node>.log``), ``broker-<id>.log``."""
         return self.work_dir / "logs"
 
     def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,
