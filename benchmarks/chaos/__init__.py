@@ -5,7 +5,7 @@ One *side* of a run (:class:`ChaosRun`) starts a dedicated :class:`LocalCluster`
 ``acks=all`` producer, a ZooKeeper offset monitor and an ownership monitor, then
 plays one schedule (:func:`schedule`), as fractions of ``duration_s`` after the
 producer starts. Every member reaches ZooKeeper through its own
-:class:`~zkconsumer.testing.proxy.ZooKeeperProxy` in this process (its
+:class:`~benchmarks.cluster.proxy.ZooKeeperProxy` in this process (its
 ``zookeeper.connect`` is the proxy's address), so one member alone can be cut
 off from ZooKeeper, and its session (seen in the proxied handshake) expired.
 

@@ -14,8 +14,8 @@ from benchmarks.chaos.member import spawn_member
 from benchmarks.chaos.report import MemberReport
 from benchmarks.chaos.settings import VALUE_PATTERN, ChaosSettings, value_of
 from benchmarks.cluster import ProjectCluster
+from benchmarks.cluster.proxy import ZooKeeperProxy
 from zkconsumer.testing.properties import log4j_properties, render_properties
-from zkconsumer.testing.proxy import ZooKeeperProxy
 
 
 class Member:

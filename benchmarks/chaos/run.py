@@ -18,9 +18,9 @@ from benchmarks.chaos.monitors import LogReader, OffsetMonitor, OwnershipMonitor
 from benchmarks.chaos.report import SideResult, tally
 from benchmarks.chaos.settings import BROKER_CONFIG, CLEAN_EXIT, KINDS, TOPIC, ZK_UNAVAILABLE, ChaosError, ChaosSettings, schedule
 from benchmarks.cluster import ProjectCluster
+from benchmarks.cluster.proxy import expire_zookeeper_session
 from zkconsumer.testing import processes
 from zkconsumer.testing.errors import LocalClusterError
-from zkconsumer.testing.proxy import expire_zookeeper_session
 
 
 class ChaosRun:

@@ -2,7 +2,8 @@
 
 :class:`ProjectCluster` is :class:`zkconsumer.testing.LocalCluster` with Kafka's own
 Scala tools run on the cluster's classpath (:mod:`.tools`) and production JVM options
-for the brokers (``broker_jvm_options``, for benchmarks).
+for the brokers (``broker_jvm_options``, for benchmarks). :mod:`.proxy` is the TCP
+proxy that cuts one client off from ZooKeeper (chaos runs, partition tests).
 """
 
 from __future__ import annotations

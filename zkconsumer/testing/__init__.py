@@ -22,7 +22,6 @@ from zkconsumer.testing.errors import (
 )
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.processes import spawn
-from zkconsumer.testing.proxy import TcpProxy, ZooKeeperProxy
 from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
 
 __all__ = [
@@ -34,8 +33,6 @@ __all__ = [
     "find_java",
     "free_ports",
     "spawn",
-    "TcpProxy",
-    "ZooKeeperProxy",
     "SslFiles",
     "SslOptions",
     "generate_ssl_files",
