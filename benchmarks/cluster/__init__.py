@@ -1,8 +1,9 @@
 """LocalCluster plus what only this project's tests and benchmarks use (not shipped).
 
 :class:`ProjectCluster` is :class:`zkconsumer.testing.LocalCluster` with Kafka's own
-Scala tools run on the cluster's classpath (:mod:`.tools`) and production JVM options
-for the brokers (``broker_jvm_options``, for benchmarks). :mod:`.proxy` is the TCP
+Scala tools run on the cluster's classpath (:mod:`.tools`), SSL listeners with generated
+certificates (:mod:`.tls`) and production JVM options for the brokers
+(``broker_jvm_options``, for benchmarks). :mod:`.proxy` is the TCP
 proxy that cuts one client off from ZooKeeper (chaos runs, partition tests).
 """
 
@@ -12,13 +13,15 @@ from typing import Any, List, Optional, Sequence
 
 from zkconsumer.testing.core import KAFKA_MAIN
 
+from .tls import SslFiles, SslListeners, SslOptions
 from .tools import KafkaTools
 
-__all__ = ["KafkaTools", "ProjectCluster"]
+__all__ = ["KafkaTools", "ProjectCluster", "SslFiles", "SslListeners", "SslOptions"]
 
 
-class ProjectCluster(KafkaTools):
-    """A LocalCluster for this project's own suite; takes LocalCluster's arguments and
+class ProjectCluster(SslListeners, KafkaTools):
+    """A LocalCluster for this project's own suite; takes LocalCluster's arguments, ``ssl``
+    (see :class:`~benchmarks.cluster.tls.SslListeners`) and
 
     ``broker_jvm_options``: added last to the brokers' JVM options (which favour a quick
     start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.

@@ -2,7 +2,7 @@
 
 One small module-scoped cluster (ZooKeeper + 1 broker) serves every test: the broker
 has a PLAINTEXT listener (producers, Kafka's tools) and an SSL listener with
-``ssl.client.auth=required``, its certificates generated at start by LocalCluster.
+``ssl.client.auth=required``, its certificates generated at start by ProjectCluster.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from zkconsumer.errors import BrokerUnavailableError, ConfigurationError
 from zkconsumer.security import broker_ssl_context, digest_id
 from zkconsumer.wire.connection import BrokerConnection
 
-pytest.importorskip("cryptography", reason="LocalCluster(ssl=...) generates certificates with cryptography")
+pytest.importorskip("cryptography", reason="ProjectCluster(ssl=...) generates certificates with cryptography")
 
-from benchmarks.cluster import ProjectCluster  # noqa: E402
-from zkconsumer.testing import SslOptions, generate_ssl_files  # noqa: E402
+from benchmarks.cluster import ProjectCluster, SslOptions  # noqa: E402
+from benchmarks.cluster.tls import generate_ssl_files  # noqa: E402
 
 CREDENTIAL = "alice:s3cret:with-colon"
 

@@ -22,7 +22,6 @@ from zkconsumer.testing.errors import (
 )
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.processes import spawn
-from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
 
 __all__ = [
     "LocalCluster",
@@ -33,9 +32,6 @@ __all__ = [
     "find_java",
     "free_ports",
     "spawn",
-    "SslFiles",
-    "SslOptions",
-    "generate_ssl_files",
     "LocalClusterError",
     "ClusterStartError",
     "ClusterTimeoutError",

@@ -15,15 +15,6 @@ directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep
 ``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
 processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
 
-With ``ssl=SslOptions(...)`` (or ``ssl=True``) every broker also gets an SSL listener,
-with certificates generated at start (a test CA, a broker certificate for 127.0.0.1 and
-localhost, a client certificate; see :mod:`zkconsumer.testing.tls`)::
-
-    with LocalCluster(brokers=1, ssl=SslOptions(client_auth="required")) as cluster:
-        cluster.ssl_bootstrap_servers                   # "127.0.0.1:<ssl port>"
-        cluster.ssl_files.ca, cluster.ssl_files.client_cert, cluster.ssl_files.client_key
-        cluster.ssl_files.consumer_properties()         # security.protocol=SSL + the three files
-
 With ``zookeeper_nodes=3`` ZooKeeper is an ensemble of three servers (nodes 1, 2, 3,
 ZooKeeper's ``myid``), each controllable on its own (``kill_zookeeper(node=2)``,
 :meth:`LocalCluster.zookeeper_node_of`, :meth:`LocalCluster.zookeeper_leader`), and
@@ -71,9 +62,7 @@ from zkconsumer.testing.properties import (
     format_value,
     log4j_properties,
     render_properties,
-    ssl_listener_properties,
 )
-from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
 from zkconsumer.testing.zookeepers import ZooKeeperControls
 
@@ -134,10 +123,6 @@ class LocalCluster(ZooKeeperControls):
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
     defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
-    ``ssl`` (an :class:`~zkconsumer.testing.tls.SslOptions`, or ``True`` for the defaults)
-    adds an SSL listener to every broker, with material generated at start
-    (:attr:`ssl_files`, :attr:`ssl_bootstrap_servers`, :meth:`ssl_port`); without it
-    nothing TLS-related happens.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
     cannot be started again. Methods are safe to call from several threads.
@@ -148,7 +133,7 @@ class LocalCluster(ZooKeeperControls):
                  zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
                  startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
-                 ssl: Union[SslOptions, bool, None] = None, zookeeper_nodes: int = 1,
+                 zookeeper_nodes: int = 1,
                  zookeeper: Optional[str] = None) -> None:
         if zookeeper_nodes < 1:
             raise ValueError("zookeeper_nodes must be >= 1")
@@ -178,9 +163,6 @@ class LocalCluster(ZooKeeperControls):
         self._zk_version = ""
         self._zk_ports: Dict[int, int] = {}
         self._broker_ports: Dict[int, int] = {}
-        self._ssl_options: Optional[SslOptions] = SslOptions() if ssl is True else (ssl or None)
-        self._ssl_ports: Dict[int, int] = {}
-        self._ssl_files: Optional[SslFiles] = None
         self._zookeepers: Dict[int, processes.JavaProcess] = {}
         self._brokers: Dict[int, processes.JavaProcess] = {}
         self._admin: Optional[KazooClient] = None
@@ -228,19 +210,12 @@ class LocalCluster(ZooKeeperControls):
         self._work = WorkDir()
         for sub in ("logs", "conf", "tmp"):
             (self._work.path / sub).mkdir()
-        with_ssl = self._ssl_options is not None
         zk_ports = self._zk_nodes if self._zk_nodes == 1 else 3 * self._zk_nodes  # client, quorum, election
-        ports = free_ports(zk_ports + self._broker_count * (2 if with_ssl else 1))
+        ports = free_ports(zk_ports + self._broker_count)
         self._zk_ports = dict(zip(self.zookeeper_nodes, ports))
         peers = {node: (ports[self._zk_nodes + 2 * i], ports[self._zk_nodes + 2 * i + 1])
                  for i, node in enumerate(self.zookeeper_nodes)} if self._zk_nodes > 1 else {}
-        ports = ports[zk_ports:]
-        self._broker_ports = {broker_id: ports[broker_id] for broker_id in range(self._broker_count)}
-        if self._ssl_options is not None:
-            self._ssl_ports = {broker_id: ports[self._broker_count + broker_id]
-                               for broker_id in range(self._broker_count)}
-            keytool = str(Path(self._java).resolve().parent / "keytool")
-            self._ssl_files = generate_ssl_files(self._work.path / "ssl", self._ssl_options, keytool=keytool)
+        self._broker_ports = dict(zip(self.broker_ids, ports[zk_ports:]))
         self._write_log4j_configs()
         self._start_zookeepers(peers)
         for broker_id in self.broker_ids:
@@ -296,30 +271,6 @@ class LocalCluster(ZooKeeperControls):
         self._require_running()
         return ",".join(f"{HOST}:{self._broker_ports[i]}" for i in self.broker_ids)
 
-    @property
-    def ssl_bootstrap_servers(self) -> str:
-        """Every broker's SSL listener, ``127.0.0.1:s0,...`` in id order (needs ``ssl=``)."""
-        self._require_ssl()
-        return ",".join(f"{HOST}:{self._ssl_ports[i]}" for i in self.broker_ids)
-
-    def ssl_port(self, broker_id: int) -> int:
-        """The SSL listener port of broker ``broker_id`` (needs ``ssl=``)."""
-        self._require_ssl()
-        self._check_broker_id(broker_id)
-        return self._ssl_ports[broker_id]
-
-    @property
-    def ssl_files(self) -> SslFiles:
-        """The generated CA, client certificate/key and broker stores (needs ``ssl=``)."""
-        self._require_ssl()
-        assert self._ssl_files is not None
-        return self._ssl_files
-
-    def _require_ssl(self) -> None:
-        self._require_running()
-        if self._ssl_options is None:
-            raise LocalClusterError("this LocalCluster has no SSL listeners; create it with ssl=SslOptions(...)")
-
     def broker_port(self, broker_id: int) -> int:
         """The port of broker ``broker_id`` (stable across restarts)."""
         self._require_running()
@@ -334,12 +285,7 @@ class LocalCluster(ZooKeeperControls):
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
         config = self.work_dir / "conf" / f"broker-{broker_id}.properties"
-        overrides: Dict[str, Optional[PropertyValue]] = {}
-        if self._ssl_options is not None and self._ssl_files is not None:
-            overrides.update(ssl_listener_properties(
-                HOST, self._broker_ports[broker_id], self._ssl_ports[broker_id],
-                self._ssl_files.broker_properties(self._ssl_options.client_auth)))
-        overrides.update(self._broker_config)
+        overrides = {**self._broker_overrides(broker_id), **self._broker_config}
         props = broker_properties(broker_id, self._broker_ports[broker_id], str(data_dir), self.zk_connect,
                                   cluster_size=self._broker_count, partitions=self.partitions,
                                   overrides=overrides)
@@ -347,6 +293,10 @@ class LocalCluster(ZooKeeperControls):
         return processes.JavaProcess(
             f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),
             str(self.log_dir / f"broker-{broker_id}.log"), cwd=str(self.work_dir))
+
+    def _broker_overrides(self, broker_id: int) -> Dict[str, Optional[PropertyValue]]:
+        """Settings a subclass adds to broker ``broker_id``'s defaults; ``broker_config`` wins over them."""
+        return {}
 
     def registered_brokers(self) -> List[int]:
         """Broker ids currently registered in ZooKeeper's /brokers/ids, sorted."""

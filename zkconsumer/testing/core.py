@@ -20,7 +20,6 @@ from kazoo.client import KazooClient
 from zkconsumer.testing import processes
 from zkconsumer.testing.errors import ClusterStartError, ClusterTimeoutError, LocalClusterError
 from zkconsumer.testing.properties import PropertyValue
-from zkconsumer.testing.tls import SslFiles, SslOptions
 from zkconsumer.testing.workdir import WorkDir
 
 HOST = "127.0.0.1"
@@ -80,9 +79,6 @@ class ClusterCore:
     _zk_version: str
     _zk_ports: Dict[int, int]
     _broker_ports: Dict[int, int]
-    _ssl_options: Optional[SslOptions]
-    _ssl_ports: Dict[int, int]
-    _ssl_files: Optional[SslFiles]
     _zookeepers: Dict[int, processes.JavaProcess]
     _brokers: Dict[int, processes.JavaProcess]
     _admin: Optional[KazooClient]

@@ -183,29 +183,3 @@ SERVER_QUIET_LOGGERS = {
     "org.apache.zookeeper.ZooKeeper": "WARN",
     "org.apache.zookeeper.ClientCnxn": "WARN",
 }
-
-
-def ssl_listener_properties(host: str, port: int, ssl_port: int,
-                            ssl_settings: Mapping[str, PropertyValue]) -> Dict[str, Optional[str]]:
-    """Broker overrides adding an SSL listener on ``ssl_port`` beside PLAINTEXT on ``port``.
-
-    Kafka 0.9 ignores ``host.name``/``port`` once ``listeners`` is set and registers
-    ``advertised.listeners`` (both protocols) in ``/brokers/ids``; the old single-listener
-    keys are removed (``None``) so the file says one thing. ``ssl_settings`` are the
-    keystore/truststore/``ssl.client.auth`` settings (see ``SslFiles.broker_properties``).
-    Meant as ``merge``'s overrides, below the caller's own overrides.
-
-    >>> ssl_listener_properties("127.0.0.1", 9092, 9093, {})["listeners"]
-    'PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093'
-    """
-    listeners = f"PLAINTEXT://{host}:{port},SSL://{host}:{ssl_port}"
-    props: Dict[str, Optional[str]] = {
-        "listeners": listeners,
-        "advertised.listeners": listeners,
-        "host.name": None,
-        "port": None,
-        "advertised.host.name": None,
-        "advertised.port": None,
-    }
-    props.update({key: format_value(value) for key, value in ssl_settings.items()})
-    return props
