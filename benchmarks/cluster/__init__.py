@@ -2,10 +2,9 @@
 
 :class:`ProjectCluster` is :class:`zkconsumer.testing.LocalCluster` with Kafka's own
 Scala tools run on the cluster's classpath (:mod:`.tools`), SSL listeners with generated
-certificates (:mod:`.tls`) and production JVM options for the brokers
-(``broker_jvm_options``, for benchmarks). :mod:`.proxy` is the TCP
-proxy that cuts one client off from ZooKeeper (chaos runs, partition tests).
-"""
+certificates (:mod:`.tls`), Debian's ZooKeeper 3.8 server (:mod:`.debian`) and production
+JVM options for the brokers (``broker_jvm_options``, for benchmarks). :mod:`.proxy` is the
+TCP proxy that cuts one client off from ZooKeeper (chaos runs, partition tests)."""
 
 from __future__ import annotations
 
@@ -13,15 +12,17 @@ from typing import Any, List, Optional, Sequence
 
 from zkconsumer.testing.core import KAFKA_MAIN
 
+from .debian import DebianZooKeeper
 from .tls import SslFiles, SslListeners, SslOptions
 from .tools import KafkaTools
 
-__all__ = ["KafkaTools", "ProjectCluster", "SslFiles", "SslListeners", "SslOptions"]
+__all__ = ["DebianZooKeeper", "KafkaTools", "ProjectCluster", "SslFiles", "SslListeners", "SslOptions"]
 
 
-class ProjectCluster(SslListeners, KafkaTools):
+class ProjectCluster(SslListeners, DebianZooKeeper, KafkaTools):
     """A LocalCluster for this project's own suite; takes LocalCluster's arguments, ``ssl``
-    (see :class:`~benchmarks.cluster.tls.SslListeners`) and
+    (:class:`~benchmarks.cluster.tls.SslListeners`), ``zookeeper``
+    (:class:`~benchmarks.cluster.debian.DebianZooKeeper`) and
 
     ``broker_jvm_options``: added last to the brokers' JVM options (which favour a quick
     start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.

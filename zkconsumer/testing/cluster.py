@@ -18,9 +18,7 @@ processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
 With ``zookeeper_nodes=3`` ZooKeeper is an ensemble of three servers (nodes 1, 2, 3,
 ZooKeeper's ``myid``), each controllable on its own (``kill_zookeeper(node=2)``,
 :meth:`LocalCluster.zookeeper_node_of`, :meth:`LocalCluster.zookeeper_leader`), and
-``zk_connect`` lists all of them. ``zookeeper="debian"`` (or ``"3.8"``, or
-``ZKCONSUMER_ZOOKEEPER=debian``) runs Debian's ZooKeeper 3.8 server instead of the 3.4.6
-one shipped with Kafka; brokers and tools keep Kafka's 3.4.6 client either way.
+``zk_connect`` lists all of them.
 
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
@@ -45,11 +43,9 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from zkconsumer.testing import processes
 from zkconsumer.testing.core import HOST, JVM_OPTIONS, KAFKA_MAIN, ZOOKEEPER_MAIN, java_command
 from zkconsumer.testing.distribution import (
-    debian_zookeeper,
     ensure_kafka_distribution,
     find_java,
     kafka_classpath,
-    zookeeper_flavour,
 )
 from zkconsumer.testing.errors import ClusterStartError, LocalClusterError
 from zkconsumer.testing.ports import free_ports
@@ -114,10 +110,8 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
 class LocalCluster(ZooKeeperControls):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
-    ZooKeeper is one standalone server, or with ``zookeeper_nodes=n`` (odd, e.g. 3) an
-    ensemble of nodes 1..n; ``zookeeper`` picks the server: ``"kafka"`` (3.4.6, the
-    default) or ``"debian"`` (Debian's package, 3.8), see
-    :func:`zkconsumer.testing.distribution.zookeeper_flavour`.
+    ZooKeeper (3.4.6, shipped with Kafka) is one standalone server, or with
+    ``zookeeper_nodes=n`` (odd, e.g. 3) an ensemble of nodes 1..n.
 
     ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
@@ -133,8 +127,7 @@ class LocalCluster(ZooKeeperControls):
                  zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
                  startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
-                 zookeeper_nodes: int = 1,
-                 zookeeper: Optional[str] = None) -> None:
+                 zookeeper_nodes: int = 1) -> None:
         if zookeeper_nodes < 1:
             raise ValueError("zookeeper_nodes must be >= 1")
         if brokers < 1:
@@ -158,9 +151,6 @@ class LocalCluster(ZooKeeperControls):
         self._java = ""
         self._classpath = ""
         self._zk_nodes = zookeeper_nodes
-        self._zk_flavour = zookeeper_flavour(zookeeper)
-        self._zk_classpath = ""
-        self._zk_version = ""
         self._zk_ports: Dict[int, int] = {}
         self._broker_ports: Dict[int, int] = {}
         self._zookeepers: Dict[int, processes.JavaProcess] = {}
@@ -204,8 +194,6 @@ class LocalCluster(ZooKeeperControls):
         self._java = find_java()
         self._home = ensure_kafka_distribution(self._requested_home)
         self._classpath = kafka_classpath(self._home)
-        self._zk_classpath, self._zk_version = (debian_zookeeper() if self._zk_flavour == "debian"
-                                                else (self._classpath, "3.4.6"))
         sweep_abandoned()
         self._work = WorkDir()
         for sub in ("logs", "conf", "tmp"):

@@ -74,9 +74,6 @@ class ClusterCore:
     _java: str
     _classpath: str
     _zk_nodes: int
-    _zk_flavour: str
-    _zk_classpath: str
-    _zk_version: str
     _zk_ports: Dict[int, int]
     _broker_ports: Dict[int, int]
     _zookeepers: Dict[int, processes.JavaProcess]

@@ -80,8 +80,7 @@ def merge(defaults: Mapping[str, PropertyValue],
 
 def zookeeper_properties(data_dir: str, port: int,
                          overrides: Optional[Mapping[str, Optional[PropertyValue]]] = None, *,
-                         peers: Optional[Mapping[int, Tuple[int, int]]] = None,
-                         version: str = "3.4") -> Dict[str, str]:
+                         peers: Optional[Mapping[int, Tuple[int, int]]] = None) -> Dict[str, str]:
     """A ZooKeeper server on 127.0.0.1:``port`` storing data in ``data_dir``.
 
     Sessions may ask for 1 s to 60 s; the connection limit per client address is
@@ -89,9 +88,6 @@ def zookeeper_properties(data_dir: str, port: int,
     standalone; with ``peers`` (node id -> (quorum port, election port), every node of
     the ensemble) it is one of them, with ``server.<id>=127.0.0.1:<quorum>:<election>``
     lines and init/sync limits of 10 and 5 ticks (its own id goes into ``myid``).
-    ``version`` ``"3.5"`` or newer also disables the AdminServer (it would take port
-    8080) and allows every four-letter word (``srvr``, ``dump``, ``cons``), which 3.5+
-    refuses by default and the cluster uses for readiness and session probes.
 
     >>> zookeeper_properties("/d", 2181, peers={1: (3001, 4001)})["server.1"]
     '127.0.0.1:3001:4001'
@@ -110,8 +106,6 @@ def zookeeper_properties(data_dir: str, port: int,
         defaults.update({"initLimit": 10, "syncLimit": 5})
         defaults.update({f"server.{node}": f"127.0.0.1:{quorum}:{election}"
                          for node, (quorum, election) in sorted(peers.items())})
-    if tuple(int(part) for part in version.split(".")[:2]) >= (3, 5):
-        defaults.update({"admin.enableServer": False, "4lw.commands.whitelist": "*"})
     return merge(defaults, overrides)
 
 
