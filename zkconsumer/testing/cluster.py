@@ -401,12 +401,9 @@ class LocalCluster(ZooKeeperControls):
 
     def _broker_agrees(self, broker_id: int, topic: str, leaders: Mapping[int, int]) -> bool:
         try:
-            metadata = fetch_metadata(HOST, self._broker_ports[broker_id], [topic], timeout=2.0).get(topic)
+            reported = fetch_metadata(HOST, self._broker_ports[broker_id], [topic], timeout=2.0).get(topic)
         except (OSError, ValueError):
             return False
-        if metadata is None:
-            return False
-        reported = {p: m.leader for p, m in metadata.partitions.items()}
         return reported == dict(leaders)
 
     def produce(self, topic: str, values: Iterable[_Value], keys: Optional[Iterable[_Value]] = None,
