@@ -14,27 +14,15 @@ see :mod:`zkconsumer.testing.distribution`. Java 17 or newer is required.
 from zkconsumer.testing.cluster import LocalCluster, replica_assignment
 from zkconsumer.testing.distribution import KAFKA_VERSION, default_kafka_home, ensure_kafka_distribution, find_java
 from zkconsumer.testing.errors import (
-                                             ClusterStartError,
-                                             ClusterTimeoutError,
-                                             KafkaDistributionError,
-                                             LocalClusterError,
-                                             MissingDependencyError,
+                                       ClusterStartError,
+                                       ClusterTimeoutError,
+                                       KafkaDistributionError,
+                                       LocalClusterError,
+                                       MissingDependencyError,
 )
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.processes import spawn
 
-__all__ = [
-    "LocalCluster",
-    "replica_assignment",
-    "KAFKA_VERSION",
-    "default_kafka_home",
-    "ensure_kafka_distribution",
-    "find_java",
-    "free_ports",
-    "spawn",
-    "LocalClusterError",
-    "ClusterStartError",
-    "ClusterTimeoutError",
-    "KafkaDistributionError",
-    "MissingDependencyError",
-]
+__all__ = ["LocalCluster", "replica_assignment", "KAFKA_VERSION", "default_kafka_home", "ensure_kafka_distribution",
+           "find_java", "free_ports", "spawn", "LocalClusterError", "ClusterStartError", "ClusterTimeoutError",
+           "KafkaDistributionError", "MissingDependencyError"]

@@ -1,24 +1,11 @@
-"""``LocalCluster``: a real ZooKeeper and real Kafka 0.9.0.1 brokers for tests.
-
-Example::
-
-    from zkconsumer.testing import LocalCluster
-
-    with LocalCluster(brokers=3, partitions=4) as cluster:
-        cluster.create_topic("events")                  # returns once leaders are known everywhere
-        cluster.produce("events", [b"a", b"b"], partition=0)
-        cluster.kill_broker(cluster.leader("events", 0))
+"""``LocalCluster``: a real ZooKeeper and real Kafka 0.9.0.1 brokers for tests (README: "LocalCluster
+for your own tests").
 
 Every JVM runs in its own process group, dies with the test process (see
 :mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
 directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep it). An
 ``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
 processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
-
-With ``zookeeper_nodes=3`` ZooKeeper is an ensemble of three servers (nodes 1, 2, 3,
-ZooKeeper's ``myid``), each controllable on its own (``kill_zookeeper(node=2)``,
-:meth:`LocalCluster.zookeeper_node_of`, :meth:`LocalCluster.zookeeper_leader`), and
-``zk_connect`` lists all of them.
 
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
@@ -30,14 +17,11 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import re
 import signal
 import threading
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkconsumer.testing import processes
@@ -111,52 +95,20 @@ class LocalCluster(ZooKeeperControls):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
     ZooKeeper (3.4.6, shipped with Kafka) is one standalone server, or with
-    ``zookeeper_nodes=n`` (odd, e.g. 3) an ensemble of nodes 1..n.
+    ``zookeeper_nodes=n`` (odd, e.g. 3) an ensemble of nodes 1..n (ZooKeeper's ``myid``),
+    each controllable on its own (``kill_zookeeper(node=2)``); ``zk_connect`` lists them all.
 
     ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
-    defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
+    defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``;
+    ``startup_timeout`` bounds each JVM's start; ``kafka_home`` is a Kafka 0.9.0.1 distribution
+    to use instead of the cached download; ``keep_work_dir`` (default: whether
+    ``ZKCONSUMER_KEEP_CLUSTER_DIR`` is set and not ``0``) keeps the work directory after stop().
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
     cannot be started again. Methods are safe to call from several threads.
     """
-
-    def __init__(self, brokers: int = 3, partitions: int = 4, *,
-                 broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
-                 zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
-                 kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
-                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
-                 zookeeper_nodes: int = 1) -> None:
-        if zookeeper_nodes < 1:
-            raise ValueError("zookeeper_nodes must be >= 1")
-        if brokers < 1:
-            raise ValueError("a cluster needs at least one broker")
-        if partitions < 1:
-            raise ValueError("partitions must be >= 1")
-        self._broker_count = brokers
-        self.partitions = partitions
-        self._broker_config = dict(broker_config or {})
-        self._zookeeper_config = dict(zookeeper_config or {})
-        self._requested_home = Path(kafka_home) if kafka_home is not None else None
-        self._heap = heap
-        self._startup_timeout = startup_timeout
-        if keep_work_dir is None:
-            keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
-        self._keep_work_dir = keep_work_dir
-        self._lock = threading.RLock()
-        self._state = "new"
-        self._work: Optional[WorkDir] = None
-        self._home: Optional[Path] = None
-        self._java = ""
-        self._classpath = ""
-        self._zk_nodes = zookeeper_nodes
-        self._zk_ports: Dict[int, int] = {}
-        self._broker_ports: Dict[int, int] = {}
-        self._zookeepers: Dict[int, processes.JavaProcess] = {}
-        self._brokers: Dict[int, processes.JavaProcess] = {}
-        self._admin: Optional[KazooClient] = None
-        self._clients: List[KazooClient] = []
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
