@@ -309,7 +309,8 @@ class SslListeners(LocalCluster):
         super()._start_zookeepers(peers)
         if self._ssl_options is None:
             return
-        taken = set(self._broker_ports.values())  # released, not bound yet: keep clear of them
+        # released, not (or not always) bound yet: the brokers' ports and the ensemble's quorum ports
+        taken = set(self._broker_ports.values()) | {port for pair in peers.values() for port in pair}
         ports = free_ports(len(self.broker_ids))
         while taken & set(ports):
             ports = free_ports(len(self.broker_ids))
