@@ -4,7 +4,8 @@
 Scala tools run on the cluster's classpath (:mod:`.tools`), SSL listeners with generated
 certificates (:mod:`.tls`), Debian's ZooKeeper 3.8 server (:mod:`.debian`) and production
 JVM options for the brokers (``broker_jvm_options``, for benchmarks). :mod:`.proxy` is the
-TCP proxy that cuts one client off from ZooKeeper (chaos runs, partition tests)."""
+TCP proxy that cuts one client off from ZooKeeper (chaos runs, partition tests).
+"""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ __all__ = ["DebianZooKeeper", "KafkaTools", "ProjectCluster", "SslFiles", "SslLi
 
 
 class ProjectCluster(SslListeners, DebianZooKeeper, KafkaTools):
-    """A LocalCluster for this project's own suite; takes LocalCluster's arguments, ``ssl``
-    (:class:`~benchmarks.cluster.tls.SslListeners`), ``zookeeper``
-    (:class:`~benchmarks.cluster.debian.DebianZooKeeper`) and
+    """A LocalCluster for this project's own suite.
 
+    Takes LocalCluster's arguments, ``ssl`` (:class:`~benchmarks.cluster.tls.SslListeners`),
+    ``zookeeper`` (:class:`~benchmarks.cluster.debian.DebianZooKeeper`) and
     ``broker_jvm_options``: added last to the brokers' JVM options (which favour a quick
     start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.
     """

@@ -4,7 +4,8 @@
 and the helpers the ZooKeeper controls (:mod:`.zookeepers`) and the cluster itself
 (:mod:`.cluster`) use: the running check, node and broker ids, the work and log
 directories, the JVM argv (:func:`java_command`), polling with a deadline
-(:meth:`ClusterCore._wait_for`) and the cluster's own ZooKeeper client."""
+(:meth:`ClusterCore._wait_for`) and the cluster's own ZooKeeper client.
+"""
 
 from __future__ import annotations
 
