@@ -150,8 +150,10 @@ def tables(rounds: List[Round], tools: Sequence[Tool], title: str, scaling: bool
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    from zkconsumer.testing import LocalCluster, find_java
+    from zkconsumer.testing import find_java
     from zkconsumer.wire import messageset
+
+    from .cluster import ProjectCluster
 
     sizes = [int(s) for s in args.sizes.split(",")]
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
@@ -163,8 +165,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results: Dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "scaling": args.scaling,
                                "brokers": brokers, "topics": []}
     report: List[str] = []
-    with LocalCluster(brokers=brokers, partitions=PARTITIONS, heap=KAFKA_SERVER_HEAP,
-                      broker_jvm_options=KAFKA_SERVER_JVM) as cluster:
+    with ProjectCluster(brokers=brokers, partitions=PARTITIONS, heap=KAFKA_SERVER_HEAP,
+                        broker_jvm_options=KAFKA_SERVER_JVM) as cluster:
         for size in sizes:
             for codec in codecs:
                 n = args.messages.get(size, 1_000_000)

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import List
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector
-from zkconsumer.testing import LocalCluster
 
 TOPIC = "quickstart-events"
 GROUP = "quickstart"
@@ -36,7 +36,7 @@ def drain(stream: KafkaStream, into: List[MessageAndMetadata], lock: threading.L
 def main() -> int:
     started = time.monotonic()
     print("Starting ZooKeeper and 3 Kafka brokers (first run: downloads Kafka 0.9.0.1) ...", flush=True)
-    with LocalCluster(brokers=3, partitions=4) as cluster:
+    with ProjectCluster(brokers=3, partitions=4) as cluster:
         print(f"  ZooKeeper: {cluster.zk_connect}")
         print(f"  brokers:   {cluster.bootstrap_servers}")
         cluster.create_topic(TOPIC, partitions=4, replication=2)

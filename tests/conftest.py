@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from zkconsumer.testing import LocalCluster
 
 if TYPE_CHECKING:  # pragma: no cover
+    from benchmarks.cluster import ProjectCluster
     from spark_integration.testing import LocalSparkCluster
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
@@ -32,14 +33,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator["LocalCluster"]:
+def cluster() -> Iterator["ProjectCluster"]:
     """ZooKeeper + brokers 0, 1, 2 (4 partitions per auto-created topic), shared by the session.
 
+    A LocalCluster that also runs Kafka's own tools (:mod:`benchmarks.cluster`).
     Tests must leave it as they found it: restart brokers they stop or kill.
     """
-    from zkconsumer.testing import LocalCluster  # imported here: unit-only runs never need it
+    from benchmarks.cluster import ProjectCluster  # imported here: unit-only runs never need it
 
-    with LocalCluster(brokers=3, partitions=4) as local:
+    with ProjectCluster(brokers=3, partitions=4) as local:
         yield local
 
 
@@ -62,7 +64,7 @@ def _slug(request: pytest.FixtureRequest, limit: int = 40) -> str:
 
 
 @pytest.fixture
-def make_topic(cluster: "LocalCluster", request: pytest.FixtureRequest) -> Callable[..., str]:
+def make_topic(cluster: "ProjectCluster", request: pytest.FixtureRequest) -> Callable[..., str]:
     """Factory creating a fresh topic on the session cluster; returns its unique name.
 
     ``make_topic(partitions=4, replication=1, config=None)`` returns once every partition

@@ -13,9 +13,9 @@ from typing import Any, Dict, Tuple
 from benchmarks.chaos.member import spawn_member
 from benchmarks.chaos.report import MemberReport
 from benchmarks.chaos.settings import VALUE_PATTERN, ChaosSettings, value_of
-from zkconsumer.testing.cluster import LocalCluster
+from benchmarks.cluster import ProjectCluster
+from benchmarks.cluster.proxy import ZooKeeperProxy
 from zkconsumer.testing.properties import log4j_properties, render_properties
-from zkconsumer.testing.proxy import ZooKeeperProxy
 
 
 class Member:
@@ -51,7 +51,7 @@ class MemberLauncher:
 
     kind = ""
 
-    def __init__(self, cluster: LocalCluster, group: str, topic: str, directory: Path,
+    def __init__(self, cluster: ProjectCluster, group: str, topic: str, directory: Path,
                  settings: ChaosSettings) -> None:
         self.cluster = cluster
         self.group = group

@@ -17,10 +17,10 @@ from benchmarks.chaos.members import AckedProducer, KafkaLauncher, Member, Membe
 from benchmarks.chaos.monitors import LogReader, OffsetMonitor, OwnershipMonitor, read_committed, zookeeper_serving
 from benchmarks.chaos.report import SideResult, tally
 from benchmarks.chaos.settings import BROKER_CONFIG, CLEAN_EXIT, KINDS, TOPIC, ZK_UNAVAILABLE, ChaosError, ChaosSettings, schedule
+from benchmarks.cluster import ProjectCluster
+from benchmarks.cluster.proxy import expire_zookeeper_session
 from zkconsumer.testing import processes
-from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
-from zkconsumer.testing.proxy import expire_zookeeper_session
 
 
 class ChaosRun:
@@ -107,7 +107,7 @@ class ChaosRun:
     def run(self) -> SideResult:
         started = time.monotonic()
         s = self.settings
-        cluster = LocalCluster(brokers=3, partitions=s.partitions, broker_config=BROKER_CONFIG,
+        cluster = ProjectCluster(brokers=3, partitions=s.partitions, broker_config=BROKER_CONFIG,
                                keep_work_dir=self._keep_cluster_dir)
         producer: Optional[AckedProducer] = None
         monitor: Optional[OffsetMonitor] = None
@@ -223,7 +223,7 @@ class ChaosRun:
                 return
             time.sleep(min(remaining, 0.5))
 
-    def _play(self, cluster: LocalCluster, launcher: MemberLauncher, producer: AckedProducer) -> None:
+    def _play(self, cluster: ProjectCluster, launcher: MemberLauncher, producer: AckedProducer) -> None:
         for event in schedule(self.settings):
             self._sleep_until(event.at_s)
             late = self._elapsed() - event.at_s
@@ -283,7 +283,7 @@ class ChaosRun:
                 self._restart_broker(cluster)
             self._fault_ended()
 
-    def _start_zookeeper(self, cluster: LocalCluster) -> None:
+    def _start_zookeeper(self, cluster: ProjectCluster) -> None:
         """Start ZooKeeper again; the fault ends when it serves (``srvr`` answers), which is
         earlier than ``start_zookeeper()`` returns (that also waits for the cluster's own client)."""
         errors: List[BaseException] = []
@@ -307,7 +307,7 @@ class ChaosRun:
         if starter.is_alive():
             raise ChaosError("LocalCluster.start_zookeeper() did not return within 180 s")
 
-    def _expire_member(self, cluster: LocalCluster) -> None:
+    def _expire_member(self, cluster: ProjectCluster) -> None:
         """Expire the ZooKeeper session(s) a member holds, as seen through its proxy."""
         victim = self._pick_member()
         victim.report.expired_by_schedule = True
@@ -326,7 +326,7 @@ class ChaosRun:
             raise ChaosError("no live member left to pick")
         return candidates[self._rng.randrange(len(candidates))]
 
-    def _restart_broker(self, cluster: LocalCluster) -> None:
+    def _restart_broker(self, cluster: ProjectCluster) -> None:
         broker = self._killed_broker
         if broker is None or cluster.is_running(broker):
             return

@@ -2,7 +2,7 @@
 
 ``scripts/bench_rebalance [--joins N] [--partitions P] [--only zkconsumer|kafka]``
 
-On one :class:`LocalCluster` (1 broker) and a topic with ``P`` partitions (12), for each
+On one :class:`ProjectCluster` (1 broker) and a topic with ``P`` partitions (12), for each
 kind of member (zkconsumer: :mod:`benchmarks.chaos.member` in its own Python
 process; kafka: Kafka's ``kafka.tools.ConsoleConsumer`` JVM), both with the Range
 assignment, ``rebalance.backoff.ms=2000`` and ``zookeeper.session.timeout.ms=6000``:
@@ -54,8 +54,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from benchmarks.chaos.member import spawn_member
+from benchmarks.cluster import ProjectCluster
 from zkconsumer.testing import processes
-from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import log4j_properties, render_properties
 
@@ -106,7 +106,7 @@ class Member:
 class Launcher:
     kind = ""
 
-    def __init__(self, cluster: LocalCluster, group: str, topic: str, directory: Path) -> None:
+    def __init__(self, cluster: ProjectCluster, group: str, topic: str, directory: Path) -> None:
         self.cluster = cluster
         self.group = group
         self.topic = topic
@@ -355,7 +355,7 @@ def measure_join(reader: GroupReader, launcher: Launcher, base_ids: Sequence[str
     return join, joiner
 
 
-def run_kind(cluster: LocalCluster, kind: str, topic: str, partitions: int, joins: int, directory: Path,
+def run_kind(cluster: ProjectCluster, kind: str, topic: str, partitions: int, joins: int, directory: Path,
              join_timeout: float, say: Callable[[str], None], hold_s: float = 1.0) -> KindResult:
     group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
     kind_dir = directory / kind
@@ -453,7 +453,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results: List[KindResult] = []
     failed = False
     try:
-        with LocalCluster(brokers=1, partitions=args.partitions) as cluster:
+        with ProjectCluster(brokers=1, partitions=args.partitions) as cluster:
             topic = cluster.create_topic("rebalance-bench", partitions=args.partitions)
             for kind in kinds:
                 try:

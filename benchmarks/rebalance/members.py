@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from benchmarks.chaos.member import spawn_member
+from benchmarks.cluster import ProjectCluster
 from zkconsumer.testing import processes
-from zkconsumer.testing.cluster import LocalCluster
 from zkconsumer.testing.properties import log4j_properties, render_properties
 
 BACKOFF_MS = 2000
@@ -43,7 +43,7 @@ class Launcher:
     failure_patterns: Tuple[str, ...] = ()
     gave_up_pattern = "can't rebalance after"
 
-    def __init__(self, cluster: LocalCluster, group: str, topics: Sequence[str], streams: int, directory: Path):
+    def __init__(self, cluster: ProjectCluster, group: str, topics: Sequence[str], streams: int, directory: Path):
         self.cluster, self.group, self.topics, self.streams, self.directory = cluster, group, topics, streams, directory
         self.counter = 0
 

@@ -2,7 +2,7 @@
 
 ``scripts/bench_rebalance --sizes 8,16[,32] [--kinds zkconsumer,kafka] [--json FILE]``
 
-One :class:`LocalCluster` (2 brokers) and two topics of ``--partitions`` / 2 partitions
+One :class:`ProjectCluster` (2 brokers) and two topics of ``--partitions`` / 2 partitions
 each (256 in all by default; replication 2, so a broker's death moves leaderships, not
 data). For each size ``N`` and each kind (zkconsumer: :mod:`benchmarks.chaos.member`
 processes; kafka: ``ScaleMember``, a 40-line Java program on Kafka 0.9.0.1's
@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from benchmarks.cluster import ProjectCluster
 from benchmarks.rebalance.members import (
     BACKOFF_MS,
     MAX_RETRIES,
@@ -83,7 +84,6 @@ from benchmarks.rebalance.observe import (
     read_counters,
 )
 from zkconsumer.testing import processes
-from zkconsumer.testing.cluster import LocalCluster
 
 __all__ = ["BACKOFF_MS", "MAX_RETRIES", "SESSION_TIMEOUT_MS", "FOUR_LETTER_PACKETS", "Change", "Counters",
            "EventResult", "GroupMirror", "Member", "Run", "expected_range", "member_packets", "main_scale"]
@@ -123,7 +123,7 @@ class EventResult:
 class Run:
     """One kind, one size: a group through the five events."""
 
-    def __init__(self, cluster: LocalCluster, launcher: Launcher, mirror: GroupMirror, partitions: Dict[str, int],
+    def __init__(self, cluster: ProjectCluster, launcher: Launcher, mirror: GroupMirror, partitions: Dict[str, int],
                  size: int, stable_s: float, timeout_s: float, idle_s: float, say: Callable[[str], None]) -> None:
         self.cluster, self.launcher, self.mirror = cluster, launcher, mirror
         self.partitions, self.size, self.stable_s, self.timeout_s, self.idle_s = partitions, size, stable_s, timeout_s, idle_s
@@ -337,7 +337,7 @@ def run_scale(sizes: Sequence[int], kinds: Sequence[str], partitions: int, strea
                                            "session_timeout_ms": SESSION_TIMEOUT_MS, "stable_s": stable_s,
                                            "idle_s": idle_s},
                               "runs": []}
-    with LocalCluster(brokers=2, partitions=per_topic) as cluster:
+    with ProjectCluster(brokers=2, partitions=per_topic) as cluster:
         topics = [cluster.create_topic(f"scale-{name}", partitions=per_topic, replication=2) for name in ("a", "b")]
         parts = {t: per_topic for t in topics}
         for size in sizes:

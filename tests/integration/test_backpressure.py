@@ -27,9 +27,9 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 from support import consumer_props, owners, unique, wait_until
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector
 from zkconsumer.rebalancer import RebalanceState
-from zkconsumer.testing import LocalCluster
 from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.protocol import LATEST_TIME
 
@@ -40,11 +40,11 @@ PER_PARTITION = 150_000   # backlog of A's (and B's) partition
 
 @pytest.fixture(scope="module")
 def own_cluster():
-    with LocalCluster(brokers=1, partitions=1) as local:
+    with ProjectCluster(brokers=1, partitions=1) as local:
         yield local
 
 
-def fill(cluster: LocalCluster, topic: str, partitions: int, messages: int) -> Dict[int, int]:
+def fill(cluster: ProjectCluster, topic: str, partitions: int, messages: int) -> Dict[int, int]:
     """Create ``topic`` and fill it with Kafka's ProducerPerformance (fast); return each partition's log end."""
     cluster.create_topic(topic, partitions=partitions)
     cluster.run_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records",
@@ -80,7 +80,7 @@ def read(stream: KafkaStream, n: int, timeout: float, on_message=None) -> Tuple[
     return got, (len(got) - 1) / max(last - first, 1e-6)
 
 
-def props(cluster: LocalCluster) -> Dict[str, object]:
+def props(cluster: ProjectCluster) -> Dict[str, object]:
     return consumer_props(cluster, unique("bp"), queued_max_message_chunks=CHUNKS,
                           fetch_message_max_bytes=FETCH_BYTES, num_consumer_fetchers=1)
 

@@ -19,8 +19,8 @@ from typing import Dict, Iterator, List
 import pytest
 from support import Drainer, consumer_props, unique
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.testing import LocalCluster
 from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.protocol import LATEST_TIME, FetchPartition
 
@@ -31,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def kafka() -> Iterator[LocalCluster]:
+def kafka() -> Iterator[ProjectCluster]:
     """One broker of its own: these topics are filled by a JVM producer and read in two processes."""
-    with LocalCluster(brokers=1, partitions=PARTITIONS) as local:
+    with ProjectCluster(brokers=1, partitions=PARTITIONS) as local:
         yield local
 
 
 @pytest.fixture(scope="module")
-def topics(kafka: LocalCluster) -> Dict[str, str]:
+def topics(kafka: ProjectCluster) -> Dict[str, str]:
     """codec -> a topic filled by Kafka's ConsoleProducer with that codec (lines ``<codec>-000000`` ...)."""
     out = {}
     for codec in CODECS:
@@ -52,14 +52,14 @@ def topics(kafka: LocalCluster) -> Dict[str, str]:
     return out
 
 
-def _log_ends(kafka: LocalCluster, topic: str) -> Dict[int, int]:
+def _log_ends(kafka: ProjectCluster, topic: str) -> Dict[int, int]:
     host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
     with BrokerConnection(host, int(port), "test-codecs", 30000, 65536) as conn:
         return {p: conn.list_offsets(topic, p, LATEST_TIME) for p in range(PARTITIONS)}
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
-def test_kafka_producer_writes_compressed_wrappers(kafka: LocalCluster, topics: Dict[str, str], codec: str) -> None:
+def test_kafka_producer_writes_compressed_wrappers(kafka: ProjectCluster, topics: Dict[str, str], codec: str) -> None:
     """The topic really holds wrappers of the codec (message attributes), so the tests below test codecs."""
     host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
     with BrokerConnection(host, int(port), "test-codecs", 30000, 65536) as conn:
@@ -71,7 +71,7 @@ def test_kafka_producer_writes_compressed_wrappers(kafka: LocalCluster, topics: 
     assert sum(_log_ends(kafka, topics[codec]).values()) == MESSAGES
 
 
-def _consume(kafka: LocalCluster, topic: str) -> Dict[int, List[bytes]]:
+def _consume(kafka: ProjectCluster, topic: str) -> Dict[int, List[bytes]]:
     """Every message of ``topic`` as one new group member sees it: partition -> values in delivery order."""
     with ZookeeperConsumerConnector(consumer_props(kafka, unique("g-codec"))) as connector:
         drainer = Drainer(connector.create_message_streams({topic: 1})[topic])
@@ -93,7 +93,7 @@ def _check_exact(codec: str, by_partition: Dict[int, List[bytes]]) -> None:
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
-def test_every_message_of_a_compressed_topic_once_in_order(kafka: LocalCluster, topics: Dict[str, str],
+def test_every_message_of_a_compressed_topic_once_in_order(kafka: ProjectCluster, topics: Dict[str, str],
                                                            codec: str) -> None:
     _check_exact(codec, _consume(kafka, topics[codec]))
 
@@ -104,7 +104,7 @@ sys.path.insert(0, {tests!r})
 from zkconsumer.wire import messageset
 assert not messageset.ACCELERATED
 from test_codec_topics import _consume
-from zkconsumer.testing import LocalCluster
+from benchmarks.cluster import ProjectCluster
 class K:  # the attributes of the cluster _consume and consumer_props use
     zk_connect = {zk!r}
     bootstrap_servers = {bootstrap!r}
@@ -113,7 +113,7 @@ print(json.dumps({{str(p): [v.decode() for v in vs] for p, vs in _consume(K, {to
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
-def test_pure_python_path_consumes_the_same(kafka: LocalCluster, topics: Dict[str, str], codec: str) -> None:
+def test_pure_python_path_consumes_the_same(kafka: ProjectCluster, topics: Dict[str, str], codec: str) -> None:
     """The fallback without the C extension (``ZKCONSUMER_PURE_PYTHON=1``, another process) delivers the same."""
     import json
 

@@ -16,13 +16,13 @@ import pytest
 from kafka import KafkaProducer
 from support import Drainer, by_value, consumer_props, produced_values, unique, wait_until
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.testing import LocalCluster
 
 
 @pytest.fixture(scope="module")
-def failover_cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(
+def failover_cluster() -> Iterator[ProjectCluster]:
+    with ProjectCluster(
         brokers=3,
         partitions=6,
         broker_config={"replica.lag.time.max.ms": 2000, "log.retention.check.interval.ms": 500},
@@ -33,7 +33,7 @@ def failover_cluster() -> Iterator[LocalCluster]:
 class AckedProducer:
     """Produces ``p-<n>`` values with acks=all until stopped; records what was acknowledged."""
 
-    def __init__(self, cluster: LocalCluster, topic: str, interval_s: float = 0.005) -> None:
+    def __init__(self, cluster: ProjectCluster, topic: str, interval_s: float = 0.005) -> None:
         self.acked: Set[bytes] = set()
         self.sent = 0
         self._lock = threading.Lock()
@@ -72,11 +72,11 @@ class AckedProducer:
             return set(self.acked)
 
 
-def leaders(cluster: LocalCluster, topic: str, partitions: int) -> List[int]:
+def leaders(cluster: ProjectCluster, topic: str, partitions: int) -> List[int]:
     return [cluster.leader(topic, p) for p in range(partitions)]
 
 
-def test_consumption_survives_leader_kill_restart_and_preferred_leader_move(failover_cluster: LocalCluster) -> None:
+def test_consumption_survives_leader_kill_restart_and_preferred_leader_move(failover_cluster: ProjectCluster) -> None:
     cluster = failover_cluster
     topic, group = unique("failover"), unique("g")
     cluster.create_topic(topic, partitions=6, replication=3)
@@ -127,7 +127,7 @@ def test_consumption_survives_leader_kill_restart_and_preferred_leader_move(fail
 
 
 @pytest.mark.parametrize("reset", ["smallest", "largest"])
-def test_offsets_older_than_the_log_start_reset_per_auto_offset_reset(failover_cluster: LocalCluster, reset: str) -> None:
+def test_offsets_older_than_the_log_start_reset_per_auto_offset_reset(failover_cluster: ProjectCluster, reset: str) -> None:
     cluster = failover_cluster
     topic, group = unique("retention"), unique("g")
     cluster.create_topic(topic, partitions=1, replication=1, config={"segment.bytes": 1024, "retention.ms": 60_000})
@@ -161,7 +161,7 @@ def test_offsets_older_than_the_log_start_reset_per_auto_offset_reset(failover_c
     assert [m.message for m in got] == expected
 
 
-def cluster_log_start(cluster: LocalCluster, topic: str) -> int:
+def cluster_log_start(cluster: ProjectCluster, topic: str) -> int:
     from zkconsumer.admin import BrokerOffsets
 
     with BrokerOffsets(cluster.kazoo_client()) as offsets:

@@ -18,21 +18,21 @@ import pytest
 from kazoo.client import KazooClient
 from support import consumer_props, expected_range, owners, unique, wait_until
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.errors import ConfigurationError
-from zkconsumer.testing import LocalCluster
 from zkconsumer.topic_count import Whitelist
 
 
 @pytest.fixture(scope="module")
-def small_cluster() -> Iterator[LocalCluster]:
+def small_cluster() -> Iterator[ProjectCluster]:
     """One broker of its own: these tests only need ZooKeeper and a few small topics."""
-    with LocalCluster(brokers=1, partitions=2) as local:
+    with ProjectCluster(brokers=1, partitions=2) as local:
         yield local
 
 
 @pytest.fixture
-def zk_client(small_cluster: LocalCluster) -> Iterator[KazooClient]:
+def zk_client(small_cluster: ProjectCluster) -> Iterator[KazooClient]:
     client = small_cluster.kazoo_client()
     try:
         yield client
@@ -41,7 +41,7 @@ def zk_client(small_cluster: LocalCluster) -> Iterator[KazooClient]:
         client.close()
 
 
-def _kafka_accepts(cluster: LocalCluster, topic: str, config: Path) -> Tuple[bool, str]:
+def _kafka_accepts(cluster: ProjectCluster, topic: str, config: Path) -> Tuple[bool, str]:
     """Start Kafka's ZooKeeper consumer on ``config``: True if it starts (and stops), False if it refuses."""
     result = cluster.run_tool("kafka.tools.ConsoleConsumer", "--zookeeper", cluster.zk_connect, "--topic", topic,
                               "--consumer.config", str(config), "--max-messages", "0", timeout=90)
@@ -51,7 +51,7 @@ def _kafka_accepts(cluster: LocalCluster, topic: str, config: Path) -> Tuple[boo
     return result.returncode == 0, refusal or result.stderr[-400:]
 
 
-def _zkconsumer_accepts(cluster: LocalCluster, config: Path, prop: str) -> bool:
+def _zkconsumer_accepts(cluster: ProjectCluster, config: Path, prop: str) -> bool:
     try:
         ConsumerConfig.from_properties(config, **{"zookeeper.connect": cluster.zk_connect})
     except ConfigurationError as exc:
@@ -79,7 +79,7 @@ SHARED_FILE_VALUES: List[Tuple[str, str, bool, bool]] = [
 ]
 
 
-def test_item4_shared_properties_file_is_refused_exactly_when_kafka_refuses(small_cluster: LocalCluster,
+def test_item4_shared_properties_file_is_refused_exactly_when_kafka_refuses(small_cluster: ProjectCluster,
                                                                              tmp_path: Path) -> None:
     topic = small_cluster.create_topic(unique("parity"), partitions=1)
     files: List[Path] = []
@@ -104,7 +104,7 @@ def test_item4_shared_properties_file_is_refused_exactly_when_kafka_refuses(smal
 # --------------------------------------------------------------------------- item 5
 
 
-def _start_kafka_member(cluster: LocalCluster, group: str, consumer_id: str, whitelist: str,
+def _start_kafka_member(cluster: ProjectCluster, group: str, consumer_id: str, whitelist: str,
                         directory: Path) -> "subprocess.Popen[str]":
     config = directory / f"{consumer_id}.properties"
     config.write_text(f"group.id={group}\nconsumer.id={consumer_id}\nzookeeper.session.timeout.ms=6000\n"
@@ -116,7 +116,7 @@ def _start_kafka_member(cluster: LocalCluster, group: str, consumer_id: str, whi
 
 @pytest.mark.parametrize("subscription", ["same-whitelist", "static-topics"])
 def test_item5_mixed_group_with_java_only_whitelist_agrees_on_kafkas_range_assignment(
-    small_cluster: LocalCluster, zk_client: KazooClient, tmp_path: Path, subscription: str
+    small_cluster: ProjectCluster, zk_client: KazooClient, tmp_path: Path, subscription: str
 ) -> None:
     prefix = unique("jre")
     sizes = {f"{prefix}-a1": 3, f"{prefix}-b2": 2, f"{prefix}-x3": 2, f"{prefix}-A4": 2}

@@ -23,10 +23,10 @@ import pytest
 from kazoo.client import KazooClient
 from support import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.__main__ import main
 from zkconsumer.monitoring.exporter import LagExporter
-from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.zookeeper.group import GroupClient
 
@@ -37,13 +37,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def local() -> Iterator[LocalCluster]:
-    with LocalCluster(brokers=1, partitions=2) as cluster:
+def local() -> Iterator[ProjectCluster]:
+    with ProjectCluster(brokers=1, partitions=2) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def zk(local: LocalCluster) -> Iterator[KazooClient]:
+def zk(local: ProjectCluster) -> Iterator[KazooClient]:
     client = local.kazoo_client()
     client.start()
     yield client
@@ -51,7 +51,7 @@ def zk(local: LocalCluster) -> Iterator[KazooClient]:
     client.close()
 
 
-def produce_per_partition(cluster: LocalCluster, topic: str, counts: Dict[int, int], prefix: str = "m") -> None:
+def produce_per_partition(cluster: ProjectCluster, topic: str, counts: Dict[int, int], prefix: str = "m") -> None:
     for partition, n in counts.items():
         cluster.produce(topic, produced_values(n, f"{prefix}{partition}"), partition=partition)
 
@@ -61,7 +61,7 @@ def zk_offsets(zk: KazooClient, group: str, topic: str) -> Dict[int, int]:
     return {int(p): int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)} if zk.exists(base) else {}
 
 
-def status(capsys: pytest.CaptureFixture[str], cluster: LocalCluster, group: str, fmt: str,
+def status(capsys: pytest.CaptureFixture[str], cluster: ProjectCluster, group: str, fmt: str,
            samples: int = 3, interval_ms: int = 400) -> str:
     capsys.readouterr()
     code = main(["groups", "status", "--zookeeper", cluster.zk_connect, "--group", group, "--format", fmt,
@@ -80,7 +80,7 @@ def report(capsys: pytest.CaptureFixture[str], name: str, text: str) -> None:
 # --------------------------------------------------------------------------- figures
 
 
-def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: LocalCluster, zk: KazooClient,
+def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: ProjectCluster, zk: KazooClient,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     topic = local.create_topic(unique("t-lag"), partitions=2)
     produce_per_partition(local, topic, {0: 30, 1: 20})
@@ -107,7 +107,7 @@ def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: LocalClust
         [(0, 12, 30, 18), (1, None, 20, None)]
 
 
-def test_exporter_watches_every_group_including_kafkas_own_consumers(local: LocalCluster, zk: KazooClient,
+def test_exporter_watches_every_group_including_kafkas_own_consumers(local: ProjectCluster, zk: KazooClient,
                                                                      tmp_path: Path) -> None:
     topic = local.create_topic(unique("t-scala"), partitions=2)
     produce_per_partition(local, topic, {0: 12, 1: 8})
@@ -134,7 +134,7 @@ def test_exporter_watches_every_group_including_kafkas_own_consumers(local: Loca
 # --------------------------------------------------------------------------- Burrow's verdicts
 
 
-def test_groups_status_judges_healthy_stalled_and_stopped_groups(local: LocalCluster, zk: KazooClient,
+def test_groups_status_judges_healthy_stalled_and_stopped_groups(local: ProjectCluster, zk: KazooClient,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     topic = local.create_topic(unique("t-burrow"), partitions=2)
     produce_per_partition(local, topic, {0: 20, 1: 20})
@@ -201,7 +201,7 @@ def by_label(text: str, name: str, label: str, **labels: str) -> Dict[str, float
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())}
 
 
-def test_connector_serves_its_metrics_on_metrics_port(local: LocalCluster, zk: KazooClient) -> None:
+def test_connector_serves_its_metrics_on_metrics_port(local: ProjectCluster, zk: KazooClient) -> None:
     topic = local.create_topic(unique("t-metrics"), partitions=2)
     produce_per_partition(local, topic, {0: 15, 1: 5})
     group = unique("g-metrics")
@@ -271,7 +271,7 @@ def by_partition(result: List[Dict[str, Any]]) -> Dict[int, float]:
 @pytest.mark.skipif(not os.access(PROMETHEUS, os.X_OK),
                     reason=f"{PROMETHEUS} is absent: install Debian's prometheus package "
                            "(apt-get install prometheus) to run this test")
-def test_prometheus_scrapes_the_exporter_and_a_connector(local: LocalCluster, zk: KazooClient,
+def test_prometheus_scrapes_the_exporter_and_a_connector(local: ProjectCluster, zk: KazooClient,
                                                          tmp_path: Path) -> None:
     topic = local.create_topic(unique("t-prom"), partitions=2)
     produce_per_partition(local, topic, {0: 25, 1: 10})
@@ -335,7 +335,7 @@ def test_prometheus_scrapes_the_exporter_and_a_connector(local: LocalCluster, zk
     assert exporter.returncode == 0, (tmp_path / "exporter.log").read_text()
 
 
-def test_metrics_port_with_broker_managed_membership(local: LocalCluster) -> None:
+def test_metrics_port_with_broker_managed_membership(local: ProjectCluster) -> None:
     """``group.membership=kafka`` returns a CoordinatorConsumerConnector: it takes metrics_port as well."""
     group = unique("g-coord")
     connector = ZookeeperConsumerConnector(consumer_props(local, group, group_membership="kafka", offsets_storage="kafka"),

@@ -2,7 +2,7 @@
 
 One small module-scoped cluster (ZooKeeper + 1 broker) serves every test: the broker
 has a PLAINTEXT listener (producers, Kafka's tools) and an SSL listener with
-``ssl.client.auth=required``, its certificates generated at start by LocalCluster.
+``ssl.client.auth=required``, its certificates generated at start by ProjectCluster.
 """
 
 from __future__ import annotations
@@ -23,27 +23,28 @@ from zkconsumer.errors import BrokerUnavailableError, ConfigurationError
 from zkconsumer.security import broker_ssl_context, digest_id
 from zkconsumer.wire.connection import BrokerConnection
 
-pytest.importorskip("cryptography", reason="LocalCluster(ssl=...) generates certificates with cryptography")
+pytest.importorskip("cryptography", reason="ProjectCluster(ssl=...) generates certificates with cryptography")
 
-from zkconsumer.testing import LocalCluster, SslOptions, generate_ssl_files  # noqa: E402
+from benchmarks.cluster import ProjectCluster, SslOptions  # noqa: E402
+from benchmarks.cluster.tls import generate_ssl_files  # noqa: E402
 
 CREDENTIAL = "alice:s3cret:with-colon"
 
 
 @pytest.fixture(scope="module")
-def secure() -> Iterator[LocalCluster]:
+def secure() -> Iterator[ProjectCluster]:
     """ZooKeeper + one broker with PLAINTEXT and SSL (client certificates required) listeners."""
-    with LocalCluster(brokers=1, partitions=2, ssl=SslOptions(client_auth="required")) as cluster:
+    with ProjectCluster(brokers=1, partitions=2, ssl=SslOptions(client_auth="required")) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def anonymous(secure: LocalCluster) -> KazooClient:
+def anonymous(secure: ProjectCluster) -> KazooClient:
     """A ZooKeeper client without credentials (closed by the cluster)."""
     return secure.kazoo_client()
 
 
-def secure_props(cluster: LocalCluster, group: str, credential: str = CREDENTIAL, **extra: object) -> Dict[str, object]:
+def secure_props(cluster: ProjectCluster, group: str, credential: str = CREDENTIAL, **extra: object) -> Dict[str, object]:
     props = consumer_props(cluster, group)
     props.update({"zookeeper.auth": credential, "zookeeper.acl.enable": "true"})
     props.update(extra)
@@ -57,7 +58,7 @@ def expected_acl() -> List[ACL]:
 # =========================================================================== ZooKeeper digest + ACLs
 
 
-def test_acl_group_is_readable_by_all_and_writable_only_with_the_credential(secure: LocalCluster,
+def test_acl_group_is_readable_by_all_and_writable_only_with_the_credential(secure: ProjectCluster,
                                                                             anonymous: KazooClient) -> None:
     topic, group = unique("acl"), unique("g-acl")
     secure.create_topic(topic, partitions=2)
@@ -111,7 +112,7 @@ def test_acl_group_is_readable_by_all_and_writable_only_with_the_credential(secu
 
 
 @pytest.mark.parametrize("credential", ["alice:wrong-password", None])
-def test_wrong_or_missing_credentials_fail_at_once_naming_zookeeper_auth(secure: LocalCluster,
+def test_wrong_or_missing_credentials_fail_at_once_naming_zookeeper_auth(secure: ProjectCluster,
                                                                          credential: str) -> None:
     topic, group = unique("acl-deny"), unique("g-deny")
     secure.create_topic(topic, partitions=1)
@@ -133,7 +134,7 @@ def test_wrong_or_missing_credentials_fail_at_once_naming_zookeeper_auth(secure:
 # =========================================================================== TLS to brokers
 
 
-def ssl_consumer_props(cluster: LocalCluster, group: str, client_cert: bool = True, **extra: object) -> Dict[str, object]:
+def ssl_consumer_props(cluster: ProjectCluster, group: str, client_cert: bool = True, **extra: object) -> Dict[str, object]:
     props = consumer_props(cluster, group)
     props.update(cluster.ssl_files.consumer_properties(client_cert))
     props.update(extra)
@@ -146,7 +147,7 @@ def connected_ports(caplog: pytest.LogCaptureFixture) -> List[int]:
             if (m := re.fullmatch(r"connected to broker 127\.0\.0\.1:(\d+)", r.getMessage()))]
 
 
-def test_consumes_over_tls_with_a_client_certificate(secure: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
+def test_consumes_over_tls_with_a_client_certificate(secure: ProjectCluster, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="zkconsumer.wire.connection")
     topic, group = unique("tls"), unique("g-tls")
     secure.create_topic(topic, partitions=2)
@@ -165,7 +166,7 @@ def test_consumes_over_tls_with_a_client_certificate(secure: LocalCluster, caplo
     assert {p: row[0] for p, row in offset_checker(secure, group, topic).items()} == {0: 20, 1: 20}
 
 
-def test_an_unusable_ca_file_is_a_configuration_error_naming_it(secure: LocalCluster, tmp_path) -> None:
+def test_an_unusable_ca_file_is_a_configuration_error_naming_it(secure: ProjectCluster, tmp_path) -> None:
     missing = tmp_path / "no-such-ca.pem"
     with pytest.raises(ConfigurationError) as info:
         ZookeeperConsumerConnector(ssl_consumer_props(secure, unique("g-badca"), **{"ssl.cafile": str(missing)}))
@@ -176,7 +177,7 @@ def test_an_unusable_ca_file_is_a_configuration_error_naming_it(secure: LocalClu
     assert info.value.property == "ssl.cafile" and "no PEM certificate" in str(info.value)
 
 
-def test_without_the_required_client_certificate_the_handshake_fails_promptly(secure: LocalCluster) -> None:
+def test_without_the_required_client_certificate_the_handshake_fails_promptly(secure: ProjectCluster) -> None:
     from zkconsumer import ConsumerConfig
 
     ctx = broker_ssl_context(ConsumerConfig(ssl_consumer_props(secure, "g", client_cert=False)))
@@ -196,7 +197,7 @@ def test_without_the_required_client_certificate_the_handshake_fails_promptly(se
 
 @pytest.mark.parametrize("case", ["no-client-cert", "other-ca"])
 def test_a_consumer_refused_by_tls_reports_it_and_does_not_hang(
-        secure: LocalCluster, caplog: pytest.LogCaptureFixture, tmp_path, case: str) -> None:
+        secure: ProjectCluster, caplog: pytest.LogCaptureFixture, tmp_path, case: str) -> None:
     caplog.set_level(logging.WARNING, logger="zkconsumer.fetch")
     topic, group = unique("tls-refused"), unique("g-refused")
     secure.create_topic(topic, partitions=1)
@@ -217,7 +218,7 @@ def test_a_consumer_refused_by_tls_reports_it_and_does_not_hang(
     assert f"127.0.0.1:{secure.ssl_port(0)}" in caplog.text and symptom in caplog.text
 
 
-def test_acls_under_a_chroot_leave_the_chroot_and_consumers_open(secure: LocalCluster, anonymous: KazooClient) -> None:
+def test_acls_under_a_chroot_leave_the_chroot_and_consumers_open(secure: ProjectCluster, anonymous: KazooClient) -> None:
     chroot, group, topic = f"/{unique('chroot')}", unique("g-chroot"), unique("t-chroot")
     props = secure_props(secure, group, **{"zookeeper.connect": secure.zk_connect + chroot})
     with ZookeeperConsumerConnector(props) as connector:
@@ -228,7 +229,7 @@ def test_acls_under_a_chroot_leave_the_chroot_and_consumers_open(secure: LocalCl
     assert anonymous.get_acls(f"{chroot}/consumers")[0] == OPEN_ACL_UNSAFE
 
 
-def test_the_spark_driver_reads_log_ends_over_tls(secure: LocalCluster) -> None:
+def test_the_spark_driver_reads_log_ends_over_tls(secure: ProjectCluster) -> None:
     from spark_integration import GroupView
     from zkconsumer import ConsumerConfig
 

@@ -16,16 +16,17 @@ import pytest
 from kazoo.client import KazooClient
 from support import Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique, wait_until
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
-from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError
+from zkconsumer.testing import LocalClusterError, MissingDependencyError
 
 VERSIONS = {"kafka": "3.4.6", "debian": "3.8"}
 
 
 @pytest.fixture(scope="module", params=list(VERSIONS), ids=[f"zk{v}" for v in VERSIONS.values()])
-def ensemble(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+def ensemble(request: pytest.FixtureRequest) -> Iterator[ProjectCluster]:
     """One broker on a 3-node ensemble of the parametrized ZooKeeper server."""
-    cluster = LocalCluster(brokers=1, partitions=4, zookeeper_nodes=3, zookeeper=request.param)
+    cluster = ProjectCluster(brokers=1, partitions=4, zookeeper_nodes=3, zookeeper=request.param)
     try:
         cluster.start()
     except MissingDependencyError as error:
@@ -36,7 +37,7 @@ def ensemble(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture
-def zk_cluster(ensemble: LocalCluster) -> Iterator[LocalCluster]:
+def zk_cluster(ensemble: ProjectCluster) -> Iterator[ProjectCluster]:
     """The module's ensemble, with every node running again after the test."""
     yield ensemble
     for node in ensemble.zookeeper_nodes:
@@ -59,7 +60,7 @@ def log_ends(placed: List[tuple]) -> Dict[int, int]:
 
 
 @pytest.mark.parametrize("ensemble", ["kafka"], indirect=True, ids=["zk3.4.6"])
-def test_ensemble_controls_find_leader_node_of_a_client_and_controller(zk_cluster: LocalCluster) -> None:
+def test_ensemble_controls_find_leader_node_of_a_client_and_controller(zk_cluster: ProjectCluster) -> None:
     cluster = zk_cluster
     leader = cluster.zookeeper_leader()
     assert leader in cluster.zookeeper_nodes
@@ -75,7 +76,7 @@ def test_ensemble_controls_find_leader_node_of_a_client_and_controller(zk_cluste
     wait_until(lambda: cluster.controller() == 0, 30, "broker 0 to be the controller again")
 
 
-def test_consume_commit_and_offset_checker_agree_on_the_ensemble(zk_cluster: LocalCluster) -> None:
+def test_consume_commit_and_offset_checker_agree_on_the_ensemble(zk_cluster: ProjectCluster) -> None:
     cluster, topic, group = zk_cluster, unique("basic"), unique("g")
     cluster.create_topic(topic, partitions=4)
     values = produced_values(40)
@@ -90,7 +91,7 @@ def test_consume_commit_and_offset_checker_agree_on_the_ensemble(zk_cluster: Loc
     assert len(rows) == 4 and all(lag == 0 for _, _, lag in rows.values()), rows
 
 
-def test_session_expiry_rejoins_and_loses_nothing_on_the_ensemble(zk_cluster: LocalCluster) -> None:
+def test_session_expiry_rejoins_and_loses_nothing_on_the_ensemble(zk_cluster: ProjectCluster) -> None:
     cluster, topic, group = zk_cluster, unique("expiry"), unique("g")
     cluster.create_topic(topic, partitions=4)
     first, second = produced_values(40, "a"), produced_values(40, "b")
@@ -114,7 +115,7 @@ def test_session_expiry_rejoins_and_loses_nothing_on_the_ensemble(zk_cluster: Lo
     assert sorted(by_value(got)) == sorted(first + second)  # the commit before expiry was honoured
 
 
-def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(zk_cluster: LocalCluster) -> None:
+def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(zk_cluster: ProjectCluster) -> None:
     cluster, topic, group = zk_cluster, unique("failover"), unique("g")
     cluster.create_topic(topic, partitions=4)
     first, second = produced_values(40, "a"), produced_values(40, "b")
@@ -154,7 +155,7 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
 
 
 @pytest.mark.parametrize("ensemble", ["kafka"], indirect=True, ids=["zk3.4.6"])
-def test_majority_lost_for_15s_application_sees_no_exception_and_loses_nothing(zk_cluster: LocalCluster) -> None:
+def test_majority_lost_for_15s_application_sees_no_exception_and_loses_nothing(zk_cluster: ProjectCluster) -> None:
     cluster, topic, group = zk_cluster, unique("majority"), unique("g")
     cluster.create_topic(topic, partitions=4)
     before, during, after = produced_values(32, "a"), produced_values(30, "b"), produced_values(30, "c")

@@ -45,7 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "zkconsumer"
 
 MAX_MODULE_LINES = 600
-MAX_TESTING_LINES = 3000
+#: The issue's target was 1,500; what a user's tests need (LocalCluster, ensembles and their
+#: fault controls, the Kafka download, and the process helpers LocalSparkCluster shares) is ~1,800.
+MAX_TESTING_LINES = 1800
 SIZE_CHECKED = ("zkconsumer", "spark_integration", "benchmarks")
 
 _BELOW_CORE = ("base", "zookeeper", "wire", "security", "fetch", "exporters")
@@ -242,11 +244,12 @@ def test_no_module_is_over_600_lines() -> None:
 def test_zkconsumer_testing_ships_only_local_cluster() -> None:
     """What ships in ``zkconsumer.testing`` is LocalCluster and its fault controls, nothing else.
 
-    Every module there is reached from the package's ``__init__`` (LocalCluster, the
-    ZooKeeper proxy, SSL listeners, the Kafka distribution it runs), none imports the
-    benchmarks or chaos runs, and the whole stays under a ceiling that catches regrowth.
-    (The first target was 1,500 lines; LocalCluster's documented features, ensembles,
-    Debian's ZooKeeper, SSL listeners, the proxy and the download of Kafka, take ~2,900.)
+    Every module there is reached from the package's ``__init__`` (LocalCluster, the Kafka
+    distribution it runs, the process, port and directory helpers it shares with
+    ``LocalSparkCluster``), none imports the benchmarks, and the whole stays under
+    MAX_TESTING_LINES. What only this project's tests and benchmarks use (Kafka's own tools
+    as referees, SSL listeners, Debian's ZooKeeper, the ZooKeeper proxy) is in
+    ``benchmarks/cluster/``, not shipped.
     """
     files = sorted((PACKAGE / "testing").rglob("*.py"))
     total = sum(_lines(p) for p in files)
@@ -260,7 +263,7 @@ def test_zkconsumer_testing_ships_only_local_cluster() -> None:
             continue
         reached.add(module)
         todo.extend(t for t in graph.get(module, ()) if t.startswith("zkconsumer.testing"))
-    shipped = {m for m in modules() if m.startswith("zkconsumer.testing.") and m != "zkconsumer.testing.__main__"}
+    shipped = {m for m in modules() if m.startswith("zkconsumer.testing.")}
     assert shipped <= reached, f"not part of LocalCluster: {sorted(shipped - reached)}"
     assert not [p.name for p in files if re.search(r"^\s*(from|import) benchmarks", p.read_text(encoding="utf-8"), re.M)]
 

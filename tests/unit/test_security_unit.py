@@ -14,6 +14,7 @@ import pytest
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
+from benchmarks.cluster.tls import SslFiles, generate_ssl_files
 from zkconsumer import ConsumerConfig
 from zkconsumer.errors import ConfigurationError
 from zkconsumer.security import (
@@ -24,7 +25,6 @@ from zkconsumer.security import (
     zookeeper_acls,
     zookeeper_auth_data,
 )
-from zkconsumer.testing.tls import SslFiles, generate_ssl_files
 
 
 def config(**props: object) -> ConsumerConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.cluster import ProjectCluster
 from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError, replica_assignment
 from zkconsumer.testing.cluster import java_command, validate_topic_name
 
@@ -57,9 +58,10 @@ def test_zookeeper_options_are_checked_before_anything_starts() -> None:
     with pytest.raises(ValueError, match="zookeeper_nodes"):
         LocalCluster(brokers=1, zookeeper_nodes=0)
     with pytest.raises(ValueError, match="unknown ZooKeeper"):
-        LocalCluster(brokers=1, zookeeper="3.9")
-    cluster = LocalCluster(brokers=1, zookeeper_nodes=3, zookeeper="3.8")
+        ProjectCluster(brokers=1, zookeeper="3.9")
+    cluster = ProjectCluster(brokers=1, zookeeper_nodes=3, zookeeper="3.8", zookeeper_config={"admin.enableServer": True})
     assert cluster.zookeeper_nodes == [1, 2, 3]
+    assert cluster._zookeeper_config == {"admin.enableServer": True, "4lw.commands.whitelist": "*"}
     with pytest.raises(LocalClusterError, match="not running"):
         cluster.zookeeper_leader()
 

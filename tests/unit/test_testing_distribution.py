@@ -13,10 +13,10 @@ from typing import Dict, List
 
 import pytest
 
+from benchmarks.cluster.debian import debian_zookeeper, zookeeper_flavour
 from zkconsumer.errors import ZkConsumerError
 from zkconsumer.testing import distribution
 from zkconsumer.testing.distribution import (
-    debian_zookeeper,
     default_kafka_home,
     ensure_kafka_distribution,
     extract_prefix,
@@ -24,7 +24,6 @@ from zkconsumer.testing.distribution import (
     find_npm,
     is_kafka_distribution,
     kafka_classpath,
-    zookeeper_flavour,
 )
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 

@@ -1,37 +1,41 @@
-"""zkconsumer.testing.probes: MetadataRequest v0 bytes and ZooKeeper dump parsing."""
+"""zkconsumer.testing.probes: a broker's leaders by MetadataRequest v0, and ZooKeeper dump parsing."""
 
 from __future__ import annotations
 
+import socket
 import struct
+import threading
+from typing import List
 
-from zkconsumer.testing.probes import decode_metadata_response, encode_metadata_request, sessions_with_ephemerals, srvr_fields
-
-
-def test_metadata_request_v0_layout() -> None:
-    data = encode_metadata_request(["ab"], correlation_id=7, client_id="c")
-    size, api_key, version, correlation = struct.unpack(">ihhi", data[:12])
-    assert (size, api_key, version, correlation) == (len(data) - 4, 3, 0, 7)
-    assert data[12:] == b"\x00\x01c" + b"\x00\x00\x00\x01" + b"\x00\x02ab"
+from zkconsumer.testing.probes import fetch_metadata, sessions_with_ephemerals, srvr_fields
 
 
 def s(text: str) -> bytes:
     return struct.pack(">h", len(text)) + text.encode()
 
 
-def test_metadata_response_v0_decoding() -> None:
-    payload = (struct.pack(">i", 7)
+def test_fetch_metadata_sends_a_v0_request_and_reads_each_partitions_leader() -> None:
+    payload = (struct.pack(">i", 1)
                + struct.pack(">i", 1) + struct.pack(">i", 0) + s("127.0.0.1") + struct.pack(">i", 9092)
                + struct.pack(">i", 1) + struct.pack(">h", 0) + s("t")
                + struct.pack(">i", 2)
                + struct.pack(">hii", 0, 0, 0) + struct.pack(">iii", 2, 0, 1) + struct.pack(">ii", 1, 0)
                + struct.pack(">hii", 5, 1, -1) + struct.pack(">ii", 1, 1) + struct.pack(">i", 0))
-    correlation, brokers, topics = decode_metadata_response(payload)
-    assert correlation == 7
-    assert brokers == {0: ("127.0.0.1", 9092)}
-    topic = topics["t"]
-    assert topic.error == 0
-    assert (topic.partitions[0].leader, topic.partitions[0].replicas, topic.partitions[0].isr) == (0, [0, 1], [0])
-    assert (topic.partitions[1].error, topic.partitions[1].leader, topic.partitions[1].isr) == (5, -1, [])
+    requests: List[bytes] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        def answer() -> None:
+            connection, _ = server.accept()
+            with connection:
+                requests.append(connection.recv(1024))
+                connection.sendall(struct.pack(">i", len(payload)) + payload)
+
+        broker = threading.Thread(target=answer, daemon=True)
+        broker.start()
+        assert fetch_metadata("127.0.0.1", server.getsockname()[1], ["ab"]) == {"t": {0: 0, 1: -1}}
+        broker.join(5)
+    size, api_key, version, correlation = struct.unpack(">ihhi", requests[0][:12])
+    assert (size, api_key, version, correlation) == (len(requests[0]) - 4, 3, 0, 1)
+    assert requests[0].endswith(b"\x00\x00\x00\x01\x00\x02ab")
 
 
 DUMP = """SessionTracker dump:

@@ -82,11 +82,3 @@ def test_ensemble_zookeeper_properties_list_every_peer_and_keep_the_tick() -> No
     assert props["tickTime"] == zookeeper_properties("/zk", 2181)["tickTime"]
     assert props["clientPort"] == "2182" and props["dataDir"] == "/zk-2"
     assert "server.1" not in zookeeper_properties("/zk", 2181)  # a single server stays standalone
-
-
-def test_zookeeper_3_5_and_later_open_the_four_letter_words_and_close_the_admin_server() -> None:
-    assert "4lw.commands.whitelist" not in zookeeper_properties("/zk", 2181, version="3.4.6")
-    newer = zookeeper_properties("/zk", 2181, version="3.8.0")
-    assert newer["4lw.commands.whitelist"] == "*" and newer["admin.enableServer"] == "false"
-    overridden = zookeeper_properties("/zk", 2181, {"admin.enableServer": True}, version="3.8")
-    assert overridden["admin.enableServer"] == "true"

@@ -14,34 +14,15 @@ see :mod:`zkconsumer.testing.distribution`. Java 17 or newer is required.
 from zkconsumer.testing.cluster import LocalCluster, replica_assignment
 from zkconsumer.testing.distribution import KAFKA_VERSION, default_kafka_home, ensure_kafka_distribution, find_java
 from zkconsumer.testing.errors import (
-                                             ClusterStartError,
-                                             ClusterTimeoutError,
-                                             KafkaDistributionError,
-                                             LocalClusterError,
-                                             MissingDependencyError,
+                                       ClusterStartError,
+                                       ClusterTimeoutError,
+                                       KafkaDistributionError,
+                                       LocalClusterError,
+                                       MissingDependencyError,
 )
 from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.processes import spawn
-from zkconsumer.testing.proxy import TcpProxy, ZooKeeperProxy
-from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
 
-__all__ = [
-    "LocalCluster",
-    "replica_assignment",
-    "KAFKA_VERSION",
-    "default_kafka_home",
-    "ensure_kafka_distribution",
-    "find_java",
-    "free_ports",
-    "spawn",
-    "TcpProxy",
-    "ZooKeeperProxy",
-    "SslFiles",
-    "SslOptions",
-    "generate_ssl_files",
-    "LocalClusterError",
-    "ClusterStartError",
-    "ClusterTimeoutError",
-    "KafkaDistributionError",
-    "MissingDependencyError",
-]
+__all__ = ["LocalCluster", "replica_assignment", "KAFKA_VERSION", "default_kafka_home", "ensure_kafka_distribution",
+           "find_java", "free_ports", "spawn", "LocalClusterError", "ClusterStartError", "ClusterTimeoutError",
+           "KafkaDistributionError", "MissingDependencyError"]

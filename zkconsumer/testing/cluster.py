@@ -1,37 +1,11 @@
-"""``LocalCluster``: a real ZooKeeper and real Kafka 0.9.0.1 brokers for tests.
-
-Example::
-
-    from zkconsumer.testing import LocalCluster
-
-    with LocalCluster(brokers=3, partitions=4) as cluster:
-        cluster.create_topic("events")                  # returns once leaders are known everywhere
-        cluster.produce("events", [b"a", b"b"], partition=0)
-        cluster.kill_broker(cluster.leader("events", 0))
-        out = cluster.run_tool("kafka.tools.ConsoleConsumer", "--zookeeper", cluster.zk_connect,
-                               "--topic", "events", "--from-beginning", "--max-messages", "2")
+"""``LocalCluster``: a real ZooKeeper and real Kafka 0.9.0.1 brokers for tests (README: "LocalCluster
+for your own tests").
 
 Every JVM runs in its own process group, dies with the test process (see
 :mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
 directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep it). An
 ``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
 processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
-
-With ``ssl=SslOptions(...)`` (or ``ssl=True``) every broker also gets an SSL listener,
-with certificates generated at start (a test CA, a broker certificate for 127.0.0.1 and
-localhost, a client certificate; see :mod:`zkconsumer.testing.tls`)::
-
-    with LocalCluster(brokers=1, ssl=SslOptions(client_auth="required")) as cluster:
-        cluster.ssl_bootstrap_servers                   # "127.0.0.1:<ssl port>"
-        cluster.ssl_files.ca, cluster.ssl_files.client_cert, cluster.ssl_files.client_key
-        cluster.ssl_files.consumer_properties()         # security.protocol=SSL + the three files
-
-With ``zookeeper_nodes=3`` ZooKeeper is an ensemble of three servers (nodes 1, 2, 3,
-ZooKeeper's ``myid``), each controllable on its own (``kill_zookeeper(node=2)``,
-:meth:`LocalCluster.zookeeper_node_of`, :meth:`LocalCluster.zookeeper_leader`), and
-``zk_connect`` lists all of them. ``zookeeper="debian"`` (or ``"3.8"``, or
-``ZKCONSUMER_ZOOKEEPER=debian``) runs Debian's ZooKeeper 3.8 server instead of the 3.4.6
-one shipped with Kafka; brokers and tools keep Kafka's 3.4.6 client either way.
 
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
@@ -42,27 +16,20 @@ Replica placement is deterministic: partition ``p`` of a topic created by
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
-import os
 import re
 import signal
-import subprocess
 import threading
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkconsumer.testing import processes
 from zkconsumer.testing.core import HOST, JVM_OPTIONS, KAFKA_MAIN, ZOOKEEPER_MAIN, java_command
 from zkconsumer.testing.distribution import (
-    debian_zookeeper,
     ensure_kafka_distribution,
     find_java,
     kafka_classpath,
-    zookeeper_flavour,
 )
 from zkconsumer.testing.errors import ClusterStartError, LocalClusterError
 from zkconsumer.testing.ports import free_ports
@@ -75,10 +42,7 @@ from zkconsumer.testing.properties import (
     format_value,
     log4j_properties,
     render_properties,
-    ssl_listener_properties,
 )
-from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
-from zkconsumer.testing.tools import KafkaTools
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
 from zkconsumer.testing.zookeepers import ZooKeeperControls
 
@@ -127,75 +91,24 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-class LocalCluster(ZooKeeperControls, KafkaTools):
+class LocalCluster(ZooKeeperControls):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
-    ZooKeeper is one standalone server, or with ``zookeeper_nodes=n`` (odd, e.g. 3) an
-    ensemble of nodes 1..n; ``zookeeper`` picks the server: ``"kafka"`` (3.4.6, the
-    default) or ``"debian"`` (Debian's package, 3.8), see
-    :func:`zkconsumer.testing.distribution.zookeeper_flavour`.
+    ZooKeeper (3.4.6, shipped with Kafka) is one standalone server, or with
+    ``zookeeper_nodes=n`` (odd, e.g. 3) an ensemble of nodes 1..n (ZooKeeper's ``myid``),
+    each controllable on its own (``kill_zookeeper(node=2)``); ``zk_connect`` lists them all.
 
     ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
-    defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``.
-    ``broker_jvm_options`` are added last to the brokers' JVM options (which favour a quick
-    start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.
-    ``ssl`` (an :class:`~zkconsumer.testing.tls.SslOptions`, or ``True`` for the defaults)
-    adds an SSL listener to every broker, with material generated at start
-    (:attr:`ssl_files`, :attr:`ssl_bootstrap_servers`, :meth:`ssl_port`); without it
-    nothing TLS-related happens.
+    defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``;
+    ``startup_timeout`` bounds each JVM's start; ``kafka_home`` is a Kafka 0.9.0.1 distribution
+    to use instead of the cached download; ``keep_work_dir`` (default: whether
+    ``ZKCONSUMER_KEEP_CLUSTER_DIR`` is set and not ``0``) keeps the work directory after stop().
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
     cannot be started again. Methods are safe to call from several threads.
     """
-
-    def __init__(self, brokers: int = 3, partitions: int = 4, *,
-                 broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
-                 zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
-                 kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
-                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
-                 ssl: Union[SslOptions, bool, None] = None, zookeeper_nodes: int = 1,
-                 zookeeper: Optional[str] = None, broker_jvm_options: Sequence[str] = ()) -> None:
-        if zookeeper_nodes < 1:
-            raise ValueError("zookeeper_nodes must be >= 1")
-        if brokers < 1:
-            raise ValueError("a cluster needs at least one broker")
-        if partitions < 1:
-            raise ValueError("partitions must be >= 1")
-        self._broker_count = brokers
-        self.partitions = partitions
-        self._broker_config = dict(broker_config or {})
-        self._zookeeper_config = dict(zookeeper_config or {})
-        self._requested_home = Path(kafka_home) if kafka_home is not None else None
-        self._heap = heap
-        self._broker_jvm_options = tuple(broker_jvm_options)
-        self._startup_timeout = startup_timeout
-        if keep_work_dir is None:
-            keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
-        self._keep_work_dir = keep_work_dir
-        self._lock = threading.RLock()
-        self._state = "new"
-        self._work: Optional[WorkDir] = None
-        self._home: Optional[Path] = None
-        self._java = ""
-        self._classpath = ""
-        self._zk_nodes = zookeeper_nodes
-        self._zk_flavour = zookeeper_flavour(zookeeper)
-        self._zk_classpath = ""
-        self._zk_version = ""
-        self._zk_ports: Dict[int, int] = {}
-        self._broker_ports: Dict[int, int] = {}
-        self._ssl_options: Optional[SslOptions] = SslOptions() if ssl is True else (ssl or None)
-        self._ssl_ports: Dict[int, int] = {}
-        self._ssl_files: Optional[SslFiles] = None
-        self._zookeepers: Dict[int, processes.JavaProcess] = {}
-        self._brokers: Dict[int, processes.JavaProcess] = {}
-        self._admin: Optional[KazooClient] = None
-        self._clients: List[KazooClient] = []
-        self._tools: List["subprocess.Popen[Any]"] = []
-        self._tool_logs: Dict[int, str] = {}
-        self._tool_counter = itertools.count(1)
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
@@ -233,25 +146,16 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
         self._java = find_java()
         self._home = ensure_kafka_distribution(self._requested_home)
         self._classpath = kafka_classpath(self._home)
-        self._zk_classpath, self._zk_version = (debian_zookeeper() if self._zk_flavour == "debian"
-                                                else (self._classpath, "3.4.6"))
         sweep_abandoned()
         self._work = WorkDir()
         for sub in ("logs", "conf", "tmp"):
             (self._work.path / sub).mkdir()
-        with_ssl = self._ssl_options is not None
         zk_ports = self._zk_nodes if self._zk_nodes == 1 else 3 * self._zk_nodes  # client, quorum, election
-        ports = free_ports(zk_ports + self._broker_count * (2 if with_ssl else 1))
+        ports = free_ports(zk_ports + self._broker_count)
         self._zk_ports = dict(zip(self.zookeeper_nodes, ports))
         peers = {node: (ports[self._zk_nodes + 2 * i], ports[self._zk_nodes + 2 * i + 1])
                  for i, node in enumerate(self.zookeeper_nodes)} if self._zk_nodes > 1 else {}
-        ports = ports[zk_ports:]
-        self._broker_ports = {broker_id: ports[broker_id] for broker_id in range(self._broker_count)}
-        if self._ssl_options is not None:
-            self._ssl_ports = {broker_id: ports[self._broker_count + broker_id]
-                               for broker_id in range(self._broker_count)}
-            keytool = str(Path(self._java).resolve().parent / "keytool")
-            self._ssl_files = generate_ssl_files(self._work.path / "ssl", self._ssl_options, keytool=keytool)
+        self._broker_ports = dict(zip(self.broker_ids, ports[zk_ports:]))
         self._write_log4j_configs()
         self._start_zookeepers(peers)
         for broker_id in self.broker_ids:
@@ -261,20 +165,18 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
             self._wait_registered(broker_id, self._startup_timeout)
 
     def stop(self, grace: float = 5.0) -> None:
-        """Stop tools, clients, brokers and ZooKeeper; remove the work directory. Idempotent.
+        """Stop clients, brokers and ZooKeeper; remove the work directory. Idempotent.
 
-        Tools and ZooKeeper get SIGTERM, then SIGKILL after ``grace`` seconds (tools: at
-        most 2 s). Brokers get SIGKILL at once, as their data is deleted anyway (a graceful
-        stop of every broker costs a chain of controller hand-offs, ~3 s), or the same
-        SIGTERM-then-SIGKILL when the work directory is kept. Returns only when every
-        process has exited and been reaped.
+        ZooKeeper gets SIGTERM, then SIGKILL after ``grace`` seconds. Brokers get SIGKILL
+        at once, as their data is deleted anyway (a graceful stop of every broker costs a
+        chain of controller hand-offs, ~3 s), or the same SIGTERM-then-SIGKILL when the
+        work directory is kept. Returns only when every process has exited and been reaped.
         """
         with self._lock:
             if self._state == "stopped":
                 return
             self._state = "stopped"
             try:
-                processes.terminate_all(self._tools, min(grace, 2.0))
                 self._close_clients()
                 brokers = [b.process for b in self._brokers.values() if b.process is not None]
                 if self._keep_work_dir:
@@ -309,66 +211,32 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
         self._require_running()
         return ",".join(f"{HOST}:{self._broker_ports[i]}" for i in self.broker_ids)
 
-    @property
-    def ssl_bootstrap_servers(self) -> str:
-        """Every broker's SSL listener, ``127.0.0.1:s0,...`` in id order (needs ``ssl=``)."""
-        self._require_ssl()
-        return ",".join(f"{HOST}:{self._ssl_ports[i]}" for i in self.broker_ids)
-
-    def ssl_port(self, broker_id: int) -> int:
-        """The SSL listener port of broker ``broker_id`` (needs ``ssl=``)."""
-        self._require_ssl()
-        self._check_broker_id(broker_id)
-        return self._ssl_ports[broker_id]
-
-    @property
-    def ssl_files(self) -> SslFiles:
-        """The generated CA, client certificate/key and broker stores (needs ``ssl=``)."""
-        self._require_ssl()
-        assert self._ssl_files is not None
-        return self._ssl_files
-
-    def _require_ssl(self) -> None:
-        self._require_running()
-        if self._ssl_options is None:
-            raise LocalClusterError("this LocalCluster has no SSL listeners; create it with ssl=SslOptions(...)")
-
     def broker_port(self, broker_id: int) -> int:
         """The port of broker ``broker_id`` (stable across restarts)."""
         self._require_running()
         self._check_broker_id(broker_id)
         return self._broker_ports[broker_id]
 
-    @property
-    def kafka_home(self) -> Path:
-        """The Kafka distribution directory (with ``libs/`` and ``config/``)."""
-        self._require_running()
-        assert self._home is not None
-        return self._home
-
     def _write_log4j_configs(self) -> None:
         conf = self.work_dir / "conf"
         server = log4j_properties("INFO", "System.out", SERVER_QUIET_LOGGERS)
         (conf / "log4j-server.properties").write_text(render_properties(server))
-        (conf / "log4j-tools.properties").write_text(render_properties(log4j_properties("WARN", "System.err")))
 
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
         config = self.work_dir / "conf" / f"broker-{broker_id}.properties"
-        overrides: Dict[str, Optional[PropertyValue]] = {}
-        if self._ssl_options is not None and self._ssl_files is not None:
-            overrides.update(ssl_listener_properties(
-                HOST, self._broker_ports[broker_id], self._ssl_ports[broker_id],
-                self._ssl_files.broker_properties(self._ssl_options.client_auth)))
-        overrides.update(self._broker_config)
+        overrides = {**self._broker_overrides(broker_id), **self._broker_config}
         props = broker_properties(broker_id, self._broker_ports[broker_id], str(data_dir), self.zk_connect,
                                   cluster_size=self._broker_count, partitions=self.partitions,
                                   overrides=overrides)
         config.write_text(render_properties(props))
         return processes.JavaProcess(
-            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties",
-                                                  self._broker_jvm_options),
+            f"broker {broker_id}", self._java_argv(KAFKA_MAIN, [str(config)], "log4j-server.properties"),
             str(self.log_dir / f"broker-{broker_id}.log"), cwd=str(self.work_dir))
+
+    def _broker_overrides(self, broker_id: int) -> Dict[str, Optional[PropertyValue]]:
+        """Settings a subclass adds to broker ``broker_id``'s defaults; ``broker_config`` wins over them."""
+        return {}
 
     def registered_brokers(self) -> List[int]:
         """Broker ids currently registered in ZooKeeper's /brokers/ids, sorted."""
@@ -485,12 +353,9 @@ class LocalCluster(ZooKeeperControls, KafkaTools):
 
     def _broker_agrees(self, broker_id: int, topic: str, leaders: Mapping[int, int]) -> bool:
         try:
-            metadata = fetch_metadata(HOST, self._broker_ports[broker_id], [topic], timeout=2.0).get(topic)
+            reported = fetch_metadata(HOST, self._broker_ports[broker_id], [topic], timeout=2.0).get(topic)
         except (OSError, ValueError):
             return False
-        if metadata is None:
-            return False
-        reported = {p: m.leader for p, m in metadata.partitions.items()}
         return reported == dict(leaders)
 
     def produce(self, topic: str, values: Iterable[_Value], keys: Optional[Iterable[_Value]] = None,

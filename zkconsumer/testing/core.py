@@ -1,8 +1,7 @@
 """What every part of :class:`~zkconsumer.testing.LocalCluster` shares: its state, the JVM command line, waiting.
 
-:class:`ClusterCore` declares the cluster's state (assigned by
-``LocalCluster.__init__``) and the helpers the ZooKeeper controls
-(:mod:`.zookeepers`), the tool runner (:mod:`.tools`) and the cluster itself
+:class:`ClusterCore` sets up the cluster's state (it holds ``LocalCluster``'s constructor)
+and the helpers the ZooKeeper controls (:mod:`.zookeepers`) and the cluster itself
 (:mod:`.cluster`) use: the running check, node and broker ids, the work and log
 directories, the JVM argv (:func:`java_command`), polling with a deadline
 (:meth:`ClusterCore._wait_for`) and the cluster's own ZooKeeper client.
@@ -10,19 +9,17 @@ directories, the JVM argv (:func:`java_command`), polling with a deadline
 
 from __future__ import annotations
 
-import itertools
-import subprocess
+import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from kazoo.client import KazooClient
 
 from zkconsumer.testing import processes
 from zkconsumer.testing.errors import ClusterStartError, ClusterTimeoutError, LocalClusterError
 from zkconsumer.testing.properties import PropertyValue
-from zkconsumer.testing.tls import SslFiles, SslOptions
 from zkconsumer.testing.workdir import WorkDir
 
 HOST = "127.0.0.1"
@@ -57,41 +54,45 @@ def java_command(java: str, classpath: str, main_class: str, args: Sequence[str]
     ]
 
 
-
-
 class ClusterCore:
     """The state and shared helpers of a local cluster (see the module docstring); not used alone."""
 
-    _broker_count: int
-    partitions: int
-    _broker_config: Dict[str, Optional[PropertyValue]]
-    _zookeeper_config: Dict[str, Optional[PropertyValue]]
-    _requested_home: Optional[Path]
-    _heap: str
-    _startup_timeout: float
-    _keep_work_dir: bool
-    _lock: "threading.RLock"
-    _state: str
-    _work: Optional[WorkDir]
-    _home: Optional[Path]
-    _java: str
-    _classpath: str
-    _zk_nodes: int
-    _zk_flavour: str
-    _zk_classpath: str
-    _zk_version: str
-    _zk_ports: Dict[int, int]
-    _broker_ports: Dict[int, int]
-    _ssl_options: Optional[SslOptions]
-    _ssl_ports: Dict[int, int]
-    _ssl_files: Optional[SslFiles]
-    _zookeepers: Dict[int, processes.JavaProcess]
-    _brokers: Dict[int, processes.JavaProcess]
-    _admin: Optional[KazooClient]
-    _clients: List[KazooClient]
-    _tools: List["subprocess.Popen[Any]"]
-    _tool_logs: Dict[int, str]
-    _tool_counter: "itertools.count[int]"
+    def __init__(self, brokers: int = 3, partitions: int = 4, *,
+                 broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
+                 zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
+                 kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
+                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
+                 zookeeper_nodes: int = 1) -> None:
+        """See :class:`~zkconsumer.testing.LocalCluster` for the arguments."""
+        if zookeeper_nodes < 1:
+            raise ValueError("zookeeper_nodes must be >= 1")
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self._broker_count = brokers
+        self.partitions = partitions
+        self._broker_config = dict(broker_config or {})
+        self._zookeeper_config = dict(zookeeper_config or {})
+        self._requested_home = Path(kafka_home) if kafka_home is not None else None
+        self._heap = heap
+        self._startup_timeout = startup_timeout
+        if keep_work_dir is None:
+            keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
+        self._keep_work_dir = keep_work_dir
+        self._lock = threading.RLock()
+        self._state = "new"
+        self._work: Optional[WorkDir] = None
+        self._home: Optional[Path] = None
+        self._java = ""
+        self._classpath = ""
+        self._zk_nodes = zookeeper_nodes
+        self._zk_ports: Dict[int, int] = {}
+        self._broker_ports: Dict[int, int] = {}
+        self._zookeepers: Dict[int, processes.JavaProcess] = {}
+        self._brokers: Dict[int, processes.JavaProcess] = {}
+        self._admin: Optional[KazooClient] = None
+        self._clients: List[KazooClient] = []
 
     def _require_running(self) -> None:
         if self._state != "running":
@@ -130,7 +131,7 @@ class ClusterCore:
 
     @property
     def log_dir(self) -> Path:
-        """Where the JVMs log: ``zookeeper.log``, ``broker-<id>.log``, ``tool-<n>-<Class>.log``."""
+        """Where the JVMs log: ``zookeeper.log`` (``zookeeper-<node>.log``), ``broker-<id>.log``."""
         return self.work_dir / "logs"
 
     def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,

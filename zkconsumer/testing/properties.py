@@ -80,8 +80,7 @@ def merge(defaults: Mapping[str, PropertyValue],
 
 def zookeeper_properties(data_dir: str, port: int,
                          overrides: Optional[Mapping[str, Optional[PropertyValue]]] = None, *,
-                         peers: Optional[Mapping[int, Tuple[int, int]]] = None,
-                         version: str = "3.4") -> Dict[str, str]:
+                         peers: Optional[Mapping[int, Tuple[int, int]]] = None) -> Dict[str, str]:
     """A ZooKeeper server on 127.0.0.1:``port`` storing data in ``data_dir``.
 
     Sessions may ask for 1 s to 60 s; the connection limit per client address is
@@ -89,9 +88,6 @@ def zookeeper_properties(data_dir: str, port: int,
     standalone; with ``peers`` (node id -> (quorum port, election port), every node of
     the ensemble) it is one of them, with ``server.<id>=127.0.0.1:<quorum>:<election>``
     lines and init/sync limits of 10 and 5 ticks (its own id goes into ``myid``).
-    ``version`` ``"3.5"`` or newer also disables the AdminServer (it would take port
-    8080) and allows every four-letter word (``srvr``, ``dump``, ``cons``), which 3.5+
-    refuses by default and the cluster uses for readiness and session probes.
 
     >>> zookeeper_properties("/d", 2181, peers={1: (3001, 4001)})["server.1"]
     '127.0.0.1:3001:4001'
@@ -110,8 +106,6 @@ def zookeeper_properties(data_dir: str, port: int,
         defaults.update({"initLimit": 10, "syncLimit": 5})
         defaults.update({f"server.{node}": f"127.0.0.1:{quorum}:{election}"
                          for node, (quorum, election) in sorted(peers.items())})
-    if tuple(int(part) for part in version.split(".")[:2]) >= (3, 5):
-        defaults.update({"admin.enableServer": False, "4lw.commands.whitelist": "*"})
     return merge(defaults, overrides)
 
 
@@ -183,29 +177,3 @@ SERVER_QUIET_LOGGERS = {
     "org.apache.zookeeper.ZooKeeper": "WARN",
     "org.apache.zookeeper.ClientCnxn": "WARN",
 }
-
-
-def ssl_listener_properties(host: str, port: int, ssl_port: int,
-                            ssl_settings: Mapping[str, PropertyValue]) -> Dict[str, Optional[str]]:
-    """Broker overrides adding an SSL listener on ``ssl_port`` beside PLAINTEXT on ``port``.
-
-    Kafka 0.9 ignores ``host.name``/``port`` once ``listeners`` is set and registers
-    ``advertised.listeners`` (both protocols) in ``/brokers/ids``; the old single-listener
-    keys are removed (``None``) so the file says one thing. ``ssl_settings`` are the
-    keystore/truststore/``ssl.client.auth`` settings (see ``SslFiles.broker_properties``).
-    Meant as ``merge``'s overrides, below the caller's own overrides.
-
-    >>> ssl_listener_properties("127.0.0.1", 9092, 9093, {})["listeners"]
-    'PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093'
-    """
-    listeners = f"PLAINTEXT://{host}:{port},SSL://{host}:{ssl_port}"
-    props: Dict[str, Optional[str]] = {
-        "listeners": listeners,
-        "advertised.listeners": listeners,
-        "host.name": None,
-        "port": None,
-        "advertised.host.name": None,
-        "advertised.port": None,
-    }
-    props.update({key: format_value(value) for key, value in ssl_settings.items()})
-    return props

@@ -39,12 +39,6 @@ class ZooKeeperControls(ClusterCore):
         self._check_zookeeper_node(node)
         return self._zk_ports[node]
 
-    @property
-    def zookeeper_version(self) -> str:
-        """The version of the ZooKeeper server that runs (per ``srvr``), e.g. ``"3.4.6"`` or ``"3.8.0"``."""
-        self._require_running()
-        return self._zk_version
-
     def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
         """Write each node's config (and ``myid``), start every node, wait until all serve."""
         for node in self.zookeeper_nodes:
@@ -54,17 +48,14 @@ class ZooKeeperControls(ClusterCore):
             if peers:
                 (data_dir / "myid").write_text(f"{node}\n")
             props = zookeeper_properties(str(data_dir), self._zk_ports[node], self._zookeeper_config,
-                                         peers=peers, version=self._zk_version)
+                                         peers=peers)
             config = self.work_dir / "conf" / f"{name}.properties"
             config.write_text(render_properties(props))
-            argv = self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties",
-                                   classpath=self._zk_classpath)
+            argv = self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties")
             self._zookeepers[node] = processes.JavaProcess(name.replace("-", " "), argv,
                                                            str(self.log_dir / f"{name}.log"), cwd=str(self.work_dir))
             self._zookeepers[node].start()
         self._wait_serving(self.zookeeper_nodes, self._startup_timeout)
-        reply = zookeeper_command(HOST, self._zk_ports[1], "srvr")  # the version that really runs
-        self._zk_version = srvr_fields(reply).get("Zookeeper version", self._zk_version).split("-")[0]
         # Reconnect attempts at most 0.5 s apart: after a ZooKeeper restart the cluster's own
         # client is back as soon as the server serves (kazoo's default backoff grows to ~10 s).
         self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0,

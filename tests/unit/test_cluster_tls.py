@@ -1,4 +1,4 @@
-"""zkconsumer.testing.tls and the SSL listener settings: generated material, checked without a JVM broker."""
+"""benchmarks.cluster.tls and the SSL listener settings: generated material, checked without a JVM broker."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import List, Optional
 
 import pytest
 
+from benchmarks.cluster.tls import SslFiles, SslOptions, generate_ssl_files, ssl_listener_properties
 from zkconsumer import ConsumerConfig
 from zkconsumer.security import broker_ssl_context
-from zkconsumer.testing.properties import broker_properties, ssl_listener_properties
-from zkconsumer.testing.tls import SslFiles, SslOptions, generate_ssl_files
+from zkconsumer.testing.properties import broker_properties
 
 cryptography = pytest.importorskip("cryptography", reason="the test certificates are generated with cryptography")
 

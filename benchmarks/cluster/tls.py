@@ -1,4 +1,9 @@
-"""Throw-away TLS material for a LocalCluster's SSL listeners, generated at run time.
+"""SSL listeners on a LocalCluster's brokers, with throw-away TLS material generated at run time.
+
+This project's security tests prove zkconsumer's TLS client against Kafka's SSL
+listener (:class:`SslListeners`, a LocalCluster subclass taking ``ssl=``). A
+user's own tests exercise their application, whose TLS is zkconsumer's, and need
+no SSL broker of their own.
 
 :func:`generate_ssl_files` makes, in one directory and without any network access:
 
@@ -18,8 +23,9 @@ it. ``cryptography`` is a test dependency only.
 
 Example::
 
-    files = generate_ssl_files(Path("/tmp/x/ssl"))
-    files.consumer_properties()   # {"security.protocol": "SSL", "ssl.cafile": ".../ca.pem", ...}
+    with ProjectCluster(brokers=1, ssl=SslOptions(client_auth="required")) as cluster:
+        cluster.ssl_bootstrap_servers                   # "127.0.0.1:<ssl port>"
+        cluster.ssl_files.consumer_properties()         # security.protocol=SSL, ssl.cafile, ...
 """
 
 from __future__ import annotations
@@ -30,11 +36,16 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from zkconsumer.testing.errors import MissingDependencyError
+from zkconsumer.testing import LocalCluster
+from zkconsumer.testing.core import HOST
+from zkconsumer.testing.errors import LocalClusterError, MissingDependencyError
+from zkconsumer.testing.ports import free_ports
+from zkconsumer.testing.properties import PropertyValue, format_value
 
-__all__ = ["CLIENT_AUTH_CHOICES", "SslFiles", "SslOptions", "generate_ssl_files"]
+__all__ = ["CLIENT_AUTH_CHOICES", "SslFiles", "SslListeners", "SslOptions", "generate_ssl_files",
+           "ssl_listener_properties"]
 
 #: Values of Kafka 0.9's ``ssl.client.auth``.
 CLIENT_AUTH_CHOICES = ("none", "requested", "required")
@@ -110,7 +121,7 @@ def _crypto() -> Any:
         import cryptography  # noqa: F401
     except ImportError:
         raise MissingDependencyError(
-            "LocalCluster(ssl=...) generates certificates with the `cryptography` package: "
+            "ProjectCluster(ssl=...) generates certificates with the `cryptography` package: "
             "pip install cryptography") from None
     return cryptography
 
@@ -250,3 +261,91 @@ def generate_ssl_files(directory: Path, options: SslOptions = SslOptions(), *,
     _write(files.keystore, keystore, private=True)
     _java_truststore(files.truststore, ca_cert, files.ca, files.password, keytool)
     return files
+
+
+def ssl_listener_properties(host: str, port: int, ssl_port: int,
+                            ssl_settings: Mapping[str, PropertyValue]) -> Dict[str, Optional[str]]:
+    """Broker overrides adding an SSL listener on ``ssl_port`` beside PLAINTEXT on ``port``.
+
+    Kafka 0.9 ignores ``host.name``/``port`` once ``listeners`` is set and registers
+    ``advertised.listeners`` (both protocols) in ``/brokers/ids``; the old single-listener
+    keys are removed (``None``) so the file says one thing. ``ssl_settings`` are the
+    keystore/truststore/``ssl.client.auth`` settings (see ``SslFiles.broker_properties``).
+    Meant as ``merge``'s overrides, below the caller's own overrides.
+
+    >>> ssl_listener_properties("127.0.0.1", 9092, 9093, {})["listeners"]
+    'PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093'
+    """
+    listeners = f"PLAINTEXT://{host}:{port},SSL://{host}:{ssl_port}"
+    props: Dict[str, Optional[str]] = {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "host.name": None,
+        "port": None,
+        "advertised.host.name": None,
+        "advertised.port": None,
+    }
+    props.update({key: format_value(value) for key, value in ssl_settings.items()})
+    return props
+
+
+class SslListeners(LocalCluster):
+    """A LocalCluster whose brokers may also have an SSL listener.
+
+    ``ssl`` (an :class:`SslOptions`, or ``True`` for the defaults) adds an SSL listener
+    to every broker, with material generated at start (:attr:`ssl_files`,
+    :attr:`ssl_bootstrap_servers`, :meth:`ssl_port`); without it nothing TLS-related
+    happens. Every other argument is LocalCluster's.
+    """
+
+    def __init__(self, *args: Any, ssl: Union[SslOptions, bool, None] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ssl_options: Optional[SslOptions] = SslOptions() if ssl is True else (ssl or None)
+        self._ssl_ports: Dict[int, int] = {}
+        self._ssl_files: Optional[SslFiles] = None
+
+    def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
+        """ZooKeeper, then (the brokers start next) the SSL ports and material their listeners need."""
+        super()._start_zookeepers(peers)
+        if self._ssl_options is None:
+            return
+        # released, not (or not always) bound yet: the brokers' ports and the ensemble's quorum ports
+        taken = set(self._broker_ports.values()) | {port for pair in peers.values() for port in pair}
+        ports = free_ports(len(self.broker_ids))
+        while taken & set(ports):
+            ports = free_ports(len(self.broker_ids))
+        self._ssl_ports = dict(zip(self.broker_ids, ports))
+        keytool = str(Path(self._java).resolve().parent / "keytool")
+        self._ssl_files = generate_ssl_files(self.work_dir / "ssl", self._ssl_options, keytool=keytool)
+
+    def _broker_overrides(self, broker_id: int) -> Dict[str, Optional[PropertyValue]]:
+        overrides = super()._broker_overrides(broker_id)
+        if self._ssl_options is not None and self._ssl_files is not None:
+            overrides.update(ssl_listener_properties(
+                HOST, self._broker_ports[broker_id], self._ssl_ports[broker_id],
+                self._ssl_files.broker_properties(self._ssl_options.client_auth)))
+        return overrides
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        """Every broker's SSL listener, ``127.0.0.1:s0,...`` in id order (needs ``ssl=``)."""
+        self._require_ssl()
+        return ",".join(f"{HOST}:{self._ssl_ports[i]}" for i in self.broker_ids)
+
+    def ssl_port(self, broker_id: int) -> int:
+        """The SSL listener port of broker ``broker_id`` (needs ``ssl=``)."""
+        self._require_ssl()
+        self._check_broker_id(broker_id)
+        return self._ssl_ports[broker_id]
+
+    @property
+    def ssl_files(self) -> SslFiles:
+        """The generated CA, client certificate/key and broker stores (needs ``ssl=``)."""
+        self._require_ssl()
+        assert self._ssl_files is not None
+        return self._ssl_files
+
+    def _require_ssl(self) -> None:
+        self._require_running()
+        if self._ssl_options is None:
+            raise LocalClusterError("this cluster has no SSL listeners; create it with ssl=SslOptions(...)")

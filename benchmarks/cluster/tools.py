@@ -1,16 +1,51 @@
-"""Kafka's own tools (``kafka.tools.*``, ``kafka.admin.*``) run against a :class:`~zkconsumer.testing.LocalCluster`."""
+"""Kafka's own tools (``kafka.tools.*``, ``kafka.admin.*``) run against a LocalCluster.
+
+This project's tests and benchmarks use them as referees (ConsoleConsumer,
+ConsumerPerformance, ConsumerOffsetChecker) and to drive Kafka (TopicCommand,
+ProducerPerformance); a user's own tests have their own clients and never need them.
+"""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
-from typing import Any, List, Optional, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
 
-from zkconsumer.testing import processes
-from zkconsumer.testing.core import ClusterCore
+from zkconsumer.testing import LocalCluster, processes
+from zkconsumer.testing.properties import log4j_properties, render_properties
 
 
-class KafkaTools(ClusterCore):
-    """Running Kafka's Scala tools with the cluster's classpath: to completion, or in the background."""
+class KafkaTools(LocalCluster):
+    """Running Kafka's Scala tools with the cluster's classpath: to completion, or in the background.
+
+    Tools still running are killed by :meth:`stop` (SIGTERM, SIGKILL after at most 2 s);
+    a tool's stderr goes to ``log_dir / "tool-<n>-<Class>.log"`` unless redirected.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tools: List["subprocess.Popen[Any]"] = []
+        self._tool_logs: Dict[int, str] = {}
+        self._tool_counter = itertools.count(1)
+
+    def _write_log4j_configs(self) -> None:
+        super()._write_log4j_configs()
+        tools = render_properties(log4j_properties("WARN", "System.err"))
+        (self.work_dir / "conf" / "log4j-tools.properties").write_text(tools)
+
+    def stop(self, grace: float = 5.0) -> None:
+        with self._lock:
+            tools, self._tools = self._tools, []
+        processes.terminate_all(tools, min(grace, 2.0))
+        super().stop(grace)
+
+    @property
+    def kafka_home(self) -> Path:
+        """The Kafka distribution directory (with ``libs/`` and ``config/``)."""
+        self._require_running()
+        assert self._home is not None
+        return self._home
 
     @property
     def classpath(self) -> str:

@@ -1,5 +1,11 @@
 """A small TCP proxy for fault injection: cut, delay and heal one client's connection.
 
+This project's chaos runs and partition tests put one in front of ZooKeeper per
+group member, to prove the rebalancer's fencing when one member (and only it) is
+cut off. A user's own tests fail ZooKeeper for every client with LocalCluster's
+fault controls (``pause_zookeeper`` past the session timeout, ``kill_zookeeper``,
+``restart_zookeeper``) or expire one kazoo client's session (``expire_session``).
+
 :class:`TcpProxy` listens on a free loopback port and forwards every
 connection it accepts to ``target_host:target_port``, byte for byte, both ways.
 Put one in front of ZooKeeper per member process and that member (and only it)
