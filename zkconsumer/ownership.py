@@ -229,7 +229,7 @@ class OwnershipSteps:
         return dict(zip(tps, holders))
 
     def _release_or_keep(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
-        """Release each of ``tps`` if this session holds it; one ZooKeeper refuses stays in the books.
+        """Release each of ``tps`` if this session holds it; a release ZooKeeper refuses stays in the books.
 
         Never raises: the next attempt releases what is left in ``_nodes``
         (releasing a node that is not ours, or gone, does nothing).

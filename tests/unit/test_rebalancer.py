@@ -766,3 +766,29 @@ def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGro
         assert rebalancer.status.failed_attempts == 0
     finally:
         rebalancer.stop()
+
+
+def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_for_quiet(
+        group: FakeGroup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone join in a settled group costs no quiet window; the first assignment (members starting
+    together) still waits for one. The windows are stretched here so the difference is plain."""
+    import zkconsumer.rebalancer as module
+
+    monkeypatch.setattr(module, "QUIET_S", 2.0)
+    monkeypatch.setattr(module, "QUIET_MAX_S", 2.0)
+    monkeypatch.setattr(module, "CALM_S", 0.3)
+    rebalancer, _, _ = build(group)
+    started = time.monotonic()
+    rebalancer.start()
+    try:
+        settle(rebalancer)
+        assert time.monotonic() - started >= 1.9  # waited for the burst of starts to end
+        time.sleep(0.5)  # calm
+        group.join("g_other", {"t": 1})
+        joined = time.monotonic()
+        rebalancer.request("member joined")
+        while not group.releases:
+            assert time.monotonic() - joined < 1.5, "the lone join waited for a quiet window"
+            time.sleep(0.01)
+    finally:
+        rebalancer.stop()
