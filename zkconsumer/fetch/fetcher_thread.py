@@ -66,12 +66,14 @@ ROOM_WAIT_S = 0.2
 
 @dataclass(frozen=True)
 class FetcherKey:
-    """Identity of a fetcher thread: the leader's endpoint and the fetcher id (Kafka's BrokerAndFetcherId)."""
+    """Identity of a fetcher thread: the leader's endpoint and the fetcher id (Kafka's BrokerAndFetcherId),
+    and which of that fetcher's ``fetcher.connections`` connections it is (``connection``)."""
 
     broker_id: int
     host: str
     port: int
     fetcher_id: int
+    connection: int = 0
 
 
 class _PartitionState:
@@ -111,8 +113,8 @@ class FetcherThread(threading.Thread):
                  hand_back: Callable[[List[PartitionTopicInfo]], None],
                  on_error: Callable[[BaseException], None],
                  deliverable: Callable[[], bool] = lambda: True, stats: Optional[FetchStats] = None) -> None:
-        super().__init__(name=f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}",
-                         daemon=True)
+        name = f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}"
+        super().__init__(name=f"{name}-{key.connection}" if key.connection else name, daemon=True)
         self.key = key
         self._config = config
         self._conn = connection
