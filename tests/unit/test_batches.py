@@ -392,3 +392,29 @@ def test_record_batches_do_not_import_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(Path(zkconsumer.__file__).parent.parent))
     assert out.stdout.strip() == ("False" if ACCELERATED else out.stdout.strip())
+
+
+@pytest.mark.skipif(not ACCELERATED, reason="needs the C extension")
+def test_a_batch_keeps_its_block_and_its_bytes_while_blocks_are_recycled() -> None:
+    """Arrow arrays hold the block (block.buffers()), so its buffers are recycled only after the batch is gone."""
+    from zkconsumer import arrow
+
+    def big(seed: int) -> bytes:
+        b = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 22)
+        for i in range(70):
+            b.append(i, None, None, bytes([seed]) * 1000 + b"%d" % i)
+        return bytes(b.build())
+
+    block = decode_message_set(big(1), "t", 0, 0).messages
+    batch = arrow.record_batch("t", 0, block, 0, len(block))
+    value_buffer = block.value_data
+    del block, value_buffer
+    for seed in range(2, 14):  # more same-sized blocks than the decoder keeps buffers for
+        other = decode_message_set(big(seed), "t", 0, 0).messages
+        assert other[0][2] == bytes([seed]) * 1000 + b"0"
+        del other
+    assert batch.column("value").to_pylist() == [b"\x01" * 1000 + b"%d" % i for i in range(70)]
+    assert arrow.value_bytes(batch) == sum(1000 + len(b"%d" % i) for i in range(70))
+    views = decode_message_set(big(1), "t", 0, 0).messages.buffers()
+    assert views[4] is None  # no null value: no value bitmap, as block.value_validity
+    assert bytes(memoryview(views[6]))[:1000] == b"\x01" * 1000

@@ -684,7 +684,70 @@ static PyObject *block_last_offset(MessageBlock *b, void *closure) {
     return PyLong_FromLongLong(b->off[b->n - 1]);
 }
 
+/* BlockBuffer: one of a block's buffers, exported (read-only) with the *block* as its owner.
+ * Arrow arrays built on these keep the block alive, not its bytes objects, so when the last
+ * array goes the block goes with its buffers referenced by it alone: recycled (release_bytes). */
+typedef struct {
+    PyObject_HEAD
+    MessageBlock *block;
+    PyObject *bytes;          /* borrowed from block, which outlives this */
+} BlockBuffer;
+
+static int blockbuffer_getbuffer(BlockBuffer *v, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)v, PyBytes_AS_STRING(v->bytes), PyBytes_GET_SIZE(v->bytes), 1, flags);
+}
+
+static void blockbuffer_dealloc(BlockBuffer *v) {
+    Py_XDECREF(v->block);
+    PyObject_Free(v);
+}
+
+static PyBufferProcs blockbuffer_as_buffer = {
+    .bf_getbuffer = (getbufferproc)blockbuffer_getbuffer,
+};
+
+static PyTypeObject BlockBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "zkconsumer.wire._speedups.BlockBuffer",
+    .tp_doc = "One buffer of a MessageBlock (read-only), keeping the block alive.",
+    .tp_basicsize = sizeof(BlockBuffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)blockbuffer_dealloc,
+    .tp_as_buffer = &blockbuffer_as_buffer,
+};
+
+static PyObject *block_buffer_of(MessageBlock *b, PyObject *bytes) {
+    BlockBuffer *v;
+    if (bytes == Py_None) Py_RETURN_NONE;
+    v = PyObject_New(BlockBuffer, &BlockBufferType);
+    if (v == NULL) return NULL;
+    v->block = (MessageBlock *)Py_NewRef((PyObject *)b);
+    v->bytes = bytes;
+    return (PyObject *)v;
+}
+
+/* buffers() -> (offsets, key_validity, key_offsets, key_data, value_validity, value_offsets, value_data) */
+static PyObject *block_buffers(MessageBlock *b, PyObject *unused) {
+    PyObject *items[7] = {b->offsets, b->key_validity, b->key_offsets, b->key_data,
+                          b->value_validity, b->value_offsets, b->value_data};
+    PyObject *t = PyTuple_New(7);
+    int i;
+    if (t == NULL) return NULL;
+    for (i = 0; i < 7; i++) {
+        PyObject *v = block_buffer_of(b, items[i]);
+        if (v == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
 static PyMethodDef block_methods[] = {
+    {"buffers", (PyCFunction)block_buffers, METH_NOARGS,
+     "buffers() -> (offsets, key_validity, key_offsets, key_data, value_validity, value_offsets, value_data): "
+     "read-only buffer objects (None for an absent bitmap) that keep the block, not its bytes, alive"},
     {"bisect", (PyCFunction)block_bisect, METH_O,
      "bisect(offset) -> first index whose offset is >= offset (len(self) if none)"},
     {"offset_at", (PyCFunction)block_offset_at, METH_O, "offset_at(i) -> the offset of message i"},
@@ -1520,7 +1583,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_topic = PyUnicode_InternFromString("topic");
     str_partition = PyUnicode_InternFromString("partition");
     if (!str_refill || !str_consumed_offset || !str_topic || !str_partition) return NULL;
-    if (PyType_Ready(&MessageBlockType) < 0 || PyType_Ready(&CursorType) < 0) return NULL;
+    if (PyType_Ready(&MessageBlockType) < 0 || PyType_Ready(&CursorType) < 0 ||
+        PyType_Ready(&BlockBufferType) < 0) return NULL;
     m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "MessageBlock", (PyObject *)&MessageBlockType) < 0 ||
