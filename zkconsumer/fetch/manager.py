@@ -27,8 +27,9 @@ Threads and who owns what::
   reads its log. Each fetcher's partitions are therefore shared out over that many
   fetcher threads, each with its own connection and disjoint partitions: every
   contract below holds per thread unchanged (a partition belongs to one thread).
-  ``zkconsumer perf`` per message, 6 partitions on one broker (medians of 3 alternated
-  runs): 1.54M -> 2.02M msg/s at 100 B, 670k -> 742k at 1000 B, 72k -> 135k at 10,000 B.
+  ``zkconsumer perf`` per message, 6 partitions on one broker, 1 -> 2 connections (medians
+  of 3 alternated runs): 2.57M -> 3.43M msg/s at 100 B, 688k -> 952k at 1000 B, 119k -> 199k
+  at 10,000 B, the same CPU per message.
 * A **FetcherThread** fetches its partitions in one request from their
   ``fetched_offset``: every partition whose stream queue has room and that has
   no parked chunk (back-pressure per partition, below). Per partition: data is
