@@ -25,7 +25,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from array import array
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 try:
     import pyarrow as pa
@@ -77,21 +78,61 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
         keys = pa.array([m[1] for m in rows], pa.binary())
         values = pa.array([m[2] for m in rows], pa.binary())
     n = stop - start
-    columns = [pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n),
-               offsets, keys, values]
+    columns = [_topic_column(topic, n), _partition_column(partition, n), offsets, keys, values]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+#: ``topic`` -> (rows, int32 offsets buffer, data buffer) of a column repeating it, reused for any
+#: batch of at most ``rows`` rows. Bounded: cleared when it holds :data:`_TOPIC_CACHE_SIZE` topics.
+_topic_buffers: Dict[str, Tuple[int, "pa.Buffer", "pa.Buffer"]] = {}
+_TOPIC_CACHE_SIZE = 64
+_INT32_MAX = (1 << 31) - 1
+
+
+def _topic_column(topic: str, n: int) -> "pa.Array":
+    """``n`` times ``topic`` as a string array, built from buffers.
+
+    Not ``pa.repeat(pa.scalar(topic))``: ``pa.scalar`` (and ``pa.array``) import pandas
+    on first use when it is installed, a third of a second and ~50 MB of RSS inside the
+    first batch (measured with ``zkconsumer perf --batch``); ``from_buffers`` does not.
+    """
+    cached = _topic_buffers.get(topic)
+    if cached is None or cached[0] < n:
+        data = topic.encode("utf-8")
+        rows = max(n, 2 * cached[0] if cached is not None else 1024)
+        if (rows + 1) * len(data) > _INT32_MAX:
+            rows = n
+            if (rows + 1) * len(data) > _INT32_MAX:  # beyond a string array's int32 offsets anyway
+                return pa.repeat(pa.scalar(topic, pa.string()), n)
+        offsets = array("i", range(0, (rows + 1) * len(data), len(data))) if data else array("i", [0]) * (rows + 1)
+        if len(_topic_buffers) >= _TOPIC_CACHE_SIZE:
+            _topic_buffers.clear()
+        cached = (rows, pa.py_buffer(offsets), pa.py_buffer(data * rows))
+        _topic_buffers[topic] = cached
+    return pa.Array.from_buffers(pa.string(), n, [None, cached[1], cached[2]], null_count=0)
+
+
+def _partition_column(partition: int, n: int) -> "pa.Array":
+    """``n`` times ``partition`` as an int32 array (no ``pa.scalar``: see :func:`_topic_column`)."""
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", [partition]) * n)], null_count=0)
+
+
 def _block_columns(block: Any) -> Any:
-    """The offset, key and value arrays of a MessageBlock, wrapping its buffers (no copy)."""
+    """The offset, key and value arrays of a MessageBlock, wrapping its buffers (no copy).
+
+    Through ``block.buffers()``: the arrays then keep the block alive rather than its
+    ``bytes`` objects, so the C decoder recycles those once the arrays are gone (fresh
+    buffers cost a page fault per 4 KB; see ``release_bytes`` in ``_speedups.c``).
+    """
     n = len(block)
-    offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(block.offsets)], null_count=0)
-    keys = _binary(n, block.key_validity, block.key_offsets, block.key_data, block.key_null_count)
-    values = _binary(n, block.value_validity, block.value_offsets, block.value_data, block.value_null_count)
+    offsets, key_validity, key_offsets, key_data, value_validity, value_offsets, value_data = block.buffers()
+    offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(offsets)], null_count=0)
+    keys = _binary(n, key_validity, key_offsets, key_data, block.key_null_count)
+    values = _binary(n, value_validity, value_offsets, value_data, block.value_null_count)
     return offsets, keys, values
 
 
-def _binary(n: int, validity: Optional[bytes], offsets: bytes, data: bytes, nulls: int) -> "pa.Array":
+def _binary(n: int, validity: Any, offsets: Any, data: Any, nulls: int) -> "pa.Array":
     buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)]
     return pa.Array.from_buffers(pa.binary(), n, buffers, null_count=nulls)
 

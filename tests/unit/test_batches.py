@@ -10,9 +10,11 @@ from __future__ import annotations
 import gc
 import random
 import struct
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 import pytest
@@ -363,3 +365,56 @@ def test_no_message_of_a_cleared_chunk_is_handed_out_after_the_commit() -> None:
     finally:
         sys.setswitchinterval(old_interval)
         gc.set_threshold(*old_threshold)
+
+
+def test_topic_and_partition_columns_fit_every_batch_size() -> None:
+    """The repeated topic/partition columns (built from cached buffers) are right for any row count."""
+    from zkconsumer import arrow
+
+    arrow._topic_buffers.clear()
+    rows = [(i, None, b"v") for i in range(5000)]
+    for n in (1, 3, 1024, 1025, 5000, 17):
+        for topic in ("t", "a-longer-topic-name", "ü"):
+            batch = arrow.record_batch(topic, 7, rows[:n], schema=arrow.NOT_NULL_SCHEMA)
+            batch.validate(full=True)
+            assert batch.column("topic").to_pylist() == [topic] * n
+            assert batch.column("partition").to_pylist() == [7] * n
+    assert len(arrow._topic_buffers) == 3
+
+
+def test_record_batches_do_not_import_pandas() -> None:
+    """pa.scalar/pa.array import pandas on first use (a third of a second in the first batch); the block path avoids them."""
+    code = ("import sys; from zkconsumer import arrow; from zkconsumer.wire.messageset import decode_message_set; "
+            "from kafka.record.legacy_records import LegacyRecordBatchBuilder as B; b = B(0, 0, 1 << 20); "
+            "[b.append(i, None, None, b'v') for i in range(10)]; "
+            "m = decode_message_set(bytes(b.build()), 't', 0, 0).messages; "
+            "arrow.record_batch('t', 0, m, 2, 8).validate(full=True); print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(Path(zkconsumer.__file__).parent.parent))
+    assert out.stdout.strip() == ("False" if ACCELERATED else out.stdout.strip())
+
+
+@pytest.mark.skipif(not ACCELERATED, reason="needs the C extension")
+def test_a_batch_keeps_its_block_and_its_bytes_while_blocks_are_recycled() -> None:
+    """Arrow arrays hold the block (block.buffers()), so its buffers are recycled only after the batch is gone."""
+    from zkconsumer import arrow
+
+    def big(seed: int) -> bytes:
+        b = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 22)
+        for i in range(70):
+            b.append(i, None, None, bytes([seed]) * 1000 + b"%d" % i)
+        return bytes(b.build())
+
+    block = decode_message_set(big(1), "t", 0, 0).messages
+    batch = arrow.record_batch("t", 0, block, 0, len(block))
+    value_buffer = block.value_data
+    del block, value_buffer
+    for seed in range(2, 14):  # more same-sized blocks than the decoder keeps buffers for
+        other = decode_message_set(big(seed), "t", 0, 0).messages
+        assert other[0][2] == bytes([seed]) * 1000 + b"0"
+        del other
+    assert batch.column("value").to_pylist() == [b"\x01" * 1000 + b"%d" % i for i in range(70)]
+    assert arrow.value_bytes(batch) == sum(1000 + len(b"%d" % i) for i in range(70))
+    views = decode_message_set(big(1), "t", 0, 0).messages.buffers()
+    assert views[4] is None  # no null value: no value bitmap, as block.value_validity
+    assert bytes(memoryview(views[6]))[:1000] == b"\x01" * 1000

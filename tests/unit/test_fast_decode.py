@@ -267,3 +267,40 @@ def test_message_blocks_cannot_be_made_directly() -> None:
 def test_accelerated_flag_matches_the_decoder_in_use() -> None:
     result = decode_message_set(plain(0, [(0, None, b"a")]), "t", 0, 0)
     assert (type(result.messages) is not list) == ACCELERATED
+
+
+# --------------------------------------------------------------------------- recycled block buffers
+
+def _big_set(seed: int) -> bytes:
+    """Set of 80 messages of 1000 bytes (a value buffer above the 64 KB the decoder recycles from)."""
+    rnd = random.Random(seed)
+    return plain(0, [(i, None, bytes(rnd.randrange(256) for _ in range(1000))) for i in range(80)])
+
+
+@needs_c
+def test_a_recycled_value_buffer_never_changes_bytes_someone_still_holds() -> None:
+    first, second = _big_set(1), _big_set(2)
+    kept_block = decode_message_set(first, "t", 0, 0).messages
+    held = kept_block.value_data      # a reference of our own: the buffer must not be recycled
+    hashed_block = decode_message_set(first, "t", 0, 0).messages
+    hash(hashed_block.value_data)     # a cached hash: must not be recycled either
+    snapshot = bytes(held)
+    del kept_block, hashed_block
+    for seed in range(3, 12):         # more blocks of the same size than the decoder keeps buffers
+        block = decode_message_set(_big_set(seed), "t", 0, 0).messages
+        assert list(block) == decode_message_set_python(_big_set(seed), "t", 0, 0).messages
+        assert block.value_data is not held
+        del block
+    assert held == snapshot
+    again = decode_message_set(second, "t", 0, 0).messages
+    assert list(again) == decode_message_set_python(second, "t", 0, 0).messages
+
+
+@needs_c
+def test_blocks_decoded_one_after_another_reuse_buffers_and_stay_right() -> None:
+    sets = [_big_set(seed) for seed in range(4)]
+    for round_ in range(3):
+        for data in sets:
+            block = decode_message_set(data, "t", 0, 0).messages
+            assert list(block) == decode_message_set_python(data, "t", 0, 0).messages, round_
+            del block

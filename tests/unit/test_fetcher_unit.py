@@ -19,7 +19,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, MessageSizeTooLargeError
-from zkconsumer.fetch.manager import FetcherManager, fetcher_id
+from zkconsumer.fetch.manager import FetcherManager, fetcher_id, fetcher_slot
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.protocol import (
     BrokerMetadata,
@@ -53,6 +53,16 @@ JAVA_FETCHER_IDS = {
 def test_fetcher_id_matches_kafka(tp: TP) -> None:
     assert tuple(fetcher_id(tp[0], tp[1], n) for n in (2, 3, 5)) == JAVA_FETCHER_IDS[tp]
     assert fetcher_id(tp[0], tp[1], 1) == 0
+
+
+@pytest.mark.parametrize("tp", sorted(JAVA_FETCHER_IDS))
+def test_fetcher_slot_keeps_kafkas_fetcher_id_and_spreads_over_connections(tp: TP) -> None:
+    for n in (1, 2, 3, 5):
+        assert fetcher_slot(tp[0], tp[1], n, 1) == (fetcher_id(tp[0], tp[1], n), 0)
+        fid, connection = fetcher_slot(tp[0], tp[1], n, 2)
+        assert fid == fetcher_id(tp[0], tp[1], n) and connection in (0, 1)
+    # consecutive partitions of a fetcher alternate between its two connections
+    assert len({fetcher_slot(tp[0], p, 1, 2)[1] for p in range(2)}) == 2
 
 
 def test_fetcher_id_of_int_min_is_zero() -> None:
@@ -257,9 +267,10 @@ def cluster() -> FakeCluster:
     return FakeCluster()
 
 
-@pytest.fixture
-def harness(cluster: FakeCluster):
-    h = Harness(cluster)
+@pytest.fixture(params=[1, 2], ids=["1-connection", "2-connections"])
+def harness(cluster: FakeCluster, request: pytest.FixtureRequest):
+    """A Harness whose fetchers use ``fetcher.connections`` 1 (Kafka's one per fetcher) or 2."""
+    h = Harness(cluster, fetcher_connections=request.param)
     yield h
     h.manager.shutdown()
     assert our_threads() == []
@@ -277,8 +288,16 @@ def test_every_message_once_in_order_across_brokers_and_fetcher_ids(cluster: Fak
     harness.check_exact(expected)
     metrics = harness.manager.metrics()
     names = set(metrics["fetchers"])
-    wanted = {f"zkconsumer-fetcher-unit-{fetcher_id(t, p, 2)}-broker-{cluster.leaders[(t, p)]}" for t, p in expected}
+    connections = harness.config.fetcher_connections
+    wanted = set()
+    for t, p in expected:
+        fid, connection = fetcher_slot(t, p, 2, connections)
+        assert fid == fetcher_id(t, p, 2)
+        name = f"zkconsumer-fetcher-unit-{fid}-broker-{cluster.leaders[(t, p)]}"
+        wanted.add(f"{name}-{connection}" if connection else name)
+        assert metrics["partitions"][f"{t}-{p}"]["fetcher"] == (f"{name}-{connection}" if connection else name)
     assert names == wanted
+    assert {f["connection"] for f in metrics["fetchers"].values()} == set(range(connections))
     assert sum(f["partitions"] for f in metrics["fetchers"].values()) == 7
     a0 = metrics["partitions"]["a-0"]
     assert (a0["fetched_offset"], a0["high_watermark"], a0["fetch_lag"], a0["leader"]) == (50, 50, 0, 1)

@@ -410,7 +410,66 @@ typedef struct {
 
 static PyTypeObject MessageBlockType;
 
+/* Recycled block buffers. A block's large buffers (a chunk's values: most of
+ * fetch.message.max.bytes) were fresh malloc'd memory for every chunk, and glibc gives
+ * freed memory of that size back to the kernel (munmap, or trimming the heap), so the
+ * decoder's copy into it page-faulted on every 4 KB: ~380,000 page faults in
+ * `zkconsumer perf` over 4 GB of 10,000-byte messages (perf stat; 97% of them in that
+ * memcpy, on the fetcher thread), ~40,000 with this. Arrow batches (KafkaStream.batches)
+ * still hold the buffers when their block goes, so they are not recycled (and gain
+ * nothing from this). A buffer of at least POOL_MIN bytes that only its block references
+ * when the block goes (no view, no Arrow array, no hash taken) is kept here instead, at most
+ * POOL_SLOTS of them of at most POOL_MAX bytes each, and reused for a buffer of exactly its
+ * size (chunks of equal-sized messages have equal buffer sizes). Only under the GIL (block
+ * allocation and deallocation both hold it), and only where the bytes object's cached hash
+ * can be checked (Python < 3.12). */
+#if PY_VERSION_HEX < 0x030C0000 && !defined(Py_GIL_DISABLED)
+#define POOL_SLOTS 8
+#define POOL_MIN (64 * 1024)
+#define POOL_MAX (4 * 1024 * 1024)
+static PyObject *pool[POOL_SLOTS];
+static int pool_next;
+
+static PyObject *new_bytes(Py_ssize_t n) {
+    int i;
+    if (n >= POOL_MIN && n <= POOL_MAX) {
+        for (i = 0; i < POOL_SLOTS; i++) {
+            if (pool[i] != NULL && PyBytes_GET_SIZE(pool[i]) == n) {
+                PyObject *o = pool[i];
+                pool[i] = NULL;
+                return o;
+            }
+        }
+    }
+    return PyBytes_FromStringAndSize(NULL, n);
+}
+
+/* Release the block's reference to ``o`` (a bytes object or None), keeping it for reuse if allowed. */
+static void release_bytes(PyObject *o) {
+    Py_ssize_t n;
+    PyObject *evicted;
+    if (o == NULL) return;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  /* ob_shash: read only, while it exists (< 3.12) */
+    if (!PyBytes_CheckExact(o) || Py_REFCNT(o) != 1 || ((PyBytesObject *)o)->ob_shash != -1) {
+#pragma GCC diagnostic pop
+        Py_DECREF(o);
+        return;
+    }
+    n = PyBytes_GET_SIZE(o);
+    if (n < POOL_MIN || n > POOL_MAX) {
+        Py_DECREF(o);
+        return;
+    }
+    evicted = pool[pool_next];
+    pool[pool_next] = o;
+    pool_next = (pool_next + 1) % POOL_SLOTS;
+    Py_XDECREF(evicted);
+}
+#else
 static PyObject *new_bytes(Py_ssize_t n) { return PyBytes_FromStringAndSize(NULL, n); }
+static void release_bytes(PyObject *o) { Py_XDECREF(o); }
+#endif
 
 /* A block with room for n messages and the given data sizes; buffers uninitialised except validity. */
 static MessageBlock *block_alloc(Py_ssize_t n, Py_ssize_t key_bytes, Py_ssize_t value_bytes,
@@ -449,13 +508,13 @@ static MessageBlock *block_alloc(Py_ssize_t n, Py_ssize_t key_bytes, Py_ssize_t 
 }
 
 static void block_dealloc(MessageBlock *b) {
-    Py_XDECREF(b->offsets);
-    Py_XDECREF(b->key_offsets);
-    Py_XDECREF(b->key_data);
-    Py_XDECREF(b->key_validity);
-    Py_XDECREF(b->value_offsets);
-    Py_XDECREF(b->value_data);
-    Py_XDECREF(b->value_validity);
+    release_bytes(b->offsets);
+    release_bytes(b->key_offsets);
+    release_bytes(b->key_data);
+    release_bytes(b->key_validity);
+    release_bytes(b->value_offsets);
+    release_bytes(b->value_data);
+    release_bytes(b->value_validity);
     PyObject_Free(b);
 }
 
@@ -625,7 +684,70 @@ static PyObject *block_last_offset(MessageBlock *b, void *closure) {
     return PyLong_FromLongLong(b->off[b->n - 1]);
 }
 
+/* BlockBuffer: one of a block's buffers, exported (read-only) with the *block* as its owner.
+ * Arrow arrays built on these keep the block alive, not its bytes objects, so when the last
+ * array goes the block goes with its buffers referenced by it alone: recycled (release_bytes). */
+typedef struct {
+    PyObject_HEAD
+    MessageBlock *block;
+    PyObject *bytes;          /* borrowed from block, which outlives this */
+} BlockBuffer;
+
+static int blockbuffer_getbuffer(BlockBuffer *v, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)v, PyBytes_AS_STRING(v->bytes), PyBytes_GET_SIZE(v->bytes), 1, flags);
+}
+
+static void blockbuffer_dealloc(BlockBuffer *v) {
+    Py_XDECREF(v->block);
+    PyObject_Free(v);
+}
+
+static PyBufferProcs blockbuffer_as_buffer = {
+    .bf_getbuffer = (getbufferproc)blockbuffer_getbuffer,
+};
+
+static PyTypeObject BlockBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "zkconsumer.wire._speedups.BlockBuffer",
+    .tp_doc = "One buffer of a MessageBlock (read-only), keeping the block alive.",
+    .tp_basicsize = sizeof(BlockBuffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)blockbuffer_dealloc,
+    .tp_as_buffer = &blockbuffer_as_buffer,
+};
+
+static PyObject *block_buffer_of(MessageBlock *b, PyObject *bytes) {
+    BlockBuffer *v;
+    if (bytes == Py_None) Py_RETURN_NONE;
+    v = PyObject_New(BlockBuffer, &BlockBufferType);
+    if (v == NULL) return NULL;
+    v->block = (MessageBlock *)Py_NewRef((PyObject *)b);
+    v->bytes = bytes;
+    return (PyObject *)v;
+}
+
+/* buffers() -> (offsets, key_validity, key_offsets, key_data, value_validity, value_offsets, value_data) */
+static PyObject *block_buffers(MessageBlock *b, PyObject *unused) {
+    PyObject *items[7] = {b->offsets, b->key_validity, b->key_offsets, b->key_data,
+                          b->value_validity, b->value_offsets, b->value_data};
+    PyObject *t = PyTuple_New(7);
+    int i;
+    if (t == NULL) return NULL;
+    for (i = 0; i < 7; i++) {
+        PyObject *v = block_buffer_of(b, items[i]);
+        if (v == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
 static PyMethodDef block_methods[] = {
+    {"buffers", (PyCFunction)block_buffers, METH_NOARGS,
+     "buffers() -> (offsets, key_validity, key_offsets, key_data, value_validity, value_offsets, value_data): "
+     "read-only buffer objects (None for an absent bitmap) that keep the block, not its bytes, alive"},
     {"bisect", (PyCFunction)block_bisect, METH_O,
      "bisect(offset) -> first index whose offset is >= offset (len(self) if none)"},
     {"offset_at", (PyCFunction)block_offset_at, METH_O, "offset_at(i) -> the offset of message i"},
@@ -1461,7 +1583,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_topic = PyUnicode_InternFromString("topic");
     str_partition = PyUnicode_InternFromString("partition");
     if (!str_refill || !str_consumed_offset || !str_topic || !str_partition) return NULL;
-    if (PyType_Ready(&MessageBlockType) < 0 || PyType_Ready(&CursorType) < 0) return NULL;
+    if (PyType_Ready(&MessageBlockType) < 0 || PyType_Ready(&CursorType) < 0 ||
+        PyType_Ready(&BlockBufferType) < 0) return NULL;
     m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "MessageBlock", (PyObject *)&MessageBlockType) < 0 ||
