@@ -229,19 +229,23 @@ class OwnershipSteps:
         return dict(zip(tps, holders))
 
     def _release_or_keep(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
-        """Release each of ``tps`` if this session holds it; a release ZooKeeper refuses stays in the books.
+        """Release each of ``tps`` if this session holds it; never raises.
 
-        Never raises: the next attempt releases what is left in ``_nodes``
+        At the first release ZooKeeper does not make (away, refusing), that one
+        and the rest stay in the books (``_nodes``) untried: each try waits up
+        to the retry timeout, and with ZooKeeper away a hundred of them would
+        hold the rebalancer for minutes. The next attempt releases what is left
         (releasing a node that is not ours, or gone, does nothing).
         """
-        for tp in tps:
+        for i, tp in enumerate(tps):
             try:
                 self._group.release(tp[0], tp[1])
             except (KazooException, ZkConsumerError) as exc:
-                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt will",
-                            self._consumer_id, tp[0], tp[1], exc)
-                self._nodes.setdefault(tp, mine[tp])
-                continue
+                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt releases "
+                            "it and %d more", self._consumer_id, tp[0], tp[1], exc, len(tps) - i - 1)
+                for rest in tps[i:]:
+                    self._nodes.setdefault(rest, mine[rest])
+                return
             self._drop_node(tp)
 
     def _abandon(self, claimed: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:

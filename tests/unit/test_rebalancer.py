@@ -480,6 +480,46 @@ def test_item1_orphaned_claims_a_claim_that_raises_releases_what_the_attempt_cre
         rebalancer.stop()
 
 
+def test_item1_with_zookeeper_away_claims_that_raise_try_one_release_and_keep_the_rest_for_the_next_attempt(
+        group: FakeGroup) -> None:
+    """Claims of 0 and 1 made, the claim of 2 raises, and releases fail too (ZooKeeper away): one release
+    is tried, not one per partition (each waits the retry timeout), and the next attempt releases or
+    re-claims every node the failed one may have left."""
+    real_claim, real_release = group.claim, group.release
+    away = [True]
+    release_tries: List[TP] = []
+
+    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
+        if partition == 2 and away[0]:
+            raise ZooKeeperUnavailableError("connection lost")
+        return real_claim(topic, partition, thread_id, watch)
+
+    def release(topic: str, partition: int, thread_id: Optional[str] = None) -> None:
+        if away[0]:
+            release_tries.append((topic, partition))
+            raise ZooKeeperUnavailableError("connection lost")
+        real_release(topic, partition, thread_id)
+
+    group.claim = claim  # type: ignore[method-assign]
+    group.release = release  # type: ignore[method-assign]
+    rebalancer, fetchers, _ = build(group, backoff_ms=2000)
+    rebalancer.start()
+    try:
+        deadline = time.monotonic() + 5
+        while rebalancer.status.failed_attempts < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert len(release_tries) == 1  # the rest were kept in the books, untried
+        group.join("g_other", {"t": 1})  # the next attempt: 0 and 1 stay ours, 2 and 3 go to the other member
+        away[0] = False
+        rebalancer.request("member joined")
+        settle(rebalancer)
+        assert group.owner_nodes == {("t", 0): f"{ME}-0", ("t", 1): f"{ME}-0"}
+        assert sorted(i.partition for i in fetchers.running) == [0, 1]
+    finally:
+        rebalancer.stop()
+
+
 def test_topic_watches_are_armed_before_the_partition_maps_are_read(group: FakeGroup) -> None:
     calls: List[str] = []
     read = group.partitions_for_topics

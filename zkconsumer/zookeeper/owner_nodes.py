@@ -180,7 +180,10 @@ class OwnerNodes:
         no read of a node known held (:meth:`_held_version`). The multi deletes
         each node at the version read or known, so it deletes nothing if any of
         them changed meanwhile; then, as for any read without a clean answer,
-        each goes through :meth:`release` on its own (repeat-safe).
+        each goes through :meth:`release` on its own (repeat-safe). A version
+        known without a read carries the fenced commit's residual window (a
+        foreign tool deleting our live node and a peer re-creating it before our
+        watch reports it), no wider than a read's.
         """
         paths = [self.paths.owner(topic, partition) for topic, partition in partitions]
         known = [self._held_version(path) for path in paths]
