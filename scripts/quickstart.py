@@ -13,10 +13,13 @@ import collections
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import List
 
-from benchmarks.cluster import ProjectCluster
-from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's benchmarks/ (not installed)
+
+from benchmarks.cluster import ProjectCluster  # noqa: E402  (after the path)
+from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector  # noqa: E402
 
 TOPIC = "quickstart-events"
 GROUP = "quickstart"
