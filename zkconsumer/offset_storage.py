@@ -87,6 +87,7 @@ from .wire.group_protocol import (
     error_name,
 )
 from .wire.protocol import error_for_code
+from .zookeeper.offset_nodes import MAX_COMMIT_BATCH
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConsumerConfig
@@ -216,10 +217,12 @@ class ZooKeeperOffsetStorage:
     def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
         """Write each changed entry; one partition's refused write does not stop the others.
 
-        Fenced, every changed entry is first tried in one multi-operation
-        (:meth:`GroupClient.commit_offsets_if_owner`: one request for the whole
-        commit in the steady state); if that writes nothing (a partition fenced,
-        refused, ZooKeeper away), each entry is written on its own as below.
+        Fenced, the changed entries are first written in multi-operations of up
+        to :data:`MAX_COMMIT_BATCH` partitions
+        (:meth:`GroupClient.commit_offsets_if_owner`: one request for a whole
+        commit in the steady state); the entries of one that writes nothing (a
+        partition fenced, refused, ZooKeeper away) are each written on their own
+        as below.
 
         A write the server refuses (``NoAuthError`` on an offset node protected by
         another client's ACL, ...) is an *error* for that partition, never
@@ -228,14 +231,16 @@ class ZooKeeperOffsetStorage:
         writes would fail the same way).
         """
         outcome = CommitOutcome()
-        changed = [(e.topic, e.partition, e.offset) for e in entries if e.changed]
-        if self._fenced and changed and self._group.commit_offsets_if_owner(changed):
-            outcome.committed.extend(e.tp for e in entries)  # all in one multi-operation
-            return outcome
+        written: Set[TopicPartition] = set()  # by a multi-operation of up to MAX_COMMIT_BATCH partitions
+        changed = [e for e in entries if e.changed]
+        for start in range(0, len(changed) if self._fenced else 0, MAX_COMMIT_BATCH):
+            batch = changed[start:start + MAX_COMMIT_BATCH]
+            if self._group.commit_offsets_if_owner([(e.topic, e.partition, e.offset) for e in batch]):
+                written.update(e.tp for e in batch)
         refused: List[Tuple[TopicPartition, BaseException]] = []
         for entry in entries:
-            if not entry.changed:
-                outcome.committed.append(entry.tp)  # already there (KAFKA-987): no write
+            if not entry.changed or entry.tp in written:
+                outcome.committed.append(entry.tp)  # already there (KAFKA-987), or in a multi: no write
                 continue
             try:
                 if not self._fenced:

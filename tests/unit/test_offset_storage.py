@@ -21,6 +21,7 @@ from zkconsumer.offset_storage import (
 )
 from zkconsumer.offsets import OffsetCommitter
 from zkconsumer.wire import group_protocol as g
+from zkconsumer.zookeeper.offset_nodes import MAX_COMMIT_BATCH
 
 TP = Tuple[str, int]
 
@@ -309,3 +310,16 @@ def test_heartbeats_must_be_more_frequent_than_the_session_timeout() -> None:
         ConsumerConfig(BASE, **{"group.membership": "kafka", "offsets.storage": "kafka",
                                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 6000})
     assert raised.value.property == "heartbeat.interval.ms"
+
+
+def test_zookeeper_storage_writes_a_large_commit_in_multi_operations_of_bounded_size() -> None:
+    group = FakeGroup()
+    batches: List[int] = []
+    real = group.commit_offsets_if_owner
+    group.commit_offsets_if_owner = lambda batch: batches.append(len(batch)) or real(batch)  # type: ignore[method-assign]
+    many = [("t", p, 5, "me-0") for p in range(MAX_COMMIT_BATCH + 1)]
+    for topic, partition, _, owner in many:
+        group.owners[(topic, partition)] = owner
+    outcome = ZooKeeperOffsetStorage(group).write(entries(*many))  # type: ignore[arg-type]
+    assert batches == [MAX_COMMIT_BATCH, 1] and len(outcome.committed) == MAX_COMMIT_BATCH + 1
+    assert outcome.fenced == [] and outcome.error is None and group.writes == MAX_COMMIT_BATCH + 1

@@ -319,14 +319,14 @@ class GroupClient(OffsetNodes):
                 continue
             path = self.paths.member(consumer_id)
             outcome = read[consumer_id]
-            try:
-                if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+            if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+                try:
                     outcome = self._retry(functools.partial(self.client.get, path))  # no clean answer: again, retried
-                if isinstance(outcome, NoNodeError):
-                    raise outcome
-                data = outcome[0]
-            except NoNodeError:
+                except NoNodeError as gone:
+                    outcome = gone
+            if isinstance(outcome, NoNodeError):
                 continue  # leaving: not cached, the cversion will not match next time
+            data = outcome[0]
             try:
                 registration: Optional[zkformat.Registration] = zkformat.decode_registration(path, data)
             except MalformedZnodeError as exc:
