@@ -32,7 +32,7 @@ TopicPartition = Tuple[str, int]
 INVALID_OFFSET = -1
 
 
-class _Flag:
+class ChangeFlag:
     """One watched owner node's flag: set when the node changed; also wakes the shared ``wakeup``."""
 
     def __init__(self, wakeup: threading.Event) -> None:
@@ -64,6 +64,10 @@ class OwnershipSteps:
     _owned: Dict[TopicPartition, str]
     _nodes: Dict[TopicPartition, str]
     _carried: Dict[TopicPartition, int]
+    #: Partitions last found held by a peer: holder, the flag the finding read's watch sets, session.
+    _held_by_peer: Dict[TopicPartition, Tuple[str, "ChangeFlag", Optional[int]]]
+    #: Set by every flag (a watched node changed) and, while an attempt waits, by a new event.
+    _claim_wakeup: threading.Event
     _fetching: bool
     _streams: List[KafkaStream]
     _fetchers: FetcherControl
@@ -150,7 +154,11 @@ class OwnershipSteps:
         (the nodes released together are then deleted by one multi-operation),
         a new one one create; a conflicting one also the read that finds its
         holder (which sets the watch the wait uses) and one create per change
-        of that node. Releases, claims and offset reads are each sent together
+        of that node, but nothing in a later attempt while that node has not
+        changed (:meth:`_known_holder`). Claiming several partitions of a topic
+        first lists its owner nodes (one request) and reads, instead of
+        creating, the nodes listed (a failed create saved per node a peer still
+        holds). Releases, claims and offset reads are each sent together
         (pipelined), so an attempt takes a few round trips, not a few per
         partition.
 
@@ -167,8 +175,8 @@ class OwnershipSteps:
 
         retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
         claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
-        wakeup = threading.Event()  # a watched conflicting node changed (or, while waiting, a new event)
-        flags: Dict[TopicPartition, _Flag] = {}  # conflicting nodes whose holder's read set a watch
+        wakeup = self._claim_wakeup
+        flags: Dict[TopicPartition, ChangeFlag] = {}  # conflicting nodes whose holder's read set a watch
         try:
             conflicts: Dict[TopicPartition, str] = {}
             holders: Dict[TopicPartition, Optional[str]] = {}
@@ -177,9 +185,14 @@ class OwnershipSteps:
                     continue  # still ours: re-read only if its watch fired (one taken behind our back is not kept)
                 if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
                     holders[tp] = None  # moved between our own streams: relabelled
+                    continue
+                known = self._known_holder(tp)
+                if known is not None:  # held by a peer, and its node unchanged since: no request
+                    holders[tp], flags[tp] = known
                 else:
-                    flags[tp] = _Flag(wakeup)
-            holders.update(self._claim_all([tp for tp in sorted(mine) if tp in flags], mine, flags))
+                    flags[tp] = ChangeFlag(wakeup)
+            holders.update(self._claim_all([tp for tp in sorted(mine) if tp in flags and tp not in holders],
+                                           mine, flags, look_first=True))
             for tp, holder in sorted(holders.items()):
                 if holder is None:
                     flags.pop(tp, None)
@@ -213,19 +226,52 @@ class OwnershipSteps:
             if claimed:
                 self._abandon(claimed, mine)
 
+    def _known_holder(self, tp: TopicPartition) -> Optional[Tuple[str, ChangeFlag]]:
+        """The peer that held ``tp`` when a claim last met it, if that node has not changed since.
+
+        The read that found the holder set a data watch (its flag): while the
+        flag is unset and the session is the same, the node is the very node
+        read, so claiming it again would fail. A superseded attempt then costs
+        nothing for the partitions it still waits for, where it used to cost a
+        create and a read each (a burst of joins repeats attempts many times).
+        """
+        entry = self._held_by_peer.get(tp)
+        if entry is None:
+            return None
+        holder, flag, session = entry
+        if flag.is_set() or session is None or session != self._group.session_id:
+            del self._held_by_peer[tp]
+            return None
+        return holder, flag
+
     def _claim_all(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str],
-                   flags: Mapping[TopicPartition, _Flag]) -> Dict[TopicPartition, Optional[str]]:
+                   flags: Mapping[TopicPartition, ChangeFlag], look_first: bool = False
+                   ) -> Dict[TopicPartition, Optional[str]]:
         """Claim ``tps`` at once (each read that finds a holder arms its flag's watch): the holders.
+
+        ``look_first``: see :meth:`GroupClient.claim_many` (for an attempt's
+        first claims, not for nodes whose deletion a watch just reported).
+        A partition found held by a peer is remembered with its flag
+        (:meth:`_known_holder`); a claimed one is forgotten. Our own nodes of an
+        earlier session are not remembered: the wait releases them.
 
         If the claims raise part-way, the nodes they may have created are
         released (or kept in the books for the next attempt) before the error
         goes on: no attempt leaves an owner node nobody knows about.
         """
+        session = self._group.session_id
         try:
-            holders = self._group.claim_many([(tp[0], tp[1], mine[tp], flags[tp].on_event) for tp in tps])
+            holders = self._group.claim_many([(tp[0], tp[1], mine[tp], flags[tp].on_event) for tp in tps],
+                                             look_first=look_first)
         except BaseException:
             self._release_or_keep([tp for tp in tps if tp not in self._nodes], mine)
             raise
+        same_session = session is not None and session == self._group.session_id
+        for tp, holder in zip(tps, holders):
+            if holder is None or not same_session or assignors.owned_by({tp: holder}, self._consumer_id):
+                self._held_by_peer.pop(tp, None)
+            else:
+                self._held_by_peer[tp] = (holder, flags[tp], session)
         return dict(zip(tps, holders))
 
     def _release_or_keep(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
@@ -303,7 +349,7 @@ class OwnershipSteps:
 
     def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
                         claimed: List[TopicPartition], wakeup: threading.Event,
-                        flags: Dict[TopicPartition, "_Flag"]) -> bool:
+                        flags: Dict[TopicPartition, "ChangeFlag"]) -> bool:
         """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
 
         Moves each partition it manages to claim from ``conflicts`` to
@@ -335,7 +381,7 @@ class OwnershipSteps:
                         self._group.release_stale(tp[0], tp[1], holder)
                     stale_checked.add(tp)
                     if tp not in flags:
-                        flags[tp] = _Flag(wakeup)
+                        flags[tp] = ChangeFlag(wakeup)
                         self._group.watch_deletion(tp[0], tp[1], flags[tp])  # type: ignore[arg-type]
                 changed = [tp for tp in sorted(conflicts) if flags[tp].is_set()]
                 if not changed:
@@ -345,7 +391,7 @@ class OwnershipSteps:
                     wakeup.wait(remaining)
                     continue
                 for tp in changed:
-                    flags[tp] = _Flag(wakeup)  # armed again by this claim's read if still held
+                    flags[tp] = ChangeFlag(wakeup)  # armed again by this claim's read if still held
                 for tp, still_held_by in self._claim_all(changed, mine, flags).items():
                     if still_held_by is None:
                         del flags[tp]
@@ -378,3 +424,4 @@ class OwnershipSteps:
             self._owned = {}
         self._nodes.clear()  # the server deletes a lost session's ephemerals
         self._carried.clear()
+        self._held_by_peer.clear()  # their watches went with the session

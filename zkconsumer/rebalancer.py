@@ -80,7 +80,7 @@ from . import assignors
 from .errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
 from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from .offsets import OffsetCommitter
-from .ownership import INVALID_OFFSET, OwnershipSteps, TopicPartition
+from .ownership import INVALID_OFFSET, ChangeFlag, OwnershipSteps, TopicPartition
 from .rebalance_types import ConsumerRebalanceListener, FetcherControl, RebalanceState, RebalanceStatus
 from .stream import KafkaStream
 from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
@@ -185,6 +185,8 @@ class Rebalancer(OwnershipSteps):
         self._thread: Optional[threading.Thread] = None
         # Set by any signal while an attempt waits for owner nodes to be deleted.
         self._wakeup: Optional[threading.Event] = None
+        self._claim_wakeup = threading.Event()  # see OwnershipSteps: any watched conflicting node changed
+        self._held_by_peer: Dict[TopicPartition, Tuple[str, ChangeFlag, Optional[int]]] = {}
         self._needs_register = False
         self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
 
@@ -411,7 +413,9 @@ class Rebalancer(OwnershipSteps):
                     signals = self._take_signals(timeout=0)
                     if signals.stop or not self._apply_session_signals(signals):
                         return
-                    reasons = signals.reasons
+                    # Events that come while we act are a burst: let it finish before looking again.
+                    reasons = signals.reasons + self._settle_burst()
+                    self._last_event_at = self._clock()
                     continue
                 done = outcome
                 error: Optional[str] = None if done else "could not claim every assigned partition"

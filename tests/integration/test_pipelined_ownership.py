@@ -48,6 +48,33 @@ def test_claim_many_equals_claims_one_by_one(member: Tuple[GroupClient, KazooCli
     assert client.claim_many([("t", 1, f"{me}-0", None)]) == [None]
 
 
+def test_claim_many_looking_first_equals_claims_one_by_one_and_creates_no_node_it_saw_held(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    other.create(paths.owner("t", 1), b"peer-0", ephemeral=True, makepath=True)  # a peer's
+    other.create(paths.owner("t", 3), b"peer-1", ephemeral=True)
+    assert client.claim("t", 2, f"{me}-1") is None  # ours under another of our thread ids
+    sent = _spy(client, "create_async", "get_children_async")
+    deleted = threading.Event()
+
+    holders = client.claim_many([("t", 0, f"{me}-0", None), ("t", 1, f"{me}-0", lambda _e: deleted.set()),
+                                 ("t", 2, f"{me}-0", None), ("t", 3, f"{me}-0", None), ("u", 0, f"{me}-0", None)],
+                                look_first=True)
+
+    assert holders == [None, "peer-0", None, "peer-1", None]
+    for topic, partition in (("t", 0), ("t", 2), ("u", 0)):
+        data, stat = other.get(paths.owner(topic, partition))
+        assert data == f"{me}-0".encode() and stat.ephemeralOwner == client.session_id
+    # "t" listed once (two claims or more), "u" not (one claim): no create was sent for the nodes listed
+    assert [path for kind, path in sent if kind == "get_children_async"] == [paths.owners_topic("t")]
+    created = [path for kind, path in sent if kind == "create_async"]
+    assert paths.owner("t", 0) in created and paths.owner("u", 0) in created
+    assert paths.owner("t", 1) not in created and paths.owner("t", 3) not in created
+    other.delete(paths.owner("t", 1))  # the read of the listed node set the watch
+    assert deleted.wait(10)
+
+
 def test_claim_many_recreates_an_owners_parent_deleted_by_hand(
         member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
     client, other, paths = member
@@ -93,6 +120,19 @@ def test_release_many_falls_back_node_by_node_when_a_node_changes_before_the_mul
     bounded.transaction = transaction  # type: ignore[method-assign]
     client.release_many([("t", p) for p in range(3)])
     assert multis and other.get_children(paths.owners_topic("t")) == []
+
+
+def _spy(client: GroupClient, *methods: str) -> List[Tuple[str, str]]:
+    """``(method, path)`` of every call of ``methods`` of ``client``'s kazoo client from now on."""
+    sent: List[Tuple[str, str]] = []
+    raw = client.client.raw
+    for name in methods:
+        def spied(path: str, *args: Any, _name: str = name, _real: Any = getattr(raw, name), **kwargs: Any) -> Any:
+            sent.append((_name, path))
+            return _real(path, *args, **kwargs)
+
+        setattr(raw, name, spied)
+    return sent
 
 
 def _count_owner_reads(client: GroupClient) -> List[str]:

@@ -43,6 +43,7 @@ class FakeGroup:
         self.relabels: List[TP] = []
         self.reads: List[TP] = []
         self.watchers: Dict[TP, threading.Event] = {}
+        self.session_id: Optional[int] = 1
 
     def join(self, consumer_id: str, subscription: Dict[str, int]) -> None:
         self.members_[consumer_id] = Registration(subscription, "static", "0", 1)
@@ -69,7 +70,7 @@ class FakeGroup:
         self.claims.append((topic, partition))
         return None
 
-    def claim_many(self, claims: List[Tuple[str, int, str, Any]]) -> List[Optional[str]]:
+    def claim_many(self, claims: List[Tuple[str, int, str, Any]], look_first: bool = False) -> List[Optional[str]]:
         return [self.claim(topic, partition, thread_id, watch) for topic, partition, thread_id, watch in claims]
 
     def release_many(self, partitions: List[TP]) -> None:
@@ -803,6 +804,44 @@ def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGro
             group.other_releases(("t", p))
         settle(rebalancer)
         assert sorted(calls) == [("t", 1), ("t", 2), ("t", 3)]
+        assert rebalancer.status.failed_attempts == 0
+    finally:
+        rebalancer.stop()
+
+
+def test_scale_a_new_event_does_not_claim_again_nodes_whose_holder_has_not_changed(group: FakeGroup) -> None:
+    for p in (1, 2, 3):
+        group.owner_nodes[("t", p)] = "g_old-0"  # three peers still releasing
+    calls: List[TP] = []
+    real_claim = group.claim
+
+    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
+        calls.append((topic, partition))
+        return real_claim(topic, partition, thread_id, watch)
+
+    group.claim = claim  # type: ignore[method-assign]
+    rebalancer, fetchers, _ = build(group, backoff_ms=5000)
+    rebalancer.start()
+    try:
+        time.sleep(0.3)
+        assert sorted(calls) == [("t", 0), ("t", 1), ("t", 2), ("t", 3)]
+        calls.clear()
+        for i in range(3):  # events that supersede the wait; the owner nodes stay as they were
+            rebalancer.request(f"event {i}")
+            time.sleep(0.2)
+        assert calls == []  # their watches did not fire: no create, no read
+        group.other_releases(("t", 2))
+        time.sleep(0.2)
+        assert calls == [("t", 2)]
+        calls.clear()
+        group.session_id = 2  # a new session: the old watches are gone, so every node is claimed again
+        rebalancer.request("session changed")
+        time.sleep(0.3)
+        assert sorted(calls) == [("t", 1), ("t", 3)]
+        for p in (1, 3):
+            group.other_releases(("t", p))
+        settle(rebalancer)
+        assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
         assert rebalancer.status.failed_attempts == 0
     finally:
         rebalancer.stop()

@@ -25,6 +25,10 @@ log = logging.getLogger("zkconsumer.zookeeper.group")
 
 T = TypeVar("T")
 
+#: :meth:`OwnerNodes.claim_many` lists a topic's owner nodes first only for this many claims in it or more
+#: (the listing costs one request; it saves one for each node it finds still held).
+LIST_FROM = 2
+
 
 class OwnerNodes:
     """The owner-node operations of :class:`~zkconsumer.zookeeper.group.GroupClient`."""
@@ -141,8 +145,8 @@ class OwnerNodes:
         self._until_done(step, f"claiming {path}")
         return holder[0]
 
-    def claim_many(self, claims: Sequence[Tuple[str, int, str, Optional[Callable[[object], None]]]]
-                   ) -> List[Optional[str]]:
+    def claim_many(self, claims: Sequence[Tuple[str, int, str, Optional[Callable[[object], None]]]],
+                   look_first: bool = False) -> List[Optional[str]]:
         """:meth:`claim` of each ``(topic, partition, thread_id, watch)``, pipelined; the holders in order.
 
         The same outcome as calling :meth:`claim` for each in turn, in about two
@@ -152,18 +156,30 @@ class OwnerNodes:
         node of ours under another thread id to relabel, a node gone between
         create and read, a parent deleted, a lost connection, a refusal) goes through
         :meth:`claim` on its own, which retries and raises as it does.
+
+        ``look_first``: first list the owner nodes of each topic with at least
+        :data:`LIST_FROM` claims (one request per topic), and read, instead of
+        creating, the nodes listed: a node a peer has not released yet then
+        costs its read, not a create that fails and then the read. Worth it
+        when claims are expected to meet peers still releasing (a rebalance's
+        first claims); not after a watch reported the node deleted.
         """
         paths = [self.paths.owner(topic, partition) for topic, partition, _, _ in claims]
         datas = [zkformat.encode_owner(thread_id) for _, _, thread_id, _ in claims]
         self._ensure_parents(paths)
-        created = self._pipelined("creating", [(path, self._create_ephemeral_async(path, data))
-                                               for path, data in zip(paths, datas)])
-        holders: List[Optional[str]] = [None] * len(claims)
-        existing = [i for i, outcome in enumerate(created) if isinstance(outcome, NodeExistsError)]
-        again = [i for i, outcome in enumerate(created)
+        listed = self._listed_owner_nodes([topic for topic, _, _, _ in claims]) if look_first else set()
+        first = self._pipelined("claiming", [
+            (path, self._get_async(path, claim[3]) if path in listed else self._create_ephemeral_async(path, data))
+            for path, data, claim in zip(paths, datas, claims)])
+        read: Dict[int, Any] = {i: outcome for i, outcome in enumerate(first) if paths[i] in listed}
+        created = {i: outcome for i, outcome in enumerate(first) if paths[i] not in listed}
+        existing = [i for i, outcome in created.items() if isinstance(outcome, NodeExistsError)]
+        again = [i for i, outcome in created.items()
                  if isinstance(outcome, Exception) and not isinstance(outcome, NodeExistsError)]
-        read = self._pipelined("reading", [(paths[i], self._get_async(paths[i], claims[i][3])) for i in existing])
-        for i, outcome in zip(existing, read):
+        read.update(zip(existing, self._pipelined(
+            "reading", [(paths[i], self._get_async(paths[i], claims[i][3])) for i in existing])))
+        holders: List[Optional[str]] = [None] * len(claims)
+        for i, outcome in read.items():  # NoNodeError (released since it was listed) goes to claim() too
             if isinstance(outcome, Exception) or (self._ours(outcome[1]) and outcome[0] != datas[i]):
                 again.append(i)
             elif not self._ours(outcome[1]):
@@ -172,6 +188,19 @@ class OwnerNodes:
             topic, partition, thread_id, watch = claims[i]
             holders[i] = self.claim(topic, partition, thread_id, watch=watch)
         return holders
+
+    def _listed_owner_nodes(self, topics: Sequence[str]) -> Set[str]:
+        """Paths of the owner nodes that exist now, in each topic of ``topics`` named at least
+        :data:`LIST_FROM` times (listed together, not retried: a listing without a clean
+        answer lists nothing, and those claims are created as usual)."""
+        wanted = sorted(topic for topic in set(topics) if topics.count(topic) >= LIST_FROM)
+        bases = [self.paths.owners_topic(topic) for topic in wanted]
+        listed: Set[str] = set()
+        for base, outcome in zip(bases, self._pipelined(
+                "listing", [(base, functools.partial(self.client.raw.get_children_async, base)) for base in bases])):
+            if not isinstance(outcome, Exception):
+                listed.update(f"{base}/{child}" for child in outcome)
+        return listed
 
     def release_many(self, partitions: Sequence[Tuple[str, int]]) -> None:
         """:meth:`release` of each partition: every node read at once, ours deleted in one multi-operation.
