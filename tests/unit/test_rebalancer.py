@@ -781,9 +781,10 @@ def test_scale_item2_a_burst_of_joins_is_one_rebalance(group: FakeGroup) -> None
         rebalancer.stop()
 
 
-def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGroup) -> None:
+def _three_peers_still_releasing(group: FakeGroup) -> List[TP]:
+    """Partitions 1 to 3 held by peers; returns the list of partitions ``group`` is asked to claim from now on."""
     for p in (1, 2, 3):
-        group.owner_nodes[("t", p)] = "g_old-0"  # three peers still releasing
+        group.owner_nodes[("t", p)] = "g_old-0"
     calls: List[TP] = []
     real_claim = group.claim
 
@@ -792,6 +793,11 @@ def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGro
         return real_claim(topic, partition, thread_id, watch)
 
     group.claim = claim  # type: ignore[method-assign]
+    return calls
+
+
+def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGroup) -> None:
+    calls = _three_peers_still_releasing(group)
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
     rebalancer.start()
     try:
@@ -810,16 +816,7 @@ def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGro
 
 
 def test_scale_a_new_event_does_not_claim_again_nodes_whose_holder_has_not_changed(group: FakeGroup) -> None:
-    for p in (1, 2, 3):
-        group.owner_nodes[("t", p)] = "g_old-0"  # three peers still releasing
-    calls: List[TP] = []
-    real_claim = group.claim
-
-    def claim(topic: str, partition: int, thread_id: str, watch=None) -> Optional[str]:
-        calls.append((topic, partition))
-        return real_claim(topic, partition, thread_id, watch)
-
-    group.claim = claim  # type: ignore[method-assign]
+    calls = _three_peers_still_releasing(group)
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
     rebalancer.start()
     try:
