@@ -145,13 +145,14 @@ class OwnershipSteps:
 
         ``None`` (*superseded*, not a failure): a new event arrived while waiting
         for a peer to release; what was claimed is installed (it is ours in this
-        view) and the caller looks again at once, without backing off.
+        view) and the caller looks again once the burst settled, without backing off.
 
         ZooKeeper requests: a retained partition costs nothing, or one read
         (is the node still ours?) the first time or after its watch fired
-        (:meth:`GroupClient.confirm_held`), one moving between our own streams a read and a
-        conditional write (:meth:`GroupClient.relabel`), a released one a read
-        (the nodes released together are then deleted by one multi-operation),
+        (:meth:`GroupClient.confirm_held_many`); one moving between our own
+        streams a conditional write, after a read unless its version is known
+        (:meth:`GroupClient.relabel_many`); a released one likewise a read at most
+        (the nodes released together are then deleted by one multi-operation);
         a new one one create; a conflicting one also the read that finds its
         holder (which sets the watch the wait uses) and one create per change
         of that node, but nothing in a later attempt while that node has not
@@ -180,10 +181,16 @@ class OwnershipSteps:
         try:
             conflicts: Dict[TopicPartition, str] = {}
             holders: Dict[TopicPartition, Optional[str]] = {}
+            # Still ours: re-read only if its watch fired (one taken behind our back is not kept).
+            kept = sorted(retained)
+            confirmed = {tp for tp, held in zip(kept, self._group.confirm_held_many(kept)) if held}
+            moving = [tp for tp in sorted(mine) if tp in self._nodes and tp not in retained]
+            relabelled = {tp for tp, done in zip(moving, self._group.relabel_many(
+                [(tp[0], tp[1], mine[tp]) for tp in moving])) if done}
             for tp in sorted(mine):
-                if tp in retained and self._group.confirm_held(tp[0], tp[1]):
-                    continue  # still ours: re-read only if its watch fired (one taken behind our back is not kept)
-                if tp in self._nodes and tp not in retained and self._group.relabel(tp[0], tp[1], mine[tp]):
+                if tp in confirmed:
+                    continue
+                if tp in relabelled:
                     holders[tp] = None  # moved between our own streams: relabelled
                     continue
                 known = self._known_holder(tp)

@@ -75,6 +75,27 @@ def test_claim_many_looking_first_equals_claims_one_by_one_and_creates_no_node_i
     assert deleted.wait(10)
 
 
+def test_relabel_many_and_confirm_held_many_equal_their_one_node_forms(
+        member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
+    client, other, paths = member
+    me = client.consumer_id
+    assert client.claim_many([("t", p, f"{me}-0", None) for p in range(3)]) == [None] * 3
+    other.create(paths.owner("t", 3), b"peer-0", ephemeral=True)
+    other.set(paths.owner("t", 1), f"{me}-0".encode())  # still ours, but its version moved behind our back
+
+    done = client.relabel_many([("t", 0, f"{me}-1"), ("t", 1, f"{me}-1"), ("t", 2, f"{me}-0"),
+                                ("t", 3, f"{me}-1"), ("t", 4, f"{me}-1")])
+
+    assert done == [True, True, True, False, False]  # t-2: already so; t-3: a peer's; t-4: no node
+    assert [other.get(paths.owner("t", p))[0] for p in range(4)] == [
+        f"{me}-1".encode(), f"{me}-1".encode(), f"{me}-0".encode(), b"peer-0"]
+    reads = _count_owner_reads(client)
+    assert client.confirm_held_many([("t", p) for p in range(5)]) == [True, True, True, False, False]
+    first = len(reads)
+    assert client.confirm_held_many([("t", p) for p in range(3)]) == [True, True, True]
+    assert len(reads) == first  # confirmed nodes are vouched for by their watches: no read
+
+
 def test_claim_many_recreates_an_owners_parent_deleted_by_hand(
         member: Tuple[GroupClient, KazooClient, zkformat.GroupPaths]) -> None:
     client, other, paths = member
@@ -126,12 +147,16 @@ def _spy(client: GroupClient, *methods: str) -> List[Tuple[str, str]]:
     """``(method, path)`` of every call of ``methods`` of ``client``'s kazoo client from now on."""
     sent: List[Tuple[str, str]] = []
     raw = client.client.raw
-    for name in methods:
-        def spied(path: str, *args: Any, _name: str = name, _real: Any = getattr(raw, name), **kwargs: Any) -> Any:
-            sent.append((_name, path))
-            return _real(path, *args, **kwargs)
 
-        setattr(raw, name, spied)
+    def spy(name: str, real: Any) -> Any:
+        def spied(path: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append((name, path))
+            return real(path, *args, **kwargs)
+
+        return spied
+
+    for name in methods:
+        setattr(raw, name, spy(name, getattr(raw, name)))
     return sent
 
 

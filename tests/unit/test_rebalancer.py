@@ -114,6 +114,12 @@ class FakeGroup:
     def confirm_held(self, topic: str, partition: int) -> bool:
         return self.holds(topic, partition)
 
+    def confirm_held_many(self, partitions: List[TP]) -> List[bool]:
+        return [self.confirm_held(topic, partition) for topic, partition in partitions]
+
+    def relabel_many(self, relabels: List[Tuple[str, int, str]]) -> List[bool]:
+        return [self.relabel(topic, partition, thread_id) for topic, partition, thread_id in relabels]
+
     def holds(self, topic: str, partition: int) -> bool:
         self.reads.append((topic, partition))
         return self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-")

@@ -274,6 +274,55 @@ class OwnerNodes:
 
         return self._retry(step)
 
+    def relabel_many(self, relabels: Sequence[Tuple[str, int, str]]) -> List[bool]:
+        """:meth:`relabel` of each ``(topic, partition, thread_id)``, pipelined; whether each was relabelled.
+
+        The nodes whose version is known held (:meth:`_held_version`) are not
+        read; the others are read together; then every write goes at once,
+        each conditional on its version. A node missing, not ours, or changed
+        before its write is ``False`` (then :meth:`claim` decides, as after
+        :meth:`relabel`); any answer that is not clean goes through
+        :meth:`relabel` on its own, which retries.
+        """
+        paths = [self.paths.owner(topic, partition) for topic, partition, _ in relabels]
+        datas = [zkformat.encode_owner(thread_id) for _, _, thread_id in relabels]
+        versions: List[Optional[int]] = [self._held_version(path) for path in paths]
+        unknown = [i for i, version in enumerate(versions) if version is None]
+        done: List[Optional[bool]] = [None] * len(relabels)
+        for i, outcome in zip(unknown, self._pipelined("reading", [(paths[i], self._get_async(paths[i]))
+                                                                   for i in unknown])):
+            if isinstance(outcome, NoNodeError) or (not isinstance(outcome, Exception) and not (
+                    self._ours(outcome[1]) and self._our_thread(outcome[0]))):
+                done[i] = False
+            elif not isinstance(outcome, Exception):
+                versions[i] = outcome[1].version
+                done[i] = True if outcome[0] == datas[i] else None
+        writes = [i for i in range(len(relabels)) if done[i] is None and versions[i] is not None]
+        for i, outcome in zip(writes, self._pipelined("relabelling", [
+                (paths[i], functools.partial(self.client.raw.set_async, paths[i], datas[i], version=versions[i]))
+                for i in writes])):
+            if isinstance(outcome, (NoNodeError, BadVersionError)):
+                done[i] = False
+            elif not isinstance(outcome, Exception):
+                done[i] = True
+        return [self.relabel(*relabels[i]) if outcome is None else outcome for i, outcome in enumerate(done)]
+
+    def confirm_held_many(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
+        """:meth:`confirm_held` of each partition, the reads it needs sent together."""
+        paths = [self.paths.owner(topic, partition) for topic, partition in partitions]
+        held: List[Optional[bool]] = [True if self._held_version(path) is not None else None for path in paths]
+        unknown = [i for i, known in enumerate(held) if known is None]
+        watches = {i: self._held_watch(paths[i]) for i in unknown}
+        for i, outcome in zip(unknown, self._pipelined("reading", [(paths[i], self._get_async(paths[i], watches[i][1]))
+                                                                   for i in unknown])):
+            if isinstance(outcome, NoNodeError):
+                held[i] = False
+            elif not isinstance(outcome, Exception):
+                held[i] = self._ours(outcome[1]) and self._our_thread(outcome[0])
+                if held[i]:
+                    self._remember_held(paths[i], outcome[1], watches[i][0])
+        return [self.confirm_held(*partitions[i]) if known is None else known for i, known in enumerate(held)]
+
     def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
         """Delete an owner node holding ``thread_id`` under an earlier session of this client.
 
