@@ -479,7 +479,7 @@ class Rebalancer(OwnershipSteps):
             self._register()
             self._needs_register = False
             self._confirm_owners = True
-            members = self._group.members()
+            members = self._group.members(fresh=True)  # our node's watch event may still be on its way
         need_topics = any(reg.pattern != "static" for reg in members.values())
         all_topics = self._group.all_topics() if need_topics else []
 

@@ -133,6 +133,7 @@ class ZooKeeperMembershipConnector(ConsumerConnectorBase):
             name=f"zkconsumer-lease-{self.consumer_id}", negotiated=self._negotiated,
         )
         watcher = GroupWatcher(self._zk, group.paths, self._request_rebalance, topic_allowed)
+        group.member_list = watcher.member_list  # the members' watch reads the list: no read of our own
         rebalancer = Rebalancer(
             group=group,
             topic_count=count,

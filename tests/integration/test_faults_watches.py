@@ -386,3 +386,39 @@ def test_watches_signal_after_a_session_expiry_and_keep_watching(
         signals.wait_for("group members changed")
     finally:
         watcher.stop()
+
+
+def test_the_member_list_comes_from_the_members_watch_while_that_watch_stands(
+        chrooted: Callable[[], KazooClient]) -> None:
+    """Scale: a rebalance takes the member list from the watch that guards it (no read of its own);
+    what the watch read is never older than what it would signal."""
+    client, other = chrooted(), chrooted()
+    paths = zkformat.GroupPaths("g")
+    registration = zkformat.encode_registration({"t": 1}, "static", 0)
+    other.create(paths.member("g_a"), registration, makepath=True)
+    signals = Signals()
+    watcher = GroupWatcher(client, paths, signals)
+    group = GroupClient(client, "g", "g_me", retry_timeout_s=5.0)
+    group.member_list = watcher.member_list
+    listings: List[str] = []
+    real_get_children = group.client.get_children
+
+    def get_children(path: str, *args: object, **kwargs: object) -> object:
+        listings.append(path)
+        return real_get_children(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    group.client.get_children = get_children  # type: ignore[method-assign]
+    watcher.start()
+    read_after_arming(client)
+    try:
+        wait_until(lambda: watcher.member_list() is not None, 10, "the members' watch to answer")
+        assert sorted(group.members()) == ["g_a"] and listings == []
+        other.create(paths.member("g_b"), registration)
+        signals.wait_for("group members changed (2 registered)")
+        assert sorted(group.members()) == ["g_a", "g_b"] and listings == []  # the re-armed watch's read
+        assert sorted(group.members(fresh=True)) == ["g_a", "g_b"] and listings == [paths.ids]
+        watcher.stop()  # a watch that no longer stands vouches for nothing
+        assert watcher.member_list() is None
+        assert sorted(group.members()) == ["g_a", "g_b"] and listings == [paths.ids, paths.ids]
+    finally:
+        watcher.stop()

@@ -51,7 +51,7 @@ class FakeGroup:
     def register(self) -> None:
         self.members_.setdefault(self.consumer_id, Registration({"t": 1}, "static", "0", 1))
 
-    def members(self) -> Dict[str, Registration]:
+    def members(self, fresh: bool = False) -> Dict[str, Registration]:
         return dict(self.members_)
 
     def all_topics(self) -> List[str]:

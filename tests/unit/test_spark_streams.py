@@ -121,7 +121,7 @@ class FakeGroup:
         self._polls = polls
         self._i = -1
 
-    def members(self) -> Dict[str, Registration]:
+    def members(self, fresh: bool = False) -> Dict[str, Registration]:
         self._i = min(self._i + 1, len(self._polls) - 1)
         return self._polls[self._i]["members"]  # type: ignore[return-value]
 

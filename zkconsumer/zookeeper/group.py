@@ -124,6 +124,9 @@ class GroupClient(OffsetNodes):
         # members(): registrations read, and the cversion of the ids node they were read at.
         self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
         self._ids_cversion: Optional[int] = None
+        #: Where members() may take the member list from instead of reading it: the member ids and the
+        #: ids node's stat, or None when that source cannot vouch for them now (GroupWatcher.member_list).
+        self.member_list: Optional[Callable[[], Optional[Tuple[List[str], ZnodeStat]]]] = None
         self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
         self._broker_cversion: Optional[int] = None
         self._broker_lock = threading.Lock()
@@ -278,8 +281,13 @@ class GroupClient(OffsetNodes):
         """Delete our member node if it is ours (repeat-safe)."""
         self._delete_if_ours(self.paths.member(self.consumer_id), expected=None)
 
-    def members(self) -> Dict[str, zkformat.Registration]:
+    def members(self, fresh: bool = False) -> Dict[str, zkformat.Registration]:
         """All registered members and their registrations.
+
+        The member list comes from :attr:`member_list` when it can vouch for it
+        (the watch of the ids node read it and has not fired since), else from
+        a read; ``fresh``: always read (after a write of our own to the ids
+        node, whose watch event may not have arrived yet).
 
         Members whose node vanishes while being read are left out (they are
         leaving; a watch event follows). Malformed nodes are logged and left out.
@@ -295,8 +303,9 @@ class GroupClient(OffsetNodes):
         drops it from the cache), so a node's data does not change under the
         same node.
         """
+        listed = None if fresh or self.member_list is None else self.member_list()
         try:
-            ids, stat = self._retry(lambda: self.client.get_children(self.paths.ids, include_data=True))
+            ids, stat = listed or self._retry(lambda: self.client.get_children(self.paths.ids, include_data=True))
         except NoNodeError:
             self._member_cache, self._ids_cversion = {}, None
             return {}

@@ -21,6 +21,10 @@ Contract of every watch (:class:`PathWatch`):
   delete``, an operator's ``rmr``) the watch signals and waits for the node to
   be created again (an exists-watch), then watches it as before. (kazoo's
   ``ChildrenWatch`` stops for good on a missing node.)
+* **What it last read stands in for a read** (:meth:`PathWatch.snapshot`) while the
+  watch that read set has not fired and the connection was not lost: any change
+  since fires it. A children watch reads with the node's stat (its ``cversion``),
+  so the group's member list costs no request of its own in a rebalance.
 * **It survives connection and session loss.** kazoo drops every watch when
   the connection drops. After reconnecting, each watch is armed again and
   compares what it reads with the last value it saw: a change made in the gap
@@ -50,7 +54,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.interfaces import IAsyncResult
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 from . import zkformat
 
@@ -99,6 +103,24 @@ class PathWatch:
         self._gap: Optional[str] = None
         self._started = False
         self._stopped = False
+        # snapshot(): the last read and its stat, while the watch it set is armed. _generation
+        # counts the ways that watch can be lost (fired, connection lost); a read answered after
+        # one of those (the callbacks of answers and of events run on different kazoo threads)
+        # is not a snapshot.
+        self._generation = 0
+        self._snapshot: Optional[Tuple[Value, ZnodeStat]] = None
+
+    def snapshot(self) -> Optional[Tuple[Value, ZnodeStat]]:
+        """The value (and stat) of the last read, if the watch it set has not fired since, nor the
+        connection dropped; else ``None``. Reading the node now could only give a value whose
+        change is already on its way as a signal."""
+        with self._lock:
+            return self._snapshot
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._snapshot = None
 
     def start(self) -> None:
         """Arm the watch: the request is sent before this returns; its answer becomes the baseline."""
@@ -113,6 +135,7 @@ class PathWatch:
         """Make every later callback a no-op (idempotent; does not wait for ZooKeeper)."""
         with self._lock:
             self._stopped = True
+            self._snapshot = None
         self._client.remove_listener(self._on_state)
 
     # ------------------------------------------------------------ requests
@@ -121,13 +144,15 @@ class PathWatch:
         """Send the read that (re)sets the watch; the answer arrives on kazoo's completion thread."""
         if self._stopped:
             return
+        with self._lock:
+            generation = self._generation
         if self._children:
-            result = self._client.get_children_async(self._path, watch=self._on_event)
+            result = self._client.get_children_async(self._path, watch=self._on_event, include_data=True)
         else:
             result = self._client.get_async(self._path, watch=self._on_event)
-        result.rawlink(self._on_read)
+        result.rawlink(lambda answered: self._on_read(answered, generation))
 
-    def _on_read(self, result: IAsyncResult) -> None:
+    def _on_read(self, result: IAsyncResult, generation: int) -> None:
         try:
             answer = result.get()
         except NoNodeError:
@@ -138,7 +163,10 @@ class PathWatch:
         except KazooException as exc:
             self._failed(exc)
             return
-        value: Value = tuple(sorted(answer)) if self._children else answer[0]
+        value: Value = tuple(sorted(answer[0])) if self._children else answer[0]
+        with self._lock:
+            if generation == self._generation and not self._stopped:
+                self._snapshot = (value, answer[1])
         self._deliver(value)
 
     def _on_exists(self, result: IAsyncResult) -> None:
@@ -184,6 +212,7 @@ class PathWatch:
         """kazoo's watch thread: a change fired the watch (re-arm and read), or kazoo dropped it."""
         if self._stopped:
             return
+        self._invalidate()
         if event.type == EventType.NONE:  # kazoo drops watches on connection loss
             with self._lock:
                 self._gap = self._gap or _CONNECTION
@@ -195,6 +224,7 @@ class PathWatch:
         if self._stopped:
             return
         if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._invalidate()
             with self._lock:
                 self._gap = _SESSION if state == KazooState.LOST else (self._gap or _CONNECTION)
         elif state == KazooState.CONNECTED and self._gap:
@@ -224,11 +254,21 @@ class GroupWatcher:
         self._stopped = False
         self._topic_watches: Dict[str, PathWatch] = {}
         self._watches: List[PathWatch] = []
+        self._members: Optional[PathWatch] = None
+
+    def member_list(self) -> Optional[Tuple[List[str], ZnodeStat]]:
+        """The group's member ids and the ids node's stat as the members' watch last read them, while
+        that read stands (:meth:`PathWatch.snapshot`); else ``None`` (read them yourself)."""
+        snapshot = self._members.snapshot() if self._members is not None else None
+        if snapshot is None or snapshot[0] is None:
+            return None
+        return [str(child) for child in snapshot[0]], snapshot[1]
 
     def start(self) -> None:
         """Arm the watch of the group's members and, for a wildcard subscription, of the topic list."""
-        self._add(PathWatch(self._client, self._paths.ids, children=True, describe=self._members_changed,
-                            signal=self._signal, name=f"members of {self._paths.ids}"))
+        self._members = PathWatch(self._client, self._paths.ids, children=True, describe=self._members_changed,
+                                  signal=self._signal, name=f"members of {self._paths.ids}")
+        self._add(self._members)
         if self._topic_allowed is not None:
             self._add(PathWatch(self._client, zkformat.BROKER_TOPICS_PATH, children=True,
                                 describe=self._topics_changed, signal=self._signal, name="topic list"))
