@@ -54,7 +54,10 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
 
 class _Spawner:
-    """One daemon thread that forks every child (see the module docstring)."""
+    """One daemon thread that forks every child (see the module docstring).
+
+    It is started on first use, and again in a forked child process, which has no copy of it.
+    """
 
     def __init__(self) -> None:
         self._requests: "queue.Queue[Tuple[Callable[[], Any], Future[Any]]]" = queue.Queue()
@@ -63,22 +66,17 @@ class _Spawner:
 
     def run(self, action: Callable[[], Any]) -> Any:
         """Run ``action`` on the spawner thread and return its result (or raise its error)."""
-        self._ensure_thread()
-        future: "Future[Any]" = Future()
-        self._requests.put((action, future))
-        return future.result()
-
-    def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="zkconsumer-spawner", daemon=True)
                 self._thread.start()
+        future: "Future[Any]" = Future()
+        self._requests.put((action, future))
+        return future.result()
 
     def _loop(self) -> None:
         while True:
             action, future = self._requests.get()
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
                 future.set_result(action())
             except BaseException as error:  # handed to the caller
@@ -165,12 +163,8 @@ class JavaProcess:
         self.log_path = log_path
         self._cwd = cwd
         self._env = env
-        self._process: Optional["subprocess.Popen[bytes]"] = None
-
-    @property
-    def process(self) -> Optional["subprocess.Popen[bytes]"]:
-        """The current child, or None if never started."""
-        return self._process
+        #: The current child, or None if never started.
+        self.process: Optional["subprocess.Popen[bytes]"] = None
 
     def start(self) -> None:
         """Launch the JVM; it must not be running."""
@@ -179,26 +173,26 @@ class JavaProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
             log.flush()
-            self._process = spawn(self.argv, cwd=self._cwd, env=self._env, stdin=subprocess.DEVNULL,
+            self.process = spawn(self.argv, cwd=self._cwd, env=self._env, stdin=subprocess.DEVNULL,
                                   stdout=log, stderr=subprocess.STDOUT)
 
     def running(self) -> bool:
         """True while the JVM has not exited."""
-        return self._process is not None and self._process.poll() is None
+        return self.process is not None and self.process.poll() is None
 
     def exit_code(self) -> Optional[int]:
         """The exit status once exited (negative: killed by that signal), else None."""
-        return None if self._process is None else self._process.poll()
+        return None if self.process is None else self.process.poll()
 
     def kill(self) -> None:
         """SIGKILL the JVM and wait until it is gone."""
-        if self._process is not None:
-            kill_all([self._process])
+        if self.process is not None:
+            kill_all([self.process])
 
     def terminate(self, grace: float) -> None:
         """SIGTERM the JVM, SIGKILL it after ``grace`` seconds; returns once it is gone."""
-        if self._process is not None:
-            terminate_all([self._process], grace)
+        if self.process is not None:
+            terminate_all([self.process], grace)
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of this JVM's log, for error messages."""
