@@ -6,7 +6,8 @@ import pytest
 
 from benchmarks.cluster import ProjectCluster
 from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError, replica_assignment
-from zkconsumer.testing.cluster import java_command, validate_topic_name
+from zkconsumer.testing.cluster import validate_topic_name
+from zkconsumer.testing.core import java_command
 
 
 def test_replica_assignment_is_round_robin_from_the_lowest_broker() -> None:

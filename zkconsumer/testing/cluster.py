@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkconsumer.testing import processes
-from zkconsumer.testing.core import HOST, JVM_OPTIONS, KAFKA_MAIN, ZOOKEEPER_MAIN, java_command
+from zkconsumer.testing.core import HOST, KAFKA_MAIN
 from zkconsumer.testing.distribution import (
     ensure_kafka_distribution,
     find_java,
@@ -45,9 +45,6 @@ from zkconsumer.testing.properties import (
 )
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
 from zkconsumer.testing.zookeepers import ZooKeeperControls
-
-__all__ = ["HOST", "JVM_OPTIONS", "KAFKA_MAIN", "ZOOKEEPER_MAIN", "LocalCluster", "java_command", "replica_assignment",
-           "validate_topic_name"]
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _Value = Union[bytes, str, None]
