@@ -278,40 +278,29 @@ class LocalCluster(ZooKeeperControls):
         return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication: int = 1,
-                     config: Optional[Mapping[str, PropertyValue]] = None, *,
-                     assignment: Optional[Mapping[int, Sequence[int]]] = None, timeout: float = 60.0) -> str:
+                     config: Optional[Mapping[str, PropertyValue]] = None, *, timeout: float = 60.0) -> str:
         """Create ``name`` the way Kafka's AdminUtils does (ZooKeeper nodes); return ``name``.
 
-        Replicas are placed as the module docstring says, on the brokers registered now,
-        unless ``assignment`` (partition -> replica broker ids, first = preferred leader)
-        is given. ``config`` is the topic-level config (written as is, not validated).
+        Replicas are placed as the module docstring says, on the brokers registered now.
+        ``config`` is the topic-level config (written as is, not validated).
         Returns once every partition has a leader in ZooKeeper and every running
         broker's metadata reports that leader (see :meth:`wait_for_leaders`).
         Raises LocalClusterError if the topic exists or the name is illegal.
         """
         validate_topic_name(name)
-        if assignment is None:
-            assignment = replica_assignment(self.registered_brokers(), partitions or self.partitions, replication)
-        self._check_assignment(assignment)
+        assignment = replica_assignment(self.registered_brokers(), partitions or self.partitions, replication)
         topic_path = f"/brokers/topics/{name}"
         if self._zk.exists(topic_path):
             raise LocalClusterError(f"topic {name!r} already exists")
         topic_config = {key: format_value(value) for key, value in (config or {}).items()}
         self._write_json(f"/config/topics/{name}", {"version": 1, "config": topic_config})
-        body = {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+        body = {"version": 1, "partitions": {str(p): replicas for p, replicas in assignment.items()}}
         try:
             self._zk.create(topic_path, json.dumps(body, separators=(",", ":")).encode(), makepath=True)
         except NodeExistsError:
             raise LocalClusterError(f"topic {name!r} already exists") from None
         self.wait_for_leaders(name, timeout=timeout)
         return name
-
-    def _check_assignment(self, assignment: Mapping[int, Sequence[int]]) -> None:
-        if sorted(assignment) != list(range(len(assignment))) or not assignment:
-            raise LocalClusterError(f"assignment partitions must be 0..n-1, got {sorted(assignment)}")
-        for partition, replicas in assignment.items():
-            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= set(self.broker_ids):
-                raise LocalClusterError(f"bad replica list {list(replicas)} for partition {partition}")
 
     def _write_json(self, path: str, value: Mapping[str, Any]) -> None:
         data = json.dumps(value, separators=(",", ":")).encode()
