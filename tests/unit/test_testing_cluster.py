@@ -57,7 +57,7 @@ def test_an_unstarted_cluster_has_no_addresses_and_stops_quietly() -> None:
 
 def test_zookeeper_options_are_checked_before_anything_starts() -> None:
     with pytest.raises(ValueError, match="zookeeper_nodes"):
-        LocalCluster(brokers=1, zookeeper_nodes=0)
+        ProjectCluster(brokers=1, zookeeper_nodes=0)
     with pytest.raises(ValueError, match="unknown ZooKeeper"):
         ProjectCluster(brokers=1, zookeeper="3.9")
     cluster = ProjectCluster(brokers=1, zookeeper_nodes=3, zookeeper="3.8", zookeeper_config={"admin.enableServer": True})

@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import json
 import re
-import signal
 import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
@@ -44,7 +43,7 @@ from zkconsumer.testing.properties import (
     render_properties,
 )
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
-from zkconsumer.testing.zookeepers import ZooKeeperControls
+from zkconsumer.testing.zookeepers import ZooKeeperControls, stop_servers
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _Value = Union[bytes, str, None]
@@ -91,9 +90,7 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
 class LocalCluster(ZooKeeperControls):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
-    ZooKeeper (3.4.6, shipped with Kafka) is one standalone server, or with
-    ``zookeeper_nodes=n`` (odd, e.g. 3) an ensemble of nodes 1..n (ZooKeeper's ``myid``),
-    each controllable on its own (``kill_zookeeper(node=2)``); ``zk_connect`` lists them all.
+    ZooKeeper is one standalone server (3.4.6, shipped with Kafka).
 
     ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
@@ -147,14 +144,9 @@ class LocalCluster(ZooKeeperControls):
         self._work = WorkDir()
         for sub in ("logs", "conf", "tmp"):
             (self._work.path / sub).mkdir()
-        zk_ports = self._zk_nodes if self._zk_nodes == 1 else 3 * self._zk_nodes  # client, quorum, election
-        ports = free_ports(zk_ports + self._broker_count)
-        self._zk_ports = dict(zip(self.zookeeper_nodes, ports))
-        peers = {node: (ports[self._zk_nodes + 2 * i], ports[self._zk_nodes + 2 * i + 1])
-                 for i, node in enumerate(self.zookeeper_nodes)} if self._zk_nodes > 1 else {}
-        self._broker_ports = dict(zip(self.broker_ids, ports[zk_ports:]))
+        self._allocate_ports()
         self._write_log4j_configs()
-        self._start_zookeepers(peers)
+        self._start_zookeeper()
         for broker_id in self.broker_ids:
             self._brokers[broker_id] = self._make_broker(broker_id)
             self._brokers[broker_id].start()
@@ -180,10 +172,7 @@ class LocalCluster(ZooKeeperControls):
                     processes.terminate_all(brokers, grace)
                 else:  # their data is deleted anyway: skip the controller hand-offs of a graceful stop
                     processes.kill_all(brokers)
-                zookeepers = [z.process for z in self._zookeepers.values() if z.process is not None]
-                for process in zookeepers:  # a paused server would not see SIGTERM
-                    processes.signal_group(process, signal.SIGCONT)
-                processes.terminate_all(zookeepers, grace)
+                stop_servers([z.process for z in self._zookeeper_processes() if z.process is not None], grace)
             finally:
                 if self._work is not None and self._keep_work_dir:
                     self._work.release()
@@ -191,6 +180,12 @@ class LocalCluster(ZooKeeperControls):
                     self._work.remove()
                 with _RUNNING_LOCK:
                     _RUNNING_CLUSTERS.discard(self)
+
+    def _allocate_ports(self, extra: int = 0) -> List[int]:
+        """Pick ZooKeeper's and the brokers' ports, and ``extra`` more for a subclass (returned), all distinct."""
+        self._zk_port, *ports = free_ports(1 + self._broker_count + extra)
+        self._broker_ports = dict(zip(self.broker_ids, ports))
+        return ports[self._broker_count:]
 
     def _close_clients(self) -> None:
         clients = self._clients + ([self._admin] if self._admin is not None else [])

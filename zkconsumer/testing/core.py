@@ -61,11 +61,8 @@ class ClusterCore:
                  broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
-                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None,
-                 zookeeper_nodes: int = 1) -> None:
+                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None) -> None:
         """See :class:`~zkconsumer.testing.LocalCluster` for the arguments."""
-        if zookeeper_nodes < 1:
-            raise ValueError("zookeeper_nodes must be >= 1")
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if partitions < 1:
@@ -86,10 +83,9 @@ class ClusterCore:
         self._home: Optional[Path] = None
         self._java = ""
         self._classpath = ""
-        self._zk_nodes = zookeeper_nodes
-        self._zk_ports: Dict[int, int] = {}
+        self._zk_port = 0
         self._broker_ports: Dict[int, int] = {}
-        self._zookeepers: Dict[int, processes.JavaProcess] = {}
+        self._zookeeper: Optional[processes.JavaProcess] = None
         self._brokers: Dict[int, processes.JavaProcess] = {}
         self._admin: Optional[KazooClient] = None
         self._clients: List[KazooClient] = []
@@ -100,18 +96,9 @@ class ClusterCore:
 
     @property
     def zk_connect(self) -> str:
-        """ZooKeeper connect string, ``127.0.0.1:<port>`` per node in node order (no chroot)."""
+        """ZooKeeper connect string, ``127.0.0.1:<port>`` (no chroot)."""
         self._require_running()
-        return ",".join(f"{HOST}:{port}" for port in self._zk_ports.values())
-
-    @property
-    def zookeeper_nodes(self) -> List[int]:
-        """The ZooKeeper node ids (their ``myid``), running or not: ``[1, ..., n]``."""
-        return list(range(1, self._zk_nodes + 1))
-
-    def _check_zookeeper_node(self, node: int) -> None:
-        if node not in self._zk_ports:
-            raise LocalClusterError(f"no ZooKeeper node {node!r}; nodes are {self.zookeeper_nodes}")
+        return f"{HOST}:{self._zk_port}"
 
     @property
     def broker_ids(self) -> List[int]:
@@ -131,7 +118,7 @@ class ClusterCore:
 
     @property
     def log_dir(self) -> Path:
-        """Where the JVMs log: ``zookeeper.log`` (``zookeeper-<node>.log``), ``broker-<id>.log``."""
+        """Where the JVMs log: ``zookeeper.log``, ``broker-<id>.log``."""
         return self.work_dir / "logs"
 
     def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,

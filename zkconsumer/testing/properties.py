@@ -6,7 +6,7 @@ settings of ZooKeeper, of a broker and of log4j. Nothing here does I/O.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Union
 
 PropertyValue = Union[str, int, float, bool]
 
@@ -79,20 +79,17 @@ def merge(defaults: Mapping[str, PropertyValue],
 
 
 def zookeeper_properties(data_dir: str, port: int,
-                         overrides: Optional[Mapping[str, Optional[PropertyValue]]] = None, *,
-                         peers: Optional[Mapping[int, Tuple[int, int]]] = None) -> Dict[str, str]:
-    """A ZooKeeper server on 127.0.0.1:``port`` storing data in ``data_dir``.
+                         overrides: Optional[Mapping[str, Optional[PropertyValue]]] = None) -> Dict[str, str]:
+    """A standalone ZooKeeper server on 127.0.0.1:``port`` storing data in ``data_dir``.
 
     Sessions may ask for 1 s to 60 s; the connection limit per client address is
-    lifted (every test client comes from 127.0.0.1). Without ``peers`` the server is
-    standalone; with ``peers`` (node id -> (quorum port, election port), every node of
-    the ensemble) it is one of them, with ``server.<id>=127.0.0.1:<quorum>:<election>``
-    lines and init/sync limits of 10 and 5 ticks (its own id goes into ``myid``).
+    lifted (every test client comes from 127.0.0.1). ``overrides`` win; an override
+    of ``None`` removes a setting.
 
-    >>> zookeeper_properties("/d", 2181, peers={1: (3001, 4001)})["server.1"]
-    '127.0.0.1:3001:4001'
+    >>> zookeeper_properties("/d", 2181, {"maxClientCnxns": 10})["maxClientCnxns"]
+    '10'
     """
-    defaults: Dict[str, PropertyValue] = {
+    return merge({
         "dataDir": data_dir,
         "clientPort": port,
         "clientPortAddress": "127.0.0.1",
@@ -101,12 +98,7 @@ def zookeeper_properties(data_dir: str, port: int,
         "maxSessionTimeout": 60000,
         "maxClientCnxns": 0,
         "autopurge.purgeInterval": 0,
-    }
-    if peers:
-        defaults.update({"initLimit": 10, "syncLimit": 5})
-        defaults.update({f"server.{node}": f"127.0.0.1:{quorum}:{election}"
-                         for node, (quorum, election) in sorted(peers.items())})
-    return merge(defaults, overrides)
+    }, overrides)
 
 
 def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, *,

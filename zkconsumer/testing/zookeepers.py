@@ -1,19 +1,18 @@
-"""ZooKeeper of a :class:`~zkconsumer.testing.LocalCluster`: starting its nodes, and its fault controls.
+"""ZooKeeper of a :class:`~zkconsumer.testing.LocalCluster`: starting its server, and its fault controls.
 
-A node keeps its port and data directory across a restart, so sessions whose
+The server keeps its port and data directory across a restart, so sessions whose
 timeout has not run out survive a kill and restart (ZooKeeper restores them from
-its log and restarts their timers), as they do on a real ensemble. ``node=None``
-means every node (every running one, to pause, resume, kill or stop).
+its log and restarts their timers), as they do on a real ensemble.
 :meth:`ZooKeeperControls.expire_session` ends a client's session for real.
 """
 
 from __future__ import annotations
 
-import functools
 import signal
+import subprocess
 import threading
 import time
-from typing import Any, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, List, Optional
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
@@ -26,149 +25,100 @@ from zkconsumer.testing.properties import render_properties, zookeeper_propertie
 
 
 class ZooKeeperControls(ClusterCore):
-    """The ZooKeeper part of :class:`~zkconsumer.testing.LocalCluster`: nodes, faults, clients, session expiry."""
+    """The ZooKeeper part of :class:`~zkconsumer.testing.LocalCluster`: its server, faults, clients, session expiry."""
 
     @property
     def zk_port(self) -> int:
-        """ZooKeeper's client port (node 1's in an ensemble)."""
-        return self.zookeeper_port(1)
-
-    def zookeeper_port(self, node: int) -> int:
-        """The client port of ZooKeeper node ``node`` (stable across restarts)."""
+        """ZooKeeper's client port (stable across restarts)."""
         self._require_running()
-        self._check_zookeeper_node(node)
-        return self._zk_ports[node]
+        return self._zk_port
 
-    def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
-        """Write each node's config (and ``myid``), start every node, wait until all serve."""
-        for node in self.zookeeper_nodes:
-            name = "zookeeper" if self._zk_nodes == 1 else f"zookeeper-{node}"
-            data_dir = self.work_dir / name
-            data_dir.mkdir()
-            if peers:
-                (data_dir / "myid").write_text(f"{node}\n")
-            props = zookeeper_properties(str(data_dir), self._zk_ports[node], self._zookeeper_config,
-                                         peers=peers)
-            config = self.work_dir / "conf" / f"{name}.properties"
-            config.write_text(render_properties(props))
-            argv = self._java_argv(ZOOKEEPER_MAIN, [str(config)], "log4j-server.properties")
-            self._zookeepers[node] = processes.JavaProcess(name.replace("-", " "), argv,
-                                                           str(self.log_dir / f"{name}.log"), cwd=str(self.work_dir))
-            self._zookeepers[node].start()
-        self._wait_serving(self.zookeeper_nodes, self._startup_timeout)
+    def _start_zookeeper(self) -> None:
+        """Write the server's config, start it, wait until it serves, connect the cluster's own client."""
+        data_dir = self.work_dir / "zookeeper"
+        data_dir.mkdir()
+        config = self.work_dir / "conf" / "zookeeper.properties"
+        config.write_text(render_properties(zookeeper_properties(str(data_dir), self._zk_port, self._zookeeper_config)))
+        self._zookeeper = self._zookeeper_process("zookeeper", str(config))
+        self._zookeeper.start()
+        self._wait_serving(self._zookeeper, self._zk_port, self._startup_timeout)
+        self._connect_admin()
+
+    def _zookeeper_process(self, name: str, config: str) -> processes.JavaProcess:
+        """A ZooKeeper server JVM named ``name`` (its log: ``<name>.log``) reading ``config``."""
+        argv = self._java_argv(ZOOKEEPER_MAIN, [config], "log4j-server.properties")
+        return processes.JavaProcess(name, argv, str(self.log_dir / f"{name}.log"), cwd=str(self.work_dir))
+
+    def _connect_admin(self) -> None:
         # Reconnect attempts at most 0.5 s apart: after a ZooKeeper restart the cluster's own
         # client is back as soon as the server serves (kazoo's default backoff grows to ~10 s).
         self._admin = KazooClient(hosts=self.zk_connect, timeout=10.0,
                                   connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 0.5})
         self._admin.start(timeout=30)
 
-    def _wait_serving(self, nodes: Iterable[int], timeout: float) -> None:
-        for node in nodes:
-            self._wait_for(f"ZooKeeper node {node} on port {self._zk_ports[node]} to serve",
-                           functools.partial(self._serving, node), timeout, self._zookeepers[node], ClusterStartError)
+    def _wait_serving(self, server: processes.JavaProcess, port: int, timeout: float) -> None:
+        self._wait_for(f"{server.name} on port {port} to serve", lambda: zookeeper_mode(port) is not None,
+                       timeout, server, ClusterStartError)
 
-    def _serving(self, node: int) -> bool:
-        return self._zookeeper_mode(node) is not None
+    def _wait_admin_connected(self, timeout: float) -> None:
+        admin = self._zk
+        self._wait_for("the cluster's ZooKeeper client to reconnect", lambda: admin.state == KazooState.CONNECTED,
+                       timeout)
 
-    def _zookeeper_mode(self, node: int) -> Optional[str]:
-        """``standalone``, ``leader`` or ``follower`` per ``srvr``; None if not serving (or paused)."""
-        try:
-            return srvr_fields(zookeeper_command(HOST, self._zk_ports[node], "srvr", timeout=1.0)).get("Mode")
-        except OSError:
-            return None
+    def _zookeeper_processes(self) -> List[processes.JavaProcess]:
+        """Every ZooKeeper server of the cluster, running or not (``stop()`` stops them all)."""
+        return [self._zookeeper] if self._zookeeper is not None else []
 
-    def pause_zookeeper(self, node: Optional[int] = None) -> None:
-        """SIGSTOP ZooKeeper node(s): connections stay open but nothing answers."""
+    def _running_zookeeper(self) -> "subprocess.Popen[bytes]":
+        self._require_running()
+        if self._zookeeper is None or self._zookeeper.process is None or not self._zookeeper.running():
+            raise LocalClusterError("ZooKeeper is not running")
+        return self._zookeeper.process
+
+    def pause_zookeeper(self) -> None:
+        """SIGSTOP ZooKeeper: connections stay open but nothing answers."""
         with self._lock:
-            for zookeeper in self._running_zookeepers(node):
-                processes.signal_group(zookeeper.process, signal.SIGSTOP)  # type: ignore[arg-type]
+            processes.signal_group(self._running_zookeeper(), signal.SIGSTOP)
 
-    def resume_zookeeper(self, node: Optional[int] = None) -> None:
-        """SIGCONT paused ZooKeeper node(s) (a no-op for a node that is not paused)."""
+    def resume_zookeeper(self) -> None:
+        """SIGCONT a paused ZooKeeper (a no-op if it is not paused)."""
         with self._lock:
-            for zookeeper in self._running_zookeepers(node):
-                processes.signal_group(zookeeper.process, signal.SIGCONT)  # type: ignore[arg-type]
+            processes.signal_group(self._running_zookeeper(), signal.SIGCONT)
 
-    def kill_zookeeper(self, node: Optional[int] = None) -> None:
-        """SIGKILL ZooKeeper node(s) and return once gone (data directories stay)."""
-        self.stop_zookeeper(node=node, grace=0.0)
+    def kill_zookeeper(self) -> None:
+        """SIGKILL ZooKeeper and return once it is gone (its data directory stays)."""
+        self.stop_zookeeper(grace=0.0)
 
-    def stop_zookeeper(self, grace: float = 5.0, node: Optional[int] = None) -> None:
-        """Stop ZooKeeper node(s) with SIGTERM (SIGKILL after ``grace`` s; at once if 0); data stays."""
+    def stop_zookeeper(self, grace: float = 5.0) -> None:
+        """Stop ZooKeeper with SIGTERM (SIGKILL after ``grace`` s; at once if 0); its data stays."""
         with self._lock:
-            targets = [z.process for z in self._running_zookeepers(node)]
-            for process in targets:
-                processes.signal_group(process, signal.SIGCONT)  # type: ignore[arg-type]
-            if grace > 0:
-                processes.terminate_all(targets, grace)  # type: ignore[arg-type]
-            else:
-                processes.kill_all(targets)  # type: ignore[arg-type]
+            stop_servers([self._running_zookeeper()], grace)
 
-    def start_zookeeper(self, node: Optional[int] = None, timeout: Optional[float] = None) -> None:
-        """Start killed or stopped ZooKeeper node(s) again on the same port and data directory.
+    def start_zookeeper(self, timeout: Optional[float] = None) -> None:
+        """Start a killed or stopped ZooKeeper again on the same port and data directory.
 
-        ``node=None`` starts every node that is down. Returns once they serve requests
-        (``srvr`` answers with a mode: a node of an ensemble needs a quorum for that) and
-        the cluster's own client is connected.
+        Returns once it serves requests and the cluster's own client is connected.
         """
         timeout = timeout or self._startup_timeout
         with self._lock:
             self._require_running()
-            nodes = self.zookeeper_nodes if node is None else [node]
-            for each in nodes:
-                self._check_zookeeper_node(each)
-            down = [each for each in nodes if not self._zookeepers[each].running()]
-            if not down:
-                raise LocalClusterError(f"ZooKeeper {'node %d ' % node if node else ''}is already running")
-            for each in down:
-                self._zookeepers[each].start()
-            self._wait_serving(down, timeout)
-        assert self._admin is not None
-        admin = self._admin
-        self._wait_for("the cluster's ZooKeeper client to reconnect",
-                       lambda: admin.state == KazooState.CONNECTED, timeout)
+            if self.zookeeper_running():
+                raise LocalClusterError("ZooKeeper is already running")
+            assert self._zookeeper is not None
+            self._zookeeper.start()
+            self._wait_serving(self._zookeeper, self._zk_port, timeout)
+        self._wait_admin_connected(timeout)
 
-    def restart_zookeeper(self, down_for: float = 0.0, *, kill: bool = True, node: Optional[int] = None) -> None:
-        """Kill (or stop, ``kill=False``) ZooKeeper node(s), wait ``down_for`` seconds, start them again."""
-        self.stop_zookeeper(grace=0.0 if kill else 5.0, node=node)
+    def restart_zookeeper(self, down_for: float = 0.0, *, kill: bool = True) -> None:
+        """Kill (or stop, ``kill=False``) ZooKeeper, wait ``down_for`` seconds, start it again."""
+        self.stop_zookeeper(grace=0.0 if kill else 5.0)
         if down_for > 0:
             time.sleep(down_for)
-        self.start_zookeeper(node=node)
+        self.start_zookeeper()
 
-    def zookeeper_running(self, node: Optional[int] = None) -> bool:
-        """True while node ``node``'s JVM (``None``: every node's) has not exited; it may be paused."""
-        nodes = self.zookeeper_nodes if node is None else [node]
-        return all(each in self._zookeepers and self._zookeepers[each].running() for each in nodes)
-
-    def zookeeper_leader(self) -> int:
-        """The node whose ``srvr`` says ``Mode: leader`` (a single server: ``standalone``); -1 if none."""
-        self._require_running()
-        lead = ("standalone", "leader")
-        return next((node for node in self.zookeeper_nodes if self._zookeeper_mode(node) in lead), -1)
-
-    def zookeeper_node_of(self, client: KazooClient) -> int:
-        """The node ``client`` is connected to now, matched by the server port of its socket.
-
-        Reads kazoo's connection socket (kazoo has no public accessor for it). Raises
-        LocalClusterError while ``client`` has no connection.
-        """
-        try:
-            port = client._connection._socket.getpeername()[1]
-        except (AttributeError, OSError):
-            raise LocalClusterError("the client is not connected to ZooKeeper now") from None
-        node = next((n for n, p in self._zk_ports.items() if p == port), None)
-        if node is None:
-            raise LocalClusterError(f"the client is connected to port {port}, not to this cluster's ZooKeeper")
-        return node
-
-    def _running_zookeepers(self, node: Optional[int]) -> List[processes.JavaProcess]:
-        self._require_running()
-        if node is not None:
-            self._check_zookeeper_node(node)
-        targets = [z for n, z in self._zookeepers.items() if node in (None, n) and z.running()]
-        if not targets:
-            raise LocalClusterError(f"ZooKeeper {'node %d ' % node if node else ''}is not running")
-        return targets
+    def zookeeper_running(self) -> bool:
+        """True while ZooKeeper's JVM has not exited; it may be paused."""
+        return self._zookeeper is not None and self._zookeeper.running()
 
     def kazoo_client(self, chroot: str = "", **kwargs: Any) -> KazooClient:
         """A started KazooClient on this cluster (optionally under ``chroot``), closed by stop()."""
@@ -209,6 +159,25 @@ class ZooKeeperControls(ClusterCore):
             client.remove_listener(on_state)
 
     def _has_ephemerals(self, session_id: int) -> bool:
-        leader = self.zookeeper_leader()  # the leader's view is the authoritative one
-        dump = zookeeper_command(HOST, self._zk_ports[leader if leader > 0 else 1], "dump")
-        return session_id in sessions_with_ephemerals(dump)
+        """Whether the server still lists ephemeral nodes of ``session_id`` (its ``dump``)."""
+        return session_id in sessions_with_ephemerals(zookeeper_command(HOST, self._zk_port, "dump"))
+
+
+def zookeeper_mode(port: int) -> Optional[str]:
+    """``standalone``, ``leader`` or ``follower`` per the ``srvr`` of the server on ``port``;
+    None if it does not serve (down, paused, or out of its ensemble's quorum)."""
+    try:
+        return srvr_fields(zookeeper_command(HOST, port, "srvr", timeout=1.0)).get("Mode")
+    except OSError:
+        return None
+
+
+def stop_servers(servers: List["subprocess.Popen[bytes]"], grace: float) -> None:
+    """SIGTERM ZooKeeper servers (SIGCONT first: a paused one would not see it), SIGKILL after
+    ``grace`` seconds (at once if 0); return once they are gone."""
+    for server in servers:
+        processes.signal_group(server, signal.SIGCONT)
+    if grace > 0:
+        processes.terminate_all(servers, grace)
+    else:
+        processes.kill_all(servers)
