@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from benchmarks.cluster.ensemble import peer_properties
-from zkconsumer.testing.properties import broker_properties, log4j_properties, merge, render_properties, zookeeper_properties
+from benchmarks.cluster.tools import log4j_properties
+from zkconsumer.testing.properties import SERVER_LOG4J, broker_properties, merge, render_properties, zookeeper_properties
 
 
 def test_render_properties_uses_java_spellings_and_escapes() -> None:
@@ -73,6 +74,8 @@ def test_log4j_properties_target_and_levels() -> None:
     assert props["log4j.rootLogger"] == "WARN, console"
     assert props["log4j.appender.console.Target"] == "System.err"
     assert props["log4j.logger.kafka.request.logger"] == "ERROR"
+    assert "log4j.logger.org.I0Itec.zkclient" not in props
+    assert props["log4j.appender.console.layout"] == SERVER_LOG4J["log4j.appender.console.layout"]
 
 
 def test_ensemble_peers_list_every_node_and_keep_the_tick() -> None:

@@ -35,11 +35,10 @@ from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.probes import fetch_metadata
 from zkconsumer.testing.properties import (
     BROKER_ZK_SESSION_TIMEOUT_MS,
-    SERVER_QUIET_LOGGERS,
+    SERVER_LOG4J,
     PropertyValue,
     broker_properties,
     format_value,
-    log4j_properties,
     render_properties,
 )
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
@@ -210,9 +209,7 @@ class LocalCluster(ZooKeeperControls):
         return self._broker_ports[broker_id]
 
     def _write_log4j_configs(self) -> None:
-        conf = self.work_dir / "conf"
-        server = log4j_properties("INFO", "System.out", SERVER_QUIET_LOGGERS)
-        (conf / "log4j-server.properties").write_text(render_properties(server))
+        (self.work_dir / "conf" / "log4j-server.properties").write_text(render_properties(SERVER_LOG4J))
 
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"

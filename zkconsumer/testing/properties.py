@@ -1,7 +1,7 @@
 """Configuration files of the local cluster's JVMs, as pure functions of plain data.
 
 ``render_properties`` writes Java ``.properties`` text; the other functions build the
-settings of ZooKeeper, of a broker and of log4j. Nothing here does I/O.
+settings of ZooKeeper and of a broker, ``SERVER_LOG4J`` is log4j's. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -142,30 +142,17 @@ def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, 
     }, overrides)
 
 
-def log4j_properties(level: str = "INFO", target: str = "System.out",
-                     quiet_loggers: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """A log4j 1.2 configuration writing ``level`` and above to one console stream.
-
-    ``target`` is ``System.out`` or ``System.err``; ``quiet_loggers`` maps logger names
-    to their own levels.
-    """
-    props: Dict[str, str] = {
-        "log4j.rootLogger": f"{level}, console",
-        "log4j.appender.console": "org.apache.log4j.ConsoleAppender",
-        "log4j.appender.console.Target": target,
-        "log4j.appender.console.layout": "org.apache.log4j.PatternLayout",
-        "log4j.appender.console.layout.ConversionPattern": "[%d] %p %m (%c)%n",
-    }
-    for logger, logger_level in (quiet_loggers or {}).items():
-        props[f"log4j.logger.{logger}"] = logger_level
-    return props
-
-
-#: Server logs: INFO, minus per-request and client-library chatter.
-SERVER_QUIET_LOGGERS = {
-    "kafka.request.logger": "WARN",
-    "kafka.network.Processor": "WARN",
-    "org.I0Itec.zkclient": "WARN",
-    "org.apache.zookeeper.ZooKeeper": "WARN",
-    "org.apache.zookeeper.ClientCnxn": "WARN",
+#: The log4j 1.2 configuration of the cluster's JVMs: INFO and above to stdout (each JVM's
+#: log file), minus per-request and client-library chatter.
+SERVER_LOG4J = {
+    "log4j.rootLogger": "INFO, console",
+    "log4j.appender.console": "org.apache.log4j.ConsoleAppender",
+    "log4j.appender.console.Target": "System.out",
+    "log4j.appender.console.layout": "org.apache.log4j.PatternLayout",
+    "log4j.appender.console.layout.ConversionPattern": "[%d] %p %m (%c)%n",
+    "log4j.logger.kafka.request.logger": "WARN",
+    "log4j.logger.kafka.network.Processor": "WARN",
+    "log4j.logger.org.I0Itec.zkclient": "WARN",
+    "log4j.logger.org.apache.zookeeper.ZooKeeper": "WARN",
+    "log4j.logger.org.apache.zookeeper.ClientCnxn": "WARN",
 }
