@@ -6,7 +6,7 @@ settings of ZooKeeper and of a broker, ``SERVER_LOG4J`` is log4j's. Nothing here
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, Mapping, Optional, Union
 
 PropertyValue = Union[str, int, float, bool]
 
@@ -29,28 +29,23 @@ def format_value(value: PropertyValue) -> str:
     return str(value)
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+
+
 def _escape(text: str, is_key: bool) -> str:
     """Escape for a .properties file (read by Java as ISO-8859-1 with \\uXXXX escapes)."""
     out = []
     for index, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif char in "\n\r\t\f":
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}[char])
-        elif is_key and char in "=:#! ":
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif (is_key and char in "=:#! ") or (char == " " and index == 0):
             out.append("\\" + char)
-        elif char == " " and index == 0:
-            out.append("\\" + char)
-        elif ord(char) > 0x7E or ord(char) < 0x20:
-            out.extend(f"\\u{unit:04x}" for unit in _utf16_units(char))
+        elif not " " <= char <= "~":  # outside printable ASCII: \uXXXX per UTF-16 code unit
+            units = char.encode("utf-16-be").hex()
+            out.extend(f"\\u{units[i:i + 4]}" for i in range(0, len(units), 4))
         else:
             out.append(char)
     return "".join(out)
-
-
-def _utf16_units(char: str) -> List[int]:
-    data = char.encode("utf-16-be")
-    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
 
 
 def render_properties(props: Mapping[str, PropertyValue]) -> str:
