@@ -140,10 +140,8 @@ def kill_all(processes: Sequence["subprocess.Popen[Any]"]) -> None:
 def tail(path: str, lines: int = 40) -> str:
     """The last ``lines`` lines of a text file ("" if it cannot be read)."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64 * 1024))
+        with open(path, "rb") as handle:  # the last 64 KiB are plenty
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 64 * 1024))
             data = handle.read()
     except OSError:
         return ""
