@@ -64,13 +64,8 @@ def merge(defaults: Mapping[str, PropertyValue],
     >>> merge({"a": 1, "b": 2}, {"b": None, "c": False})
     {'a': '1', 'c': 'false'}
     """
-    merged: Dict[str, str] = {key: format_value(value) for key, value in defaults.items()}
-    for key, value in (overrides or {}).items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = format_value(value)
-    return merged
+    merged = {**defaults, **(overrides or {})}
+    return {key: format_value(value) for key, value in merged.items() if value is not None}
 
 
 def zookeeper_properties(data_dir: str, port: int,
