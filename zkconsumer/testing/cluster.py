@@ -51,15 +51,13 @@ _RUNNING_CLUSTERS: Set["LocalCluster"] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+@atexit.register
 def _stop_running_clusters() -> None:
     """atexit backstop: stop every cluster that is still running."""
     with _RUNNING_LOCK:
         clusters = list(_RUNNING_CLUSTERS)
     for cluster in clusters:
         cluster.stop()
-
-
-atexit.register(_stop_running_clusters)
 
 
 def replica_assignment(brokers: Sequence[int], partitions: int, replication: int) -> Dict[int, List[int]]:
@@ -80,6 +78,11 @@ def validate_topic_name(name: str) -> None:
     """Raise LocalClusterError unless ``name`` is a legal Kafka 0.9 topic name."""
     if not _TOPIC_NAME.match(name) or name in (".", ".."):
         raise LocalClusterError(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
+
+
+def _json(value: Mapping[str, Any]) -> bytes:
+    """Compact JSON, as Kafka's AdminUtils writes it."""
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _as_bytes(value: _Value) -> Optional[bytes]:
@@ -285,21 +288,15 @@ class LocalCluster(ZooKeeperControls):
         if self._zk.exists(topic_path):
             raise LocalClusterError(f"topic {name!r} already exists")
         topic_config = {key: format_value(value) for key, value in (config or {}).items()}
-        self._write_json(f"/config/topics/{name}", {"version": 1, "config": topic_config})
+        self._zk.ensure_path(f"/config/topics/{name}")  # a deleted topic's config may be left over
+        self._zk.set(f"/config/topics/{name}", _json({"version": 1, "config": topic_config}))
         body = {"version": 1, "partitions": {str(p): replicas for p, replicas in assignment.items()}}
         try:
-            self._zk.create(topic_path, json.dumps(body, separators=(",", ":")).encode(), makepath=True)
+            self._zk.create(topic_path, _json(body), makepath=True)
         except NodeExistsError:
             raise LocalClusterError(f"topic {name!r} already exists") from None
         self.wait_for_leaders(name, timeout=timeout)
         return name
-
-    def _write_json(self, path: str, value: Mapping[str, Any]) -> None:
-        data = json.dumps(value, separators=(",", ":")).encode()
-        if self._zk.exists(path):
-            self._zk.set(path, data)
-        else:
-            self._zk.create(path, data, makepath=True)
 
     def wait_for_leaders(self, topic: str, timeout: float = 60.0) -> Dict[int, int]:
         """Wait until every partition of ``topic`` has a leader that is a running broker in
