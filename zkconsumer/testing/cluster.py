@@ -3,7 +3,7 @@ for your own tests").
 
 Every JVM runs in its own process group, dies with the test process (see
 :mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
-directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep it). An
+directory that ``stop()`` removes. An
 ``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
 processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
 
@@ -99,8 +99,7 @@ class LocalCluster(ZooKeeperControls):
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
     defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``;
     ``startup_timeout`` bounds each JVM's start; ``kafka_home`` is a Kafka 0.9.0.1 distribution
-    to use instead of the cached download; ``keep_work_dir`` (default: whether
-    ``ZKCONSUMER_KEEP_CLUSTER_DIR`` is set and not ``0``) keeps the work directory after stop().
+    to use instead of the cached download.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
     cannot be started again. Methods are safe to call from several threads.
@@ -160,8 +159,8 @@ class LocalCluster(ZooKeeperControls):
 
         ZooKeeper gets SIGTERM, then SIGKILL after ``grace`` seconds. Brokers get SIGKILL
         at once, as their data is deleted anyway (a graceful stop of every broker costs a
-        chain of controller hand-offs, ~3 s), or the same SIGTERM-then-SIGKILL when the
-        work directory is kept. Returns only when every process has exited and been reaped.
+        chain of controller hand-offs, ~3 s). Returns only when every process has exited
+        and been reaped.
         """
         with self._lock:
             if self._state == "stopped":
@@ -169,16 +168,10 @@ class LocalCluster(ZooKeeperControls):
             self._state = "stopped"
             try:
                 self._close_clients()
-                brokers = [b.process for b in self._brokers.values() if b.process is not None]
-                if self._keep_work_dir:
-                    processes.terminate_all(brokers, grace)
-                else:  # their data is deleted anyway: skip the controller hand-offs of a graceful stop
-                    processes.kill_all(brokers)
+                processes.kill_all([b.process for b in self._brokers.values() if b.process is not None])
                 stop_servers([z.process for z in self._zookeeper_processes() if z.process is not None], grace)
             finally:
-                if self._work is not None and self._keep_work_dir:
-                    self._work.release()
-                elif self._work is not None:
+                if self._work is not None:
                     self._work.remove()
                 with _RUNNING_LOCK:
                     _RUNNING_CLUSTERS.discard(self)

@@ -9,7 +9,6 @@ directories, the JVM argv (:func:`java_command`), polling with a deadline
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ class ClusterCore:
                  broker_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  zookeeper_config: Optional[Mapping[str, Optional[PropertyValue]]] = None,
                  kafka_home: Optional[Union[str, Path]] = None, heap: str = "256m",
-                 startup_timeout: float = 120.0, keep_work_dir: Optional[bool] = None) -> None:
+                 startup_timeout: float = 120.0) -> None:
         """See :class:`~zkconsumer.testing.LocalCluster` for the arguments."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -74,9 +73,6 @@ class ClusterCore:
         self._requested_home = Path(kafka_home) if kafka_home is not None else None
         self._heap = heap
         self._startup_timeout = startup_timeout
-        if keep_work_dir is None:
-            keep_work_dir = os.environ.get("ZKCONSUMER_KEEP_CLUSTER_DIR", "") not in ("", "0")
-        self._keep_work_dir = keep_work_dir
         self._lock = threading.RLock()
         self._state = "new"
         self._work: Optional[WorkDir] = None
