@@ -94,7 +94,7 @@ class ZooKeeperControls(ClusterCore):
         with self._lock:
             stop_servers([self._running_zookeeper()], grace)
 
-    def start_zookeeper(self, timeout: Optional[float] = None) -> None:
+    def start_zookeeper(self, *, timeout: Optional[float] = None) -> None:
         """Start a killed or stopped ZooKeeper again on the same port and data directory.
 
         Returns once it serves requests and the cluster's own client is connected.
@@ -128,23 +128,21 @@ class ZooKeeperControls(ClusterCore):
             self._clients.append(client)
         return client
 
-    def expire_session(self, client: KazooClient, timeout: float = 30.0, wait_lost: bool = True) -> None:
+    def expire_session(self, client: KazooClient, timeout: float = 30.0) -> None:
         """Make ZooKeeper expire ``client``'s session for real.
 
         A second client joins the same session (id and password) and closes it: the
         server ends the session, deletes its ephemeral nodes and drops the first
         client's connection. Returns once the server no longer has the session's
-        ephemerals and, with ``wait_lost``, once ``client`` has seen ``KazooState.LOST``
-        (kazoo then opens a new session by itself).
+        ephemerals and ``client`` has seen ``KazooState.LOST`` (kazoo then opens a new
+        session by itself).
         """
         session_id, password = client.client_id
         lost = threading.Event()
 
-        def on_state(state: KazooState) -> bool:
+        def on_state(state: KazooState) -> None:
             if state == KazooState.LOST:
                 lost.set()
-                return True
-            return False
 
         client.add_listener(on_state)
         try:
@@ -153,7 +151,7 @@ class ZooKeeperControls(ClusterCore):
             twin.stop()
             twin.close()
             self._wait_for(f"session 0x{session_id:x} to end", lambda: not self._has_ephemerals(session_id), timeout)
-            if wait_lost and not lost.wait(timeout):
+            if not lost.wait(timeout):
                 raise ClusterTimeoutError(f"client did not observe the expiry of session 0x{session_id:x}")
         finally:
             client.remove_listener(on_state)
