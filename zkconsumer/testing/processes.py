@@ -14,6 +14,7 @@ lives as long as the process (:func:`spawn`), whichever thread asks for them.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -31,13 +32,10 @@ _PR_SET_PDEATHSIG = 1
 
 def _load_prctl() -> Optional[Callable[..., int]]:
     """libc's ``prctl`` on Linux, else None. Resolved before any fork."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl
-    except (OSError, AttributeError):
-        return None
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    return None
 
 
 _PRCTL = _load_prctl()
@@ -105,12 +103,9 @@ def signal_group(process: "subprocess.Popen[Any]", sig: int) -> None:
     The group id is the child's pid, which stays reserved until the child is reaped,
     so this never signals an unrelated process group.
     """
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+            os.killpg(process.pid, sig)
 
 
 def terminate_all(processes: Sequence["subprocess.Popen[Any]"], grace: float) -> None:
@@ -122,10 +117,8 @@ def terminate_all(processes: Sequence["subprocess.Popen[Any]"], grace: float) ->
         signal_group(process, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for process in processes:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
     kill_all(processes)
 
 
