@@ -16,6 +16,7 @@ Replica placement is deterministic: partition ``p`` of a topic created by
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import re
 import threading
@@ -186,11 +187,9 @@ class LocalCluster(ZooKeeperControls):
         clients = self._clients + ([self._admin] if self._admin is not None else [])
         self._clients, self._admin = [], None
         for client in clients:
-            try:
+            with contextlib.suppress(Exception):  # a client already broken must not block the shutdown
                 client.stop()
                 client.close()
-            except Exception:  # a client already broken must not block the shutdown
-                pass
 
     @property
     def bootstrap_servers(self) -> str:
@@ -303,7 +302,10 @@ class LocalCluster(ZooKeeperControls):
 
         def settled() -> bool:
             nonlocal leaders
-            leaders = self._zookeeper_leaders(topic)
+            try:
+                leaders = {p: self.leader(topic, p) for p in self.topic_partitions(topic)}
+            except LocalClusterError:  # not created yet
+                return False
             running = [b for b in self.broker_ids if self.is_running(b)]
             if not leaders or any(leader not in running for leader in leaders.values()):
                 return False
@@ -311,13 +313,6 @@ class LocalCluster(ZooKeeperControls):
 
         self._wait_for(f"leaders of every partition of {topic!r}", settled, timeout, interval=0.05)
         return leaders
-
-    def _zookeeper_leaders(self, topic: str) -> Dict[int, int]:
-        try:
-            partitions = self.topic_partitions(topic)
-            return {p: self.leader(topic, p) for p in partitions}
-        except LocalClusterError:
-            return {}
 
     def _broker_agrees(self, broker_id: int, topic: str, leaders: Mapping[int, int]) -> bool:
         try:
