@@ -22,11 +22,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from kazoo.client import KazooClient
 
 from zkconsumer.testing import LocalCluster, processes
-from zkconsumer.testing.core import HOST
+from zkconsumer.testing.core import HOST, stop_servers, zookeeper_mode
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.probes import sessions_with_ephemerals, zookeeper_command
 from zkconsumer.testing.properties import PropertyValue, render_properties, zookeeper_properties
-from zkconsumer.testing.zookeepers import stop_servers, zookeeper_mode
 
 
 def peer_properties(peers: Mapping[int, Tuple[int, int]]) -> Dict[str, PropertyValue]:

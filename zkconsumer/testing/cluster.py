@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkconsumer.testing import processes
-from zkconsumer.testing.core import HOST, KAFKA_MAIN
+from zkconsumer.testing.core import HOST, KAFKA_MAIN, ZooKeeperControls, stop_servers
 from zkconsumer.testing.distribution import (
     ensure_kafka_distribution,
     find_java,
@@ -43,7 +43,6 @@ from zkconsumer.testing.properties import (
     render_properties,
 )
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
-from zkconsumer.testing.zookeepers import ZooKeeperControls, stop_servers
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _Value = Union[bytes, str, None]
