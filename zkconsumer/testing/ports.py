@@ -29,34 +29,24 @@ def ephemeral_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -
         return DEFAULT_EPHEMERAL_RANGE
 
 
-def candidate_range(ephemeral: Tuple[int, int], lowest: int = LOWEST_PORT) -> Optional[Tuple[int, int]]:
-    """The inclusive range to pick from, below ``ephemeral``; None if under 1000 ports fit there.
-
-    >>> candidate_range((32768, 60999))
-    (10000, 32767)
-    >>> candidate_range((1024, 65535)) is None
-    True
-    """
-    high = ephemeral[0] - 1
-    return (lowest, high) if high - lowest + 1 >= 1000 else None
-
-
 def free_ports(count: int, host: str = "127.0.0.1", rng: Optional[random.Random] = None) -> List[int]:
     """Return ``count`` distinct ports on ``host`` that were free a moment ago.
 
     Every port was bound (without SO_REUSEADDR) and released, all at the same time,
     so the list has no duplicates. The caller's server should bind them promptly.
-    Each port is one of 100 random tries in the candidate range, or else one the OS picks.
+    Each port is one of 100 random tries from LOWEST_PORT up to the ephemeral range (if
+    at least 1000 ports fit there), or else one the OS picks.
     """
     if count < 0:
         raise ValueError("count must be >= 0")
     rng = rng or random.Random()
-    span = candidate_range(ephemeral_port_range())
+    highest = ephemeral_port_range()[0] - 1
+    tries = 100 if highest - LOWEST_PORT + 1 >= 1000 else 0
     held: List[socket.socket] = []
     try:
         while len(held) < count:
-            tries = [rng.randint(*span) for _ in range(100)] if span is not None else []
-            sock = next(filter(None, (_try_bind(host, port) for port in [*tries, 0])), None)
+            candidates = [rng.randint(LOWEST_PORT, highest) for _ in range(tries)] + [0]  # 0: the OS picks
+            sock = next(filter(None, (_try_bind(host, port) for port in candidates)), None)
             if sock is None:
                 raise OSError(f"could not bind any port on {host}")
             held.append(sock)
