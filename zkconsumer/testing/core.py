@@ -2,7 +2,7 @@
 
 :class:`ClusterCore` sets up the cluster's state (it holds ``LocalCluster``'s constructor)
 and the helpers every part uses: the running check, broker ids, the work and log
-directories, the JVM argv (:func:`java_command`), polling with a deadline
+directories, the JVM argv (:meth:`ClusterCore._java_argv`), polling with a deadline
 (:meth:`ClusterCore._wait_for`) and the cluster's own ZooKeeper client.
 
 :class:`ZooKeeperControls` starts the ZooKeeper server and holds its fault controls. The
@@ -43,23 +43,6 @@ JVM_OPTIONS = (
 )
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 KAFKA_MAIN = "kafka.Kafka"
-
-
-def java_command(java: str, classpath: str, main_class: str, args: Sequence[str], *, heap: str,
-                 log4j_path: str, tmp_dir: str, tag: str, extra_options: Sequence[str] = ()) -> List[str]:
-    """The argv running ``main_class`` in a JVM configured for the local cluster.
-
-    ``tag`` is added as ``-Dzkconsumer.cluster=<tag>`` so the cluster's processes can be
-    found with ``pgrep -f``; ``extra_options`` come last and win.
-    """
-    return [
-        java, f"-Xmx{heap}", *JVM_OPTIONS,
-        f"-Djava.io.tmpdir={tmp_dir}",
-        f"-Dlog4j.configuration=file:{log4j_path}",
-        f"-Dzkconsumer.cluster={tag}",
-        *extra_options,
-        "-cp", classpath, main_class, *args,
-    ]
 
 
 class ClusterCore:
@@ -128,9 +111,15 @@ class ClusterCore:
 
     def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,
                    extra_options: Sequence[str] = (), classpath: Optional[str] = None) -> List[str]:
-        return java_command(self._java, classpath or self._classpath, main_class, args, heap=self._heap,
-                            log4j_path=str(self.work_dir / "conf" / log4j), tmp_dir=str(self.work_dir / "tmp"),
-                            tag=str(self.work_dir), extra_options=extra_options)
+        """The argv running ``main_class`` in a JVM of this cluster, logging as ``conf/<log4j>`` says.
+
+        ``-Dzkconsumer.cluster=<work dir>`` tags it, so ``pgrep -f`` finds the cluster's
+        processes; ``extra_options`` come last and win; ``classpath`` replaces Kafka's.
+        """
+        work = self.work_dir
+        return [self._java, f"-Xmx{self._heap}", *JVM_OPTIONS, f"-Djava.io.tmpdir={work / 'tmp'}",
+                f"-Dlog4j.configuration=file:{work / 'conf' / log4j}", f"-Dzkconsumer.cluster={work}",
+                *extra_options, "-cp", classpath or self._classpath, main_class, *args]
 
     def _wait_for(self, what: str, condition: Callable[[], bool], timeout: float,
                   process: Optional[processes.JavaProcess] = None,
