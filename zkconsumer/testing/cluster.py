@@ -3,9 +3,9 @@ for your own tests").
 
 Every JVM runs in its own process group, dies with the test process (see
 :mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
-directory that ``stop()`` removes. An
-``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
-processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
+directory that ``stop()`` removes. An ``atexit`` hook stops clusters a test forgot to
+stop; directories of crashed test processes are swept by the next cluster (see
+:mod:`zkconsumer.testing.workdir`).
 
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
