@@ -20,7 +20,6 @@ from zkconsumer.testing.distribution import (
     default_kafka_home,
     ensure_kafka_distribution,
     find_java,
-    find_npm,
     is_kafka_distribution,
     kafka_classpath,
 )
@@ -80,7 +79,7 @@ def test_missing_java_and_npm_say_how_to_install(monkeypatch: pytest.MonkeyPatch
         find_java()
     assert isinstance(java_error.value, ZkConsumerError)
     with pytest.raises(MissingDependencyError, match="apt-get install -y npm"):
-        find_npm()
+        ensure_kafka_distribution(tmp_path / "kafka")  # not there yet: npm would fetch it
 
 
 def test_java_home_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

