@@ -105,7 +105,8 @@ class ZooKeeperEnsemble(LocalCluster):
         self._connect_admin()
 
     def _zookeeper_processes(self) -> List[processes.JavaProcess]:
-        return list(self._nodes.values())
+        # a single server that failed to start is LocalCluster's, not yet in _nodes
+        return list(self._nodes.values()) or super()._zookeeper_processes()
 
     def _check_node(self, node: int) -> None:
         if node not in self._node_ports:
