@@ -15,7 +15,8 @@ from benchmarks.chaos.report import MemberReport
 from benchmarks.chaos.settings import VALUE_PATTERN, ChaosSettings, value_of
 from benchmarks.cluster import ProjectCluster
 from benchmarks.cluster.proxy import ZooKeeperProxy
-from zkconsumer.testing.properties import log4j_properties, render_properties
+from benchmarks.cluster.tools import log4j_properties
+from zkconsumer.testing.properties import render_properties
 
 
 class Member:

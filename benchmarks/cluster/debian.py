@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.core import HOST, ZOOKEEPER_MAIN
@@ -91,10 +91,10 @@ class DebianZooKeeper(LocalCluster):
         reply = zookeeper_command(HOST, self.zk_port, "srvr")
         return srvr_fields(reply).get("Zookeeper version", "").split("-")[0]
 
-    def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
+    def _start_zookeeper(self) -> None:
         if self._zk_flavour == "debian":
             self._zk_classpath = debian_zookeeper()[0]
-        super()._start_zookeepers(peers)
+        super()._start_zookeeper()
 
     def _java_argv(self, main_class: str, args: Sequence[str], log4j: str,
                    extra_options: Sequence[str] = (), classpath: Optional[str] = None) -> List[str]:

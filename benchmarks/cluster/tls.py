@@ -41,7 +41,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.core import HOST
 from zkconsumer.testing.errors import LocalClusterError, MissingDependencyError
-from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.properties import PropertyValue, format_value
 
 __all__ = ["CLIENT_AUTH_CHOICES", "SslFiles", "SslListeners", "SslOptions", "generate_ssl_files",
@@ -304,19 +303,19 @@ class SslListeners(LocalCluster):
         self._ssl_ports: Dict[int, int] = {}
         self._ssl_files: Optional[SslFiles] = None
 
-    def _start_zookeepers(self, peers: Mapping[int, Tuple[int, int]]) -> None:
-        """ZooKeeper, then (the brokers start next) the SSL ports and material their listeners need."""
-        super()._start_zookeepers(peers)
-        if self._ssl_options is None:
-            return
-        # released, not (or not always) bound yet: the brokers' ports and the ensemble's quorum ports
-        taken = set(self._broker_ports.values()) | {port for pair in peers.values() for port in pair}
-        ports = free_ports(len(self.broker_ids))
-        while taken & set(ports):
-            ports = free_ports(len(self.broker_ids))
-        self._ssl_ports = dict(zip(self.broker_ids, ports))
-        keytool = str(Path(self._java).resolve().parent / "keytool")
-        self._ssl_files = generate_ssl_files(self.work_dir / "ssl", self._ssl_options, keytool=keytool)
+    def _allocate_ports(self, extra: int = 0) -> List[int]:
+        """LocalCluster's ports, and an SSL port per broker (with ``ssl=``)."""
+        count = len(self.broker_ids) if self._ssl_options is not None else 0
+        ports = super()._allocate_ports(extra + count)
+        self._ssl_ports = dict(zip(self.broker_ids, ports[:count]))
+        return ports[count:]
+
+    def _start_zookeeper(self) -> None:
+        """ZooKeeper, then (the brokers start next) the SSL material their listeners need."""
+        super()._start_zookeeper()
+        if self._ssl_options is not None:
+            keytool = str(Path(self._java).resolve().parent / "keytool")
+            self._ssl_files = generate_ssl_files(self.work_dir / "ssl", self._ssl_options, keytool=keytool)
 
     def _broker_overrides(self, broker_id: int) -> Dict[str, Optional[PropertyValue]]:
         overrides = super()._broker_overrides(broker_id)

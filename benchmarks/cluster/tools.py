@@ -10,10 +10,19 @@ from __future__ import annotations
 import itertools
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from zkconsumer.testing import LocalCluster, processes
-from zkconsumer.testing.properties import log4j_properties, render_properties
+from zkconsumer.testing.properties import SERVER_LOG4J, render_properties
+
+
+def log4j_properties(level: str, target: str, quiet_loggers: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """LocalCluster's log4j configuration writing ``level`` and above to ``target`` (``System.out``
+    or ``System.err``), with ``quiet_loggers`` (logger name -> level) in place of its own."""
+    props = {key: value for key, value in SERVER_LOG4J.items() if not key.startswith("log4j.logger.")}
+    props.update({"log4j.rootLogger": f"{level}, console", "log4j.appender.console.Target": target})
+    props.update({f"log4j.logger.{logger}": logger_level for logger, logger_level in (quiet_loggers or {}).items()})
+    return props
 
 
 class KafkaTools(LocalCluster):

@@ -55,9 +55,10 @@ from kazoo.exceptions import NoNodeError
 
 from benchmarks.chaos.member import spawn_member
 from benchmarks.cluster import ProjectCluster
+from benchmarks.cluster.tools import log4j_properties
 from zkconsumer.testing import processes
 from zkconsumer.testing.errors import LocalClusterError
-from zkconsumer.testing.properties import log4j_properties, render_properties
+from zkconsumer.testing.properties import render_properties
 
 KINDS = ("zkconsumer", "kafka")
 POLL_S = 0.010

@@ -11,8 +11,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from benchmarks.chaos.member import spawn_member
 from benchmarks.cluster import ProjectCluster
+from benchmarks.cluster.tools import log4j_properties
 from zkconsumer.testing import processes
-from zkconsumer.testing.properties import log4j_properties, render_properties
+from zkconsumer.testing.properties import render_properties
 
 BACKOFF_MS = 2000
 MAX_RETRIES = 4

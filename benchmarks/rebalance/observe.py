@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from zkconsumer.testing.cluster import HOST
+from zkconsumer.testing.core import HOST
 from zkconsumer.testing.probes import srvr_fields, zookeeper_command
 
 TP = Tuple[str, int]

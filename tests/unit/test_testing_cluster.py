@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.cluster import ProjectCluster
 from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError, replica_assignment
-from zkconsumer.testing.cluster import java_command, validate_topic_name
+from zkconsumer.testing.cluster import validate_topic_name
+from zkconsumer.testing.workdir import WorkDir
 
 
 def test_replica_assignment_is_round_robin_from_the_lowest_broker() -> None:
@@ -32,15 +35,20 @@ def test_illegal_topic_names(name: str) -> None:
         validate_topic_name(name)
 
 
-def test_java_command_is_small_tagged_and_ends_with_the_class() -> None:
-    argv = java_command("/usr/bin/java", "/k/a.jar:/k/b.jar", "kafka.Kafka", ["server.properties"], heap="256m",
-                        log4j_path="/w/conf/log4j.properties", tmp_dir="/w/tmp", tag="/w",
-                        extra_options=["-Dx=1"])
-    assert argv[0] == "/usr/bin/java" and "-Xmx256m" in argv and "-XX:+UseSerialGC" in argv
-    assert "-Djava.io.tmpdir=/w/tmp" in argv and "-Dlog4j.configuration=file:/w/conf/log4j.properties" in argv
-    assert "-Dzkconsumer.cluster=/w" in argv
-    assert argv.index("-Dx=1") < argv.index("-cp")
-    assert argv[-4:] == ["-cp", "/k/a.jar:/k/b.jar", "kafka.Kafka", "server.properties"]
+def test_jvm_command_lines_are_small_tagged_and_end_with_the_class(tmp_path: Path) -> None:
+    cluster = ProjectCluster(brokers=1, heap="256m", broker_jvm_options=["-Dx=1"])
+    cluster._state, cluster._work = "running", WorkDir(str(tmp_path))  # as start() leaves them
+    cluster._java, cluster._classpath = "/usr/bin/java", "/k/a.jar:/k/b.jar"
+    work = cluster.work_dir
+    try:
+        argv = cluster._java_argv("kafka.Kafka", ["server.properties"], "log4j.properties")
+        assert argv[0] == "/usr/bin/java" and "-Xmx256m" in argv and "-XX:+UseSerialGC" in argv
+        assert f"-Djava.io.tmpdir={work}/tmp" in argv and f"-Dlog4j.configuration=file:{work}/conf/log4j.properties" in argv
+        assert f"-Dzkconsumer.cluster={work}" in argv
+        assert argv.index("-Dx=1") < argv.index("-cp")  # ProjectCluster's broker options come last
+        assert argv[-4:] == ["-cp", "/k/a.jar:/k/b.jar", "kafka.Kafka", "server.properties"]
+    finally:
+        cluster._work.remove()
 
 
 def test_an_unstarted_cluster_has_no_addresses_and_stops_quietly() -> None:
@@ -56,7 +64,7 @@ def test_an_unstarted_cluster_has_no_addresses_and_stops_quietly() -> None:
 
 def test_zookeeper_options_are_checked_before_anything_starts() -> None:
     with pytest.raises(ValueError, match="zookeeper_nodes"):
-        LocalCluster(brokers=1, zookeeper_nodes=0)
+        ProjectCluster(brokers=1, zookeeper_nodes=0)
     with pytest.raises(ValueError, match="unknown ZooKeeper"):
         ProjectCluster(brokers=1, zookeeper="3.9")
     cluster = ProjectCluster(brokers=1, zookeeper_nodes=3, zookeeper="3.8", zookeeper_config={"admin.enableServer": True})

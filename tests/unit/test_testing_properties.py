@@ -1,8 +1,10 @@
-"""zkconsumer.testing.properties: .properties rendering and the cluster's settings."""
+"""zkconsumer.testing.properties: .properties rendering and the cluster's settings (and an ensemble's peers)."""
 
 from __future__ import annotations
 
-from zkconsumer.testing.properties import broker_properties, log4j_properties, merge, render_properties, zookeeper_properties
+from benchmarks.cluster.ensemble import peer_properties
+from benchmarks.cluster.tools import log4j_properties
+from zkconsumer.testing.properties import SERVER_LOG4J, broker_properties, merge, render_properties, zookeeper_properties
 
 
 def test_render_properties_uses_java_spellings_and_escapes() -> None:
@@ -72,11 +74,13 @@ def test_log4j_properties_target_and_levels() -> None:
     assert props["log4j.rootLogger"] == "WARN, console"
     assert props["log4j.appender.console.Target"] == "System.err"
     assert props["log4j.logger.kafka.request.logger"] == "ERROR"
+    assert "log4j.logger.org.I0Itec.zkclient" not in props
+    assert props["log4j.appender.console.layout"] == SERVER_LOG4J["log4j.appender.console.layout"]
 
 
-def test_ensemble_zookeeper_properties_list_every_peer_and_keep_the_tick() -> None:
+def test_ensemble_peers_list_every_node_and_keep_the_tick() -> None:
     peers = {1: (3001, 4001), 2: (3002, 4002), 3: (3003, 4003)}
-    props = zookeeper_properties("/zk-2", 2182, peers=peers)
+    props = zookeeper_properties("/zk-2", 2182, peer_properties(peers))
     assert props["server.1"] == "127.0.0.1:3001:4001" and props["server.3"] == "127.0.0.1:3003:4003"
     assert props["initLimit"] == "10" and props["syncLimit"] == "5"
     assert props["tickTime"] == zookeeper_properties("/zk", 2181)["tickTime"]

@@ -3,9 +3,9 @@ for your own tests").
 
 Every JVM runs in its own process group, dies with the test process (see
 :mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
-directory that ``stop()`` removes (set ``ZKCONSUMER_KEEP_CLUSTER_DIR=1`` to keep it). An
-``atexit`` hook stops clusters a test forgot to stop; directories of crashed test
-processes are swept by the next cluster (see :mod:`zkconsumer.testing.workdir`).
+directory that ``stop()`` removes. An ``atexit`` hook stops clusters a test forgot to
+stop; directories of crashed test processes are swept by the next cluster (see
+:mod:`zkconsumer.testing.workdir`).
 
 Replica placement is deterministic: partition ``p`` of a topic created by
 :meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
@@ -16,16 +16,16 @@ Replica placement is deterministic: partition ``p`` of a topic created by
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import re
-import signal
 import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkconsumer.testing import processes
-from zkconsumer.testing.core import HOST, JVM_OPTIONS, KAFKA_MAIN, ZOOKEEPER_MAIN, java_command
+from zkconsumer.testing.core import HOST, KAFKA_MAIN, ZooKeeperControls, stop_servers
 from zkconsumer.testing.distribution import (
     ensure_kafka_distribution,
     find_java,
@@ -36,18 +36,13 @@ from zkconsumer.testing.ports import free_ports
 from zkconsumer.testing.probes import fetch_metadata
 from zkconsumer.testing.properties import (
     BROKER_ZK_SESSION_TIMEOUT_MS,
-    SERVER_QUIET_LOGGERS,
+    SERVER_LOG4J,
     PropertyValue,
     broker_properties,
     format_value,
-    log4j_properties,
     render_properties,
 )
 from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
-from zkconsumer.testing.zookeepers import ZooKeeperControls
-
-__all__ = ["HOST", "JVM_OPTIONS", "KAFKA_MAIN", "ZOOKEEPER_MAIN", "LocalCluster", "java_command", "replica_assignment",
-           "validate_topic_name"]
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _Value = Union[bytes, str, None]
@@ -56,15 +51,13 @@ _RUNNING_CLUSTERS: Set["LocalCluster"] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+@atexit.register
 def _stop_running_clusters() -> None:
     """atexit backstop: stop every cluster that is still running."""
     with _RUNNING_LOCK:
         clusters = list(_RUNNING_CLUSTERS)
     for cluster in clusters:
         cluster.stop()
-
-
-atexit.register(_stop_running_clusters)
 
 
 def replica_assignment(brokers: Sequence[int], partitions: int, replication: int) -> Dict[int, List[int]]:
@@ -87,6 +80,11 @@ def validate_topic_name(name: str) -> None:
         raise LocalClusterError(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
 
 
+def _json(value: Mapping[str, Any]) -> bytes:
+    """Compact JSON, as Kafka's AdminUtils writes it."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def _as_bytes(value: _Value) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
@@ -94,17 +92,14 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
 class LocalCluster(ZooKeeperControls):
     """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
 
-    ZooKeeper (3.4.6, shipped with Kafka) is one standalone server, or with
-    ``zookeeper_nodes=n`` (odd, e.g. 3) an ensemble of nodes 1..n (ZooKeeper's ``myid``),
-    each controllable on its own (``kill_zookeeper(node=2)``); ``zk_connect`` lists them all.
+    ZooKeeper is one standalone server (3.4.6, shipped with Kafka).
 
     ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
     of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
     remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
     defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``;
     ``startup_timeout`` bounds each JVM's start; ``kafka_home`` is a Kafka 0.9.0.1 distribution
-    to use instead of the cached download; ``keep_work_dir`` (default: whether
-    ``ZKCONSUMER_KEEP_CLUSTER_DIR`` is set and not ``0``) keeps the work directory after stop().
+    to use instead of the cached download.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
     cannot be started again. Methods are safe to call from several threads.
@@ -150,14 +145,9 @@ class LocalCluster(ZooKeeperControls):
         self._work = WorkDir()
         for sub in ("logs", "conf", "tmp"):
             (self._work.path / sub).mkdir()
-        zk_ports = self._zk_nodes if self._zk_nodes == 1 else 3 * self._zk_nodes  # client, quorum, election
-        ports = free_ports(zk_ports + self._broker_count)
-        self._zk_ports = dict(zip(self.zookeeper_nodes, ports))
-        peers = {node: (ports[self._zk_nodes + 2 * i], ports[self._zk_nodes + 2 * i + 1])
-                 for i, node in enumerate(self.zookeeper_nodes)} if self._zk_nodes > 1 else {}
-        self._broker_ports = dict(zip(self.broker_ids, ports[zk_ports:]))
+        self._allocate_ports()
         self._write_log4j_configs()
-        self._start_zookeepers(peers)
+        self._start_zookeeper()
         for broker_id in self.broker_ids:
             self._brokers[broker_id] = self._make_broker(broker_id)
             self._brokers[broker_id].start()
@@ -169,8 +159,8 @@ class LocalCluster(ZooKeeperControls):
 
         ZooKeeper gets SIGTERM, then SIGKILL after ``grace`` seconds. Brokers get SIGKILL
         at once, as their data is deleted anyway (a graceful stop of every broker costs a
-        chain of controller hand-offs, ~3 s), or the same SIGTERM-then-SIGKILL when the
-        work directory is kept. Returns only when every process has exited and been reaped.
+        chain of controller hand-offs, ~3 s). Returns only when every process has exited
+        and been reaped.
         """
         with self._lock:
             if self._state == "stopped":
@@ -178,32 +168,27 @@ class LocalCluster(ZooKeeperControls):
             self._state = "stopped"
             try:
                 self._close_clients()
-                brokers = [b.process for b in self._brokers.values() if b.process is not None]
-                if self._keep_work_dir:
-                    processes.terminate_all(brokers, grace)
-                else:  # their data is deleted anyway: skip the controller hand-offs of a graceful stop
-                    processes.kill_all(brokers)
-                zookeepers = [z.process for z in self._zookeepers.values() if z.process is not None]
-                for process in zookeepers:  # a paused server would not see SIGTERM
-                    processes.signal_group(process, signal.SIGCONT)
-                processes.terminate_all(zookeepers, grace)
+                processes.kill_all([b.process for b in self._brokers.values() if b.process is not None])
+                stop_servers([z.process for z in self._zookeeper_processes() if z.process is not None], grace)
             finally:
-                if self._work is not None and self._keep_work_dir:
-                    self._work.release()
-                elif self._work is not None:
+                if self._work is not None:
                     self._work.remove()
                 with _RUNNING_LOCK:
                     _RUNNING_CLUSTERS.discard(self)
+
+    def _allocate_ports(self, extra: int = 0) -> List[int]:
+        """Pick ZooKeeper's and the brokers' ports, and ``extra`` more for a subclass (returned), all distinct."""
+        self._zk_port, *ports = free_ports(1 + self._broker_count + extra)
+        self._broker_ports = dict(zip(self.broker_ids, ports))
+        return ports[self._broker_count:]
 
     def _close_clients(self) -> None:
         clients = self._clients + ([self._admin] if self._admin is not None else [])
         self._clients, self._admin = [], None
         for client in clients:
-            try:
+            with contextlib.suppress(Exception):  # a client already broken must not block the shutdown
                 client.stop()
                 client.close()
-            except Exception:  # a client already broken must not block the shutdown
-                pass
 
     @property
     def bootstrap_servers(self) -> str:
@@ -218,9 +203,7 @@ class LocalCluster(ZooKeeperControls):
         return self._broker_ports[broker_id]
 
     def _write_log4j_configs(self) -> None:
-        conf = self.work_dir / "conf"
-        server = log4j_properties("INFO", "System.out", SERVER_QUIET_LOGGERS)
-        (conf / "log4j-server.properties").write_text(render_properties(server))
+        (self.work_dir / "conf" / "log4j-server.properties").write_text(render_properties(SERVER_LOG4J))
 
     def _make_broker(self, broker_id: int) -> processes.JavaProcess:
         data_dir = self.work_dir / f"kafka-{broker_id}"
@@ -281,47 +264,30 @@ class LocalCluster(ZooKeeperControls):
         return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
 
     def create_topic(self, name: str, partitions: Optional[int] = None, replication: int = 1,
-                     config: Optional[Mapping[str, PropertyValue]] = None, *,
-                     assignment: Optional[Mapping[int, Sequence[int]]] = None, timeout: float = 60.0) -> str:
+                     config: Optional[Mapping[str, PropertyValue]] = None, *, timeout: float = 60.0) -> str:
         """Create ``name`` the way Kafka's AdminUtils does (ZooKeeper nodes); return ``name``.
 
-        Replicas are placed as the module docstring says, on the brokers registered now,
-        unless ``assignment`` (partition -> replica broker ids, first = preferred leader)
-        is given. ``config`` is the topic-level config (written as is, not validated).
+        Replicas are placed as the module docstring says, on the brokers registered now.
+        ``config`` is the topic-level config (written as is, not validated).
         Returns once every partition has a leader in ZooKeeper and every running
         broker's metadata reports that leader (see :meth:`wait_for_leaders`).
         Raises LocalClusterError if the topic exists or the name is illegal.
         """
         validate_topic_name(name)
-        if assignment is None:
-            assignment = replica_assignment(self.registered_brokers(), partitions or self.partitions, replication)
-        self._check_assignment(assignment)
+        assignment = replica_assignment(self.registered_brokers(), partitions or self.partitions, replication)
         topic_path = f"/brokers/topics/{name}"
         if self._zk.exists(topic_path):
             raise LocalClusterError(f"topic {name!r} already exists")
         topic_config = {key: format_value(value) for key, value in (config or {}).items()}
-        self._write_json(f"/config/topics/{name}", {"version": 1, "config": topic_config})
-        body = {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+        self._zk.ensure_path(f"/config/topics/{name}")  # a deleted topic's config may be left over
+        self._zk.set(f"/config/topics/{name}", _json({"version": 1, "config": topic_config}))
+        body = {"version": 1, "partitions": {str(p): replicas for p, replicas in assignment.items()}}
         try:
-            self._zk.create(topic_path, json.dumps(body, separators=(",", ":")).encode(), makepath=True)
+            self._zk.create(topic_path, _json(body), makepath=True)
         except NodeExistsError:
             raise LocalClusterError(f"topic {name!r} already exists") from None
         self.wait_for_leaders(name, timeout=timeout)
         return name
-
-    def _check_assignment(self, assignment: Mapping[int, Sequence[int]]) -> None:
-        if sorted(assignment) != list(range(len(assignment))) or not assignment:
-            raise LocalClusterError(f"assignment partitions must be 0..n-1, got {sorted(assignment)}")
-        for partition, replicas in assignment.items():
-            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= set(self.broker_ids):
-                raise LocalClusterError(f"bad replica list {list(replicas)} for partition {partition}")
-
-    def _write_json(self, path: str, value: Mapping[str, Any]) -> None:
-        data = json.dumps(value, separators=(",", ":")).encode()
-        if self._zk.exists(path):
-            self._zk.set(path, data)
-        else:
-            self._zk.create(path, data, makepath=True)
 
     def wait_for_leaders(self, topic: str, timeout: float = 60.0) -> Dict[int, int]:
         """Wait until every partition of ``topic`` has a leader that is a running broker in
@@ -335,7 +301,10 @@ class LocalCluster(ZooKeeperControls):
 
         def settled() -> bool:
             nonlocal leaders
-            leaders = self._zookeeper_leaders(topic)
+            try:
+                leaders = {p: self.leader(topic, p) for p in self.topic_partitions(topic)}
+            except LocalClusterError:  # not created yet
+                return False
             running = [b for b in self.broker_ids if self.is_running(b)]
             if not leaders or any(leader not in running for leader in leaders.values()):
                 return False
@@ -343,13 +312,6 @@ class LocalCluster(ZooKeeperControls):
 
         self._wait_for(f"leaders of every partition of {topic!r}", settled, timeout, interval=0.05)
         return leaders
-
-    def _zookeeper_leaders(self, topic: str) -> Dict[int, int]:
-        try:
-            partitions = self.topic_partitions(topic)
-            return {p: self.leader(topic, p) for p in partitions}
-        except LocalClusterError:
-            return {}
 
     def _broker_agrees(self, broker_id: int, topic: str, leaders: Mapping[int, int]) -> bool:
         try:

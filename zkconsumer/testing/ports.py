@@ -17,10 +17,9 @@ from typing import List, Optional, Tuple
 LOWEST_PORT = 10000
 #: Linux's default when /proc is unavailable.
 DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
-_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
-def ephemeral_port_range(path: str = _RANGE_FILE) -> Tuple[int, int]:
+def ephemeral_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> Tuple[int, int]:
     """The kernel's ephemeral port range ``(low, high)``; Linux's default if unreadable."""
     try:
         with open(path) as handle:
@@ -30,34 +29,26 @@ def ephemeral_port_range(path: str = _RANGE_FILE) -> Tuple[int, int]:
         return DEFAULT_EPHEMERAL_RANGE
 
 
-def candidate_range(ephemeral: Tuple[int, int], lowest: int = LOWEST_PORT) -> Optional[Tuple[int, int]]:
-    """The inclusive range to pick from, below ``ephemeral``; None if under 1000 ports fit there.
-
-    >>> candidate_range((32768, 60999))
-    (10000, 32767)
-    >>> candidate_range((1024, 65535)) is None
-    True
-    """
-    high = ephemeral[0] - 1
-    if high - lowest + 1 < 1000:
-        return None
-    return lowest, high
-
-
 def free_ports(count: int, host: str = "127.0.0.1", rng: Optional[random.Random] = None) -> List[int]:
     """Return ``count`` distinct ports on ``host`` that were free a moment ago.
 
     Every port was bound (without SO_REUSEADDR) and released, all at the same time,
     so the list has no duplicates. The caller's server should bind them promptly.
+    Each port is one of 100 random tries from LOWEST_PORT up to the ephemeral range (if
+    at least 1000 ports fit there), or else one the OS picks.
     """
     if count < 0:
         raise ValueError("count must be >= 0")
     rng = rng or random.Random()
-    span = candidate_range(ephemeral_port_range())
+    highest = ephemeral_port_range()[0] - 1
+    tries = 100 if highest - LOWEST_PORT + 1 >= 1000 else 0
     held: List[socket.socket] = []
     try:
         while len(held) < count:
-            sock = _bind_random(host, span, rng)
+            candidates = [rng.randint(LOWEST_PORT, highest) for _ in range(tries)] + [0]  # 0: the OS picks
+            sock = next(filter(None, (_try_bind(host, port) for port in candidates)), None)
+            if sock is None:
+                raise OSError(f"could not bind any port on {host}")
             held.append(sock)
         return [sock.getsockname()[1] for sock in held]
     finally:
@@ -65,20 +56,8 @@ def free_ports(count: int, host: str = "127.0.0.1", rng: Optional[random.Random]
             sock.close()
 
 
-def _bind_random(host: str, span: Optional[Tuple[int, int]], rng: random.Random) -> socket.socket:
-    """A socket bound to a free port: from ``span`` (100 tries) or else one the OS picks."""
-    if span is not None:
-        for _ in range(100):
-            sock = _try_bind(host, rng.randint(*span))
-            if sock is not None:
-                return sock
-    sock = _try_bind(host, 0)
-    if sock is None:
-        raise OSError(f"could not bind any port on {host}")
-    return sock
-
-
 def _try_bind(host: str, port: int) -> Optional[socket.socket]:
+    """A socket listening on ``host:port`` (0: a port the OS picks), or None if that port is taken."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.bind((host, port))

@@ -10,20 +10,14 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Dict, List, Sequence
+from typing import BinaryIO, Dict, List, Sequence
 
 
 def zookeeper_command(host: str, port: int, command: str, timeout: float = 2.0) -> str:
     """Send a four-letter ``command`` to a ZooKeeper server; return its whole reply as text."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock, sock.makefile("rb") as reply:
         sock.sendall(command.encode("ascii"))
-        chunks: List[bytes] = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", "replace")
+        return reply.read().decode("utf-8", "replace")  # the server closes the connection after replying
 
 
 def srvr_fields(reply: str) -> Dict[str, str]:
@@ -69,19 +63,15 @@ def fetch_metadata(host: str, port: int, topics: Sequence[str], timeout: float =
 
     request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics], version=0)
     request.with_header(correlation_id=1, client_id="zkconsumer-testing")
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock, sock.makefile("rb") as stream:
         sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        response = MetadataResponse.decode(_recv_exactly(sock, size), version=0, header=True)
+        size = struct.unpack(">i", _read_exactly(stream, 4))[0]
+        response = MetadataResponse.decode(_read_exactly(stream, size), version=0, header=True)
     return {t.name: {p.partition_index: p.leader_id for p in t.partitions} for t in response.topics}
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks: List[bytes] = []
-    while size > 0:
-        chunk = sock.recv(min(size, 1 << 20))
-        if not chunk:
-            raise ConnectionError("broker closed the connection mid-response")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
+def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+    data = stream.read(size)  # a buffered socket file reads until ``size`` bytes or the end of the stream
+    if len(data) < size:
+        raise ConnectionError("broker closed the connection mid-response")
+    return data

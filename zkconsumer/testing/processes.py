@@ -14,6 +14,7 @@ lives as long as the process (:func:`spawn`), whichever thread asks for them.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -31,13 +32,10 @@ _PR_SET_PDEATHSIG = 1
 
 def _load_prctl() -> Optional[Callable[..., int]]:
     """libc's ``prctl`` on Linux, else None. Resolved before any fork."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl
-    except (OSError, AttributeError):
-        return None
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    return None
 
 
 _PRCTL = _load_prctl()
@@ -54,7 +52,10 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
 
 class _Spawner:
-    """One daemon thread that forks every child (see the module docstring)."""
+    """One daemon thread that forks every child (see the module docstring).
+
+    It is started on first use, and again in a forked child process, which has no copy of it.
+    """
 
     def __init__(self) -> None:
         self._requests: "queue.Queue[Tuple[Callable[[], Any], Future[Any]]]" = queue.Queue()
@@ -63,22 +64,17 @@ class _Spawner:
 
     def run(self, action: Callable[[], Any]) -> Any:
         """Run ``action`` on the spawner thread and return its result (or raise its error)."""
-        self._ensure_thread()
-        future: "Future[Any]" = Future()
-        self._requests.put((action, future))
-        return future.result()
-
-    def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="zkconsumer-spawner", daemon=True)
                 self._thread.start()
+        future: "Future[Any]" = Future()
+        self._requests.put((action, future))
+        return future.result()
 
     def _loop(self) -> None:
         while True:
             action, future = self._requests.get()
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
                 future.set_result(action())
             except BaseException as error:  # handed to the caller
@@ -107,12 +103,9 @@ def signal_group(process: "subprocess.Popen[Any]", sig: int) -> None:
     The group id is the child's pid, which stays reserved until the child is reaped,
     so this never signals an unrelated process group.
     """
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+            os.killpg(process.pid, sig)
 
 
 def terminate_all(processes: Sequence["subprocess.Popen[Any]"], grace: float) -> None:
@@ -124,10 +117,8 @@ def terminate_all(processes: Sequence["subprocess.Popen[Any]"], grace: float) ->
         signal_group(process, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for process in processes:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
     kill_all(processes)
 
 
@@ -142,10 +133,8 @@ def kill_all(processes: Sequence["subprocess.Popen[Any]"]) -> None:
 def tail(path: str, lines: int = 40) -> str:
     """The last ``lines`` lines of a text file ("" if it cannot be read)."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64 * 1024))
+        with open(path, "rb") as handle:  # the last 64 KiB are plenty
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 64 * 1024))
             data = handle.read()
     except OSError:
         return ""
@@ -165,12 +154,8 @@ class JavaProcess:
         self.log_path = log_path
         self._cwd = cwd
         self._env = env
-        self._process: Optional["subprocess.Popen[bytes]"] = None
-
-    @property
-    def process(self) -> Optional["subprocess.Popen[bytes]"]:
-        """The current child, or None if never started."""
-        return self._process
+        #: The current child, or None if never started.
+        self.process: Optional["subprocess.Popen[bytes]"] = None
 
     def start(self) -> None:
         """Launch the JVM; it must not be running."""
@@ -179,26 +164,26 @@ class JavaProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
             log.flush()
-            self._process = spawn(self.argv, cwd=self._cwd, env=self._env, stdin=subprocess.DEVNULL,
+            self.process = spawn(self.argv, cwd=self._cwd, env=self._env, stdin=subprocess.DEVNULL,
                                   stdout=log, stderr=subprocess.STDOUT)
 
     def running(self) -> bool:
         """True while the JVM has not exited."""
-        return self._process is not None and self._process.poll() is None
+        return self.process is not None and self.process.poll() is None
 
     def exit_code(self) -> Optional[int]:
         """The exit status once exited (negative: killed by that signal), else None."""
-        return None if self._process is None else self._process.poll()
+        return None if self.process is None else self.process.poll()
 
     def kill(self) -> None:
         """SIGKILL the JVM and wait until it is gone."""
-        if self._process is not None:
-            kill_all([self._process])
+        if self.process is not None:
+            kill_all([self.process])
 
     def terminate(self, grace: float) -> None:
         """SIGTERM the JVM, SIGKILL it after ``grace`` seconds; returns once it is gone."""
-        if self._process is not None:
-            terminate_all([self._process], grace)
+        if self.process is not None:
+            terminate_all([self.process], grace)
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of this JVM's log, for error messages."""

@@ -1,12 +1,12 @@
 """Configuration files of the local cluster's JVMs, as pure functions of plain data.
 
 ``render_properties`` writes Java ``.properties`` text; the other functions build the
-settings of ZooKeeper, of a broker and of log4j. Nothing here does I/O.
+settings of ZooKeeper and of a broker, ``SERVER_LOG4J`` is log4j's. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from typing import Dict, Mapping, Optional, Union
 
 PropertyValue = Union[str, int, float, bool]
 
@@ -29,28 +29,23 @@ def format_value(value: PropertyValue) -> str:
     return str(value)
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+
+
 def _escape(text: str, is_key: bool) -> str:
     """Escape for a .properties file (read by Java as ISO-8859-1 with \\uXXXX escapes)."""
     out = []
     for index, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif char in "\n\r\t\f":
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}[char])
-        elif is_key and char in "=:#! ":
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif (is_key and char in "=:#! ") or (char == " " and index == 0):
             out.append("\\" + char)
-        elif char == " " and index == 0:
-            out.append("\\" + char)
-        elif ord(char) > 0x7E or ord(char) < 0x20:
-            out.extend(f"\\u{unit:04x}" for unit in _utf16_units(char))
+        elif not " " <= char <= "~":  # outside printable ASCII: \uXXXX per UTF-16 code unit
+            units = char.encode("utf-16-be").hex()
+            out.extend(f"\\u{units[i:i + 4]}" for i in range(0, len(units), 4))
         else:
             out.append(char)
     return "".join(out)
-
-
-def _utf16_units(char: str) -> List[int]:
-    data = char.encode("utf-16-be")
-    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
 
 
 def render_properties(props: Mapping[str, PropertyValue]) -> str:
@@ -69,30 +64,22 @@ def merge(defaults: Mapping[str, PropertyValue],
     >>> merge({"a": 1, "b": 2}, {"b": None, "c": False})
     {'a': '1', 'c': 'false'}
     """
-    merged: Dict[str, str] = {key: format_value(value) for key, value in defaults.items()}
-    for key, value in (overrides or {}).items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = format_value(value)
-    return merged
+    merged = {**defaults, **(overrides or {})}
+    return {key: format_value(value) for key, value in merged.items() if value is not None}
 
 
 def zookeeper_properties(data_dir: str, port: int,
-                         overrides: Optional[Mapping[str, Optional[PropertyValue]]] = None, *,
-                         peers: Optional[Mapping[int, Tuple[int, int]]] = None) -> Dict[str, str]:
-    """A ZooKeeper server on 127.0.0.1:``port`` storing data in ``data_dir``.
+                         overrides: Optional[Mapping[str, Optional[PropertyValue]]] = None) -> Dict[str, str]:
+    """A standalone ZooKeeper server on 127.0.0.1:``port`` storing data in ``data_dir``.
 
     Sessions may ask for 1 s to 60 s; the connection limit per client address is
-    lifted (every test client comes from 127.0.0.1). Without ``peers`` the server is
-    standalone; with ``peers`` (node id -> (quorum port, election port), every node of
-    the ensemble) it is one of them, with ``server.<id>=127.0.0.1:<quorum>:<election>``
-    lines and init/sync limits of 10 and 5 ticks (its own id goes into ``myid``).
+    lifted (every test client comes from 127.0.0.1). ``overrides`` win; an override
+    of ``None`` removes a setting.
 
-    >>> zookeeper_properties("/d", 2181, peers={1: (3001, 4001)})["server.1"]
-    '127.0.0.1:3001:4001'
+    >>> zookeeper_properties("/d", 2181, {"maxClientCnxns": 10})["maxClientCnxns"]
+    '10'
     """
-    defaults: Dict[str, PropertyValue] = {
+    return merge({
         "dataDir": data_dir,
         "clientPort": port,
         "clientPortAddress": "127.0.0.1",
@@ -101,12 +88,7 @@ def zookeeper_properties(data_dir: str, port: int,
         "maxSessionTimeout": 60000,
         "maxClientCnxns": 0,
         "autopurge.purgeInterval": 0,
-    }
-    if peers:
-        defaults.update({"initLimit": 10, "syncLimit": 5})
-        defaults.update({f"server.{node}": f"127.0.0.1:{quorum}:{election}"
-                         for node, (quorum, election) in sorted(peers.items())})
-    return merge(defaults, overrides)
+    }, overrides)
 
 
 def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, *,
@@ -150,30 +132,17 @@ def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, 
     }, overrides)
 
 
-def log4j_properties(level: str = "INFO", target: str = "System.out",
-                     quiet_loggers: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """A log4j 1.2 configuration writing ``level`` and above to one console stream.
-
-    ``target`` is ``System.out`` or ``System.err``; ``quiet_loggers`` maps logger names
-    to their own levels.
-    """
-    props: Dict[str, str] = {
-        "log4j.rootLogger": f"{level}, console",
-        "log4j.appender.console": "org.apache.log4j.ConsoleAppender",
-        "log4j.appender.console.Target": target,
-        "log4j.appender.console.layout": "org.apache.log4j.PatternLayout",
-        "log4j.appender.console.layout.ConversionPattern": "[%d] %p %m (%c)%n",
-    }
-    for logger, logger_level in (quiet_loggers or {}).items():
-        props[f"log4j.logger.{logger}"] = logger_level
-    return props
-
-
-#: Server logs: INFO, minus per-request and client-library chatter.
-SERVER_QUIET_LOGGERS = {
-    "kafka.request.logger": "WARN",
-    "kafka.network.Processor": "WARN",
-    "org.I0Itec.zkclient": "WARN",
-    "org.apache.zookeeper.ZooKeeper": "WARN",
-    "org.apache.zookeeper.ClientCnxn": "WARN",
+#: The log4j 1.2 configuration of the cluster's JVMs: INFO and above to stdout (each JVM's
+#: log file), minus per-request and client-library chatter.
+SERVER_LOG4J = {
+    "log4j.rootLogger": "INFO, console",
+    "log4j.appender.console": "org.apache.log4j.ConsoleAppender",
+    "log4j.appender.console.Target": "System.out",
+    "log4j.appender.console.layout": "org.apache.log4j.PatternLayout",
+    "log4j.appender.console.layout.ConversionPattern": "[%d] %p %m (%c)%n",
+    "log4j.logger.kafka.request.logger": "WARN",
+    "log4j.logger.kafka.network.Processor": "WARN",
+    "log4j.logger.org.I0Itec.zkclient": "WARN",
+    "log4j.logger.org.apache.zookeeper.ZooKeeper": "WARN",
+    "log4j.logger.org.apache.zookeeper.ClientCnxn": "WARN",
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -53,33 +54,22 @@ def sweep_abandoned(parent: Optional[str] = None) -> List[Path]:
 
     Only directories owned by this user are considered. Returns the removed paths.
     """
-    base = Path(parent or tempfile.gettempdir())
-    removed: List[Path] = []
-    try:
-        candidates = [p for p in base.iterdir() if p.name.startswith(PREFIX)]
-    except OSError:
-        return removed
-    for path in candidates:
-        if _is_abandoned(path):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+    removed = [path for path in Path(parent or tempfile.gettempdir()).glob(PREFIX + "*") if _is_abandoned(path)]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
     return removed
 
 
 def _is_abandoned(path: Path) -> bool:
+    """Ours (and not a link), not kept, and its lock free; without a lock file, over a minute old."""
     try:
-        if not path.is_dir() or path.is_symlink() or path.stat().st_uid != os.getuid():
+        info = path.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or (path / KEEP_NAME).exists():
             return False
-        if (path / KEEP_NAME).exists():
-            return False
-        lock_path = path / LOCK_NAME
-        if not lock_path.exists():
-            return time.time() - path.stat().st_mtime > _CREATION_GRACE_SECONDS
-        with open(lock_path, "rb") as handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            return True
+        if not (path / LOCK_NAME).exists():  # being created, or its owner died before locking it
+            return time.time() - info.st_mtime > _CREATION_GRACE_SECONDS
+        with open(path / LOCK_NAME, "rb") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while its owner lives
+        return True
     except OSError:
         return False
