@@ -265,11 +265,13 @@ def test_batches_without_pyarrow_raise_a_clear_error(monkeypatch: pytest.MonkeyP
 def test_a_clear_that_runs_inside_the_hand_out_wins() -> None:
     """A collection inside the C ``__next__`` (its first tracked allocation is the message tuple, made
     before the hand-out) runs a finalizer that clears the stream, as a rebalancer thread switched in
-    right there would: that message must not be handed out, and nothing else of the chunk either."""
+    right there would: that message must not be handed out, and nothing else of the chunk either.
+    The first message is kept, so the next one is a new tuple rather than the first one recycled."""
     queue, info, stream = setup(offset=0, timeout_ms=30)
     enqueue(info, message_set(0, 0, msgs(3)))
     it = iter(stream)
-    assert next(it).offset == 0
+    first = next(it)
+    assert first.offset == 0
 
     class ClearsTheStream:
         def __init__(self) -> None:

@@ -1094,6 +1094,19 @@ done:
 
 static PyObject *str_refill, *str_consumed_offset, *str_topic, *str_partition;
 
+/* Recycled messages. Without decoders a message is a tuple of a str, ints, bytes and None,
+ * and deallocating one (subtype_dealloc, GC untracking) and allocating the next cost about
+ * a fifth of the per-message path at 100-byte values (perf record of `zkconsumer perf`).
+ * So the cursor keeps the last RING messages it handed out and, as zip() and enumerate()
+ * do with their result tuples, fills one again in place when the ring holds its only
+ * reference: nobody else can see it then (a tuple has no weak references, and no Python
+ * code runs between that check and the refill). RING is 2 because a ``for m in stream``
+ * loop still holds the previous message while asking for the next one. The values of the
+ * last RING messages thus stay referenced until the next messages reuse them or the
+ * iterator goes. With decoders, whose results may have finalisers or be large, every
+ * message is a new tuple. */
+#define RING 2
+
 typedef struct {
     PyObject_HEAD
     PyObject *info;           /* the chunk's PartitionTopicInfo, or NULL */
@@ -1109,6 +1122,8 @@ typedef struct {
     Py_ssize_t consumed_slot; /* byte offset of info's consumed_offset __slots__ member, 0 = use getattr */
     unsigned long long generation;
     long long delivered_messages, delivered_bytes;
+    PyObject *ring[RING];     /* the last messages handed out (no decoders): reused once only the ring holds them */
+    int ring_old;             /* the slot a new message replaces when neither can be reused */
 } Cursor;
 
 static void cursor_drop(Cursor *c) {
@@ -1135,6 +1150,8 @@ static int cursor_traverse(Cursor *c, visitproc visit, void *arg) {
     Py_VISIT(c->key_decoder);
     Py_VISIT(c->value_decoder);
     Py_VISIT(c->next_obj);
+    Py_VISIT(c->ring[0]);
+    Py_VISIT(c->ring[1]);
     return 0;
 }
 
@@ -1144,6 +1161,8 @@ static int cursor_clear_refs(Cursor *c) {
     Py_CLEAR(c->key_decoder);
     Py_CLEAR(c->value_decoder);
     Py_CLEAR(c->next_obj);
+    Py_CLEAR(c->ring[0]);
+    Py_CLEAR(c->ring[1]);
     return 0;
 }
 
@@ -1162,6 +1181,8 @@ static int cursor_init(Cursor *c, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "message_type must be a tuple subclass without __dict__ (a NamedTuple)");
         return -1;
     }
+    Py_CLEAR(c->ring[0]);  /* made with the previous type or decoders */
+    Py_CLEAR(c->ring[1]);
     Py_XSETREF(c->mm_type, Py_NewRef(mm_type));
     Py_XSETREF(c->key_decoder, kd == Py_None ? NULL : Py_NewRef(kd));
     Py_XSETREF(c->value_decoder, vd == Py_None ? NULL : Py_NewRef(vd));
@@ -1298,6 +1319,7 @@ static PyObject *cursor_step(Cursor *c) {
     PyObject *messages = Py_NewRef(c->messages);  /* keep the chunk alive if cleared meanwhile */
     PyObject *offset_obj = NULL, *next_obj = NULL, *key = NULL, *value = NULL, *mm = NULL;
     PyTypeObject *mm_type = (PyTypeObject *)c->mm_type;
+    int slot = -1, recycle = c->key_decoder == NULL && c->value_decoder == NULL;
     long long consumed;
     int64_t offset;
     Py_ssize_t size;
@@ -1346,8 +1368,16 @@ static PyObject *cursor_step(Cursor *c) {
     }
     next_obj = PyLong_FromLongLong(offset + 1);
     if (next_obj == NULL) goto error;
-    mm = mm_type->tp_alloc(mm_type, 5);
-    if (mm == NULL) goto error;
+    if (recycle) {
+        if (c->ring[0] != NULL && Py_REFCNT(c->ring[0]) == 1) slot = 0;
+        else if (c->ring[1] != NULL && Py_REFCNT(c->ring[1]) == 1) slot = 1;
+    }
+    if (slot >= 0) {
+        mm = Py_NewRef(c->ring[slot]);  /* its old items stay until it is filled: always a valid tuple */
+    } else {
+        mm = mm_type->tp_alloc(mm_type, 5);
+        if (mm == NULL) goto error;
+    }
     /* ... then a check that no clear()/install ran meanwhile, ... */
     if (gen != c->generation) goto discard;
     /* ... then the hand-out itself, which runs no Python code: */
@@ -1368,11 +1398,33 @@ static PyObject *cursor_step(Cursor *c) {
         Py_SETREF(value, PyObject_CallOneArg(c->value_decoder, value));
         if (value == NULL) goto error;
     }
-    PyTuple_SET_ITEM(mm, 0, Py_NewRef(c->topic ? c->topic : Py_None));
-    PyTuple_SET_ITEM(mm, 1, Py_NewRef(c->partition ? c->partition : Py_None));
-    PyTuple_SET_ITEM(mm, 2, offset_obj);
-    PyTuple_SET_ITEM(mm, 3, key);
-    PyTuple_SET_ITEM(mm, 4, value);
+    if (slot >= 0) {
+        /* Only the ring and this function hold mm, and no Python code ran since that was checked. */
+        PyObject *old[5];
+        int k;
+        for (k = 0; k < 5; k++) old[k] = PyTuple_GET_ITEM(mm, k);
+        PyTuple_SET_ITEM(mm, 0, Py_NewRef(c->topic ? c->topic : Py_None));
+        PyTuple_SET_ITEM(mm, 1, Py_NewRef(c->partition ? c->partition : Py_None));
+        PyTuple_SET_ITEM(mm, 2, offset_obj);
+        PyTuple_SET_ITEM(mm, 3, key);
+        PyTuple_SET_ITEM(mm, 4, value);
+#if PY_VERSION_HEX >= 0x030E0000
+        ((PyTupleObject *)mm)->ob_hash = -1;  /* 3.14 caches a tuple's hash */
+#endif
+        if (!PyObject_GC_IsTracked(mm)) PyObject_GC_Track(mm);  /* a collection may have untracked it */
+        c->ring_old = 1 - slot;
+        for (k = 0; k < 5; k++) Py_XDECREF(old[k]);  /* bytes, ints, str, None: no Python code runs */
+    } else {
+        PyTuple_SET_ITEM(mm, 0, Py_NewRef(c->topic ? c->topic : Py_None));
+        PyTuple_SET_ITEM(mm, 1, Py_NewRef(c->partition ? c->partition : Py_None));
+        PyTuple_SET_ITEM(mm, 2, offset_obj);
+        PyTuple_SET_ITEM(mm, 3, key);
+        PyTuple_SET_ITEM(mm, 4, value);
+        if (recycle) {
+            Py_XSETREF(c->ring[c->ring_old], Py_NewRef(mm));  /* the old one is still the caller's, or dies */
+            c->ring_old = 1 - c->ring_old;
+        }
+    }
     Py_DECREF(messages);
     return mm;
 
