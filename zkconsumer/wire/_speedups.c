@@ -1099,8 +1099,11 @@ static PyObject *str_refill, *str_consumed_offset, *str_topic, *str_partition;
  * a fifth of the per-message path at 100-byte values (perf record of `zkconsumer perf`).
  * So the cursor keeps the last RING messages it handed out and, as zip() and enumerate()
  * do with their result tuples, fills one again in place when the ring holds its only
- * reference: nobody else can see it then (a tuple has no weak references, and no Python
- * code runs between that check and the refill). RING is 2 because a ``for m in stream``
+ * reference: nobody else can see it then (a tuple has no weak references, and it is
+ * untracked by the GC from that check to the refill, so a finalizer run by a collection
+ * meanwhile cannot find it). Its key and value, if bytes of the new message's sizes that
+ * only it references, are refilled too instead of being freed and allocated again (with
+ * the cached hash reset). RING is 2 because a ``for m in stream``
  * loop still holds the previous message while asking for the next one. The values of the
  * last RING messages thus stay referenced until the next messages reuse them or the
  * iterator goes. With decoders, whose results may have finalisers or be large, every
@@ -1310,6 +1313,20 @@ static Py_ssize_t payload_size(PyObject *o) {
     return n;
 }
 
+/* The bytes src[0..n) as a bytes object: ``old`` itself, refilled, if it is a bytes object of
+ * that size that only an unreachable recycled message references (see RING), else a new one. */
+static inline PyObject *refill_bytes(PyObject *old, const char *src, Py_ssize_t n) {
+    if (old != NULL && PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 && PyBytes_GET_SIZE(old) == n) {
+        memcpy(PyBytes_AS_STRING(old), src, (size_t)n);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  /* the cached hash of the old contents */
+        ((PyBytesObject *)old)->ob_shash = -1;
+#pragma GCC diagnostic pop
+        return Py_NewRef(old);
+    }
+    return PyBytes_FromStringAndSize(src, n);
+}
+
 /* One step at the current position: the message handed out, or NULL without an
  * exception when the position held nothing to hand out (skipped, or the chunk
  * was cleared/replaced meanwhile), or NULL with an exception. */
@@ -1329,9 +1346,21 @@ static PyObject *cursor_step(Cursor *c) {
         offset = b->off[i];
         if (read_consumed(c, &consumed) < 0) goto error;
         if (offset < consumed) goto skip;
-        key = block_key(b, i);
+        if (recycle) {
+            /* The ring's message is unreachable once untracked: only the ring references it,
+             * and a finalizer run by a collection below cannot find it through the GC either. */
+            if (c->ring[0] != NULL && Py_REFCNT(c->ring[0]) == 1) slot = 0;
+            else if (c->ring[1] != NULL && Py_REFCNT(c->ring[1]) == 1) slot = 1;
+            if (slot >= 0) {
+                mm = Py_NewRef(c->ring[slot]);
+                if (PyObject_GC_IsTracked(mm)) PyObject_GC_UnTrack(mm);
+            }
+        }
+        if (key_is_null(b, i)) key = Py_NewRef(Py_None);
+        else key = refill_bytes(mm ? PyTuple_GET_ITEM(mm, 3) : NULL, b->kdata + b->koff[i], b->koff[i + 1] - b->koff[i]);
         if (key == NULL) goto error;
-        value = block_value(b, i);
+        if (value_is_null(b, i)) value = Py_NewRef(Py_None);
+        else value = refill_bytes(mm ? PyTuple_GET_ITEM(mm, 4) : NULL, b->vdata + b->voff[i], b->voff[i + 1] - b->voff[i]);
         if (value == NULL) goto error;
         size = (b->koff[i + 1] - b->koff[i]) + (b->voff[i + 1] - b->voff[i]);
     } else {
@@ -1368,13 +1397,15 @@ static PyObject *cursor_step(Cursor *c) {
     }
     next_obj = PyLong_FromLongLong(offset + 1);
     if (next_obj == NULL) goto error;
-    if (recycle) {
+    if (recycle && slot < 0 && c->block == NULL) {
         if (c->ring[0] != NULL && Py_REFCNT(c->ring[0]) == 1) slot = 0;
         else if (c->ring[1] != NULL && Py_REFCNT(c->ring[1]) == 1) slot = 1;
+        if (slot >= 0) {
+            mm = Py_NewRef(c->ring[slot]);
+            if (PyObject_GC_IsTracked(mm)) PyObject_GC_UnTrack(mm);
+        }
     }
-    if (slot >= 0) {
-        mm = Py_NewRef(c->ring[slot]);  /* its old items stay until it is filled: always a valid tuple */
-    } else {
+    if (slot < 0) {  /* a recycled message keeps its old items until it is filled: always a valid tuple */
         mm = mm_type->tp_alloc(mm_type, 5);
         if (mm == NULL) goto error;
     }
@@ -1399,7 +1430,7 @@ static PyObject *cursor_step(Cursor *c) {
         if (value == NULL) goto error;
     }
     if (slot >= 0) {
-        /* Only the ring and this function hold mm, and no Python code ran since that was checked. */
+        /* Only the ring and this function hold mm (untracked since the check: unreachable). */
         PyObject *old[5];
         int k;
         for (k = 0; k < 5; k++) old[k] = PyTuple_GET_ITEM(mm, k);
@@ -1431,6 +1462,7 @@ static PyObject *cursor_step(Cursor *c) {
 skip:
     if (gen == c->generation) c->pos = i + 1;
 discard:
+    if (slot >= 0 && !PyObject_GC_IsTracked(mm)) PyObject_GC_Track(mm);
     Py_XDECREF(offset_obj);
     Py_XDECREF(next_obj);
     Py_XDECREF(key);
@@ -1439,6 +1471,7 @@ discard:
     Py_DECREF(messages);
     return NULL;
 error:
+    if (slot >= 0 && !PyObject_GC_IsTracked(mm)) PyObject_GC_Track(mm);
     Py_XDECREF(offset_obj);
     Py_XDECREF(next_obj);
     Py_XDECREF(key);
