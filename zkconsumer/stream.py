@@ -48,6 +48,14 @@ either before the hand-out, which then does not happen, or after it, and the
 commit that follows includes the message. Without the extension the same
 per-message path is Python and holds the lock for each message.
 
+Without decoders, the C path also recycles message tuples, as ``zip()`` does:
+a :class:`MessageAndMetadata` it handed out and that nobody else references
+any more (the application dropped it) is filled with the next message instead
+of a new tuple being allocated, and so are its key and value bytes when only
+that tuple references them and the next message's are as long. A message, key
+or value the application keeps is never touched; the key and value of the last
+two messages handed out stay referenced by the iterator until it reuses them.
+
 Chunks are normally :class:`~zkconsumer.wire.messageset.MessageBlock` objects (the
 C decoder's Arrow-layout output) from which the ``bytes`` of a key and value
 are made only when the message is handed out, and from which

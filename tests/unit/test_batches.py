@@ -265,11 +265,13 @@ def test_batches_without_pyarrow_raise_a_clear_error(monkeypatch: pytest.MonkeyP
 def test_a_clear_that_runs_inside_the_hand_out_wins() -> None:
     """A collection inside the C ``__next__`` (its first tracked allocation is the message tuple, made
     before the hand-out) runs a finalizer that clears the stream, as a rebalancer thread switched in
-    right there would: that message must not be handed out, and nothing else of the chunk either."""
+    right there would: that message must not be handed out, and nothing else of the chunk either.
+    The first message is kept, so the next one is a new tuple rather than the first one recycled."""
     queue, info, stream = setup(offset=0, timeout_ms=30)
     enqueue(info, message_set(0, 0, msgs(3)))
     it = iter(stream)
-    assert next(it).offset == 0
+    first = next(it)
+    assert first.offset == 0
 
     class ClearsTheStream:
         def __init__(self) -> None:
@@ -418,3 +420,28 @@ def test_a_batch_keeps_its_block_and_its_bytes_while_blocks_are_recycled() -> No
     views = decode_message_set(big(1), "t", 0, 0).messages.buffers()
     assert views[4] is None  # no null value: no value bitmap, as block.value_validity
     assert bytes(memoryview(views[6]))[:1000] == b"\x01" * 1000
+
+
+# --------------------------------------------------------------------------- recycled messages
+
+def test_recycled_messages_and_values_read_like_new_ones() -> None:
+    """The C iterator refills a dropped message, and its equal-sized key and value, in place: each
+    message still reads (and hashes) as its own, and whatever the application keeps never changes."""
+    data = [(i, b"k%04d" % (i % 3), b"value-%06d" % i) for i in range(300)]
+    queue, info, stream = setup(offset=0)
+    enqueue(info, message_set(0, 0, data))
+    kept_messages, kept_values, hashes = [], [], {}
+    for m in stream:
+        assert (m.offset, m.key, m.message) == data[m.offset]
+        fresh = (m.topic, m.partition, m.offset, bytes(bytearray(m.key)), bytes(bytearray(m.message)))
+        assert hash(m.message) == hash(fresh[4]) and hash(m) == hash(fresh)
+        if m.offset % 10 == 0:
+            kept_messages.append(m)
+        elif m.offset % 10 == 5:
+            kept_values.append(m.message)
+            hashes[m.message] = m.offset  # caches the value's hash
+        if m.offset == len(data) - 1:
+            break
+    assert [(m.offset, m.key, m.message) for m in kept_messages] == data[::10]
+    assert kept_values == [v for o, _, v in data if o % 10 == 5]
+    assert all(hashes[v] == int(v[6:]) for v in kept_values)

@@ -188,3 +188,37 @@ def test_a_chunk_queued_after_a_clear_reaches_an_iterator_that_waited_across_it(
     info.enqueue(5, [(5, None, b"fresh")], never)  # ... and the new fetcher delivers
     t.join(5)
     assert [m.message for m in got] == [b"fresh"]
+
+
+def test_messages_the_application_keeps_never_change() -> None:
+    """The C iterator refills a message tuple that only it still references; one that anybody holds stays as it was."""
+    _, info, stream = make(timeout_ms=30)
+    expected = [MessageAndMetadata("t", 0, 10 + i, None, b"v%d" % i) for i in range(50)]
+    info.enqueue(10, [(m.offset, m.key, m.message) for m in expected], never)
+    kept = []
+    for i, m in enumerate(stream):
+        assert m == expected[i] and hash(m) == hash(expected[i])
+        if i % 3 == 0:
+            kept.append(m)  # some kept, the others dropped (and so recyclable)
+        if i == len(expected) - 1:
+            break
+    assert kept == expected[::3]
+    assert all(type(m) is MessageAndMetadata for m in kept)
+
+
+def test_decoded_messages_are_new_tuples_each_time() -> None:
+    """With decoders (whose results may be large or have finalizers) no message tuple is recycled."""
+    import gc
+    import weakref
+
+    class Decoded:
+        def __init__(self, value: Optional[bytes]) -> None:
+            self.value = value
+
+    _, info, stream = make(timeout_ms=30, value_decoder=Decoded)
+    info.enqueue(10, [(10, None, b"a"), (11, None, b"b"), (12, None, b"c")], never)
+    it = iter(stream)
+    first = weakref.ref(next(it).message)
+    gc.collect()
+    assert first() is None  # dropped with its message, not kept alive by the iterator
+    assert [next(it).message.value for _ in range(2)] == [b"b", b"c"]

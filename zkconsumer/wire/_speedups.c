@@ -1094,6 +1094,22 @@ done:
 
 static PyObject *str_refill, *str_consumed_offset, *str_topic, *str_partition;
 
+/* Recycled messages. Without decoders a message is a tuple of a str, ints, bytes and None,
+ * and deallocating one (subtype_dealloc, GC untracking) and allocating the next cost about
+ * a fifth of the per-message path at 100-byte values (perf record of `zkconsumer perf`).
+ * So the cursor keeps the last RING messages it handed out and, as zip() and enumerate()
+ * do with their result tuples, fills one again in place when the ring holds its only
+ * reference: nobody else can see it then (a tuple has no weak references, and it is
+ * untracked by the GC from that check to the refill, so a finalizer run by a collection
+ * meanwhile cannot find it). Its key and value, if bytes of the new message's sizes that
+ * only it references, are refilled too instead of being freed and allocated again (with
+ * the cached hash reset). RING is 2 because a ``for m in stream``
+ * loop still holds the previous message while asking for the next one. The values of the
+ * last RING messages thus stay referenced until the next messages reuse them or the
+ * iterator goes. With decoders, whose results may have finalisers or be large, every
+ * message is a new tuple. */
+#define RING 2
+
 typedef struct {
     PyObject_HEAD
     PyObject *info;           /* the chunk's PartitionTopicInfo, or NULL */
@@ -1109,6 +1125,8 @@ typedef struct {
     Py_ssize_t consumed_slot; /* byte offset of info's consumed_offset __slots__ member, 0 = use getattr */
     unsigned long long generation;
     long long delivered_messages, delivered_bytes;
+    PyObject *ring[RING];     /* the last messages handed out (no decoders): reused once only the ring holds them */
+    int ring_old;             /* the slot a new message replaces when neither can be reused */
 } Cursor;
 
 static void cursor_drop(Cursor *c) {
@@ -1135,6 +1153,8 @@ static int cursor_traverse(Cursor *c, visitproc visit, void *arg) {
     Py_VISIT(c->key_decoder);
     Py_VISIT(c->value_decoder);
     Py_VISIT(c->next_obj);
+    Py_VISIT(c->ring[0]);
+    Py_VISIT(c->ring[1]);
     return 0;
 }
 
@@ -1144,6 +1164,8 @@ static int cursor_clear_refs(Cursor *c) {
     Py_CLEAR(c->key_decoder);
     Py_CLEAR(c->value_decoder);
     Py_CLEAR(c->next_obj);
+    Py_CLEAR(c->ring[0]);
+    Py_CLEAR(c->ring[1]);
     return 0;
 }
 
@@ -1162,6 +1184,8 @@ static int cursor_init(Cursor *c, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "message_type must be a tuple subclass without __dict__ (a NamedTuple)");
         return -1;
     }
+    Py_CLEAR(c->ring[0]);  /* made with the previous type or decoders */
+    Py_CLEAR(c->ring[1]);
     Py_XSETREF(c->mm_type, Py_NewRef(mm_type));
     Py_XSETREF(c->key_decoder, kd == Py_None ? NULL : Py_NewRef(kd));
     Py_XSETREF(c->value_decoder, vd == Py_None ? NULL : Py_NewRef(vd));
@@ -1289,6 +1313,20 @@ static Py_ssize_t payload_size(PyObject *o) {
     return n;
 }
 
+/* The bytes src[0..n) as a bytes object: ``old`` itself, refilled, if it is a bytes object of
+ * that size that only an unreachable recycled message references (see RING), else a new one. */
+static inline PyObject *refill_bytes(PyObject *old, const char *src, Py_ssize_t n) {
+    if (old != NULL && PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 && PyBytes_GET_SIZE(old) == n) {
+        memcpy(PyBytes_AS_STRING(old), src, (size_t)n);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  /* the cached hash of the old contents */
+        ((PyBytesObject *)old)->ob_shash = -1;
+#pragma GCC diagnostic pop
+        return Py_NewRef(old);
+    }
+    return PyBytes_FromStringAndSize(src, n);
+}
+
 /* One step at the current position: the message handed out, or NULL without an
  * exception when the position held nothing to hand out (skipped, or the chunk
  * was cleared/replaced meanwhile), or NULL with an exception. */
@@ -1298,6 +1336,7 @@ static PyObject *cursor_step(Cursor *c) {
     PyObject *messages = Py_NewRef(c->messages);  /* keep the chunk alive if cleared meanwhile */
     PyObject *offset_obj = NULL, *next_obj = NULL, *key = NULL, *value = NULL, *mm = NULL;
     PyTypeObject *mm_type = (PyTypeObject *)c->mm_type;
+    int slot = -1, recycle = c->key_decoder == NULL && c->value_decoder == NULL;
     long long consumed;
     int64_t offset;
     Py_ssize_t size;
@@ -1307,9 +1346,21 @@ static PyObject *cursor_step(Cursor *c) {
         offset = b->off[i];
         if (read_consumed(c, &consumed) < 0) goto error;
         if (offset < consumed) goto skip;
-        key = block_key(b, i);
+        if (recycle) {
+            /* The ring's message is unreachable once untracked: only the ring references it,
+             * and a finalizer run by a collection below cannot find it through the GC either. */
+            if (c->ring[0] != NULL && Py_REFCNT(c->ring[0]) == 1) slot = 0;
+            else if (c->ring[1] != NULL && Py_REFCNT(c->ring[1]) == 1) slot = 1;
+            if (slot >= 0) {
+                mm = Py_NewRef(c->ring[slot]);
+                if (PyObject_GC_IsTracked(mm)) PyObject_GC_UnTrack(mm);
+            }
+        }
+        if (key_is_null(b, i)) key = Py_NewRef(Py_None);
+        else key = refill_bytes(mm ? PyTuple_GET_ITEM(mm, 3) : NULL, b->kdata + b->koff[i], b->koff[i + 1] - b->koff[i]);
         if (key == NULL) goto error;
-        value = block_value(b, i);
+        if (value_is_null(b, i)) value = Py_NewRef(Py_None);
+        else value = refill_bytes(mm ? PyTuple_GET_ITEM(mm, 4) : NULL, b->vdata + b->voff[i], b->voff[i + 1] - b->voff[i]);
         if (value == NULL) goto error;
         size = (b->koff[i + 1] - b->koff[i]) + (b->voff[i + 1] - b->voff[i]);
     } else {
@@ -1346,8 +1397,18 @@ static PyObject *cursor_step(Cursor *c) {
     }
     next_obj = PyLong_FromLongLong(offset + 1);
     if (next_obj == NULL) goto error;
-    mm = mm_type->tp_alloc(mm_type, 5);
-    if (mm == NULL) goto error;
+    if (recycle && slot < 0 && c->block == NULL) {
+        if (c->ring[0] != NULL && Py_REFCNT(c->ring[0]) == 1) slot = 0;
+        else if (c->ring[1] != NULL && Py_REFCNT(c->ring[1]) == 1) slot = 1;
+        if (slot >= 0) {
+            mm = Py_NewRef(c->ring[slot]);
+            if (PyObject_GC_IsTracked(mm)) PyObject_GC_UnTrack(mm);
+        }
+    }
+    if (slot < 0) {  /* a recycled message keeps its old items until it is filled: always a valid tuple */
+        mm = mm_type->tp_alloc(mm_type, 5);
+        if (mm == NULL) goto error;
+    }
     /* ... then a check that no clear()/install ran meanwhile, ... */
     if (gen != c->generation) goto discard;
     /* ... then the hand-out itself, which runs no Python code: */
@@ -1368,17 +1429,40 @@ static PyObject *cursor_step(Cursor *c) {
         Py_SETREF(value, PyObject_CallOneArg(c->value_decoder, value));
         if (value == NULL) goto error;
     }
-    PyTuple_SET_ITEM(mm, 0, Py_NewRef(c->topic ? c->topic : Py_None));
-    PyTuple_SET_ITEM(mm, 1, Py_NewRef(c->partition ? c->partition : Py_None));
-    PyTuple_SET_ITEM(mm, 2, offset_obj);
-    PyTuple_SET_ITEM(mm, 3, key);
-    PyTuple_SET_ITEM(mm, 4, value);
+    if (slot >= 0) {
+        /* Only the ring and this function hold mm (untracked since the check: unreachable). */
+        PyObject *old[5];
+        int k;
+        for (k = 0; k < 5; k++) old[k] = PyTuple_GET_ITEM(mm, k);
+        PyTuple_SET_ITEM(mm, 0, Py_NewRef(c->topic ? c->topic : Py_None));
+        PyTuple_SET_ITEM(mm, 1, Py_NewRef(c->partition ? c->partition : Py_None));
+        PyTuple_SET_ITEM(mm, 2, offset_obj);
+        PyTuple_SET_ITEM(mm, 3, key);
+        PyTuple_SET_ITEM(mm, 4, value);
+#if PY_VERSION_HEX >= 0x030E0000
+        ((PyTupleObject *)mm)->ob_hash = -1;  /* 3.14 caches a tuple's hash */
+#endif
+        if (!PyObject_GC_IsTracked(mm)) PyObject_GC_Track(mm);  /* a collection may have untracked it */
+        c->ring_old = 1 - slot;
+        for (k = 0; k < 5; k++) Py_XDECREF(old[k]);  /* bytes, ints, str, None: no Python code runs */
+    } else {
+        PyTuple_SET_ITEM(mm, 0, Py_NewRef(c->topic ? c->topic : Py_None));
+        PyTuple_SET_ITEM(mm, 1, Py_NewRef(c->partition ? c->partition : Py_None));
+        PyTuple_SET_ITEM(mm, 2, offset_obj);
+        PyTuple_SET_ITEM(mm, 3, key);
+        PyTuple_SET_ITEM(mm, 4, value);
+        if (recycle) {
+            Py_XSETREF(c->ring[c->ring_old], Py_NewRef(mm));  /* the old one is still the caller's, or dies */
+            c->ring_old = 1 - c->ring_old;
+        }
+    }
     Py_DECREF(messages);
     return mm;
 
 skip:
     if (gen == c->generation) c->pos = i + 1;
 discard:
+    if (slot >= 0 && !PyObject_GC_IsTracked(mm)) PyObject_GC_Track(mm);
     Py_XDECREF(offset_obj);
     Py_XDECREF(next_obj);
     Py_XDECREF(key);
@@ -1387,6 +1471,7 @@ discard:
     Py_DECREF(messages);
     return NULL;
 error:
+    if (slot >= 0 && !PyObject_GC_IsTracked(mm)) PyObject_GC_Track(mm);
     Py_XDECREF(offset_obj);
     Py_XDECREF(next_obj);
     Py_XDECREF(key);
