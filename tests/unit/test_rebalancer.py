@@ -857,6 +857,7 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
     import zkconsumer.rebalancer as module
 
     monkeypatch.setattr(module, "QUIET_S", 2.0)
+    monkeypatch.setattr(module, "FIRST_QUIET_S", 2.0)
     monkeypatch.setattr(module, "QUIET_MAX_S", 2.0)
     monkeypatch.setattr(module, "CALM_S", 0.3)
     rebalancer, _, _ = build(group)
