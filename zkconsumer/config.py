@@ -198,7 +198,7 @@ _TABLE: Tuple[Property, ...] = (
     Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
     Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
-    Property("fetcher.connections", "int", 2,
+    Property("fetcher.connections", "int", 3,
              "connections to its broker per fetcher (num.consumer.fetchers), each on its own thread with a "
              "disjoint share of the fetcher's partitions, so one response is decoded while the broker serves "
              "another fetch; 1 is Kafka's one connection per fetcher", minimum=1, kafka=False),

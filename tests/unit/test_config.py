@@ -56,7 +56,7 @@ EXTENSION_DEFAULTS: Dict[str, Any] = {
     "group.membership": "zookeeper",
     "session.timeout.ms": 6000,  # = zookeeper.session.timeout.ms
     "heartbeat.interval.ms": 2000,  # = session.timeout.ms / 3
-    "fetcher.connections": 2,
+    "fetcher.connections": 3,
 }
 
 
