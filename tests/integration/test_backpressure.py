@@ -81,8 +81,11 @@ def read(stream: KafkaStream, n: int, timeout: float, on_message=None) -> Tuple[
 
 
 def props(cluster: ProjectCluster) -> Dict[str, object]:
+    # One fetcher thread for both partitions (fetcher.connections=1): with more connections the two
+    # partitions would be fetched by different threads, and a thread blocked on one full queue
+    # would not be what stops the other.
     return consumer_props(cluster, unique("bp"), queued_max_message_chunks=CHUNKS,
-                          fetch_message_max_bytes=FETCH_BYTES, num_consumer_fetchers=1)
+                          fetch_message_max_bytes=FETCH_BYTES, num_consumer_fetchers=1, fetcher_connections=1)
 
 
 def test_item3_a_stalled_stream_does_not_slow_the_other_stream_of_the_member(own_cluster) -> None:
