@@ -200,6 +200,13 @@ def settle(rebalancer: Rebalancer, state: RebalanceState = RebalanceState.STABLE
         time.sleep(0.01)
 
 
+def until_failed_attempts(rebalancer: Rebalancer, n: int, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while rebalancer.status.failed_attempts < n:
+        assert time.monotonic() < deadline, f"{rebalancer.status.failed_attempts} failed attempts, wanted {n}"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def group() -> FakeGroup:
     g = FakeGroup(ME, {"t": 4})
@@ -299,10 +306,7 @@ def test_a_failed_attempt_releases_what_it_claimed_and_keeps_retrying_past_max_r
     rebalancer.start()
     try:
         assert rebalancer.wait_first_assignment(5)  # released after max retries, not hung
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 4:  # still retrying past rebalance.max.retries
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 4)  # still retrying past rebalance.max.retries
         status = rebalancer.status
         assert status.state in (RebalanceState.RETRYING, RebalanceState.REBALANCING)
         assert status.last_error
@@ -324,10 +328,7 @@ def test_observability_item1_every_failed_attempt_is_reported_to_on_attempt_fail
                              on_attempt_failed=metrics.record_failed_rebalance_attempt)
     rebalancer.start()
     try:
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 3)
         group.other_releases(("t", 3))
         settle(rebalancer)
         assert rebalancer.status.failed_attempts == 0
@@ -401,10 +402,7 @@ def test_retained_partitions_keep_flowing_while_a_new_one_is_stuck(group: FakeGr
         del group.members_["g_other"]  # it leaves but is slow to release partition 2
         group.other_releases(("t", 3))
         rebalancer.request("member left")
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 2)
         assert sorted(i.partition for i in fetchers.running) == [0, 1]  # still consuming what it kept
         group.other_releases(("t", 2))
         settle(rebalancer)
@@ -421,10 +419,7 @@ def test_a_retained_partition_taken_behind_our_back_is_not_silently_kept(group: 
         group.owner_nodes[("t", 0)] = "g_intruder-0"  # no commit will notice: auto-commit is off
         group.join("g_other", {"t": 1})  # we keep 0 and 1 by assignment
         rebalancer.request("member joined")
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 1)
         assert ("t", 0) not in rebalancer.status.owned
         assert 0 not in {i.partition for i in fetchers.running}
         group.other_releases(("t", 0))
@@ -474,10 +469,7 @@ def test_item1_orphaned_claims_a_claim_that_raises_releases_what_the_attempt_cre
     rebalancer, fetchers, _ = build(group, backoff_ms=2000)
     rebalancer.start()
     try:
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 1)
         assert group.owner_nodes == {}  # released, although not recorded as owned
         assert rebalancer.status.owned == {} and fetchers.running == []
         rebalancer.request("retry now")
@@ -512,10 +504,7 @@ def test_item1_with_zookeeper_away_claims_that_raise_try_one_release_and_keep_th
     rebalancer, fetchers, _ = build(group, backoff_ms=2000)
     rebalancer.start()
     try:
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 1)
         assert len(release_tries) == 1  # the rest were kept in the books, untried
         group.join("g_other", {"t": 1})  # the next attempt: 0 and 1 stay ours, 2 and 3 go to the other member
         away[0] = False
@@ -623,10 +612,7 @@ def test_item5_an_unsupported_pattern_fails_the_attempt_before_any_claim_or_rele
         claims, releases, running = list(group.claims), list(group.releases), list(fetchers.running)
         group.members_["g_java"] = Registration({"\\p{javaLowerCase}+": 1}, "white_list", "0", 1)
         rebalancer.request("member joined")
-        deadline = time.monotonic() + 5
-        while rebalancer.status.failed_attempts < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        until_failed_attempts(rebalancer, 2)
         status = rebalancer.status
         assert status.state in (RebalanceState.RETRYING, RebalanceState.REBALANCING)
         assert "UnsupportedPatternError" in status.last_error and "g_java" in status.last_error
