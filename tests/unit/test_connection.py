@@ -283,6 +283,43 @@ def test_issue15_recv_frame_reads_size_and_body_or_says_why_not() -> None:
     a.close()
 
 
+def test_issue15_recv_frame_sends_the_request_first_in_the_same_gil_release() -> None:
+    from zkconsumer.wire.messageset import speedups
+
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    a, b = socket.socketpair()
+    a.settimeout(5)
+    request = bytes(range(256)) * 8192  # 2 MB: more than the socket buffers hold, so sending waits for room
+    got = bytearray()
+    ticks = {"n": 0}
+
+    def peer() -> None:  # reads the whole request, then answers it
+        while len(got) < len(request):
+            got.extend(b.recv(1 << 20))
+        b.sendall(struct.pack(">i", 5) + b"hello")
+
+    def ticker() -> None:  # runs Python code only while the caller does not hold the GIL
+        end = time.monotonic() + 0.15
+        while time.monotonic() < end:
+            ticks["n"] += 1
+
+    threads = [threading.Thread(target=peer), threading.Thread(target=ticker)]
+    for t in threads:
+        t.start()
+    buf = bytearray(16)
+    assert speedups.recv_frame(a.fileno(), buf, 5000, request) == (0, 5, 5)
+    for t in threads:
+        t.join(5)
+    assert bytes(got) == request and bytes(buf[:5]) == b"hello" and ticks["n"] > 0
+    assert speedups.recv_frame(a.fileno(), buf, 100, b"again") == (1, 0, 0)  # sent; no answer: timed out
+    assert b.recv(16) == b"again"
+    b.close()
+    with pytest.raises(OSError):  # the peer is gone: the send fails as sock.sendall would
+        speedups.recv_frame(a.fileno(), buf, 1000, b"x" * (1 << 22))
+    a.close()
+
+
 def test_issue15_shared_buffer_grows_for_a_larger_fetch_response(server_factory) -> None:
     from kafka.protocol.old.fetch import FetchResponse_v0
 

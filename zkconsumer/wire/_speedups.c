@@ -1564,6 +1564,32 @@ static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *g
     return 0;
 }
 
+/* Sends p[*sent..n) without the GIL, with the same status codes as recv_all (1: a wait for
+ * room timed out). */
+static int send_all(int fd, const char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *sent) {
+    while (*sent < n) {
+#ifdef MSG_NOSIGNAL
+        ssize_t r = send(fd, p + *sent, (size_t)(n - *sent), MSG_DONTWAIT | MSG_NOSIGNAL);
+#else
+        ssize_t r = send(fd, p + *sent, (size_t)(n - *sent), MSG_DONTWAIT);
+#endif
+        if (r > 0) { *sent += r; continue; }
+        if (r == 0) return EIO;
+        if (errno == EINTR) return 2;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            struct pollfd pfd;
+            int k;
+            pfd.fd = fd; pfd.events = POLLOUT; pfd.revents = 0;
+            k = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+            if (k > 0) continue;
+            if (k == 0) return 1;
+            if (errno == EINTR) return 2;
+        }
+        return errno ? errno : EIO;
+    }
+    return 0;
+}
+
 static PyObject *recv_failed(int status) {
     if (status == 1) return PyLong_FromLong(-1);  /* timeout: the caller raises socket.timeout */
     errno = status;
@@ -1608,18 +1634,25 @@ static PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
  * was read; the body was read whole if got == size, cut by EOF if 0 < got < size or
  * (got == 0 and 4 <= size <= len(buffer)), not read at all if size is outside that
  * range (the caller reads it into a larger buffer, or rejects the size). state 1: a
- * wait timed out. state 2: EOF before the size was complete (got = its bytes read). */
+ * wait timed out. state 2: EOF before the size was complete (got = its bytes read).
+ * With ``request``, those bytes are sent first, in the same release of the GIL: a
+ * fetcher then takes the GIL back once per round trip, not twice (each time it may
+ * wait up to sys.getswitchinterval() behind a thread iterating messages). A send
+ * error raises OSError, as sock.sendall would; a send timeout is state 1. */
 static PyObject *py_recv_frame(PyObject *self, PyObject *args) {
     int fd, timeout_ms, status = 0;
-    Py_buffer view;
+    Py_buffer view, request = {0};
     unsigned char head[4];
-    Py_ssize_t hgot = 0, bgot = 0;
+    Py_ssize_t hgot = 0, bgot = 0, sent = 0;
     int32_t size = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iw*i:recv_frame", &fd, &view, &timeout_ms)) return NULL;
+    if (!PyArg_ParseTuple(args, "iw*i|y*:recv_frame", &fd, &view, &timeout_ms, &request)) return NULL;
     for (;;) {
         Py_BEGIN_ALLOW_THREADS
-        status = recv_all(fd, (char *)head, 4, timeout_ms, &hgot);
+        if (request.buf != NULL)
+            status = send_all(fd, (const char *)request.buf, request.len, timeout_ms, &sent);
+        if (status == 0)
+            status = recv_all(fd, (char *)head, 4, timeout_ms, &hgot);
         if (status == 0 && hgot == 4) {
             size = be32(head);
             if (size >= 4 && size <= view.len)
@@ -1627,9 +1660,15 @@ static PyObject *py_recv_frame(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
         if (status != 2) break;
-        if (PyErr_CheckSignals() < 0) { PyBuffer_Release(&view); return NULL; }
+        if (PyErr_CheckSignals() < 0) {
+            PyBuffer_Release(&view);
+            if (request.buf != NULL) PyBuffer_Release(&request);
+            return NULL;
+        }
+        status = 0;
     }
     PyBuffer_Release(&view);
+    if (request.buf != NULL) PyBuffer_Release(&request);
     if (status == 1) return Py_BuildValue("(iin)", 1, 0, (Py_ssize_t)0);
     if (status) return recv_failed(status);
     if (hgot < 4) return Py_BuildValue("(iin)", 2, 0, hgot);
@@ -1640,7 +1679,8 @@ static PyMethodDef module_methods[] = {
     {"recv_exactly", py_recv_exactly, METH_VARARGS,
      "recv_exactly(fd, buffer, timeout_ms) -> bytes read (< len(buffer) only at EOF, -1 on timeout); the GIL is released throughout"},
     {"recv_frame", py_recv_frame, METH_VARARGS,
-     "recv_frame(fd, buffer, timeout_ms) -> (state, size, body bytes read): a size-prefixed frame in one GIL release"},
+     "recv_frame(fd, buffer, timeout_ms, request=None) -> (state, size, body bytes read): request sent (if given),\n"
+     "then a size-prefixed frame read, in one GIL release"},
     {"crc32", py_crc32, METH_O, "crc32(data) -> zlib.crc32(data), with the decoder's implementation"},
     {"decode_inner", py_decode_inner, METH_VARARGS,
      "decode_inner(sets, fetch_offset) -> (block, bad_index, reason): the inner sets of consecutive wrappers as one block"},

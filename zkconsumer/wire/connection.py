@@ -200,8 +200,7 @@ class BrokerConnection:
         reused = self._sock is not None
         try:
             sock = self._sock or self._connect()
-            sock.sendall(frame)
-            return self._receive(sock, shared_buffer)
+            return self._receive(sock, shared_buffer, frame)
         except socket.timeout:
             raise
         except (OSError, EOFError) as exc:
@@ -210,8 +209,7 @@ class BrokerConnection:
             log.debug("reconnecting to broker %s after %r", self.address, exc)
             self._close_locked()
         sock = self._connect()
-        sock.sendall(frame)
-        return self._receive(sock, shared_buffer)
+        return self._receive(sock, shared_buffer, frame)
 
     def _connect(self) -> socket.socket:
         """Open the socket (caller holds the lock)."""
@@ -244,16 +242,17 @@ class BrokerConnection:
         if self.receive_buffer_bytes > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
 
-    def _receive(self, sock: socket.socket, shared_buffer: bool = False) -> memoryview:
-        """Read one size-prefixed response; returns the frame without its size prefix.
+    def _receive(self, sock: socket.socket, shared_buffer: bool = False, request: Optional[bytes] = None) -> memoryview:
+        """Send ``request`` (if given), then read one size-prefixed response; returns the frame
+        without its size prefix.
 
-        Into the connection's own buffer, with the C extension on plain TCP, the size
-        and the body are read in one release of the GIL (one wait to take it back,
-        not two, behind a thread iterating messages).
+        Into the connection's own buffer, with the C extension on plain TCP, the request is
+        sent and the response's size and body are read in one release of the GIL (one wait
+        to take it back, not three, behind a thread iterating messages).
         """
         timeout_ms = self._native_timeout_ms(sock)
         if shared_buffer and _recv_frame is not None and timeout_ms is not None:
-            state, size, got = _recv_frame(sock.fileno(), self._buffer, timeout_ms)
+            state, size, got = _recv_frame(sock.fileno(), self._buffer, timeout_ms, request)
             if state == 1:
                 raise socket.timeout("timed out")
             if state == 2:
@@ -264,6 +263,8 @@ class BrokerConnection:
             if got < size:
                 raise EOFError(f"connection closed by peer after {got} of {size} bytes")
             return memoryview(self._buffer)[:size]
+        if request is not None:
+            sock.sendall(request)
         head = self._read_exactly(sock, 4, False)
         size = int.from_bytes(head, "big", signed=True)
         _check_size(size)
