@@ -6,7 +6,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import pytest
 from kafka.protocol.old.metadata import MetadataResponse_v0
@@ -186,6 +186,13 @@ def test_abort_wakes_a_blocked_request_and_refuses_later_ones(server_factory) ->
 
 # ---------------------------------------------------------------------- issue 15: the fetcher's receive path
 
+def _tick(ticks: Dict[str, int]) -> None:
+    """Counts for 0.15 s: runs Python code only while the thread under test does not hold the GIL."""
+    end = time.monotonic() + 0.15
+    while time.monotonic() < end:
+        ticks["n"] += 1
+
+
 def test_issue15_recv_exactly_reads_a_response_sent_in_pieces_with_the_gil_released() -> None:
     from zkconsumer.wire.messageset import speedups
 
@@ -201,12 +208,7 @@ def test_issue15_recv_exactly_reads_a_response_sent_in_pieces_with_the_gil_relea
             b.sendall(payload[i:i + 65536])
             time.sleep(0.01)
 
-    def ticker() -> None:  # runs Python code only while the reader does not hold the GIL
-        end = time.monotonic() + 0.15
-        while time.monotonic() < end:
-            ticks["n"] += 1
-
-    threads = [threading.Thread(target=writer), threading.Thread(target=ticker)]
+    threads = [threading.Thread(target=writer), threading.Thread(target=_tick, args=(ticks,))]
     for t in threads:
         t.start()
     buf = bytearray(len(payload))
@@ -299,12 +301,7 @@ def test_issue15_recv_frame_sends_the_request_first_in_the_same_gil_release() ->
             got.extend(b.recv(1 << 20))
         b.sendall(struct.pack(">i", 5) + b"hello")
 
-    def ticker() -> None:  # runs Python code only while the caller does not hold the GIL
-        end = time.monotonic() + 0.15
-        while time.monotonic() < end:
-            ticks["n"] += 1
-
-    threads = [threading.Thread(target=peer), threading.Thread(target=ticker)]
+    threads = [threading.Thread(target=peer), threading.Thread(target=_tick, args=(ticks,))]
     for t in threads:
         t.start()
     buf = bytearray(16)

@@ -1544,22 +1544,29 @@ static PyTypeObject CursorType = {
 
 /* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout,
  * 2 when a signal interrupted a wait (call again after handling it), else an errno. */
+/* After a recv or send on fd failed (errno set): -1 when fd is ready for ``events`` again
+ * (call again), else the status to return (1 timeout, 2 signal, or an errno). */
+static int wait_ready(int fd, short events, int timeout_ms) {
+    if (errno == EINTR) return 2;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        struct pollfd pfd;
+        int k;
+        pfd.fd = fd; pfd.events = events; pfd.revents = 0;
+        k = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+        if (k > 0) return -1;
+        if (k == 0) return 1;
+        if (errno == EINTR) return 2;
+    }
+    return errno ? errno : EIO;
+}
+
 static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got) {
     while (*got < n) {
+        int status;
         ssize_t r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
         if (r > 0) { *got += r; continue; }
         if (r == 0) return 0;  /* EOF */
-        if (errno == EINTR) return 2;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            struct pollfd pfd;
-            int k;
-            pfd.fd = fd; pfd.events = POLLIN; pfd.revents = 0;
-            k = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
-            if (k > 0) continue;
-            if (k == 0) return 1;
-            if (errno == EINTR) return 2;
-        }
-        return errno ? errno : EIO;
+        if ((status = wait_ready(fd, POLLIN, timeout_ms)) >= 0) return status;
     }
     return 0;
 }
@@ -1568,6 +1575,7 @@ static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *g
  * room timed out). */
 static int send_all(int fd, const char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *sent) {
     while (*sent < n) {
+        int status;
 #ifdef MSG_NOSIGNAL
         ssize_t r = send(fd, p + *sent, (size_t)(n - *sent), MSG_DONTWAIT | MSG_NOSIGNAL);
 #else
@@ -1575,17 +1583,7 @@ static int send_all(int fd, const char *p, Py_ssize_t n, int timeout_ms, Py_ssiz
 #endif
         if (r > 0) { *sent += r; continue; }
         if (r == 0) return EIO;
-        if (errno == EINTR) return 2;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            struct pollfd pfd;
-            int k;
-            pfd.fd = fd; pfd.events = POLLOUT; pfd.revents = 0;
-            k = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
-            if (k > 0) continue;
-            if (k == 0) return 1;
-            if (errno == EINTR) return 2;
-        }
-        return errno ? errno : EIO;
+        if ((status = wait_ready(fd, POLLOUT, timeout_ms)) >= 0) return status;
     }
     return 0;
 }
