@@ -22,7 +22,9 @@ share from ``/proc/stat``. Tables show medians over rounds; ``× Kafka`` and
 
 ``--scaling`` instead starts a 3-broker cluster, spreads a 6-partition topic over it
 and compares 1 stream with 2 streams and ``num.consumer.fetchers=2``, for Kafka's
-tool (``--threads 2 --num-fetch-threads 2``) and zkconsumer's iterator and batch paths.
+tool (``--threads 2 --num-fetch-threads 2``) and zkconsumer's iterator and batch paths,
+and with 2 ``zkconsumer perf`` processes of one group, 1 stream each, started together
+(the streams of one process share its GIL; a Spark job's tasks are processes).
 
 Prints progress on stderr and a Markdown report on stdout; ``--json FILE`` writes
 every measurement.
@@ -63,9 +65,12 @@ SCALING_TOOLS: Tuple[Tool, ...] = (
     Tool("perf-2x2", "zkconsumer perf, 2 streams, 2 fetchers", "perf", streams=2, fetchers=2),
     Tool("perf-batch", "zkconsumer perf --batch, 1 stream, 1 fetcher", "perf-batch"),
     Tool("perf-batch-2x2", "zkconsumer perf --batch, 2 streams, 2 fetchers", "perf-batch", streams=2, fetchers=2),
+    Tool("perf-2p", "zkconsumer perf, 2 processes x 1 stream (one group)", "perf", processes=2),
+    Tool("perf-batch-2p", "zkconsumer perf --batch, 2 processes x 1 stream (one group)", "perf-batch", processes=2),
 )
 #: --scaling: each row's "× 1 stream" reference.
-ONE_STREAM = {"kafka-2x2": "kafka", "perf-2x2": "perf", "perf-batch-2x2": "perf-batch"}
+ONE_STREAM = {"kafka-2x2": "kafka", "perf-2x2": "perf", "perf-batch-2x2": "perf-batch", "perf-2p": "perf",
+              "perf-batch-2p": "perf-batch"}
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -80,7 +85,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              f"(default {DEFAULT_SLOW_MESSAGES})")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip", action="append", default=[], help="leave a consumer out (repeatable): "
-                        + ", ".join(t.key for t in TOOLS + SCALING_TOOLS[1::2]))
+                        + ", ".join(dict.fromkeys(t.key for t in TOOLS + SCALING_TOOLS)))
     parser.add_argument("--scaling", action="store_true",
                         help="3 brokers: 1 stream against 2 streams + 2 fetchers (instead of the tool comparison)")
     parser.add_argument("--kafka-jvm", choices=("script", "cluster"), default="script",
@@ -137,7 +142,7 @@ def tables(rounds: List[Round], tools: Sequence[Tool], title: str, scaling: bool
     columns = ["× Kafka", "× 1 stream"] if scaling else ["× Kafka", "× confluent"]
     rows = []
     for tool in tools:
-        refs = {"× Kafka": "kafka-2x2" if scaling and tool.streams > 1 else "kafka"}
+        refs = {"× Kafka": "kafka-2x2" if scaling and (tool.streams > 1 or tool.processes > 1) else "kafka"}
         if scaling:
             refs["× 1 stream"] = ONE_STREAM.get(tool.key, tool.key)
         else:

@@ -10,13 +10,15 @@ worker at its first iteration.
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from .runner import Run, child_env
 
@@ -41,8 +43,9 @@ class Tool:
     """One benchmarked consumer configuration.
 
     ``kind`` is kafka, confluent, perf, perf-batch, perf-pure or kafka-python; ``streams`` and
-    ``fetchers`` are the consumer threads (streams) and ``num.consumer.fetchers``; ``slow`` tools
-    may get a smaller N (``--slow-messages``).
+    ``fetchers`` are the consumer threads (streams) and ``num.consumer.fetchers``; ``processes``
+    (perf kinds only) members of one group started together, each consuming its share of N;
+    ``slow`` tools may get a smaller N (``--slow-messages``).
     """
 
     key: str
@@ -50,6 +53,7 @@ class Tool:
     kind: str
     streams: int = 1
     fetchers: int = 1
+    processes: int = 1
     slow: bool = False
 
 
@@ -61,6 +65,8 @@ def run_tool(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_jvm:
         return run_worker("benchmarks.consumers.confluent_worker", cluster, topic, n)
     if tool.kind == "kafka-python":
         return run_worker("benchmarks.consumers.kafka_python_worker", cluster, topic, n)
+    if tool.processes > 1:
+        return run_perf_processes(cluster, topic, n, tool.processes, batch=tool.kind == "perf-batch")
     return run_perf(cluster, topic, n, batch=tool.kind == "perf-batch", pure=tool.kind == "perf-pure",
                     streams=tool.streams, fetchers=tool.fetchers)
 
@@ -84,20 +90,63 @@ def run_kafka(cluster: Any, java: str, topic: str, n: int, jvm: str, threads: in
                            seconds=messages / rate if rate else 0.0)
 
 
+def _perf_argv(cluster: Any, topic: str, n: int, batch: bool, streams: int, fetchers: int, group: str) -> List[str]:
+    argv = [sys.executable, "-m", "zkconsumer", "perf", "--zookeeper", cluster.zk_connect, "--topic", topic,
+            "--messages", str(n), "--threads", str(streams), "--num-fetch-threads", str(fetchers), "--group", group]
+    return argv + ["--batch"] if batch else argv
+
+
 def run_perf(cluster: Any, topic: str, n: int, batch: bool, pure: bool = False, streams: int = 1,
              fetchers: int = 1) -> Dict[str, Any]:
     """``python -m zkconsumer perf`` (``--batch``: Arrow record batches; ``pure``: without the C extension)."""
-    argv = [sys.executable, "-m", "zkconsumer", "perf", "--zookeeper", cluster.zk_connect, "--topic", topic,
-            "--messages", str(n), "--threads", str(streams), "--num-fetch-threads", str(fetchers),
-            "--group", f"bench-zk-{uuid.uuid4().hex[:8]}"]
-    if batch:
-        argv.append("--batch")
+    argv = _perf_argv(cluster, topic, n, batch, streams, fetchers, f"bench-zk-{uuid.uuid4().hex[:8]}")
     run = Run(argv, timeout=TIMEOUT, env=child_env({"ZKCONSUMER_PURE_PYTHON": "1"} if pure else None)).check()
     data = json.loads(run.last_line())
     if data["accelerated"] == pure:
         raise RuntimeError(f"perf ran {'with' if pure else 'without'} the C extension; expected the opposite")
     return run.measurement(messages=data["messages"], msgs_per_sec=data["msgs_per_sec"],
                            mb_per_sec=data["mb_per_sec"], seconds=data["seconds"])
+
+
+def run_perf_processes(cluster: Any, topic: str, n: int, processes: int, batch: bool) -> Dict[str, Any]:
+    """``processes`` ``zkconsumer perf`` members of one new group, 1 stream each, started together.
+
+    Each consumes ``n / processes`` messages (they share the partitions by the group's
+    assignment, so together they read ``n``). The rate is all their messages over the span
+    from the first one's timed start to the last one's end; CPU seconds and peak RSS are
+    the members' sums (the memory the machine needs), steal and busy the widest run's.
+    """
+    group = f"bench-zk-{uuid.uuid4().hex[:8]}"
+    share = -(-n // processes)
+    argv = _perf_argv(cluster, topic, share, batch, 1, 1, group)
+    runs: List[Optional[Run]] = [None] * processes
+
+    def one(i: int) -> None:
+        runs[i] = Run(argv, timeout=TIMEOUT, env=child_env())
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"bench-perf-{i}") for i in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r.check() for r in runs if r is not None]
+    if len(done) != processes:
+        raise RuntimeError("a perf member did not run")
+    data = [json.loads(r.last_line()) for r in done]
+    start = min(_epoch(d["start_time"]) for d in data)
+    seconds = max(_epoch(d["end_time"]) for d in data) - start
+    messages = sum(d["messages"] for d in data)
+    mb = sum(d["mb"] for d in data)
+    widest = max(done, key=lambda r: r.wall)
+    out = widest.measurement(messages=messages, msgs_per_sec=round(messages / seconds, 1),
+                             mb_per_sec=round(mb / seconds, 4), seconds=round(seconds, 4))
+    out["cpu_seconds"] = round(sum(r.cpu for r in done), 3)
+    out["peak_rss_mb"] = round(sum(r.peak_rss_mb for r in done), 1)
+    return out
+
+
+def _epoch(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso).timestamp()
 
 
 def run_worker(module: str, cluster: Any, topic: str, n: int) -> Dict[str, Any]:
