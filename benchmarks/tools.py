@@ -111,14 +111,16 @@ def run_perf(cluster: Any, topic: str, n: int, batch: bool, pure: bool = False, 
 def run_perf_processes(cluster: Any, topic: str, n: int, processes: int, batch: bool) -> Dict[str, Any]:
     """``processes`` ``zkconsumer perf`` members of one new group, 1 stream each, started together.
 
-    Each consumes ``n / processes`` messages (they share the partitions by the group's
-    assignment, so together they read ``n``). The rate is all their messages over the span
-    from the first one's timed start to the last one's end; CPU seconds and peak RSS are
-    the members' sums (the memory the machine needs), steal and busy the widest run's.
+    Each is asked for all ``n`` and reads its share of the partitions (by the group's
+    assignment) until they run dry (``consumer.timeout.ms``, 1 s, which perf subtracts from its
+    end, as Kafka's tool does): a share given in messages would not do, since a batch counts as
+    consumed when yielded and perf counts only the part of its last batch it needs. The rate
+    is all their messages over the span from the first one's timed start to the last one's
+    end; CPU seconds and peak RSS are the members' sums (the memory the machine needs), steal
+    and busy the widest run's.
     """
     group = f"bench-zk-{uuid.uuid4().hex[:8]}"
-    share = -(-n // processes)
-    argv = _perf_argv(cluster, topic, share, batch, 1, 1, group)
+    argv = _perf_argv(cluster, topic, n, batch, 1, 1, group)
     runs: List[Optional[Run]] = [None] * processes
 
     def one(i: int) -> None:

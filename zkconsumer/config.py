@@ -199,9 +199,10 @@ _TABLE: Tuple[Property, ...] = (
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
     Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
     Property("fetcher.connections", "int", 3,
-             "connections to its broker per fetcher (num.consumer.fetchers), each on its own thread with a "
-             "disjoint share of the fetcher's partitions, so one response is decoded while the broker serves "
-             "another fetch; 1 is Kafka's one connection per fetcher", minimum=1, kafka=False),
+             "connections per fetcher (num.consumer.fetchers), shared among the brokers it reads from (at "
+             "least one each: 3 on one broker, 2 each on two, 1 each on three or more), each on its own thread "
+             "with a disjoint share of the partitions, so one response is decoded while the broker serves "
+             "another fetch; 1 is Kafka's one connection per fetcher and broker", minimum=1, kafka=False),
     Property(
         "offsets.commit.timeout.ms", "int", 60000,
         "how long commit_offsets() (and each auto-commit) keeps retrying while ZooKeeper or the offsets "

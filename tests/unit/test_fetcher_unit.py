@@ -19,7 +19,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, MessageSizeTooLargeError
-from zkconsumer.fetch.manager import FetcherManager, fetcher_id, fetcher_slot
+from zkconsumer.fetch.manager import FetcherManager, connections_per_broker, fetcher_id, spread_over_connections
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.protocol import (
     BrokerMetadata,
@@ -55,14 +55,18 @@ def test_fetcher_id_matches_kafka(tp: TP) -> None:
     assert fetcher_id(tp[0], tp[1], 1) == 0
 
 
-@pytest.mark.parametrize("tp", sorted(JAVA_FETCHER_IDS))
-def test_fetcher_slot_keeps_kafkas_fetcher_id_and_spreads_over_connections(tp: TP) -> None:
-    for n in (1, 2, 3, 5):
-        assert fetcher_slot(tp[0], tp[1], n, 1) == (fetcher_id(tp[0], tp[1], n), 0)
-        fid, connection = fetcher_slot(tp[0], tp[1], n, 2)
-        assert fid == fetcher_id(tp[0], tp[1], n) and connection in (0, 1)
-    # consecutive partitions of a fetcher alternate between its two connections
-    assert len({fetcher_slot(tp[0], p, 1, 2)[1] for p in range(2)}) == 2
+def test_connections_are_shared_among_brokers_and_every_one_is_used() -> None:
+    assert [connections_per_broker(3, b) for b in (0, 1, 2, 3, 7)] == [3, 3, 2, 1, 1]
+    assert connections_per_broker(6, 3) == 2 and connections_per_broker(1, 1) == 1
+    # leaders placed round-robin over 3 brokers: broker b leads p = b, b + 3, b + 6, b + 9
+    new = [((p % 3, 0), ("t", p)) for p in range(12)]
+    slots = spread_over_connections(new, {}, 2)
+    for b in range(3):
+        assert [slots[("t", p)] for p in range(b, 12, 3)] == [0, 1, 0, 1]
+    # a later partition takes the least loaded connection; the others keep theirs
+    load = {((0, 0), 0): 3, ((0, 0), 1): 1, ((0, 0), 2): 2}
+    assert spread_over_connections([((0, 0), ("t", 12)), ((0, 0), ("t", 15))], load, 3) == {("t", 12): 1, ("t", 15): 1}
+    assert load == {((0, 0), 0): 3, ((0, 0), 1): 3, ((0, 0), 2): 2}
 
 
 def test_fetcher_id_of_int_min_is_zero() -> None:
@@ -267,9 +271,10 @@ def cluster() -> FakeCluster:
     return FakeCluster()
 
 
-@pytest.fixture(params=[1, 2], ids=["1-connection", "2-connections"])
+@pytest.fixture(params=[1, 6], ids=["1-connection", "2-per-broker"])
 def harness(cluster: FakeCluster, request: pytest.FixtureRequest):
-    """A Harness whose fetchers use ``fetcher.connections`` 1 (Kafka's one per fetcher) or 2."""
+    """A Harness whose fetchers use ``fetcher.connections`` 1 (Kafka's one per fetcher and broker) or 6
+    (2 per broker on the fake's 3 brokers)."""
     h = Harness(cluster, fetcher_connections=request.param)
     yield h
     h.manager.shutdown()
@@ -288,11 +293,12 @@ def test_every_message_once_in_order_across_brokers_and_fetcher_ids(cluster: Fak
     harness.check_exact(expected)
     metrics = harness.manager.metrics()
     names = set(metrics["fetchers"])
-    connections = harness.config.fetcher_connections
+    connections = connections_per_broker(harness.config.fetcher_connections, len(set(cluster.leaders.values())))
+    slots = spread_over_connections((((cluster.leaders[tp], fetcher_id(*tp, 2)), tp) for tp in expected), {},
+                                    connections)
     wanted = set()
     for t, p in expected:
-        fid, connection = fetcher_slot(t, p, 2, connections)
-        assert fid == fetcher_id(t, p, 2)
+        fid, connection = fetcher_id(t, p, 2), slots[(t, p)]
         name = f"zkconsumer-fetcher-unit-{fid}-broker-{cluster.leaders[(t, p)]}"
         wanted.add(f"{name}-{connection}" if connection else name)
         assert metrics["partitions"][f"{t}-{p}"]["fetcher"] == (f"{name}-{connection}" if connection else name)
