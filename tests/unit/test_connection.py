@@ -317,6 +317,19 @@ def test_issue15_recv_frame_sends_the_request_first_in_the_same_gil_release() ->
     a.close()
 
 
+@pytest.mark.parametrize("reuse", [True, False], ids=["reused-buffer", "fresh-buffer"])
+def test_issue15_fetch_message_sets_are_read_only_so_the_decoder_copies_them_without_the_gil(
+        server_factory, reuse: bool) -> None:
+    from kafka.protocol.old.fetch import FetchResponse_v0
+
+    body = FetchResponse_v0(topics=[("t", [(0, 0, 5, b"m" * 300_000)])]).encode()
+    server = server_factory(lambda cid, key, req: body)
+    conn = BrokerConnection("127.0.0.1", server.port, "unit-client", 2000, 65536, reuse_buffer=reuse)
+    message_set = conn.fetch([], 100, 1).partitions[0].message_set
+    assert isinstance(message_set, memoryview) and message_set.readonly
+    assert bytes(message_set) == b"m" * 300_000
+
+
 def test_issue15_shared_buffer_grows_for_a_larger_fetch_response(server_factory) -> None:
     from kafka.protocol.old.fetch import FetchResponse_v0
 

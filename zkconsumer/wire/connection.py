@@ -16,7 +16,10 @@ Contract:
 
 Responses are read with ``recv_into`` into one buffer allocated at the
 response's announced size, so a large fetch response costs no repeated
-concatenation; fetch message sets are views into that buffer.
+concatenation; fetch message sets are read-only views into that buffer. Read-only
+matters: the C decoder copies a large message set into its chunk with the GIL
+released only from a buffer nobody can write meanwhile (a fetcher's reused buffer
+is written only by that fetcher's next request, after the decode).
 """
 
 from __future__ import annotations
@@ -262,7 +265,7 @@ class BrokerConnection:
                 return self._read_exactly(sock, size, True)
             if got < size:
                 raise EOFError(f"connection closed by peer after {got} of {size} bytes")
-            return memoryview(self._buffer)[:size]
+            return memoryview(self._buffer)[:size].toreadonly()
         if request is not None:
             sock.sendall(request)
         head = self._read_exactly(sock, 4, False)
@@ -292,14 +295,14 @@ class BrokerConnection:
                 raise socket.timeout("timed out")
             if got < n:
                 raise EOFError(f"connection closed by peer after {got} of {n} bytes")
-            return view
+            return view.toreadonly()
         got = 0
         while got < n:
             r = sock.recv_into(view[got:], n - got)
             if r == 0:
                 raise EOFError(f"connection closed by peer after {got} of {n} bytes")
             got += r
-        return view
+        return view.toreadonly()
 
     def _native_timeout_ms(self, sock: socket.socket) -> Optional[int]:
         """The wait bound for the C receive functions (-1: none), or ``None`` if they must not read ``sock`` (TLS)."""
