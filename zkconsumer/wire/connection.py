@@ -203,7 +203,7 @@ class BrokerConnection:
         reused = self._sock is not None
         try:
             sock = self._sock or self._connect()
-            return self._receive(sock, shared_buffer, frame)
+            return self._exchange(sock, shared_buffer, frame)
         except socket.timeout:
             raise
         except (OSError, EOFError) as exc:
@@ -212,7 +212,7 @@ class BrokerConnection:
             log.debug("reconnecting to broker %s after %r", self.address, exc)
             self._close_locked()
         sock = self._connect()
-        return self._receive(sock, shared_buffer, frame)
+        return self._exchange(sock, shared_buffer, frame)
 
     def _connect(self) -> socket.socket:
         """Open the socket (caller holds the lock)."""
@@ -245,13 +245,13 @@ class BrokerConnection:
         if self.receive_buffer_bytes > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
 
-    def _receive(self, sock: socket.socket, shared_buffer: bool = False, request: Optional[bytes] = None) -> memoryview:
-        """Send ``request`` (if given), then read one size-prefixed response; returns the frame
-        without its size prefix.
+    def _exchange(self, sock: socket.socket, shared_buffer: bool, request: bytes) -> memoryview:
+        """Send ``request``, then read one size-prefixed response; returns the frame without its
+        size prefix.
 
         Into the connection's own buffer, with the C extension on plain TCP, the request is
-        sent and the response's size and body are read in one release of the GIL (one wait
-        to take it back, not three, behind a thread iterating messages).
+        sent and the response's size and body are read in one release of the GIL: one wait
+        to take it back per round trip, behind a thread iterating messages.
         """
         timeout_ms = self._native_timeout_ms(sock)
         if shared_buffer and _recv_frame is not None and timeout_ms is not None:
@@ -266,8 +266,7 @@ class BrokerConnection:
             if got < size:
                 raise EOFError(f"connection closed by peer after {got} of {size} bytes")
             return memoryview(self._buffer)[:size].toreadonly()
-        if request is not None:
-            sock.sendall(request)
+        sock.sendall(request)
         head = self._read_exactly(sock, 4, False)
         size = int.from_bytes(head, "big", signed=True)
         _check_size(size)
