@@ -44,7 +44,8 @@ class Tool:
 
     ``kind`` is kafka, confluent, perf, perf-batch, perf-pure or kafka-python; ``streams`` and
     ``fetchers`` are the consumer threads (streams) and ``num.consumer.fetchers``; ``processes``
-    (perf kinds only) members of one group started together, each consuming its share of N;
+    (perf kinds only) members of one group started together, each reading its share of the
+    partitions (:func:`run_perf_processes`);
     ``slow`` tools may get a smaller N (``--slow-messages``).
     """
 

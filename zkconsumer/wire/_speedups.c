@@ -1542,8 +1542,6 @@ static PyTypeObject CursorType = {
 
 /* ------------------------------------------------------------------------ socket receive */
 
-/* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout,
- * 2 when a signal interrupted a wait (call again after handling it), else an errno. */
 /* After a recv or send on fd failed (errno set): -1 when fd is ready for ``events`` again
  * (call again), else the status to return (1 timeout, 2 signal, or an errno). */
 static int wait_ready(int fd, short events, int timeout_ms) {
@@ -1560,6 +1558,8 @@ static int wait_ready(int fd, short events, int timeout_ms) {
     return errno ? errno : EIO;
 }
 
+/* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout,
+ * 2 when a signal interrupted a wait (call again after handling it), else an errno. */
 static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got) {
     while (*got < n) {
         int status;
