@@ -72,6 +72,7 @@ lock held and take only the fetcher's ``_lock``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -389,31 +390,29 @@ class FetcherManager:
 
     def _assign_leaders(self, metadata: MetadataResponse, stop: threading.Event) -> None:
         """Give every leaderless partition that has a live leader to its fetcher thread."""
-        found: Dict[TopicPartition, Tuple[int, str, int, int]] = {}
+        found: Dict[TopicPartition, FetcherKey] = {}  # connection 0 until spread below
         num = max(1, int(self._config.num_consumer_fetchers))
         connections = max(1, int(getattr(self._config, "fetcher_connections", 1)))
         for topic in metadata.topics:
             for pm in topic.partitions:
                 leader = metadata.broker(pm.leader) if pm.leader >= 0 else None
                 if leader is not None:
-                    found[(topic.topic, pm.partition)] = (
+                    found[(topic.topic, pm.partition)] = FetcherKey(
                         leader.node_id, leader.host, leader.port, fetcher_id(topic.topic, pm.partition, num))
         with self._fetchers_lock:
             with self._cond:
                 if stop.is_set():
                     return
-                picked = {tp: found[tp] for tp in self._leaderless if tp in found}
-                info_of = {tp: self._partitions[tp] for tp in picked}
+                picked = {tp: (self._partitions[tp], found[tp]) for tp in self._leaderless if tp in found}
                 self._leaderless.difference_update(picked)
-                for tp, (broker_id, _, _, _) in picked.items():
-                    self._leaders[tp] = broker_id
+                for tp, (_, key) in picked.items():
+                    self._leaders[tp] = key.broker_id
                 brokers = len(set(self._leaders.values()))
             load = {((k.broker_id, k.fetcher_id), k.connection): f.partition_count()
                     for k, f in self._fetchers.items() if f.is_alive()}
-            slots = spread_over_connections((((b, fid), tp) for tp, (b, _, _, fid) in picked.items()),
+            slots = spread_over_connections((((key.broker_id, key.fetcher_id), tp) for tp, (_, key) in picked.items()),
                                             load, connections_per_broker(connections, brokers))
-            chosen = {tp: (info_of[tp], FetcherKey(b, host, port, fid, slots[tp]))
-                      for tp, (b, host, port, fid) in picked.items()}
+            chosen = {tp: (info, dataclasses.replace(key, connection=slots[tp])) for tp, (info, key) in picked.items()}
             groups: Dict[FetcherKey, List[PartitionTopicInfo]] = {}
             for _tp, (info, key) in sorted(chosen.items()):
                 groups.setdefault(key, []).append(info)
