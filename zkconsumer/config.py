@@ -198,6 +198,11 @@ _TABLE: Tuple[Property, ...] = (
     Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
     Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
+    Property("zookeeper.heartbeat", "enum", "quiet",
+             "how an idle member keeps its ZooKeeper session alive: quiet = a ping after 0.7 of the negotiated "
+             "session timeout from a thread that needs no GIL (C extension, Linux), half of Kafka's rate; kafka = "
+             "kazoo's ping every third of it, as Kafka's client (also where quiet cannot run)",
+             choices=("quiet", "kafka"), lower_cased=True, kafka=False),
     Property("fetcher.connections", "int", 3,
              "connections per fetcher (num.consumer.fetchers), shared among the brokers it reads from (at "
              "least one each: 3 on one broker, 2 each on two, 1 each on three or more), each on its own thread "

@@ -71,7 +71,7 @@ from .stopping import ParallelStops
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 from .zookeeper.group import GroupClient
-from .zookeeper.lease import track_negotiated_timeout
+from .zookeeper.heartbeat import SessionHeartbeat
 
 __all__ = ["ConnectorState", "ConsumerConnectorBase", "make_consumer_id"]
 
@@ -142,7 +142,7 @@ class ConsumerConnectorBase(abc.ABC):
         #: Clear while create_message_streams() is joining the group.
         self._join_done = threading.Event()
         self._join_done.set()
-        self._negotiated: Any = lambda: None
+        self._heartbeat: Optional[SessionHeartbeat] = None
         self._group: Optional[GroupClient] = None
 
         self._zk = self._connect_zookeeper()
@@ -171,8 +171,7 @@ class ConsumerConnectorBase(abc.ABC):
                 self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry,
                                                        push_gateway=metrics_pushgateway)
             except BaseException:
-                self._zk.stop()
-                self._zk.close()
+                self._close_zookeeper()
                 raise
 
     # ------------------------------------------------------------------ public
@@ -377,10 +376,12 @@ class ConsumerConnectorBase(abc.ABC):
         except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
             log.warning("%s: closing the ZooKeeper session: %r", self.consumer_id, exc)
         self._zk.close()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()  # joins its thread: the connection it served is closed
 
     def _session_timeout_s(self) -> float:
         """The session timeout ZooKeeper granted (the configured one until it is known)."""
-        negotiated = self._negotiated()
+        negotiated = self._heartbeat.negotiated_timeout() if self._heartbeat is not None else None
         return self.config.zookeeper_session_timeout_ms / 1000.0 if negotiated is None else float(negotiated)
 
     def _group_client(self) -> GroupClient:
@@ -448,12 +449,13 @@ class ConsumerConnectorBase(abc.ABC):
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
             auth_data=auth,
         )
-        self._negotiated = track_negotiated_timeout(client)
+        heartbeat = SessionHeartbeat.install(client, cfg.zookeeper_heartbeat)
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:
             client.stop()
             client.close()
+            heartbeat.stop()
             raise ZooKeeperUnavailableError(
                 f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
@@ -470,7 +472,9 @@ class ConsumerConnectorBase(abc.ABC):
         except BaseException:
             client.stop()
             client.close()
+            heartbeat.stop()
             raise
+        self._heartbeat = heartbeat
         client.add_listener(self._on_zk_state)
         return client
 

@@ -130,7 +130,7 @@ class ZooKeeperMembershipConnector(ConsumerConnectorBase):
         lease = SessionLease(
             BoundedZooKeeper(self._zk, self._session_timeout_s() / 3.0),
             group.paths.member(self.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
-            name=f"zkconsumer-lease-{self.consumer_id}", negotiated=self._negotiated,
+            name=f"zkconsumer-lease-{self.consumer_id}", heartbeat=self._heartbeat,
         )
         watcher = GroupWatcher(self._zk, group.paths, self._request_rebalance, topic_allowed)
         group.member_list = watcher.member_list  # the members' watch reads the list: no read of our own

@@ -28,6 +28,7 @@ from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.errors import ClusterTimeoutError
 from zkconsumer.zookeeper import lease as leases
 from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.zookeeper.heartbeat import SessionHeartbeat
 
 MAX_SESSION_MS = 6000
 
@@ -422,10 +423,10 @@ def test_item13b_the_lease_uses_the_negotiated_session_timeout(zk_cluster: Local
         connector.shutdown()
 
     client = KazooClient(hosts=zk_cluster.zk_connect, timeout=requested_s)
-    negotiated = leases.track_negotiated_timeout(client)
+    heartbeat = SessionHeartbeat.install(client)
     client.start(30)
     try:
-        lease = leases.SessionLease(client, "/", requested_s, negotiated=negotiated)
+        lease = leases.SessionLease(client, "/", requested_s, heartbeat=heartbeat)
         assert lease.timeout == MAX_SESSION_MS / 1000.0
         assert lease.prove() and lease.valid()
         zk_cluster.pause_zookeeper()  # no proof succeeds from now on
@@ -435,6 +436,7 @@ def test_item13b_the_lease_uses_the_negotiated_session_timeout(zk_cluster: Local
         zk_cluster.resume_zookeeper()
         client.stop()
         client.close()
+        heartbeat.stop()
 
 
 # ----------------------------------------------------------------------------- item 13c

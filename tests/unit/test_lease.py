@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
+from zkconsumer.zookeeper.heartbeat import QUIET_AVAILABLE, SessionHeartbeat
 from zkconsumer.zookeeper.lease import SessionLease
 
 
@@ -78,25 +82,44 @@ def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None
     assert lease.prove() and lease.valid()
 
 
+class FakeConnection:
+    """The kazoo connection handler methods a SessionHeartbeat instruments; replies have ``reply_xid``."""
+
+    reply_xid = -2
+
+    def _connect(self, host: str, hostip: str, port: int) -> tuple:
+        return 4000.0, 6000.0  # a negotiated 6 s session: kazoo's read timeout is 2/3 of it
+
+    def _connect_attempt(self, host: str, hostip: str, port: int, retry: object) -> None:
+        pass
+
+    def _submit(self, request: object, timeout: float, xid: object = None) -> None:
+        pass
+
+    def _read_header(self, timeout: float) -> tuple:
+        return SimpleNamespace(xid=self.reply_xid), b"", 0
+
+    def _read_socket(self, read_timeout: float) -> None:
+        pass
+
+    def _send_request(self, read_timeout: float, connect_timeout: float) -> None:
+        pass
+
+
+class ObservedClient(FakeClient):
+    client_id = (1, b"")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._connection = FakeConnection()
+
+
 def test_scale_item2_replies_to_kazoos_own_requests_prove_the_session_without_reads() -> None:
-    """A real kazoo connection handler's methods are observed; the lease then reads nothing itself."""
-    from types import SimpleNamespace
-
-    class Connection:
-        def _submit(self, request: object, timeout: float, xid: object = None) -> None:
-            pass
-
-        def _read_header(self, timeout: float) -> tuple:
-            return SimpleNamespace(xid=self.reply_xid), b"", 0
-
-    class Client(FakeClient):
-        def __init__(self) -> None:
-            super().__init__()
-            self._connection = Connection()
-
+    """A kazoo connection handler's methods are observed by the heartbeat; the lease then reads nothing itself."""
     now = [0.0]
-    client = Client()
-    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    client = ObservedClient()
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
     client._connection._submit("ping", 1.0, -2)  # sent at 5.0
     now[0] = 7.0
@@ -115,29 +138,13 @@ def test_scale_item2_replies_to_kazoos_own_requests_prove_the_session_without_re
 
 
 def test_observed_replies_count_only_on_the_accepted_session_against_the_negotiated_timeout() -> None:
-    """Kazoo's own replies prove the session the member joined with, for the negotiated timeout only;
+    """Observed replies prove the session the member joined with, for the negotiated timeout only;
     replies on a new session count only once the member rejoined on it."""
-    from types import SimpleNamespace
-
-    class Connection:
-        reply_xid = -2
-
-        def _submit(self, request: object, timeout: float, xid: object = None) -> None:
-            pass
-
-        def _read_header(self, timeout: float) -> tuple:
-            return SimpleNamespace(xid=self.reply_xid), b"", 0
-
-    class Client(FakeClient):
-        client_id = (1, b"")
-
-        def __init__(self) -> None:
-            super().__init__()
-            self._connection = Connection()
-
     now = [0.0]
-    client = Client()
-    lease = SessionLease(client, "/p", 30.0, clock=lambda: now[0], negotiated=lambda: 6.0)  # type: ignore[arg-type]
+    client = ObservedClient()
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake: 6 s granted
+    lease = SessionLease(client, "/p", 30.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
     client._connection._submit("ping", 1.0, -2)
     client._connection._read_header(1.0)  # session 1 answered the ping sent at 5.0
@@ -152,3 +159,24 @@ def test_observed_replies_count_only_on_the_accepted_session_against_the_negotia
     lease.accept_session()  # the rebalancer rejoined on session 2
     assert lease.valid()
     assert client.reads == 0
+
+
+@pytest.mark.parametrize("mode", ["kafka", "quiet"])
+def test_the_lease_reads_for_itself_only_once_a_proof_is_overdue_for_the_heartbeats_cadence(mode: str) -> None:
+    """Kafka's cadence (a ping every T/3): a read after T/2 without a proof; the quiet one
+    (0.7 T + up to T/30): only after 0.9 T, so an idle member's pings are its only traffic."""
+    if mode == "quiet" and not QUIET_AVAILABLE:
+        pytest.skip("the _heartbeat C extension is not built")
+    heartbeat = SessionHeartbeat.install(ObservedClient(), mode)
+    try:
+        assert heartbeat.mode == mode
+        lease = SessionLease(ObservedClient(), "/p", 6.0, heartbeat=heartbeat)
+        expected = {"kafka": (2.0, 3.0), "quiet": (6.0 * (0.7 + 1 / 30), 6.0 * 0.9)}[mode]
+        assert heartbeat.longest_silence(6.0) == pytest.approx(expected[0])
+        assert lease.overdue_after == pytest.approx(expected[1])
+    finally:
+        heartbeat.stop()
+
+
+def test_without_a_heartbeat_the_lease_reads_every_half_session_timeout() -> None:
+    assert SessionLease(FakeClient(), "/p", 6.0).overdue_after == pytest.approx(3.0)  # type: ignore[arg-type]
