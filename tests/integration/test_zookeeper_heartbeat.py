@@ -1,0 +1,133 @@
+"""Heartbeats against the real ZooKeeper: how often an idle member talks, and what survives a stall.
+
+``zookeeper.heartbeat=quiet`` (the default) pings after 0.7 of the negotiated session timeout
+from a native thread; ``kafka`` is kazoo's own ping every third of it, as Kafka's client
+does. Packets are counted by the server itself (``cons``: packets received per session).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+from kazoo.client import KazooClient
+from support import consumer_props, owners, unique, wait_until
+
+from zkconsumer import ZookeeperConsumerConnector
+from zkconsumer.testing.probes import zookeeper_command
+from zkconsumer.zookeeper.heartbeat import QUIET_AVAILABLE
+
+pytestmark = pytest.mark.skipif(not QUIET_AVAILABLE, reason="the _heartbeat C extension is not built")
+
+SESSION_MS = 4000
+_CONS = re.compile(r"recved=(\d+).*?sid=0x([0-9a-f]+)")
+
+
+def received_by_session(zk_connect: str) -> Dict[int, int]:
+    """Packets the server received per session so far (``cons``; a connection's count)."""
+    host, port = zk_connect.split("/")[0].split(",")[0].rsplit(":", 1)
+    out: Dict[int, int] = {}
+    for line in zookeeper_command(host, int(port), "cons").splitlines():
+        match = _CONS.search(line)
+        if match:
+            out[int(match.group(2), 16)] = int(match.group(1))
+    return out
+
+
+def props(cluster, mode: str, **extra: object) -> Dict[str, object]:
+    return consumer_props(cluster, unique(f"hb-{mode}"), **{"zookeeper.session.timeout.ms": SESSION_MS,
+                                                            "zookeeper.heartbeat": mode, **extra})
+
+
+def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(cluster, make_topic) -> None:
+    """Two idle members side by side, counted by the server: the quiet one only pings, at 0.7-0.73 T."""
+    topic = make_topic(partitions=2)
+    window = 24.0
+    with ZookeeperConsumerConnector(props(cluster, "quiet")) as quiet, \
+            ZookeeperConsumerConnector(props(cluster, "kafka")) as kafka:
+        quiet.create_message_streams({topic: 1})
+        kafka.create_message_streams({topic: 1})
+        sessions = {"quiet": quiet.zk_client.client_id[0], "kafka": kafka.zk_client.client_id[0]}
+        time.sleep(1.0)  # the joins' requests are answered
+        before = received_by_session(cluster.zk_connect)
+        time.sleep(window)
+        after = received_by_session(cluster.zk_connect)
+        assert {quiet.zk_client.client_id[0], kafka.zk_client.client_id[0]} == set(sessions.values())
+    sent = {mode: after[sid] - before[sid] for mode, sid in sessions.items()}
+    t = SESSION_MS / 1000.0
+    # quiet: a ping after 0.7 T to 0.733 T of silence; kafka: after T/3 less 0.01-0.4 s of jitter
+    assert window / (t * (0.7 + 1 / 30)) - 1 <= sent["quiet"] <= window / (t * 0.7) + 1, sent
+    assert sent["kafka"] >= window / (t / 3) - 1, sent
+    assert sent["quiet"] <= sent["kafka"] / 2, sent
+
+
+def stall_process(cluster, topic: str, configs: List[Dict[str, object]]) -> subprocess.Popen:
+    script = Path(__file__).with_name("gil_stall_process.py")
+    return subprocess.Popen([sys.executable, str(script), json.dumps(configs), topic], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def stalled_members(cluster, make_topic) -> Iterator[tuple]:
+    topic = make_topic(partitions=2)
+    configs = [props(cluster, "quiet"), props(cluster, "kafka")]
+    process = stall_process(cluster, topic, configs)
+    try:
+        ready = process.stdout.readline().split()
+        assert ready[:1] == ["READY"], ready
+        members = [(configs[i]["group.id"], ready[1 + 2 * i], int(ready[2 + 2 * i])) for i in range(2)]
+        yield process, topic, members
+    finally:
+        if process.poll() is None:
+            process.stdin.write("QUIT\n")
+            process.stdin.flush()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_a_gil_stall_twice_the_session_timeout_keeps_a_quiet_members_session_not_kazoos(stalled_members,
+                                                                                       cluster) -> None:
+    """A process whose Python threads are all held up (one long C call holds the GIL) for 2 T.
+
+    kazoo must win the GIL to ping, so under ``kafka`` the server expires the session and the
+    member rejoins on a new one; the quiet heartbeat's native thread pings on time, so that
+    member keeps its session, its registration and its owner nodes.
+    """
+    process, topic, members = stalled_members
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start(30)
+    try:
+        def ephemeral_owners(group: str, consumer_id: str) -> set:
+            paths = [f"/consumers/{group}/ids/{consumer_id}"]
+            paths += [f"/consumers/{group}/owners/{topic}/{p}" for p in owners(zk, group, topic)]
+            stats = [zk.exists(path) for path in paths]
+            return {s.ephemeralOwner if s is not None else None for s in stats}
+
+        for group, consumer_id, session in members:
+            wait_until(lambda g=group: len(owners(zk, g, topic)) == 2, 30, f"{group} to own its partitions")
+            assert ephemeral_owners(group, consumer_id) == {session}
+        process.stdin.write(f"STALL {2 * SESSION_MS / 1000.0}\n")
+        process.stdin.flush()
+        stalled = process.stdout.readline().split()
+        assert stalled[:1] == ["STALLED"] and float(stalled[1]) >= 1.5 * SESSION_MS / 1000.0, stalled
+        (quiet_group, quiet_id, quiet_session), (kafka_group, kafka_id, kafka_session) = members
+
+        def kafka_rejoined() -> bool:
+            found = ephemeral_owners(kafka_group, kafka_id)
+            return len(found) == 1 and None not in found and found != {kafka_session}
+
+        wait_until(kafka_rejoined, 30, "the kazoo-pinged member to rejoin on a new session (its own expired)")
+        assert ephemeral_owners(quiet_group, quiet_id) == {quiet_session}, "the quiet member lost its session"
+        assert len(owners(zk, quiet_group, topic)) == 2
+    finally:
+        zk.stop()
+        zk.close()
