@@ -435,7 +435,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     scale.add_argument("--kinds", default=",".join(KINDS), help="kinds to run (scale benchmark)")
     scale.add_argument("--streams", type=int, default=4, help="streams per topic per member (scale benchmark)")
     scale.add_argument("--stable", type=float, default=3.0, help="seconds owners must stay settled")
-    scale.add_argument("--idle", type=float, default=10.0, help="seconds of the idle-rate window")
+    scale.add_argument("--idle", type=float, default=30.0,
+                       help="seconds of the idle-rate window (several pings per member: quiet members ping every ~4.3 s)")
     scale.add_argument("--event-timeout", type=float, default=120.0, help="seconds an event may take to settle")
     scale.add_argument("--json", help="write the scale benchmark's JSON here")
     args = parser.parse_args(argv)

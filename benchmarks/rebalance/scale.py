@@ -40,7 +40,7 @@ node, and the sum over partitions, within [event start, settled]. *moved* partit
 ``Received`` over [start, settled + stable], minus the packets of the sessions that are
 not group members (brokers, this benchmark's observer; per ``cons``), minus the members'
 idle rate times that duration. ``idle_rps``: the members' packets per second (pings
-included) over a quiet ``--idle`` (10) s window after ``start``.
+included) over a quiet ``--idle`` (30) s window after ``start``.
 
 *rss_mb*: each member's resident memory (``VmRSS``) at the end, max and mean.
 
