@@ -11,17 +11,20 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
 from support import consumer_props, owners, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
+from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.probes import zookeeper_command
-from zkconsumer.zookeeper.heartbeat import QUIET_AVAILABLE
+from zkconsumer.zookeeper.heartbeat import QUIET_AVAILABLE, SessionHeartbeat
 
 pytestmark = pytest.mark.skipif(not QUIET_AVAILABLE, reason="the _heartbeat C extension is not built")
 
@@ -40,17 +43,21 @@ def received_by_session(zk_connect: str) -> Dict[int, int]:
     return out
 
 
-def props(cluster, mode: str, **extra: object) -> Dict[str, object]:
-    return consumer_props(cluster, unique(f"hb-{mode}"), **{"zookeeper.session.timeout.ms": SESSION_MS,
-                                                            "zookeeper.heartbeat": mode, **extra})
+def props(cluster, mode: str, session_ms: int = SESSION_MS) -> Dict[str, object]:
+    return consumer_props(cluster, unique(f"hb-{mode}"), **{"zookeeper.session.timeout.ms": session_ms,
+                                                            "zookeeper.heartbeat": mode})
 
 
 def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(cluster, make_topic) -> None:
-    """Two idle members side by side, counted by the server: the quiet one only pings, at 0.7-0.73 T."""
+    """Two idle members side by side, counted by the server: the quiet one only pings, at 0.7-0.73 T.
+
+    T = 6 s, 24 s: quiet pings 4.2-4.4 s apart, at most 6 in the window; kafka's cadence
+    (kazoo: T/3 less 0.01-0.4 s, 1.6-2.0 s apart) at least 12.
+    """
     topic = make_topic(partitions=2)
-    window = 24.0
-    with ZookeeperConsumerConnector(props(cluster, "quiet")) as quiet, \
-            ZookeeperConsumerConnector(props(cluster, "kafka")) as kafka:
+    window, session_ms = 24.0, 6000
+    with ZookeeperConsumerConnector(props(cluster, "quiet", session_ms)) as quiet, \
+            ZookeeperConsumerConnector(props(cluster, "kafka", session_ms)) as kafka:
         quiet.create_message_streams({topic: 1})
         kafka.create_message_streams({topic: 1})
         sessions = {"quiet": quiet.zk_client.client_id[0], "kafka": kafka.zk_client.client_id[0]}
@@ -60,8 +67,7 @@ def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(c
         after = received_by_session(cluster.zk_connect)
         assert {quiet.zk_client.client_id[0], kafka.zk_client.client_id[0]} == set(sessions.values())
     sent = {mode: after[sid] - before[sid] for mode, sid in sessions.items()}
-    t = SESSION_MS / 1000.0
-    # quiet: a ping after 0.7 T to 0.733 T of silence; kafka: after T/3 less 0.01-0.4 s of jitter
+    t = session_ms / 1000.0
     assert window / (t * (0.7 + 1 / 30)) - 1 <= sent["quiet"] <= window / (t * 0.7) + 1, sent
     assert sent["kafka"] >= window / (t / 3) - 1, sent
     assert sent["quiet"] <= sent["kafka"] / 2, sent
@@ -131,3 +137,63 @@ def test_a_gil_stall_twice_the_session_timeout_keeps_a_quiet_members_session_not
     finally:
         zk.stop()
         zk.close()
+
+
+# ----------------------------------------------------------------------------- a hung server
+
+@pytest.fixture(scope="module")
+def lone_zookeeper() -> Iterator[LocalCluster]:
+    """A cluster of its own (one broker): these tests SIGSTOP its ZooKeeper."""
+    with LocalCluster(brokers=1, partitions=2) as local:
+        yield local
+
+
+@pytest.fixture
+def quiet_client(lone_zookeeper: LocalCluster) -> Iterator[Tuple[KazooClient, List[str]]]:
+    """A raw kazoo client with the quiet heartbeat, and the states it went through."""
+    client = KazooClient(hosts=lone_zookeeper.zk_connect, timeout=SESSION_MS / 1000.0)
+    heartbeat = SessionHeartbeat.install(client, "quiet")
+    states: List[str] = []
+    client.add_listener(states.append)
+    client.start(30)
+    try:
+        yield client, states
+    finally:
+        if lone_zookeeper.zookeeper_running():
+            lone_zookeeper.resume_zookeeper()
+        client.stop()
+        client.close()
+        heartbeat.stop()
+
+
+def test_requests_into_a_hung_server_get_the_connection_dropped_however_often_they_come(
+        lone_zookeeper: LocalCluster, quiet_client) -> None:
+    """A request that gets no byte back within T/6 is suspect, even while more requests keep the
+    connection from ever being idle for a ping's interval (a lapsed lease reads every T/3)."""
+    client, states = quiet_client
+    t = SESSION_MS / 1000.0
+    lone_zookeeper.pause_zookeeper()
+    paused = time.monotonic()
+    while time.monotonic() - paused < 2 * t and KazooState.SUSPENDED not in states:
+        client.exists_async("/")  # queued; each is a write to the hung server
+        time.sleep(t / 4)
+    noticed = time.monotonic() - paused
+    assert KazooState.SUSPENDED in states, "the client never noticed the hung server"
+    assert noticed < t / 6 + t / 4 + 1.0, f"noticed after {noticed:.1f}s"
+
+
+def test_closing_against_a_hung_server_ends_within_the_answer_timeout(lone_zookeeper: LocalCluster,
+                                                                     quiet_client) -> None:
+    """kazoo's stop() waits for the server's answer to Close (it joins its thread without a timeout):
+    the unanswered Close must be noticed like any other write."""
+    client, _ = quiet_client
+    lone_zookeeper.pause_zookeeper()
+    thread = threading.Thread(target=client.stop, name="test-stop")
+    started = time.monotonic()
+    thread.start()
+    thread.join(SESSION_MS / 1000.0 + 5)
+    took = time.monotonic() - started
+    if thread.is_alive():  # let it finish so the module can go on
+        lone_zookeeper.resume_zookeeper()
+        thread.join(60)
+    assert took < SESSION_MS / 1000.0 + 5, f"stop() took {took:.1f}s against a hung server"

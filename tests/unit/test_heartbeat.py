@@ -1,8 +1,8 @@
 """The native heartbeat thread (``zkconsumer.zookeeper._heartbeat``) on a loopback TCP connection.
 
 A plain socket server stands in for ZooKeeper here: these tests check the thread's own
-contract (frame bytes, cadence after writes, no interleaving, unanswered pings, descriptor
-hygiene, fork). What a real ZooKeeper server makes of it is tested in
+contract (frame bytes, cadence after writes, frames written whole, unanswered writes,
+descriptor and thread hygiene, fork). What a real ZooKeeper server makes of it is tested in
 tests/integration/test_zookeeper_heartbeat.py.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import threading
 import time
-from typing import Iterator, Tuple
+from typing import Iterator, Set, Tuple
 
 import pytest
 
@@ -24,25 +23,35 @@ pytestmark = pytest.mark.skipif(not QUIET_AVAILABLE, reason="the _heartbeat C ex
 PING_FRAME = struct.pack(">iii", 8, -2, 11)  # length, xid -2, type 11 (ping)
 PING_REPLY = struct.pack(">iiqi", 16, -2, 0, 0)  # length, xid, zxid, err
 INTERVAL, ANSWER = 0.3, 0.15
+Link = Tuple[socket.socket, socket.socket, socket.socket, socket.socket]
 
 
 @pytest.fixture
-def link() -> Iterator[Tuple[socket.socket, socket.socket, socket.socket, socket.socket]]:
+def link() -> Iterator[Link]:
     """``(client, server, wake_read, wake_write)``: a connected loopback TCP pair and a wake-up socket pair."""
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
     server, _ = listener.accept()
     listener.close()
+    client.setblocking(False)  # as kazoo's
     wake_read, wake_write = socket.socketpair()
     yield client, server, wake_read, wake_write
     for s in (client, server, wake_read, wake_write):
         s.close()
 
 
-def native() -> object:
+@pytest.fixture
+def hb() -> Iterator[object]:
     from zkconsumer.zookeeper import _heartbeat
 
-    return _heartbeat.Heartbeat()
+    heartbeat = _heartbeat.Heartbeat()
+    yield heartbeat
+    heartbeat.stop()
+
+
+def attach(hb: object, link: Link) -> None:
+    client, _, _, wake_write = link
+    hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)  # type: ignore[attr-defined]
 
 
 def receive(sock: socket.socket, n: int, timeout: float) -> bytes:
@@ -59,96 +68,108 @@ def receive(sock: socket.socket, n: int, timeout: float) -> bytes:
     return data
 
 
-def test_an_idle_connection_gets_one_ping_frame_per_interval_and_answers_pop_oldest_first(link) -> None:
-    client, server, _, wake_write = link
-    hb = native()
-    try:
-        attached = time.monotonic()
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-        assert receive(server, 12, 2.0) == PING_FRAME
-        first = time.monotonic()
-        assert first - attached >= INTERVAL
-        assert receive(server, 12, 2.0) == PING_FRAME  # unanswered but data-less: still pinged on schedule
-        assert hb.pings == 2
-        sent = [hb.answered(), hb.answered()]
-        assert None not in sent and sent[0] < sent[1] and abs(sent[0] - first) < 0.1
-        assert hb.answered() is None
-    finally:
-        hb.stop()
+def test_an_idle_connection_gets_one_ping_frame_per_interval_and_answers_pop_oldest_first(hb, link) -> None:
+    _, server, _, _ = link
+    attached = time.monotonic()
+    attach(hb, link)
+    assert receive(server, 12, 2.0) == PING_FRAME
+    first = time.monotonic()
+    assert first - attached >= INTERVAL
+    assert receive(server, 12, 2.0) == PING_FRAME  # unanswered: pinged on schedule all the same
+    assert hb.pings == 2
+    sent = [hb.answered(), hb.answered()]
+    assert None not in sent and sent[0] < sent[1] <= time.monotonic()
+    assert attached + INTERVAL <= sent[0] <= first  # the time the ping started
+    assert hb.answered() is None
 
 
-def test_client_writes_postpone_pings_and_are_never_interleaved(link) -> None:
-    client, server, _, wake_write = link
-    hb = native()
-    try:
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-        hb.write_begin()  # a request is being written: no ping may start, however long it takes
-        assert receive(server, 12, 2 * INTERVAL) == b""
-        client.sendall(b"request")
-        hb.write_end(False)
-        ended = time.monotonic()
-        assert receive(server, 7, 1.0) == b"request"
-        assert receive(server, 12, 2.0) == PING_FRAME
-        assert time.monotonic() - ended >= INTERVAL - 0.01  # the write counted as traffic
-    finally:
-        hb.stop()
+def test_client_frames_are_written_whole_and_postpone_pings(hb, link) -> None:
+    client, server, _, _ = link
+    assert hb.write(b"early", 1.0) is False  # nothing attached: the client writes it itself
+    attach(hb, link)
+    time.sleep(INTERVAL * 0.6)
+    frame = struct.pack(">i", 300_000) + b"x" * 300_000  # larger than one send()
+    assert hb.write(frame, 2.0) is True
+    written = time.monotonic()
+    assert receive(server, len(frame), 2.0) == frame  # not a ping byte in it
+    assert receive(server, 12, 2.0) == PING_FRAME
+    assert time.monotonic() - written >= INTERVAL - 0.01  # the frame counted as traffic
 
 
-def test_a_ping_without_any_byte_back_makes_the_connection_suspect_and_wakes_the_client(link) -> None:
-    client, server, wake_read, wake_write = link
-    hb = native()
-    try:
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-        assert receive(server, 12, 2.0) == PING_FRAME
-        assert not hb.suspect()
-        assert receive(wake_read, 1, 2.0) == b"\0"  # the client's connection thread is woken
-        assert hb.suspect() and not hb.suspect()  # reported once
-        assert hb.drops == 1
-    finally:
-        hb.stop()
+def test_a_write_the_peer_never_takes_times_out(hb, link) -> None:
+    attach(hb, link)
+    frame = b"y" * (64 << 20)  # the server reads nothing: the socket buffers fill up
+    started = time.monotonic()
+    assert hb.write(frame, 0.3) is None
+    assert 0.3 <= time.monotonic() - started < 2.0
 
 
-def test_an_answer_that_comes_after_the_wake_up_but_before_the_client_asks_clears_the_suspicion(link) -> None:
-    client, server, wake_read, wake_write = link
-    hb = native()
-    try:
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-        assert receive(server, 12, 2.0) == PING_FRAME
-        assert receive(wake_read, 1, 2.0) == b"\0"
-        server.sendall(PING_REPLY)  # late, but before the client's thread looked
-        time.sleep(0.05)
-        assert not hb.suspect()
-    finally:
-        hb.stop()
+def test_a_ping_without_any_byte_back_makes_the_connection_suspect_and_wakes_the_client(hb, link) -> None:
+    _, server, wake_read, _ = link
+    attach(hb, link)
+    assert receive(server, 12, 2.0) == PING_FRAME
+    assert receive(wake_read, 1, 2.0) == b"\0"  # the client's connection thread is woken
+    assert hb.suspect() and not hb.suspect()  # reported once
+    assert hb.suspicions == 1
 
 
-def test_a_reply_received_but_not_yet_read_is_an_answer(link) -> None:
+def test_an_unanswered_client_write_makes_the_connection_suspect_before_any_ping(hb, link) -> None:
+    """A request into a hung server: the next ping is 0.7 T away, the watch must not wait for it."""
+    _, server, wake_read, _ = link
+    attach(hb, link)
+    assert hb.write(b"request", 1.0) is True
+    assert receive(server, 7, 1.0) == b"request"
+    assert receive(wake_read, 1, INTERVAL) == b"\0"  # within the answer timeout, before the ping
+    assert hb.suspect() and hb.pings == 0
+
+
+def test_writes_that_keep_coming_do_not_hide_a_silent_server(hb, link) -> None:
+    """The oldest unanswered write is watched: a stream of writes (a lease's retries) cannot postpone it."""
+    _, server, wake_read, _ = link
+    attach(hb, link)
+    deadline = time.monotonic() + 3 * ANSWER
+    while time.monotonic() < deadline and not receive(wake_read, 1, 0.001):
+        hb.write(b"r", 1.0)
+        time.sleep(ANSWER / 5)
+    assert hb.suspect()
+
+
+def test_an_answer_that_comes_after_the_wake_up_but_before_the_client_asks_clears_the_suspicion(hb, link) -> None:
+    _, server, wake_read, _ = link
+    attach(hb, link)
+    assert receive(server, 12, 2.0) == PING_FRAME
+    assert receive(wake_read, 1, 2.0) == b"\0"
+    server.sendall(PING_REPLY)  # late, but before the client's thread looked
+    time.sleep(0.05)
+    assert not hb.suspect()
+
+
+def test_a_reply_received_but_not_yet_read_is_an_answer(hb, link) -> None:
     """A client whose reader is stalled (the GIL) must not lose a connection that answers."""
-    client, server, wake_read, wake_write = link
-    hb = native()
-    try:
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-        for _ in range(2):
-            assert receive(server, 12, 2.0) == PING_FRAME
-            server.sendall(PING_REPLY)  # nobody reads it on the client side
-        assert receive(wake_read, 1, ANSWER + 0.2) == b""
-        assert not hb.suspect() and hb.drops == 0
-    finally:
-        hb.stop()
-
-
-def test_after_a_last_write_no_ping_until_the_next_attach(link) -> None:
-    client, server, _, wake_write = link
-    hb = native()
-    try:
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-        hb.write_begin()
-        hb.write_end(True)  # e.g. the client sent Close
-        assert receive(server, 12, 3 * INTERVAL) == b""
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
+    _, server, wake_read, _ = link
+    attach(hb, link)
+    for _ in range(2):
         assert receive(server, 12, 2.0) == PING_FRAME
-    finally:
-        hb.stop()
+        server.sendall(PING_REPLY)  # nobody reads it on the client side
+    assert receive(wake_read, 1, ANSWER + 0.2) == b""
+    assert not hb.suspect() and hb.suspicions == 0
+
+
+def test_after_closing_no_ping_but_an_unanswered_close_is_still_suspect(hb, link) -> None:
+    """A client shutting down against a hung server must learn it, or kazoo's stop() waits for ever."""
+    _, server, wake_read, _ = link
+    attach(hb, link)
+    hb.closing()
+    assert hb.write(b"close", 1.0) is True
+    assert receive(wake_read, 1, 1.0) == b"\0"
+    assert hb.suspect()
+    assert receive(server, 5 + 12, 3 * INTERVAL) == b"close"  # and no ping after it
+    attach(hb, link)  # a new connection pings again
+    assert receive(server, 12, 2.0) == PING_FRAME
+
+
+def native_threads() -> Set[str]:
+    return set(os.listdir("/proc/self/task"))
 
 
 def open_descriptors() -> int:
@@ -156,55 +177,50 @@ def open_descriptors() -> int:
 
 
 def test_detach_closes_its_descriptors_and_stop_joins_the_thread(link) -> None:
-    client, server, _, wake_write = link
-    before_threads = threading.active_count()  # the native thread is not a Python thread: counted via /proc
-    tasks = len(os.listdir("/proc/self/task"))
-    hb = native()
-    fds = open_descriptors()
-    hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-    assert open_descriptors() == fds + 2 and len(os.listdir("/proc/self/task")) == tasks + 1
+    from zkconsumer.zookeeper import _heartbeat
+
+    _, server, _, _ = link
+    hb = _heartbeat.Heartbeat()
+    before, fds = native_threads(), open_descriptors()
+    attach(hb, link)
+    started = native_threads() - before
+    assert len(started) == 1 and open_descriptors() == fds + 2
     hb.detach()
     hb.detach()  # idempotent
     assert open_descriptors() == fds
     assert receive(server, 12, 2 * INTERVAL) == b""  # detached: silent
     hb.stop()
     hb.stop()  # idempotent
-    assert len(os.listdir("/proc/self/task")) == tasks and threading.active_count() == before_threads
+    assert not started & native_threads()  # joined
     with pytest.raises(RuntimeError):
-        hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
+        attach(hb, link)
 
 
-def test_bad_timings_are_refused() -> None:
-    hb = native()
+def test_bad_timings_are_refused(hb) -> None:
     with pytest.raises(ValueError):
         hb.attach(0, 0, 1.0, 0.0, 1.0)  # the answer must be due before the next ping
     with pytest.raises(ValueError):
         hb.attach(0, 0, 1.0, -0.1, 0.5)
-    hb.stop()
 
 
-def test_in_a_forked_child_it_does_nothing(link) -> None:
-    client, _, _, wake_write = link
-    hb = native()
-    hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-    try:
-        pid = os.fork()
-        if pid == 0:  # the child: no thread here; nothing may block or write
-            code = 0
+def test_in_a_forked_child_it_does_nothing(hb, link) -> None:
+    attach(hb, link)
+    pid = os.fork()
+    if pid == 0:  # the child: no thread here; nothing may block or write
+        code = 0
+        try:
+            if hb.write(b"x", 0.1) is not False or hb.answered() is not None or hb.suspect():
+                code = 1
+            hb.closing()
+            hb.detach()
+            hb.stop()
             try:
-                hb.write_begin()
-                hb.write_end(False)
-                hb.detach()
-                hb.stop()
-                try:
-                    hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, ANSWER)
-                    code = 2
-                except RuntimeError:
-                    pass
-            except BaseException:  # noqa: BLE001 - reported through the exit code
-                code = 3
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    finally:
-        hb.stop()
+                attach(hb, link)
+                code = 2
+            except RuntimeError:
+                pass
+        except BaseException:  # noqa: BLE001 - reported through the exit code
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -102,6 +102,9 @@ class FakeConnection:
     def _read_socket(self, read_timeout: float) -> None:
         pass
 
+    def _write(self, msg: bytes, timeout: float) -> None:
+        pass
+
     def _send_request(self, read_timeout: float, connect_timeout: float) -> None:
         pass
 

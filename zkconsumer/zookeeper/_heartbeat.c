@@ -4,46 +4,58 @@
  *
  * Heartbeat()
  *     One native thread (started on the first attach, joined by stop()) that
- *     keeps one ZooKeeper connection alive while the client is idle:
+ *     keeps one ZooKeeper connection alive while the client is idle, and
+ *     watches it for a server that stopped answering:
  *
  *     attach(fd, wake_fd, interval, jitter, answer_timeout)
  *         Serve the connected socket ``fd`` (duplicated, as is ``wake_fd``:
  *         the thread uses descriptors of its own, so a number the client
- *         closes and the system reuses is never written to). Whenever nothing
- *         was written on it for ``interval`` + a random share of ``jitter``
- *         seconds, the thread sends a ZooKeeper ping (xid -2, type 11). A ping
- *         sent at ``s`` after which the kernel received no byte at all on the
- *         socket by ``s + answer_timeout`` (TCP_INFO's tcpi_last_data_recv;
- *         bytes received but not yet read count) makes the connection
- *         *suspect*: the thread writes one byte to ``wake_fd`` (the client's
- *         wake-up socket, which its connection thread watches) and goes on
- *         pinging. The client drops and replaces a suspect connection, which
- *         it can do only while its own thread runs: a client stalled on the
- *         GIL keeps its connection, and the pings that keep a slow server's
- *         session alive.
+ *         closes and the system reuses is never written to). OSError if the
+ *         kernel does not count the bytes a socket received.
+ *         Pings: whenever nothing was written on it for ``interval`` + a
+ *         random share of ``jitter`` seconds, the thread sends a ZooKeeper
+ *         ping (xid -2, type 11).
+ *         Watch: a write (a ping, or a frame of the client's, see write())
+ *         after which the kernel received no byte at all on the socket within
+ *         ``answer_timeout`` (TCP_INFO's tcpi_bytes_received, Linux 4.1+: bytes
+ *         received but not yet read count) makes the connection *suspect*: the thread
+ *         writes one byte to ``wake_fd`` (the client's wake-up socket, which
+ *         its connection thread watches) and goes on pinging. The client drops
+ *         and replaces a suspect connection, which it can do only while its
+ *         own thread runs: a client stalled on the GIL keeps its connection,
+ *         and the pings that keep a slow server's session alive.
+ *     write(frame, timeout)
+ *         Write the client's whole ``frame`` (bytes-like) on the served socket,
+ *         with the GIL released and the thread's pings held off, waiting for
+ *         room at most ``timeout`` seconds in all. Returns False (nothing
+ *         written) when no socket is attached: the client writes it itself.
+ *         True once written; None if the timeout passed (part of the frame
+ *         may be out: the connection is unusable); OSError on a socket error.
+ *         Counts as traffic: the next ping is due ``interval`` after it.
+ *     closing()
+ *         The client is about to send Close: no more pings on this attachment
+ *         (the watch goes on, so a server that never answers the Close makes
+ *         the connection suspect like any other write).
  *     suspect()
  *         Whether the served connection became suspect and still nothing came
- *         back since that ping (a late answer clears it); the flag is cleared.
+ *         back since that write (a late answer clears it); the flag is cleared.
+ *     answered()
+ *         The send time (time.monotonic() seconds, taken just before the
+ *         write) of the oldest ping not yet answered, removed from the record;
+ *         None if none is recorded. The client's reader calls it for each
+ *         ping reply it reads.
  *     detach()
  *         Stop serving the socket (closes the duplicates). Idempotent.
- *     write_begin() / write_end(last)
- *         Bracket every write of the client on the socket: the thread never
- *         writes in between, so frames never interleave; write_end counts as
- *         traffic (the next ping is due ``interval`` after it). ``last`` true:
- *         no more pings on this attachment (the client sent Close, or its write
- *         failed). write_begin waits, without the GIL, while a ping is being
- *         written (12 bytes, non-blocking, at most ``answer_timeout``).
- *     answered()
- *         The send time (time.monotonic() seconds) of the oldest ping not yet
- *         answered, removed from the record; None if none is recorded. The
- *         client's reader calls it for each ping reply it reads.
  *     stop()
- *         Detach and join the thread (it wakes at once). Idempotent.
- *     pings, drops
- *         Pings sent, and pings that went unanswered.
+ *         Detach and join the thread (it wakes at once; a ping being written
+ *         may take up to ``answer_timeout``). Idempotent.
+ *     pings, suspicions
+ *         Pings sent; writes that went unanswered past ``answer_timeout``.
  *
- * All state is guarded by one mutex; the thread holds it only while deciding
- * and while writing one 12-byte ping. In a child process after fork() every
+ * All state is guarded by one mutex. The thread holds it while deciding and
+ * while writing one 12-byte ping; write() holds it while writing a frame.
+ * Neither ever holds it while waiting for the GIL. The thread blocks every
+ * signal (they go to Python's threads). In a child process after fork() every
  * method is a no-op (the thread does not exist there).
  */
 #define PY_SSIZE_T_CLEAN
@@ -56,9 +68,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>  /* the kernel's struct tcp_info (glibc's lacks tcpi_bytes_received) */
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -66,8 +79,6 @@
 #include <unistd.h>
 
 #define PENDING_MAX 32
-/* A receive up to this long before a ping counts as its answer: tcpi_last_data_recv has jiffy granularity. */
-#define RECEIVE_SLACK_S 0.02
 /* An unsendable ping (socket buffer full) is tried again this much later. */
 #define RETRY_S 0.05
 
@@ -78,19 +89,22 @@ typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
+    int initialised;
     int thread_started;
     int stopping;
     int fd;              /* our duplicate of the served socket, -1 while detached */
     int wake_fd;         /* our duplicate of the client's wake-up socket, -1 while detached */
-    int last;            /* no more pings on this attachment */
-    double suspect;      /* send time of a ping that went unanswered on this attachment, < 0 if none */
-    int writers;         /* client writes in progress */
+    int quiet;           /* no more pings on this attachment (Close is being sent) */
     double interval, jitter, answer_timeout;
+    double last_write;   /* when the last write (ping or frame) on this attachment started */
     double due;          /* when the next ping is due */
-    double watched;      /* send time of the ping awaiting the watchdog's check, < 0 if none */
+    double watched;      /* start of the oldest write not followed by a received byte, < 0 if none */
+    double suspect;      /* start of a write that went unanswered, < 0 if none */
+    /* bytes the kernel had received on the socket when those writes started */
+    uint64_t last_write_mark, watched_mark, suspect_mark;
     double pending[PENDING_MAX];
     int head, count;     /* unanswered pings' send times, oldest first */
-    unsigned long long pings, drops;
+    unsigned long long pings, suspicions;
     uint64_t rng;
     pid_t owner;
 } Heartbeat;
@@ -108,13 +122,35 @@ static double next_random(Heartbeat *self) {  /* xorshift64*: uniform in [0, 1) 
     return (double)((self->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
-/* Caller holds the lock: something was written at ``now``. */
-static void schedule_after_write(Heartbeat *self, double now) {
-    self->due = now + self->interval + self->jitter * next_random(self);
+static int usable(Heartbeat *self) {
+    return self->initialised && self->owner == getpid();
 }
 
-static int in_owner(Heartbeat *self) {
-    return self->owner == getpid();
+/* Bytes the kernel received on ``fd`` so far (read or not); 0 with *ok = 0 if it cannot tell. */
+static uint64_t received_bytes(int fd, int *ok) {
+    struct tcp_info info;
+    socklen_t len = sizeof(info);
+    *ok = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+          len >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(info.tcpi_bytes_received);
+    return *ok ? (uint64_t)info.tcpi_bytes_received : 0;
+}
+
+/* Whether anything was received on ``fd`` since ``mark`` (yes when the kernel cannot tell). */
+static int received_since(int fd, uint64_t mark) {
+    int ok;
+    uint64_t now = received_bytes(fd, &ok);
+    return !ok || now > mark;
+}
+
+/* Caller holds the lock: a write (ping or frame) started at ``started``, the socket having received ``mark``. */
+static void note_write(Heartbeat *self, double started, uint64_t mark) {
+    self->last_write = started;
+    self->last_write_mark = mark;
+    self->due = started + self->interval + self->jitter * next_random(self);
+    if (self->watched < 0) {
+        self->watched = started;
+        self->watched_mark = mark;
+    }
 }
 
 /* Caller holds the lock: forget the served socket. */
@@ -128,44 +164,66 @@ static void drop_fd(Heartbeat *self) {
         self->wake_fd = -1;
     }
     self->head = self->count = 0;
-    self->watched = -1.0;
-    self->last = 0;
-    self->suspect = -1.0;
+    self->watched = self->suspect = -1.0;
+    self->quiet = 0;
 }
 
-/* Whether the kernel received data on ``fd`` at or after ``since`` (unknown: yes). */
-static int received_since(int fd, double since, double now) {
-    struct tcp_info info;
-    socklen_t len = sizeof(info);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
-        len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof(info.tcpi_last_data_recv))
-        return 1;
-    return now - (double)info.tcpi_last_data_recv / 1000.0 >= since - RECEIVE_SLACK_S;
+/* Wait (bounded by ``give_up``) until ``fd`` can take more bytes: 1 ready, 0 timed out, -1 error. */
+static int wait_writable(int fd, double give_up) {
+    for (;;) {
+        double left = give_up - monotonic_now();
+        if (left <= 0) return 0;
+        struct pollfd p = {fd, POLLOUT, 0};
+        int n = poll(&p, 1, (int)(left * 1000.0) + 1);
+        if (n > 0) return 1;
+        if (n < 0 && errno != EINTR) return -1;
+    }
 }
 
-/* Caller holds the lock, no client write in progress: write one ping frame.
- * Returns 1 sent, 0 try again later (socket buffer full), -1 the connection is broken. */
-static int send_ping(Heartbeat *self) {
+/* Caller holds the lock: write all of ``data`` by ``give_up``. 1 done, 0 timed out, -1 error (errno). */
+static int write_all(int fd, const unsigned char *data, size_t size, double give_up) {
     size_t sent = 0;
-    double give_up = monotonic_now() + self->answer_timeout;
-    while (sent < sizeof(PING_FRAME)) {
-        ssize_t n = send(self->fd, PING_FRAME + sent, sizeof(PING_FRAME) - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (sent < size) {
+        ssize_t n = send(fd, data + sent, size - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
             sent += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
             continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int ready = wait_writable(fd, give_up);
+            if (ready <= 0) return ready;
+        } else {
+            if (n == 0) errno = EPIPE;
+            return -1;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (sent == 0) return 0;  /* nothing written: the frame boundary is intact */
-            /* half a frame is out: finish it (bounded) before anyone else writes */
-            double left = give_up - monotonic_now();
-            struct pollfd p = {self->fd, POLLOUT, 0};
-            if (left <= 0 || poll(&p, 1, (int)(left * 1000.0) + 1) < 0) return -1;
-            continue;
-        }
-        return -1;
     }
     return 1;
+}
+
+/* Caller holds the lock, a socket is attached: ping. */
+static void ping(Heartbeat *self) {
+    int ok;
+    uint64_t mark = received_bytes(self->fd, &ok);
+    double started = monotonic_now();
+    ssize_t n = send(self->fd, PING_FRAME, sizeof(PING_FRAME), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        self->due = started + RETRY_S;  /* nothing written; a frame of the client's fills the socket: the watch runs */
+        return;
+    }
+    if (n > 0 && (size_t)n < sizeof(PING_FRAME) &&
+        write_all(self->fd, PING_FRAME + n, sizeof(PING_FRAME) - (size_t)n, started + self->answer_timeout) <= 0)
+        n = -1;  /* half a frame is out and the rest cannot follow: the stream is unusable */
+    if (n < 0) {
+        shutdown(self->fd, SHUT_RDWR);  /* the client's reader sees the end and reconnects */
+        self->quiet = 1;
+        return;
+    }
+    if (self->count < PENDING_MAX) {  /* full (answers unread for ~23 intervals): record nothing newer */
+        self->pending[(self->head + self->count) % PENDING_MAX] = started;
+        self->count++;
+    }
+    self->pings++;
+    note_write(self, started, mark);
 }
 
 static void *run(void *arg) {
@@ -174,40 +232,33 @@ static void *run(void *arg) {
     while (!self->stopping) {
         double now = monotonic_now();
         double wake = now + 3600.0;
-        if (self->fd >= 0 && !self->last) {
+        if (self->fd >= 0) {
             if (self->watched >= 0) {
                 double check = self->watched + self->answer_timeout;
                 if (now >= check) {
-                    if (!received_since(self->fd, self->watched, now)) {
+                    if (received_since(self->fd, self->watched_mark)) {
+                        /* answered; the last write is the one to watch now, unless it was answered too */
+                        if (received_since(self->fd, self->last_write_mark)) {
+                            self->watched = -1.0;
+                        } else {
+                            self->watched = self->last_write;
+                            self->watched_mark = self->last_write_mark;
+                        }
+                    } else {
                         static const char byte = 0;
                         self->suspect = self->watched;  /* the client drops the connection when its thread runs */
-                        self->drops++;
+                        self->suspect_mark = self->watched_mark;
+                        self->suspicions++;
+                        self->watched = -1.0;
                         (void)send(self->wake_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
                     }
-                    self->watched = -1.0;
-                } else if (check < wake) {
-                    wake = check;
+                    continue;
                 }
+                if (check < wake) wake = check;
             }
-            if (self->writers == 0 && self->watched < 0) {
+            if (!self->quiet) {
                 if (now >= self->due) {
-                    int status = send_ping(self);
-                    now = monotonic_now();
-                    if (status > 0) {
-                        if (self->count == PENDING_MAX) {  /* answers not read for a long time: forget the oldest */
-                            self->head = (self->head + 1) % PENDING_MAX;
-                            self->count--;
-                        }
-                        self->pending[(self->head + self->count) % PENDING_MAX] = now;
-                        self->count++;
-                        self->pings++;
-                        self->watched = now;
-                        schedule_after_write(self, now);
-                    } else if (status == 0) {
-                        self->due = now + RETRY_S;
-                    } else {
-                        self->last = 1;  /* broken: the client's own read or write fails next */
-                    }
+                    ping(self);
                     continue;
                 }
                 if (self->due < wake) wake = self->due;
@@ -226,17 +277,21 @@ static void *run(void *arg) {
 static int Heartbeat_init(Heartbeat *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, ":Heartbeat", kwlist)) return -1;
-    if (self->owner != 0) {
+    if (self->initialised) {
         PyErr_SetString(PyExc_RuntimeError, "Heartbeat is already initialised");
         return -1;
     }
     pthread_condattr_t attr;
-    if (pthread_condattr_init(&attr) != 0 || pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&self->cond, &attr) != 0) {
+    if (pthread_condattr_init(&attr) != 0) {
         PyErr_SetString(PyExc_OSError, "cannot create the heartbeat's condition variable");
         return -1;
     }
+    int failed = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 || pthread_cond_init(&self->cond, &attr) != 0;
     pthread_condattr_destroy(&attr);
+    if (failed) {
+        PyErr_SetString(PyExc_OSError, "cannot create the heartbeat's condition variable");
+        return -1;
+    }
     if (pthread_mutex_init(&self->lock, NULL) != 0) {
         pthread_cond_destroy(&self->cond);
         PyErr_SetString(PyExc_OSError, "cannot create the heartbeat's mutex");
@@ -247,6 +302,7 @@ static int Heartbeat_init(Heartbeat *self, PyObject *args, PyObject *kwds) {
     self->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)(monotonic_now() * 1e9) ^ (uint64_t)(uintptr_t)self;
     if (self->rng == 0) self->rng = 88172645463325252ULL;
     self->owner = getpid();
+    self->initialised = 1;
     return 0;
 }
 
@@ -266,7 +322,7 @@ static void stop_thread(Heartbeat *self) {
 }
 
 static void Heartbeat_dealloc(Heartbeat *self) {
-    if (self->owner != 0 && in_owner(self)) {
+    if (usable(self)) {
         stop_thread(self);
         pthread_mutex_destroy(&self->lock);
         pthread_cond_destroy(&self->cond);
@@ -274,16 +330,32 @@ static void Heartbeat_dealloc(Heartbeat *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Start the thread with every signal blocked (so they reach Python's threads). */
+static int start_thread(Heartbeat *self) {
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    int error = pthread_create(&self->thread, NULL, run, self);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return error;
+}
+
 static PyObject *Heartbeat_attach(Heartbeat *self, PyObject *args) {
     int fd, wake_fd;
     double interval, jitter, answer_timeout;
     if (!PyArg_ParseTuple(args, "iiddd:attach", &fd, &wake_fd, &interval, &jitter, &answer_timeout)) return NULL;
-    if (self->owner == 0 || !in_owner(self)) {
+    if (!usable(self)) {
         PyErr_SetString(PyExc_RuntimeError, "Heartbeat used in a process it was not created in");
         return NULL;
     }
     if (!(interval > 0) || !(jitter >= 0) || !(answer_timeout > 0) || answer_timeout >= interval) {
         PyErr_SetString(PyExc_ValueError, "need interval > answer_timeout > 0 and jitter >= 0");
+        return NULL;
+    }
+    int counted;
+    (void)received_bytes(fd, &counted);
+    if (!counted) {
+        PyErr_SetString(PyExc_OSError, "this kernel's TCP_INFO has no tcpi_bytes_received (Linux 4.1+)");
         return NULL;
     }
     int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -306,9 +378,10 @@ static PyObject *Heartbeat_attach(Heartbeat *self, PyObject *args) {
         self->interval = interval;
         self->jitter = jitter;
         self->answer_timeout = answer_timeout;
-        schedule_after_write(self, monotonic_now());  /* the handshake was just written */
+        self->last_write = monotonic_now();  /* the handshake was just answered: nothing to watch */
+        self->due = self->last_write + interval + jitter * next_random(self);
         if (!self->thread_started) {
-            error = pthread_create(&self->thread, NULL, run, self);
+            error = start_thread(self);
             if (error == 0) self->thread_started = 1;
             else self->fd = self->wake_fd = -1;
         }
@@ -330,7 +403,7 @@ static PyObject *Heartbeat_attach(Heartbeat *self, PyObject *args) {
 }
 
 static PyObject *Heartbeat_detach(Heartbeat *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->owner == 0 || !in_owner(self)) Py_RETURN_NONE;
+    if (!usable(self)) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
     drop_fd(self);
@@ -340,26 +413,39 @@ static PyObject *Heartbeat_detach(Heartbeat *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-static PyObject *Heartbeat_write_begin(Heartbeat *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->owner == 0 || !in_owner(self)) Py_RETURN_NONE;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&self->lock);  /* waits out a ping being written */
-    self->writers++;
-    pthread_mutex_unlock(&self->lock);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+static PyObject *Heartbeat_write(Heartbeat *self, PyObject *args) {
+    Py_buffer frame;
+    double timeout;
+    if (!PyArg_ParseTuple(args, "y*d:write", &frame, &timeout)) return NULL;
+    int status = 2, error = 0;  /* 2: not attached */
+    if (usable(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&self->lock);  /* waits out a ping being written, never the GIL */
+        if (self->fd >= 0) {
+            int ok;
+            uint64_t mark = received_bytes(self->fd, &ok);
+            double started = monotonic_now();
+            status = write_all(self->fd, (const unsigned char *)frame.buf, (size_t)frame.len, started + timeout);
+            error = errno;
+            note_write(self, started, mark);
+            pthread_cond_broadcast(&self->cond);
+        }
+        pthread_mutex_unlock(&self->lock);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&frame);
+    if (status == 2) Py_RETURN_FALSE;
+    if (status == 1) Py_RETURN_TRUE;
+    if (status == 0) Py_RETURN_NONE;
+    errno = error;
+    return PyErr_SetFromErrno(PyExc_OSError);
 }
 
-static PyObject *Heartbeat_write_end(Heartbeat *self, PyObject *arg) {
-    int last = PyObject_IsTrue(arg);
-    if (last < 0) return NULL;
-    if (self->owner == 0 || !in_owner(self)) Py_RETURN_NONE;
+static PyObject *Heartbeat_closing(Heartbeat *self, PyObject *Py_UNUSED(ignored)) {
+    if (!usable(self)) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
-    if (self->writers > 0) self->writers--;
-    schedule_after_write(self, monotonic_now());
-    if (last && self->fd >= 0) self->last = 1;
-    pthread_cond_broadcast(&self->cond);
+    if (self->fd >= 0) self->quiet = 1;
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
@@ -367,7 +453,7 @@ static PyObject *Heartbeat_write_end(Heartbeat *self, PyObject *arg) {
 
 static PyObject *Heartbeat_answered(Heartbeat *self, PyObject *Py_UNUSED(ignored)) {
     double sent = -1.0;
-    if (self->owner == 0 || !in_owner(self)) Py_RETURN_NONE;
+    if (!usable(self)) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
     if (self->count > 0) {
@@ -383,11 +469,10 @@ static PyObject *Heartbeat_answered(Heartbeat *self, PyObject *Py_UNUSED(ignored
 
 static PyObject *Heartbeat_suspect(Heartbeat *self, PyObject *Py_UNUSED(ignored)) {
     int suspect = 0;
-    if (self->owner == 0 || !in_owner(self)) Py_RETURN_FALSE;
+    if (!usable(self)) Py_RETURN_FALSE;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
-    if (self->suspect >= 0 && self->fd >= 0)
-        suspect = !received_since(self->fd, self->suspect, monotonic_now());
+    if (self->suspect >= 0 && self->fd >= 0) suspect = !received_since(self->fd, self->suspect_mark);
     self->suspect = -1.0;
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
@@ -395,16 +480,16 @@ static PyObject *Heartbeat_suspect(Heartbeat *self, PyObject *Py_UNUSED(ignored)
 }
 
 static PyObject *Heartbeat_stop(Heartbeat *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->owner != 0 && in_owner(self)) stop_thread(self);
+    if (usable(self)) stop_thread(self);
     Py_RETURN_NONE;
 }
 
 static PyObject *Heartbeat_get_counter(Heartbeat *self, void *which) {
     unsigned long long value;
-    if (self->owner == 0 || !in_owner(self)) return PyLong_FromLong(0);
+    if (!usable(self)) return PyLong_FromLong(0);
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
-    value = which ? self->drops : self->pings;
+    value = which ? self->suspicions : self->pings;
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
     return PyLong_FromUnsignedLongLong(value);
@@ -412,18 +497,19 @@ static PyObject *Heartbeat_get_counter(Heartbeat *self, void *which) {
 
 static PyMethodDef Heartbeat_methods[] = {
     {"attach", (PyCFunction)Heartbeat_attach, METH_VARARGS, "attach(fd, wake_fd, interval, jitter, answer_timeout)"},
-    {"suspect", (PyCFunction)Heartbeat_suspect, METH_NOARGS, "whether a ping went unanswered (clears the flag)"},
-    {"detach", (PyCFunction)Heartbeat_detach, METH_NOARGS, "stop serving the socket"},
-    {"write_begin", (PyCFunction)Heartbeat_write_begin, METH_NOARGS, "the client starts writing"},
-    {"write_end", (PyCFunction)Heartbeat_write_end, METH_O, "write_end(last): the client wrote"},
+    {"write", (PyCFunction)Heartbeat_write, METH_VARARGS, "write(frame, timeout): the client's frame, without the GIL"},
+    {"closing", (PyCFunction)Heartbeat_closing, METH_NOARGS, "no more pings: the client sends Close"},
+    {"suspect", (PyCFunction)Heartbeat_suspect, METH_NOARGS, "whether a write went unanswered (clears the flag)"},
     {"answered", (PyCFunction)Heartbeat_answered, METH_NOARGS, "send time of the oldest unanswered ping, or None"},
+    {"detach", (PyCFunction)Heartbeat_detach, METH_NOARGS, "stop serving the socket"},
     {"stop", (PyCFunction)Heartbeat_stop, METH_NOARGS, "detach and join the thread"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Heartbeat_getset[] = {
     {"pings", (getter)Heartbeat_get_counter, NULL, "pings sent", NULL},
-    {"drops", (getter)Heartbeat_get_counter, NULL, "pings that went unanswered (connections made suspect)", (void *)1},
+    {"suspicions", (getter)Heartbeat_get_counter, NULL, "writes that went unanswered past the answer timeout",
+     (void *)1},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

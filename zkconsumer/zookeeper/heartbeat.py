@@ -13,40 +13,47 @@ instruments one kazoo client's connection for all three, in one of two modes
     started together do not ping together): on average one ping every 0.72 T, where Kafka's
     client, and kazoo, ping every T/3. Measured with the server's own counters
     (``scripts/bench_rebalance``, T = 6 s): 0.23 packets per second per idle member, against
-    Kafka's 0.50. The ping needs no GIL: kazoo's thread must win the GIL to ping, so a
-    Python thread that holds it in one long C call (a big ``sorted()``, a regular expression,
-    a C extension that does not release it) delays kazoo's ping by as long; the native
-    thread pings on time regardless, and the session survives a GIL stall of any length.
-    What the lower rate costs: the slack between the latest a ping may go out and the
-    session's expiry is T - 0.73 T = 0.27 T (1.6 s at 6 s, against Kafka's 4 s), which only
-    the scheduling of a native thread and the network must fit in; a process frozen as a
-    whole (SIGSTOP, a paused VM) loses its session after the same T either way, and the lease
-    stops its deliveries. A server that stops answering (hung, or cut off without a TCP reset)
-    is noticed when a ping gets no byte back within T/6 (the kernel's TCP_INFO says whether
-    anything arrived, read or not, so a member whose own threads are slow to read is not cut
-    off): at most 0.9 T after the last packet, leaving 0.1 T to reconnect to another server,
-    where kazoo's own check (a ping still unanswered when the next is due) comes 2/3 T after
-    the last packet. kazoo's own pings are turned off on connections the native thread serves.
+    Kafka's 0.50. The thread needs no GIL, and kazoo's frames are written by the same C code
+    with the GIL released: a Python thread that holds the GIL in one long C call (a big
+    ``sorted()``, a regular expression, an extension that does not release it) delays
+    kazoo's own ping by as long, but not this one, so the session survives a GIL stall of any
+    length (Kafka's client, a JVM thread, survives a stall of its application thread too).
+
+    What the lower rate costs. The last packet the server saw may be up to 0.733 T old, so a
+    freeze of the *whole* process (SIGSTOP, a paused VM), or a pause of the server it is
+    connected to, that lasts longer than 0.27 T can cost the session, where Kafka's cadence
+    allows 0.67 T: at T = 6 s, a 2 s freeze expires about 7 % of idle sessions (Kafka's
+    cadence: none), a 3 s freeze about 30 %. A server that stops answering is noticed when a
+    write (a ping or a request) gets no byte back within T/6 (the kernel's TCP_INFO says
+    whether anything arrived, read or not, so a member whose own threads are slow to read is
+    not cut off): for an idle member at most 0.9 T after the last packet, leaving 0.1 T to
+    reconnect to another server, where kazoo's own check comes 2/3 T after it. On ZooKeeper 3.4
+    a server holds every request, pings included, behind a pending write, so an fsync stall
+    longer than T/6 makes members reconnect (each keeps its session). ``zookeeper.heartbeat=kafka``
+    keeps Kafka's cadence for those who prefer its margins to half the idle traffic.
 
 ``kafka``
     kazoo's own heartbeat: a ping whenever nothing was sent for T/3 less 0.01-0.4 s
-    (0.55 packets per second per idle member at T = 6 s; Kafka's client 0.50). Used where the
-    C extension is not built, over TLS (the native thread writes plain TCP), and when asked for.
+    (0.55 packets per second per idle member at T = 6 s; Kafka's client 0.50), sent by kazoo's
+    thread (it needs the GIL). Used where the C extension is not built, over TLS (the native
+    thread writes plain TCP), and when asked for.
 
 Whichever mode, the instrumentation also records, per session, the send time of the last
 request or ping the server answered (:meth:`SessionHeartbeat.last_proof`), the session
 lease's proofs, and the session timeout the server granted
 (:meth:`SessionHeartbeat.negotiated_timeout`; a server clamps the requested one).
 
-How: :meth:`SessionHeartbeat.install`, before ``client.start()``, wraps four methods of the
+How: :meth:`SessionHeartbeat.install`, before ``client.start()``, wraps methods of the
 client's kazoo connection handler *on that instance*, all of which run only on kazoo's
 connection thread: ``_connect`` (the handshake: records the negotiated timeout; in quiet
-mode hands the new socket to the native thread and stretches kazoo's ping interval to an
-hour), ``_connect_attempt`` (the connection's life: the native thread lets go of the socket
-when it ends), ``_submit`` (every request and ping written: the native thread never writes
-in the middle of one, and counts it as traffic), ``_read_header`` (every reply: answered
-requests become proofs). On a kazoo without these methods it logs a warning and leaves the
-client as it is (kazoo's pings; no proofs, so the lease reads for itself).
+mode hands the new socket and kazoo's wake-up socket to the native thread and stretches
+kazoo's ping interval to an hour), ``_connect_attempt`` (the connection's life: the native
+thread lets go of the socket when it ends), ``_read_socket`` (kazoo's reads keep their own
+timeout), ``_send_request`` (woken by the native thread, it drops a suspect connection),
+``_submit`` (every request and ping: send times, and no pings after Close), ``_write`` (a
+frame, written by the native side without the GIL) and ``_read_header`` (every reply:
+answered requests become proofs). On a kazoo without these methods it logs a warning and
+leaves the client as it is (kazoo's pings; no proofs, so the lease reads for itself).
 """
 
 from __future__ import annotations
@@ -111,6 +118,7 @@ class SessionHeartbeat:
     """
 
     def __init__(self, mode: str = "quiet", clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` must be ``time.monotonic`` (the native thread's clock) unless ``mode`` is ``kafka``."""
         if mode not in HEARTBEAT_MODES:
             raise ValueError(f"heartbeat mode must be one of {', '.join(HEARTBEAT_MODES)}, not {mode!r}")
         self.requested_mode = mode
@@ -134,7 +142,10 @@ class SessionHeartbeat:
 
     @property
     def mode(self) -> str:
-        """``quiet`` while the native thread serves this client's connections, else ``kafka``."""
+        """``quiet`` if the native thread was set up for this client, else ``kafka``.
+
+        A connection it cannot serve (``attach`` failed: logged as a warning) is pinged by kazoo.
+        """
         return "quiet" if self._pinger is not None else "kafka"
 
     @property
@@ -162,12 +173,13 @@ class SessionHeartbeat:
         return int(self._pinger.pings) if self._pinger is not None else 0
 
     @property
-    def drops(self) -> int:
-        """Pings of the native thread that got no answer in time (each made its connection suspect)."""
-        return int(self._pinger.drops) if self._pinger is not None else 0
+    def suspicions(self) -> int:
+        """Writes that got no byte back within a sixth of the session timeout (each woke kazoo's thread
+        to drop the connection, unless an answer came before it looked)."""
+        return int(self._pinger.suspicions) if self._pinger is not None else 0
 
     def stop(self) -> None:
-        """Join the native thread (call after ``client.close()``); idempotent."""
+        """Join the native thread (call after ``client.close()``; bounded by a ping or frame being written); idempotent."""
         if self._pinger is not None:
             self._pinger.stop()
 
@@ -186,7 +198,7 @@ class SessionHeartbeat:
 
     def _instrument(self, raw: Any) -> None:
         connection: Any = getattr(raw, "_connection", None)
-        names = ("_connect", "_connect_attempt", "_submit", "_read_header", "_read_socket", "_send_request")
+        names = ("_connect", "_connect_attempt", "_read_socket", "_send_request", "_submit", "_write", "_read_header")
         methods: List[Any] = [getattr(connection, name, None) for name in names]
         if not all(callable(m) for m in methods):
             log.warning("cannot instrument this kazoo's connection handler: kazoo's own pings, no reply proofs")
@@ -196,7 +208,7 @@ class SessionHeartbeat:
         if self._pinger is not None and getattr(raw, "use_ssl", False):
             self.stop()  # the native thread writes plain TCP; kazoo pings over TLS
             self._pinger = None
-        connect, attempt, submit, read_header, read_socket, send_request = methods
+        connect, attempt, read_socket, send_request, submit, write, read_header = methods
         pinger, clock, sent_at = self._pinger, self._clock, self._sent
         # kazoo's read timeout (s) of the connection the native thread serves, for the reads it bounds
         read_timeout: List[Optional[float]] = [None]
@@ -221,6 +233,7 @@ class SessionHeartbeat:
                 return attempt(*args, **kwargs)
             finally:
                 read_timeout[0] = None
+                sent_at.clear()  # what this connection left unanswered is never answered
                 if pinger is not None:
                     pinger.detach()
 
@@ -230,29 +243,35 @@ class SessionHeartbeat:
 
         def instrumented_send_request(timeout: Any, connect_timeout: Any) -> Any:
             # the native thread wakes kazoo's thread (through the wake-up socket this method serves)
-            # when a ping went unanswered: drop the connection here, on kazoo's thread, which
+            # when a write went unanswered: drop the connection here, on kazoo's thread, which
             # then reconnects at once (to the next server of the connect string)
             if pinger is not None and pinger.suspect():
-                raise ConnectionDropped(f"no answer from the server within {ANSWER_TIMEOUT * (self._negotiated or 0.0):.1f}s "
-                                        "of a heartbeat")
+                raise ConnectionDropped(f"no answer from the server within {ANSWER_TIMEOUT * (self._negotiated or 0.0):.1f}s")
             return send_request(timeout if read_timeout[0] is None else read_timeout[0], connect_timeout)
 
         def instrumented_submit(request: Any, timeout: Any, xid: Any = None) -> Any:
             sent = clock()
-            if pinger is not None:
-                pinger.write_begin()
-            done = False
-            try:
-                result = submit(request, timeout, xid)
-                done = True
-            finally:
-                if pinger is not None:
-                    pinger.write_end(not done or isinstance(request, Close))
+            if pinger is not None and isinstance(request, Close):
+                pinger.closing()  # no ping may follow a Close
+            result = submit(request, timeout, xid)
             if isinstance(xid, int) and xid != _WATCH_XID:
-                if len(sent_at) > _MAX_PENDING:  # replies lost with a connection
+                if len(sent_at) > _MAX_PENDING:  # defensive: replies lost
                     sent_at.clear()
                 sent_at[xid] = sent
             return result
+
+        def instrumented_write(msg: Any, timeout: Any) -> Any:
+            if pinger is None:
+                return write(msg, timeout)
+            try:
+                written = pinger.write(msg, float(timeout))
+            except OSError as exc:
+                raise ConnectionDropped(f"socket connection error: {exc.strerror or exc}") from exc
+            if written is None:
+                raise connection.handler.timeout_exception("socket time-out during write")
+            if not written:  # no socket attached (the handshake): kazoo writes it
+                return write(msg, timeout)
+            return None
 
         def instrumented_read_header(timeout: Any) -> Any:
             answer = read_header(timeout)
@@ -269,5 +288,6 @@ class SessionHeartbeat:
         connection._read_socket = instrumented_read_socket
         connection._send_request = instrumented_send_request
         connection._submit = instrumented_submit
+        connection._write = instrumented_write
         connection._read_header = instrumented_read_header
         self._observing = True

@@ -193,4 +193,7 @@ class SessionLease:
             elif proven and lapsed:
                 log.info("ZooKeeper session proven again: deliveries resume")
             lapsed = not self.valid()
-            wait = min(self.timeout / 3.0, LAPSED_RETRY_S) if lapsed else self.timeout / 3.0
+            if lapsed:
+                wait = min(self.timeout / 3.0, LAPSED_RETRY_S)
+            else:  # proven, or not yet lapsed: look again at the latest when it would lapse
+                wait = max(LAPSED_RETRY_S, min(self.timeout / 3.0, self._proven_at() + self.timeout - self._clock()))
