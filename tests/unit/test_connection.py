@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import threading
@@ -315,6 +316,73 @@ def test_issue15_recv_frame_sends_the_request_first_in_the_same_gil_release() ->
     with pytest.raises(OSError):  # the peer is gone: the send fails as sock.sendall would
         speedups.recv_frame(a.fileno(), buf, 1000, b"x" * (1 << 22))
     a.close()
+
+
+def _tcp_pair() -> Tuple[socket.socket, socket.socket]:
+    """A connected pair of loopback TCP sockets (low-water marks work on TCP, not on socketpair())."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        a = socket.create_connection(server.getsockname())
+        b, _ = server.accept()
+    return a, b
+
+
+def _voluntary_switches() -> int:
+    with open("/proc/thread-self/status") as f:
+        return int(f.read().split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def _send_in_pieces(sock: socket.socket, data: bytes, piece: int, pause_s: float) -> threading.Thread:
+    def writer() -> None:
+        for i in range(0, len(data), piece):
+            time.sleep(pause_s)
+            sock.sendall(data[i:i + piece])
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    return thread
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/status"), reason="counts context switches in /proc")
+def test_issue15_recv_frame_wakes_once_for_a_body_that_arrives_in_pieces() -> None:
+    from zkconsumer.wire.messageset import speedups
+
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    a, b = _tcp_pair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    body = bytes(range(256)) * 4096  # 1 MB in 16 pieces, 5 ms apart: 16 waits if every segment woke the reader
+    b.sendall(struct.pack(">i", len(body)))
+    writer = _send_in_pieces(b, body, 65536, 0.005)
+    buf = bytearray(len(body))
+    before = _voluntary_switches()
+    assert speedups.recv_frame(a.fileno(), buf, 5000) == (0, len(body), len(body))
+    woken = _voluntary_switches() - before
+    writer.join(5)
+    assert bytes(buf) == body
+    assert woken <= 4, f"the reader was woken {woken} times for one body"
+    assert a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1, "the low-water mark was left set"
+    a.close(), b.close()
+
+
+def test_issue15_recv_frame_times_out_only_without_progress() -> None:
+    from zkconsumer.wire.messageset import speedups
+
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    a, b = _tcp_pair()
+    body = b"y" * (800 * 1024)  # 8 pieces 100 ms apart: 0.8 s in all, never 300 ms without a byte
+    b.sendall(struct.pack(">i", len(body)))
+    writer = _send_in_pieces(b, body, 100 * 1024, 0.1)
+    buf = bytearray(len(body))
+    assert speedups.recv_frame(a.fileno(), buf, 300) == (0, len(body), len(body))
+    writer.join(5)
+    assert bytes(buf) == body
+    b.sendall(struct.pack(">i", len(body)) + body[:100 * 1024])  # then nothing: a timeout, within 2 x 300 ms
+    started = time.monotonic()
+    assert speedups.recv_frame(a.fileno(), buf, 300) == (1, 0, 0)
+    assert time.monotonic() - started < 1.5
+    assert a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+    a.close(), b.close()
 
 
 @pytest.mark.parametrize("reuse", [True, False], ids=["reused-buffer", "fresh-buffer"])

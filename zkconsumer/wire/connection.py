@@ -4,7 +4,9 @@
 Python: it connects lazily, sends one request at a time and reads its response.
 Contract:
 
-* Any socket error, timeout (``socket_timeout_ms`` per socket operation),
+* Any socket error, timeout (``socket_timeout_ms`` without progress: per socket
+  operation; the C receive loop, which asks the kernel to wake it only once most of a
+  response is there, notices it within twice that),
   short read, or a response whose correlation id is not the request's, closes
   the connection and raises :class:`~zkconsumer.errors.BrokerUnavailableError`
   (retriable) naming ``host:port``. The next call reconnects.
