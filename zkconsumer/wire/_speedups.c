@@ -1568,16 +1568,21 @@ static int wait_ready(int fd, short events, int timeout_ms) {
  * kernel caps the mark at half the receive buffer; a peer that closes wakes the reader anyway. */
 #define LOWAT_MIN (64 * 1024)
 
+/* While a low-water mark is set, the reader still looks at least this often (ms) for bytes that
+ * arrived below the mark, so a timeout is counted from the last byte to within this much. */
+#define LOWAT_SLICE_MS 1000
+
 /* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout
  * (timeout_ms passed without a byte arriving; with a low-water mark set, that is noticed at most
- * 2 * timeout_ms after the last byte), 2 when a signal interrupted a wait (call again after
- * handling it), else an errno. Leaves SO_RCVLOWAT at 1. */
+ * LOWAT_SLICE_MS later), 2 when a signal interrupted a wait (call again after handling it), else
+ * an errno. Leaves SO_RCVLOWAT at 1. */
 static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got) {
-    int status = 0, lowat = 1;
+    int status = 0, lowat = 1, quiet_ms = 0;  /* quiet_ms: waited with the mark set since the last byte */
     while (*got < n) {
         ssize_t r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
-        if (r > 0) { *got += r; continue; }
+        if (r > 0) { *got += r; quiet_ms = 0; continue; }
         if (r == 0) break;  /* EOF */
+        int wait_ms = timeout_ms;
 #ifdef SO_RCVLOWAT
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             Py_ssize_t left = n - *got;
@@ -1586,12 +1591,20 @@ static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *g
                 lowat = want;
             errno = EAGAIN;
         }
+        if (lowat > 1) {  /* a slice at a time: bytes below the mark must still count as progress */
+            wait_ms = timeout_ms < 0 ? LOWAT_SLICE_MS : timeout_ms - quiet_ms;
+            if (wait_ms > LOWAT_SLICE_MS) wait_ms = LOWAT_SLICE_MS;
+        }
 #endif
-        status = wait_ready(fd, POLLIN, timeout_ms);
-        if (status == 1 && lowat > 1) {  /* no mark reached in time: did anything arrive at all? */
+        status = wait_ready(fd, POLLIN, wait_ms);
+        if (status == 1 && lowat > 1) {  /* the mark was not reached in this slice: did anything arrive? */
             r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
-            if (r > 0) { *got += r; status = -1; }
+            if (r > 0) { *got += r; quiet_ms = 0; status = -1; }
             else if (r == 0) status = 0;
+            else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                quiet_ms += wait_ms;
+                if (timeout_ms < 0 || quiet_ms < timeout_ms) status = -1;  /* not yet timed out: wait on */
+            }
         }
         if (status >= 0) break;
         status = 0;
@@ -1638,8 +1651,8 @@ static PyObject *recv_failed(int status) {
  * that is iterating messages. Returns len(buffer), or fewer bytes if the peer
  * closed the connection (EOF; the caller reports it). ``timeout_ms`` (negative: no
  * bound) is like a socket timeout per operation: -1 is returned once that long passed
- * without a byte arriving (see recv_all: with the low-water mark, noticed within twice
- * that; the caller raises socket.timeout). OSError on a socket error. Signals
+ * without a byte arriving (see recv_all: with the low-water mark, noticed within
+ * LOWAT_SLICE_MS more; the caller raises socket.timeout). OSError on a socket error. Signals
  * interrupting a wait are handled (KeyboardInterrupt propagates). Works on
  * blocking and non-blocking descriptors alike (recv with MSG_DONTWAIT, then
  * poll for the rest). Plain TCP only: TLS sockets must not use it. */

@@ -6,7 +6,8 @@ Contract:
 
 * Any socket error, timeout (``socket_timeout_ms`` without progress: per socket
   operation; the C receive loop, which asks the kernel to wake it only once most of a
-  response is there, notices it within twice that),
+  response is there, still looks for bytes every second, so it notices a stop within
+  a second more),
   short read, or a response whose correlation id is not the request's, closes
   the connection and raises :class:`~zkconsumer.errors.BrokerUnavailableError`
   (retriable) naming ``host:port``. The next call reconnects.
