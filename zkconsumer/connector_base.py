@@ -453,9 +453,7 @@ class ConsumerConnectorBase(abc.ABC):
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:
-            client.stop()
-            client.close()
-            heartbeat.stop()
+            _close_client(client, heartbeat)
             raise ZooKeeperUnavailableError(
                 f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
@@ -470,9 +468,7 @@ class ConsumerConnectorBase(abc.ABC):
                     f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
                 ) from exc
         except BaseException:
-            client.stop()
-            client.close()
-            heartbeat.stop()
+            _close_client(client, heartbeat)
             raise
         self._heartbeat = heartbeat
         client.add_listener(self._on_zk_state)
@@ -573,3 +569,10 @@ class ConsumerConnectorBase(abc.ABC):
             log.error("%s: background failure: %r", self.consumer_id, error)
             for stream in self._streams:
                 stream.queue.wake_consumers()
+
+
+def _close_client(client: KazooClient, heartbeat: SessionHeartbeat) -> None:
+    """Close a client that failed to connect or prepare, and join its heartbeat thread."""
+    client.stop()
+    client.close()
+    heartbeat.stop()

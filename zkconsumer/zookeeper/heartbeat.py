@@ -121,7 +121,6 @@ class SessionHeartbeat:
         """``clock`` must be ``time.monotonic`` (the native thread's clock) unless ``mode`` is ``kafka``."""
         if mode not in HEARTBEAT_MODES:
             raise ValueError(f"heartbeat mode must be one of {', '.join(HEARTBEAT_MODES)}, not {mode!r}")
-        self.requested_mode = mode
         self._clock = clock
         self._pinger: Any = _native.Heartbeat() if mode == "quiet" and _native is not None else None
         self._negotiated: Optional[float] = None
@@ -166,17 +165,6 @@ class SessionHeartbeat:
     def last_proof(self, session: Optional[int]) -> Optional[float]:
         """Send time (``clock()``) of the last request or ping of ``session`` the server answered; ``None``: none seen."""
         return self._proofs.get(session)
-
-    @property
-    def pings(self) -> int:
-        """Pings the native thread sent (0 in kafka mode)."""
-        return int(self._pinger.pings) if self._pinger is not None else 0
-
-    @property
-    def suspicions(self) -> int:
-        """Writes that got no byte back within a sixth of the session timeout (each woke kazoo's thread
-        to drop the connection, unless an answer came before it looked)."""
-        return int(self._pinger.suspicions) if self._pinger is not None else 0
 
     def stop(self) -> None:
         """Join the native thread (call after ``client.close()``; bounded by a ping or frame being written); idempotent."""
