@@ -70,6 +70,7 @@ from .rebalancer import ConsumerRebalanceListener, RebalanceStatus
 from .stopping import ParallelStops
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
+from .zookeeper import server_order
 from .zookeeper.group import GroupClient
 from .zookeeper.heartbeat import SessionHeartbeat
 
@@ -450,6 +451,7 @@ class ConsumerConnectorBase(abc.ABC):
             auth_data=auth,
         )
         heartbeat = SessionHeartbeat.install(client, cfg.zookeeper_heartbeat)
+        server_order.install(client)  # after a drop, every other server before the one just left
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:

@@ -67,6 +67,23 @@ def rejoin(cluster: ProjectCluster, node: int) -> None:
     wait_until(serving, 60, f"node {node} to rejoin the ensemble and the cluster's client to answer")
 
 
+def wait_to_move_off(cluster: ProjectCluster, client: KazooClient, node: int, fault: str) -> None:
+    """Wait (30 s at most) until ``client`` is connected to a node other than ``node``."""
+    def moved() -> bool:
+        try:
+            return client.connected and cluster.zookeeper_node_of(client) != node
+        except LocalClusterError:
+            return False
+
+    wait_until(moved, 30, f"the member's client to move off node {node} ({fault})")
+
+
+def assert_held_by(zk: KazooClient, session: int, group: str, consumer_id: str, topic: str, owned: Dict[int, str]) -> None:
+    """The member's registration and its owner nodes of ``owned`` are ephemerals of ``session``."""
+    paths = [f"/consumers/{group}/ids/{consumer_id}"] + [f"/consumers/{group}/owners/{topic}/{p}" for p in owned]
+    assert {zk.retry(zk.exists, path).ephemeralOwner for path in paths} == {session}
+
+
 def committed(zk: KazooClient, group: str, topic: str) -> Dict[int, int]:
     base = f"/consumers/{group}/offsets/{topic}"
     return {int(p): int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)} if zk.exists(base) else {}
@@ -166,14 +183,7 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
         else:
             cluster.pause_zookeeper(node)
             request.addfinalizer(lambda: rejoin(cluster, node))
-
-        def moved() -> bool:
-            try:
-                return client.connected and cluster.zookeeper_node_of(client) != node
-            except LocalClusterError:
-                return False
-
-        wait_until(moved, 30, f"the member's client to move off node {node} ({fault})")
+        wait_to_move_off(cluster, client, node, fault)
         assert client.client_id[0] == session, "the session must survive the move (it took < its timeout)"
         placed += cluster.produce(topic, second, keys=second)
         got = drainer.wait_for(80)
@@ -182,12 +192,49 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
         assert connector.status.rebalances == rebalances, "moving to another node must not rebalance"
         # this test's own client may have been on that node too: its reads retry while it moves
         assert zk.retry(owners, zk, group, topic) == owned
-        paths = [f"/consumers/{group}/ids/{connector.consumer_id}"]
-        paths += [f"/consumers/{group}/owners/{topic}/{p}" for p in owned]
-        assert {zk.retry(zk.exists, path).ephemeralOwner for path in paths} == {session}
+        assert_held_by(zk, session, group, connector.consumer_id, topic, owned)
         assert zk.retry(committed, zk, group, topic) == log_ends(placed)
         got = drainer.stop()
     assert len(got) == 80 and sorted(by_value(got)) == sorted(first + second)
+
+
+@pytest.mark.parametrize("ensemble", ["kafka"], indirect=True, ids=["zk3.4.6"])
+def test_a_member_that_leaves_a_hung_node_tries_every_other_node_before_it(zk_cluster: ProjectCluster,
+                                                                          request: pytest.FixtureRequest) -> None:
+    """kazoo tries servers in rounds, each a fresh shuffle of the connect string. A member that
+    leaves the last server of its round can draw that server first in the next one (one time in
+    three here); if it hangs, the handshake there times out after a third of the session timeout,
+    on top of the 0.9 of it the hang took to notice, and the session is lost. The worst draw, made
+    certain: the member connects through a connect string naming one follower alone (the last, and
+    only, server of its round), is then given the whole ensemble with that follower first and no
+    shuffle (kazoo's ``set_hosts``), and the follower is SIGSTOPped. The member must go to another
+    node first and keep its session, registration and owner nodes."""
+    cluster, topic, group = zk_cluster, unique("hungfirst"), unique("g")
+    cluster.create_topic(topic, partitions=4)
+    first, second = produced_values(40, "a"), produced_values(40, "b")
+    cluster.produce(topic, first)
+    zk = cluster.kazoo_client()
+    leader = cluster.zookeeper_leader()
+    node = next(n for n in cluster.zookeeper_nodes if n != leader)
+    address = {n: f"127.0.0.1:{cluster.zookeeper_port(n)}" for n in cluster.zookeeper_nodes}
+    with ZookeeperConsumerConnector(consumer_props(cluster, group, zookeeper_connect=address[node])) as connector:
+        drainer = Drainer(connector.create_message_streams({topic: 2})[topic])
+        drainer.wait_for(40)
+        client = connector.zk_client
+        session, owned, rebalances = client.client_id[0], owners(zk, group, topic), connector.status.rebalances
+        assert cluster.zookeeper_node_of(client) == node and len(owned) == 4
+        client.set_hosts(",".join([address[node]] + [address[n] for n in cluster.zookeeper_nodes if n != node]),
+                         randomize_hosts=False)
+        cluster.pause_zookeeper(node)
+        request.addfinalizer(lambda: rejoin(cluster, node))
+        wait_to_move_off(cluster, client, node, "hung, tried last")
+        assert client.client_id[0] == session, "the session must survive: the hung node must not be tried first"
+        cluster.produce(topic, second)
+        drainer.wait_for(80)
+        assert connector.status.rebalances == rebalances, "moving to another node must not rebalance"
+        assert_held_by(zk, session, group, connector.consumer_id, topic, owned)
+        got = drainer.stop()
+    assert sorted(by_value(got)) == sorted(first + second)
 
 
 @pytest.mark.parametrize("ensemble", ["kafka"], indirect=True, ids=["zk3.4.6"])

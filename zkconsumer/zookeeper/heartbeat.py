@@ -232,7 +232,7 @@ class SessionHeartbeat:
         def instrumented_send_request(timeout: Any, connect_timeout: Any) -> Any:
             # the native thread wakes kazoo's thread (through the wake-up socket this method serves)
             # when a write went unanswered: drop the connection here, on kazoo's thread, which
-            # then reconnects at once (to the next server of the connect string)
+            # then reconnects at once (to another server: see server_order)
             if pinger is not None and pinger.suspect():
                 raise ConnectionDropped(f"no answer from the server within {ANSWER_TIMEOUT * (self._negotiated or 0.0):.1f}s")
             return send_request(timeout if read_timeout[0] is None else read_timeout[0], connect_timeout)
