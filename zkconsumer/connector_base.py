@@ -260,7 +260,9 @@ class ConsumerConnectorBase(abc.ABC):
 
         Rates cover the time since the previous snapshot. Lag is the fetched
         high watermark minus the next offset to hand out. ``fetch`` holds the
-        per-broker fetch counters (``FetcherManager.metrics()["brokers"]``).
+        per-broker fetch counters (``FetcherManager.metrics()["brokers"]``);
+        ``zookeeper_unanswered_drops`` counts the ZooKeeper connections the
+        heartbeat dropped because the server stopped answering.
         Thread-safe: concurrent calls are serialized.
         """
         with self._snapshot_lock:  # the MetricsReporter thread and scrapes may call this at once
@@ -284,6 +286,7 @@ class ConsumerConnectorBase(abc.ABC):
         }
         snap = self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
         snap["fetch"] = fetch["brokers"]
+        snap["zookeeper_unanswered_drops"] = self._heartbeat.unanswered_drops if self._heartbeat is not None else 0
         return snap
 
     def shutdown(self) -> None:

@@ -185,6 +185,8 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
             request.addfinalizer(lambda: rejoin(cluster, node))
         wait_to_move_off(cluster, client, node, fault)
         assert client.client_id[0] == session, "the session must survive the move (it took < its timeout)"
+        drops = connector.metrics_snapshot()["zookeeper_unanswered_drops"]
+        assert drops >= 1 if fault == "pause" else drops == 0, drops  # a reset connection is not unanswered
         placed += cluster.produce(topic, second, keys=second)
         got = drainer.wait_for(80)
         time.sleep(0.5)  # room for a duplicate to show up
@@ -229,6 +231,7 @@ def test_a_member_that_leaves_a_hung_node_tries_every_other_node_before_it(zk_cl
         request.addfinalizer(lambda: rejoin(cluster, node))
         wait_to_move_off(cluster, client, node, "hung, tried last")
         assert client.client_id[0] == session, "the session must survive: the hung node must not be tried first"
+        assert connector.metrics_snapshot()["zookeeper_unanswered_drops"] >= 1
         cluster.produce(topic, second)
         drainer.wait_for(80)
         assert connector.status.rebalances == rebalances, "moving to another node must not rebalance"

@@ -52,6 +52,7 @@ class FakeConnector:
         self.metrics.record_messages(0, 0)
         snap = self.metrics.snapshot(dict(self.status.owned), {"g_host-1-0": 3}, {("t", 0): 7, ("t", 1): 0})
         snap["fetch"] = self.fetch_stats.snapshot()
+        snap["zookeeper_unanswered_drops"] = 1
         return snap
 
     def _commit(self) -> None:  # as the connector's: one record_commit per attempt
@@ -96,6 +97,8 @@ def test_collector_reads_the_connector_at_scrape_time() -> None:
     assert one(f["zkconsumer_consumer_rebalances"], "zkconsumer_consumer_rebalances_total") == 2
     assert one(f["zkconsumer_consumer_rebalance_state"], state="stable") == 1
     assert one(f["zkconsumer_consumer_zookeeper_connected"]) == 1
+    assert one(f["zkconsumer_consumer_zookeeper_unanswered_drops"],
+               "zkconsumer_consumer_zookeeper_unanswered_drops_total") == 1
 
 
 def test_hooks_count_rebalances_commits_and_zookeeper_transitions() -> None:

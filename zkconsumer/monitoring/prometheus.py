@@ -211,6 +211,13 @@ class ConnectorCollector(Collector):
             m.add_metric(values, snap["bytes"])
             yield m
             yield from self._fetch_counters(names, values, snap.get("fetch") or {})
+            if "zookeeper_unanswered_drops" in snap:
+                m = CounterMetricFamily(f"{p}_zookeeper_unanswered_drops",
+                                        "ZooKeeper connections dropped because the server did not answer a ping or "
+                                        "request within a sixth of the session timeout (zookeeper.heartbeat=quiet).",
+                                        labels=names)
+                m.add_metric(values, snap["zookeeper_unanswered_drops"])
+                yield m
         if status is not None:
             m = CounterMetricFamily(f"{p}_rebalances", "Rebalances completed.", labels=names)
             m.add_metric(values, status.rebalances)

@@ -128,6 +128,7 @@ class SessionHeartbeat:
         # session id -> send time of its last answered request or ping; replaced whole (atomic for readers)
         self._proofs: Dict[Optional[int], float] = {}
         self._observing = False
+        self._unanswered_drops = 0  # written on kazoo's connection thread only
 
     @classmethod
     def install(cls, client: Any, mode: str = "quiet",
@@ -161,6 +162,13 @@ class SessionHeartbeat:
         if self._pinger is not None:
             return timeout * (QUIET_INTERVAL + QUIET_JITTER)
         return timeout * KAFKA_INTERVAL
+
+    @property
+    def unanswered_drops(self) -> int:
+        """Connections dropped because a write (a ping or a request) got no byte back within a
+        sixth of the session timeout, since :meth:`install` (``quiet`` mode; always 0 in ``kafka``
+        mode, where kazoo's own ping timeout drops a connection and is not counted)."""
+        return self._unanswered_drops
 
     def last_proof(self, session: Optional[int]) -> Optional[float]:
         """Send time (``clock()``) of the last request or ping of ``session`` the server answered; ``None``: none seen."""
@@ -234,6 +242,7 @@ class SessionHeartbeat:
             # when a write went unanswered: drop the connection here, on kazoo's thread, which
             # then reconnects at once (to another server: see server_order)
             if pinger is not None and pinger.suspect():
+                self._unanswered_drops += 1
                 raise ConnectionDropped(f"no answer from the server within {ANSWER_TIMEOUT * (self._negotiated or 0.0):.1f}s")
             return send_request(timeout if read_timeout[0] is None else read_timeout[0], connect_timeout)
 
