@@ -375,13 +375,7 @@ class ConsumerConnectorBase(abc.ABC):
     def _close_zookeeper(self) -> None:
         """Close the session (kazoo fails every call still waiting, which releases blocked threads)."""
         self._zk.remove_listener(self._on_zk_state)
-        try:
-            self._zk.stop()
-        except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
-            log.warning("%s: closing the ZooKeeper session: %r", self.consumer_id, exc)
-        self._zk.close()
-        if self._heartbeat is not None:
-            self._heartbeat.stop()  # joins its thread: the connection it served is closed
+        _close_client(self._zk, self._heartbeat, self.consumer_id)
 
     def _session_timeout_s(self) -> float:
         """The session timeout ZooKeeper granted (the configured one until it is known)."""
@@ -458,7 +452,7 @@ class ConsumerConnectorBase(abc.ABC):
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:
-            _close_client(client, heartbeat)
+            _close_client(client, heartbeat, self.consumer_id)
             raise ZooKeeperUnavailableError(
                 f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
@@ -473,7 +467,7 @@ class ConsumerConnectorBase(abc.ABC):
                     f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
                 ) from exc
         except BaseException:
-            _close_client(client, heartbeat)
+            _close_client(client, heartbeat, self.consumer_id)
             raise
         self._heartbeat = heartbeat
         client.add_listener(self._on_zk_state)
@@ -576,8 +570,13 @@ class ConsumerConnectorBase(abc.ABC):
                 stream.queue.wake_consumers()
 
 
-def _close_client(client: KazooClient, heartbeat: SessionHeartbeat) -> None:
-    """Close a client that failed to connect or prepare, and join its heartbeat thread."""
-    client.stop()
+def _close_client(client: KazooClient, heartbeat: Optional[SessionHeartbeat], who: str) -> None:
+    """Stop and close ``client`` (closed even if stopping fails: logged for ``who``), then join
+    its heartbeat thread (the connection it served is closed by then)."""
+    try:
+        client.stop()
+    except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
+        log.warning("%s: closing the ZooKeeper session: %r", who, exc)
     client.close()
-    heartbeat.stop()
+    if heartbeat is not None:
+        heartbeat.stop()
