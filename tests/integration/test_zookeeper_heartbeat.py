@@ -8,7 +8,6 @@ does. Packets are counted by the server itself (``cons``: packets received per s
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -21,26 +20,19 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from support import consumer_props, owners, unique, wait_until
 
+from benchmarks.rebalance.observe import read_counters
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
-from zkconsumer.testing.probes import zookeeper_command
 from zkconsumer.zookeeper.heartbeat import QUIET_AVAILABLE, SessionHeartbeat
 
 pytestmark = pytest.mark.skipif(not QUIET_AVAILABLE, reason="the _heartbeat C extension is not built")
 
 SESSION_MS = 4000
-_CONS = re.compile(r"recved=(\d+).*?sid=0x([0-9a-f]+)")
 
 
-def received_by_session(zk_connect: str) -> Dict[int, int]:
+def received_by_session(cluster: LocalCluster) -> Dict[int, int]:
     """Packets the server received per session so far (``cons``; a connection's count)."""
-    host, port = zk_connect.split("/")[0].split(",")[0].rsplit(":", 1)
-    out: Dict[int, int] = {}
-    for line in zookeeper_command(host, int(port), "cons").splitlines():
-        match = _CONS.search(line)
-        if match:
-            out[int(match.group(2), 16)] = int(match.group(1))
-    return out
+    return read_counters(cluster.zk_port).sessions
 
 
 def props(cluster, mode: str, session_ms: int = SESSION_MS) -> Dict[str, object]:
@@ -62,9 +54,9 @@ def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(c
         kafka.create_message_streams({topic: 1})
         sessions = {"quiet": quiet.zk_client.client_id[0], "kafka": kafka.zk_client.client_id[0]}
         time.sleep(1.0)  # the joins' requests are answered
-        before = received_by_session(cluster.zk_connect)
+        before = received_by_session(cluster)
         time.sleep(window)
-        after = received_by_session(cluster.zk_connect)
+        after = received_by_session(cluster)
         assert {quiet.zk_client.client_id[0], kafka.zk_client.client_id[0]} == set(sessions.values())
     sent = {mode: after[sid] - before[sid] for mode, sid in sessions.items()}
     t = session_ms / 1000.0

@@ -68,7 +68,7 @@ from kazoo.protocol.serialization import Close
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_MODES", "QUIET_AVAILABLE", "SessionHeartbeat"]
+__all__ = ["HEARTBEAT_MODES", "QUIET_AVAILABLE", "SessionHeartbeat", "session_of"]
 
 HEARTBEAT_MODES = ("quiet", "kafka")
 
@@ -104,7 +104,8 @@ _native = _load_native()
 QUIET_AVAILABLE = _native is not None
 
 
-def _session_of(client: Any) -> Optional[int]:
+def session_of(client: Any) -> Optional[int]:
+    """The id of ``client``'s current session (``None`` before a handshake, or on a client without one)."""
     client_id = getattr(client, "client_id", None)
     return client_id[0] if client_id else None
 
@@ -277,7 +278,7 @@ class SessionHeartbeat:
             if sent is None and xid == _PING_XID and pinger is not None:
                 sent = pinger.answered()  # a ping of the native thread's
             if sent is not None:
-                self._note(_session_of(raw), sent)
+                self._note(session_of(raw), sent)
             return answer
 
         connection._connect = instrumented_connect

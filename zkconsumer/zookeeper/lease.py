@@ -51,7 +51,7 @@ from typing import Any, Callable, Optional
 from kazoo.exceptions import KazooException
 
 from ..errors import ZkConsumerError
-from .heartbeat import KAFKA_INTERVAL, SessionHeartbeat
+from .heartbeat import KAFKA_INTERVAL, SessionHeartbeat, session_of
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,6 @@ log = logging.getLogger(__name__)
 OVERDUE = 1.0 / 6.0
 #: While lapsed, how often the lease tries to prove the session again (seconds, at most).
 LAPSED_RETRY_S = 0.2
-
-
-def _session_of(client: Any) -> Optional[int]:
-    """The id of ``client``'s current session (``None`` before a handshake, or on a client without one)."""
-    client_id = getattr(client, "client_id", None)
-    return client_id[0] if client_id else None
 
 
 class SessionLease:
@@ -102,7 +96,7 @@ class SessionLease:
         self._clock = clock
         self._last_proof = clock()
         # the session whose proofs count: the one the member joined with (None: the first one seen)
-        self._accepted: Optional[int] = _session_of(client)
+        self._accepted: Optional[int] = session_of(client)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -143,7 +137,7 @@ class SessionLease:
         self._accepted = self._current_session()
 
     def _current_session(self) -> Optional[int]:
-        return _session_of(self._client)
+        return session_of(self._client)
 
     @property
     def overdue_after(self) -> float:
