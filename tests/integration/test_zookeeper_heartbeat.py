@@ -307,6 +307,10 @@ def test_a_leader_paused_for_1_5_s_under_8_committing_members_costs_no_reconnect
         zk = cluster.kazoo_client()
         wait_until(lambda: len(owners(zk, group, topic)) == COMMITTERS, 60, "every member to own a partition")
         sessions = [c.zk_client.client_id[0] for c in connectors]
+        for connector in connectors:  # what runs is what was asked for, and it says so
+            assert connector.heartbeat_mode == f"{mode}/native"
+            assert connector.status.heartbeat == f"{mode}/native"
+            assert connector.metrics_snapshot()["zookeeper_heartbeat"] == f"{mode}/native"
 
         def consume_and_commit(connector, stream) -> None:
             while not stop.is_set():
