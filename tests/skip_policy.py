@@ -28,7 +28,7 @@ from typing import List, Optional, Tuple, Union
 import pytest
 
 #: The C extensions that ``ZKCONSUMER_REQUIRE_EXTENSIONS=1`` requires (the heartbeat one is Linux-only).
-EXTENSIONS = ("zkconsumer.wire._speedups",) + (
+EXTENSIONS: Tuple[str, ...] = ("zkconsumer.wire._speedups",) + (
     ("zkconsumer.zookeeper._heartbeat",) if sys.platform.startswith("linux") else ())
 
 
@@ -73,10 +73,12 @@ def skip_reason(report: Union[pytest.TestReport, pytest.CollectReport]) -> str:
 class SkipPolicy:
     """The pytest plugin: records skips, prints them, and fails the run on one not allowed."""
 
-    def __init__(self, allowlist_path: Optional[Path], require_extensions: bool) -> None:
+    def __init__(self, allowlist_path: Optional[Path], require_extensions: bool,
+                 extensions: Tuple[str, ...] = EXTENSIONS) -> None:
         self.allowlist_path = allowlist_path
         self.allowlist: List[AllowEntry] = read_allowlist(allowlist_path) if allowlist_path else []
         self.require_extensions = require_extensions
+        self.extensions = extensions
         self.skips: List[Skip] = []
 
     @classmethod
@@ -97,11 +99,11 @@ class SkipPolicy:
     def not_allowed(self) -> List[Skip]:
         return [s for s in self.skips if s.allowed_by is None] if self.allowlist_path else []
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def pytest_sessionstart(self, session: Optional[pytest.Session]) -> None:
         if not self.require_extensions:
             return
         missing: List[Tuple[str, str]] = []
-        for module in EXTENSIONS:
+        for module in self.extensions:
             try:
                 importlib.import_module(module)
             except ImportError as exc:

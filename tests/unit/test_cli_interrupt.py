@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from typing import Iterator, List
 
@@ -67,8 +68,46 @@ def test_without_ctrl_c_the_previous_handler_is_restored_and_no_thread_started()
     previous = signal.getsignal(signal.SIGINT)
     with InterruptPolicy(5.0) as policy:
         assert signal.getsignal(signal.SIGINT) != previous
+        watchers = [t for t in threading.enumerate() if t.name == "zkconsumer-interrupt-watcher"]
+        assert len(watchers) == 1
     assert signal.getsignal(signal.SIGINT) == previous
-    assert not policy.interrupted
+    assert signal.set_wakeup_fd(-1) == -1  # restored too
+    assert not policy.interrupted and not watchers[0].is_alive()
+
+
+def test_a_sigint_caught_by_another_thread_still_interrupts_a_main_thread_blocked_on_a_lock() -> None:
+    """The kernel may hand SIGINT to any thread; a main thread waiting on a lock without a timeout
+    (as kazoo's synchronous calls wait for ZooKeeper) must still get its KeyboardInterrupt now."""
+    exits: List[int] = []
+    lock = threading.Lock()
+    lock.acquire()
+    rescued = threading.Event()
+
+    def rescue_the_wait() -> None:  # if the policy failed, the wait would never end: end it, fail below
+        rescued.set()
+        lock.release()
+
+    rescue = threading.Timer(20.0, rescue_the_wait)
+    rescue.start()
+
+    def deliver_here_once_main_waits() -> None:
+        time.sleep(0.5)  # the main thread is blocked in acquire() by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    other = threading.Thread(target=deliver_here_once_main_waits)
+    policy = InterruptPolicy(60.0, exit=exits.append, write_stderr=lambda text: None)
+    try:
+        with policy:
+            with pytest.raises(KeyboardInterrupt):
+                other.start()  # the signal lands on that thread, not this one
+                lock.acquire()
+    finally:
+        rescue.cancel()
+        rescue.join(5)
+        other.join(5)
+        policy.cancel()
+    assert not rescued.is_set(), "the main thread's wait was not interrupted: it ended only when the lock was freed"
+    assert exits == []
 
 
 def test_an_ignored_sigint_stays_ignored() -> None:
