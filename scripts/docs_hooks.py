@@ -35,7 +35,9 @@ MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([A-Za-z0-9_.-]+))? -->$", r
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("[", "\\[").replace("\n", " ")
+    """``text`` safe in a Markdown table cell: no column breaks, links or HTML tags."""
+    return (text.replace("|", "\\|").replace("[", "\\[").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", " "))
 
 
 # --------------------------------------------------------------------------- configuration
