@@ -4,10 +4,10 @@ Usage (always under the machine's benchmark lock, so two benchmarks never overla
 
     flock /tmp/zkconsumer-bench.lock scripts/bench-keep NAME -- scripts/bench --rounds 3 ...
 
-runs the command from the checkout's root, with ``--json FILE`` appended when the command is
-``scripts/bench`` (which writes its measurements there); for any other command the last
-stdout line that parses as a JSON object is the data (``scripts/bench_rebalance`` and
-``scripts/chaos`` print one). It then writes ``benchmarks/results/NAME.json``:
+runs the command from the checkout's root. Where the command writes its measurements to a
+file, an argument ``{json}`` stands for that file (``... --json {json}``); ``scripts/bench`` gets
+``--json FILE`` appended without it. Otherwise the last stdout line that parses as a JSON object
+is the data (``scripts/bench_rebalance`` and ``scripts/chaos`` print one). It then writes ``benchmarks/results/NAME.json``:
 
 ``command``
     the command line as given, from the checkout's root;
@@ -112,10 +112,11 @@ def keep(name: str, command: Sequence[str]) -> Path:
     cpu_before, began = read_cpu_times(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-keep-") as tmp:
         json_file = Path(tmp) / "results.json"
-        argv = list(command)
-        uses_json_flag = Path(argv[0]).name == "bench"
-        if uses_json_flag:
+        argv = [str(json_file) if arg == "{json}" else arg for arg in command]
+        uses_json_flag = "{json}" in command
+        if Path(argv[0]).name == "bench" and not uses_json_flag:
             argv += ["--json", str(json_file)]
+            uses_json_flag = True
         done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         if done.returncode != 0:
             sys.stdout.write(done.stdout)
