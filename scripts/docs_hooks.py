@@ -201,7 +201,13 @@ def _range(values: Sequence[float]) -> str:
 
 
 def _throughput_tables(data: Dict[str, Any]) -> List[str]:
+    runs = [m for topic in data["topics"] for r in topic["rounds"] for m in r.values()]
+    loads = [x for m in runs for x in m.get("load", [])]
+    steals = [m["steal_pct"] for m in runs if m.get("steal_pct") is not None]
     out: List[str] = []
+    if loads:
+        out += [f"Over its {len(runs)} timed runs: 1-minute load average {min(loads):.1f} to {max(loads):.1f}"
+                + (f", CPU steal {min(steals):.1f} to {max(steals):.1f} % per run." if steals else "."), ""]
     reference = "× 1 stream" if data.get("scaling") else "× confluent"
     for topic in data["topics"]:
         out += [f"**{topic['size']}-byte messages, compression {topic['codec']}, N = {topic['messages']:,}**", "",
@@ -224,7 +230,9 @@ def _throughput_tables(data: Dict[str, Any]) -> List[str]:
                        f"{row['msgs_per_sec_max']:,.0f}) | {ratio('× Kafka')} | {ratio(reference)} | "
                        f"{row['cpu_per_million']:.2f} | {row['peak_rss_mb']:.0f} | {row['seconds']:.1f}{short} | "
                        f"{steal} |")
-        out += ["", "† a timed window under 10 s: not a steady-state figure.", ""]
+        out.append("")
+        if any(row["seconds"] < 10 for row in topic["rows"]):
+            out += ["† a timed window under 10 s: not a steady-state figure.", ""]
     return out
 
 
