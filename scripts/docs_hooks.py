@@ -249,7 +249,7 @@ def results_section(name: str) -> str:
         f"Command: `{record['command']}`  ",
         f"Commit: `{record['commit'][:12]}`" + (f" plus uncommitted changes to {', '.join(dirty)}" if dirty else "")
         + "  ",
-        f"Run: {record['started']} to {record['finished']} UTC ({record['elapsed_seconds'] / 60:.0f} min)  ",
+        f"Run: {record['started']} to {record['finished']} ({record['elapsed_seconds'] / 60:.0f} min)  ",
         f"Machine: {m['cpus']} × {m['cpu_model'] or 'CPU'}, {m['memory_gib']} GiB, Linux {m['kernel']}, "
         f"Python {m['python']}; {m['shared']}  ",
         f"Load average (1/5/15 min) before {' / '.join(f'{x:.1f}' for x in load['before'])}, after "
@@ -264,7 +264,7 @@ def results_section(name: str) -> str:
         lines += _throughput_tables(data)
     else:
         report = "\n".join(line for line in record["report"].splitlines() if not line.lstrip().startswith("{"))
-        lines += ["The command's report:", "", "```", report.strip(), "```", ""]
+        lines += ["The command's report:", "", "```", report.strip("\n"), "```", ""]
     return "\n".join(lines)
 
 
