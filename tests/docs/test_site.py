@@ -18,6 +18,7 @@ from another host.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -132,12 +133,15 @@ def inventory(site: Path) -> Set[str]:
     return {line.split(" ", 1)[0] for line in lines if " py:" in line}
 
 
-@pytest.mark.parametrize("package", ["zkconsumer", "spark_integration"])
+@pytest.mark.parametrize("package", ["zkconsumer", "spark_integration", "zkconsumer.testing"])
 def test_the_api_reference_documents_exactly_each_packages_all(site: Path, package: str) -> None:
-    source = (ROOT / package / "__init__.py").read_text()
-    exported = set(re.findall(r'^\s+"(\w+)",$', source.split("__all__ = [", 1)[1].split("]", 1)[0], re.M))
-    documented = {name.split(".")[1] for name in inventory(site) if name.count(".") == 1
-                  and name.startswith(package + ".")}
+    init = ROOT / package.replace(".", "/") / "__init__.py"
+    tree = ast.parse(init.read_text())
+    exported = next(set(ast.literal_eval(node.value)) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+    depth = package.count(".") + 1
+    documented = {name.rsplit(".", 1)[1] for name in inventory(site)
+                  if name.startswith(package + ".") and name.count(".") == depth}
     assert exported == documented
 
 
