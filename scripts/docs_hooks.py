@@ -236,35 +236,74 @@ def _throughput_tables(data: Dict[str, Any]) -> List[str]:
     return out
 
 
+_HEADER_KEYS = {"name", "benchmark", "command", "commit", "uncommitted", "started", "finished", "date",
+                "elapsed_seconds", "machine", "load", "load_average", "steal_pct", "report", "data"}
+
+
+def _provenance(name: str, record: Dict[str, Any]) -> List[str]:
+    """Command, commit, date, machine, load and steal of a kept run.
+
+    Reads ``scripts/bench-keep``'s records and the plainer form some benchmarks write themselves
+    (``date``, ``load_average``, ``machine.platform``); a record without command, commit, date or
+    machine fails the build.
+    """
+    missing = [k for k in ("command", "commit", "machine") if k not in record]
+    if missing or not ("started" in record or "date" in record):
+        raise PluginError(f"benchmarks/results/{name}.json lacks {', '.join(missing) or 'a date'}")
+    m = record["machine"]
+    dirty = record.get("uncommitted") or []
+    lines = [f"Command: `{record['command']}`  ",
+             f"Commit: `{record['commit'][:12]}`" + (f" plus uncommitted changes to {', '.join(dirty)}" if dirty
+                                                     else "") + "  "]
+    if "started" in record:
+        lines.append(f"Run: {record['started']} to {record['finished']} ({record['elapsed_seconds'] / 60:.0f} min)  ")
+    else:
+        lines.append(f"Run: {record['date']}  ")
+    if "cpu_model" in m:
+        lines.append(f"Machine: {m['cpus']} × {m['cpu_model'] or 'CPU'}, {m['memory_gib']} GiB, Linux {m['kernel']}, "
+                     f"Python {m['python']}; {m['shared']}  ")
+    else:
+        lines.append("Machine: " + ", ".join(f"{k} {v}" for k, v in m.items()) + "  ")
+    steal = "unknown" if record.get("steal_pct") is None else f"{record['steal_pct']:.1f} %"
+    load = record.get("load")
+    if isinstance(load, dict):
+        lines.append(f"Load average (1/5/15 min) before {' / '.join(f'{x:.1f}' for x in load['before'])}, after "
+                     f"{' / '.join(f'{x:.1f}' for x in load['after'])}; CPU steal over the run {steal}  ")
+    elif "load_average" in record:
+        lines.append(f"Load average (1 min) {record['load_average']:.1f}; CPU steal over the run {steal}  ")
+    lines += [f"Result file: `benchmarks/results/{name}.json`", ""]
+    return lines
+
+
+def _freeze_table(record: Dict[str, Any]) -> List[str]:
+    """``lost`` and ``tried`` per kind and freeze length (``scripts/bench_freeze``)."""
+    freezes = sorted({f for per_kind in record["tried"].values() for f in per_kind}, key=float)
+    out = ["| sessions lost / tried | " + " | ".join(f"frozen {f} s" for f in freezes) + " |",
+           "|---|" + "---:|" * len(freezes)]
+    for kind, tried in record["tried"].items():
+        lost = record["lost"].get(kind, {})
+        out.append(f"| {kind} | " + " | ".join(f"{lost.get(f, '–')} / {tried.get(f, '–')}" for f in freezes) + " |")
+    return out + [""]
+
+
 def results_section(name: str) -> str:
     """The kept run ``benchmarks/results/<name>.json``: where it came from, then what it measured."""
     path = RESULTS / f"{name}.json"
     if not path.exists():
         raise PluginError(f"no kept result {path.relative_to(ROOT)} (make it with scripts/bench-keep)")
     record = json.loads(path.read_text())
-    m = record["machine"]
-    load = record["load"]
-    dirty = record.get("uncommitted") or []
-    lines = [
-        f"Command: `{record['command']}`  ",
-        f"Commit: `{record['commit'][:12]}`" + (f" plus uncommitted changes to {', '.join(dirty)}" if dirty else "")
-        + "  ",
-        f"Run: {record['started']} to {record['finished']} ({record['elapsed_seconds'] / 60:.0f} min)  ",
-        f"Machine: {m['cpus']} × {m['cpu_model'] or 'CPU'}, {m['memory_gib']} GiB, Linux {m['kernel']}, "
-        f"Python {m['python']}; {m['shared']}  ",
-        f"Load average (1/5/15 min) before {' / '.join(f'{x:.1f}' for x in load['before'])}, after "
-        f"{' / '.join(f'{x:.1f}' for x in load['after'])}; CPU steal over the run "
-        + ("unknown" if record.get("steal_pct") is None else f"{record['steal_pct']:.1f} %")
-        + "  ",
-        f"Result file: `benchmarks/results/{name}.json`",
-        "",
-    ]
-    data = record["data"]
+    lines = _provenance(name, record)
+    data = record.get("data")
     if isinstance(data, dict) and "topics" in data:
         lines += _throughput_tables(data)
-    else:
+    elif "report" in record:
         report = "\n".join(line for line in record["report"].splitlines() if not line.lstrip().startswith("{"))
         lines += ["The command's report:", "", "```", report.strip("\n"), "```", ""]
+    elif "lost" in record and "tried" in record:
+        lines += _freeze_table(record)
+    else:  # a form this page has no table for yet: its measurements as kept
+        rest = {k: v for k, v in record.items() if k not in _HEADER_KEYS}
+        lines += ["The measurements as kept:", "", "```json", json.dumps(rest, indent=1), "```", ""]
     return "\n".join(lines)
 
 

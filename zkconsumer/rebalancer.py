@@ -89,11 +89,25 @@ from .zookeeper.group import GroupClient
 log = logging.getLogger(__name__)
 
 __all__ = ["INVALID_OFFSET", "ConsumerRebalanceListener", "FetcherControl", "RebalanceState", "RebalanceStatus",
-           "Rebalancer", "TopicPartition"]
+           "Rebalancer", "TopicPartition", "jittered_backoff"]
 
 #: The shortest wait between attempts and on a conflicting claim, whatever
 #: ``rebalance.backoff.ms`` says (0 would spin on ZooKeeper at full CPU).
 MIN_BACKOFF_S = 0.1
+
+
+
+def jittered_backoff(backoff_s: float, failures: int, max_retries: int, draw: float) -> float:
+    """The wait after ``failures`` failed attempts in a row: ``backoff_s`` ± 50 % (``draw`` uniform
+    in [0, 1)), doubling per failure past ``max_retries`` up to 4×, never below :data:`MIN_BACKOFF_S`
+    (the floor applies after the jitter, so no wait is shorter).
+
+    >>> jittered_backoff(0.1, 1, 4, 0.0), jittered_backoff(2.0, 1, 4, 0.0), jittered_backoff(2.0, 9, 4, 0.5)
+    (0.1, 1.0, 8.0)
+    """
+    factor = min(4.0, 2.0 ** max(0, failures - max_retries))
+    return max(MIN_BACKOFF_S, backoff_s * factor * (0.5 + draw))
+
 
 #: Attempts in a row that may be skipped because a new event arrived before they acted;
 #: then one acts anyway, so a member never waits forever on a group that never calms down.
@@ -475,9 +489,8 @@ class Rebalancer(OwnershipSteps):
             reasons = signals.reasons
 
     def _jittered_backoff(self, failures: int) -> float:
-        """``rebalance.backoff.ms`` (at least :data:`MIN_BACKOFF_S`) ± 50%, growing to 4× after the retries run out."""
-        factor = min(4.0, 2.0 ** max(0, failures - self._max_retries))
-        return self._backoff_s * factor * (0.5 + self._rng.random())
+        """See :func:`jittered_backoff`."""
+        return jittered_backoff(self._backoff_s, failures, self._max_retries, self._rng.random())
 
     # ---------------------------------------------------------- one attempt
 
