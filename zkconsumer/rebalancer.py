@@ -82,6 +82,7 @@ from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from .offsets import OffsetCommitter
 from .ownership import INVALID_OFFSET, ChangeFlag, OwnershipSteps, TopicPartition
 from .rebalance_types import ConsumerRebalanceListener, FetcherControl, RebalanceState, RebalanceStatus
+from .runtime import THREADS, Runtime, Task
 from .stream import KafkaStream
 from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
 from .zookeeper.group import GroupClient
@@ -135,6 +136,8 @@ class Rebalancer(OwnershipSteps):
     caller arms there sees every change the read does not.
     ``read_offsets(partitions)`` reads committed offsets (``None``: none) from
     wherever ``offsets.storage`` keeps them; ZooKeeper's by default.
+    ``clock``, ``rng`` and ``runtime`` (its thread, condition and events:
+    :mod:`zkconsumer.runtime`) are what a deterministic simulation replaces.
     """
 
     def __init__(
@@ -161,7 +164,9 @@ class Rebalancer(OwnershipSteps):
         read_offsets: Optional[Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
+        runtime: Runtime = THREADS,
     ) -> None:
+        self._runtime = runtime
         self._group = group
         self._read_offsets = read_offsets if read_offsets is not None else group.read_offsets
         self._consumer_id = group.consumer_id
@@ -185,14 +190,14 @@ class Rebalancer(OwnershipSteps):
         self._clock = clock
         self._rng = rng or random.Random()
 
-        self._cond = threading.Condition()
+        self._cond = runtime.condition()
         self._signals = _Signals()
         self._state = RebalanceState.STARTING
-        self._first_done = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._first_done = runtime.event()
+        self._thread: Optional[Task] = None
         # Set by any signal while an attempt waits for owner nodes to be deleted.
         self._wakeup: Optional[threading.Event] = None
-        self._claim_wakeup = threading.Event()  # see OwnershipSteps: any watched conflicting node changed
+        self._claim_wakeup = runtime.event()  # see OwnershipSteps: any watched conflicting node changed
         self._held_by_peer: Dict[TopicPartition, Tuple[str, ChangeFlag, Optional[int]]] = {}
         self._needs_register = False
         self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
@@ -261,8 +266,7 @@ class Rebalancer(OwnershipSteps):
 
     def start(self) -> None:
         """Start the rebalancer thread and ask for the initial rebalance."""
-        self._thread = threading.Thread(target=self._run, name=f"zkconsumer-rebalancer-{self._consumer_id}", daemon=True)
-        self._thread.start()
+        self._thread = self._runtime.start(self._run, f"zkconsumer-rebalancer-{self._consumer_id}")
         self.request("initial assignment")
 
     def wait_first_assignment(self, timeout: Optional[float]) -> bool:
@@ -274,7 +278,7 @@ class Rebalancer(OwnershipSteps):
         with self._cond:
             self._signals.stop = True
             self._notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is not None and not self._thread.is_current():
             self._thread.join()
         self._set_state(RebalanceState.STOPPED)
 
