@@ -283,8 +283,16 @@ class Rebalancer(OwnershipSteps):
         self._set_state(RebalanceState.STOPPED)
 
     def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
-        """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot."""
+        """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot.
+
+        Nothing while a session loss is signalled and not yet acted on: the
+        lost session's partitions are not ours to commit, even before the
+        rebalancer thread has dropped them (a commit then would be checked
+        against the *new* session, which may have re-claimed them since).
+        """
         with self._cond:
+            if self._signals.session_lost:
+                return []
             return [(info, self._owned[tp]) for tp, info in self._registry.items() if tp in self._owned]
 
     @property

@@ -126,6 +126,8 @@ class World:
         self.ensemble = Ensemble(schedule.followers, self.kernel.clock)
         self.offsets = OffsetWatch()
         self.ensemble.observers.append(self.offsets)
+        self.ensemble.observers.append(self._committed)
+        self.sync_pending = False
         self.outcome = Outcome(schedule)
         self.keep_trace = keep_trace
         self.slots: Dict[int, Member] = {}
@@ -159,16 +161,25 @@ class World:
     def setup(self) -> None:
         for topic, n in self.schedule.topics:
             self._write_topic(topic, n)
-        self._tick_followers()
+        self._sync()
         self._tick_sessions()
         for event in self.schedule.events:
             self.kernel.at(event[0], lambda e=event: self._apply(e))
 
-    def _tick_followers(self) -> None:
-        if not self.ensemble.paused and self.kernel.now >= self.lagging_until:
-            for server in self.ensemble.servers[1:]:
-                self.ensemble.sync(server)
-        self.kernel.at(self.kernel.now + self.rng.uniform(0.005, 0.05), self._tick_followers)
+    def _committed(self, zxid: int, effects: list, before: dict) -> None:  # type: ignore[type-arg]
+        """Followers apply a committed change a few ms later (unless lagging, or ZooKeeper is paused)."""
+        if len(self.ensemble.servers) > 1 and not self.sync_pending:
+            self.sync_pending = True
+            self.kernel.at(max(self.kernel.now + self.rng.uniform(0.001, 0.02), self.lagging_until), self._sync)
+
+    def _sync(self) -> None:
+        self.sync_pending = False
+        if self.ensemble.paused or self.kernel.now < self.lagging_until:
+            self.sync_pending = True
+            self.kernel.at(max(self.kernel.now + 0.25, self.lagging_until), self._sync)
+            return
+        for server in self.ensemble.servers[1:]:
+            self.ensemble.sync(server)
 
     def _tick_sessions(self) -> None:
         if not self.ensemble.paused:
@@ -270,7 +281,7 @@ class World:
                 self._handout(m)
             if self.rng.random() < 0.2:
                 m.commit()
-        self.kernel.at(self.kernel.now + self.rng.uniform(0.05, 0.6), lambda: self._app_tick(m))
+        self.kernel.at(self.kernel.now + self.rng.uniform(0.2, 1.0), lambda: self._app_tick(m))
 
     def _handout(self, m: Member) -> None:
         got = m.consume()
@@ -334,10 +345,13 @@ def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
         healed_at = kernel.now
         settled_at: List[float] = []
 
+        next_look = [healed_at + 1.0]
+
         def settled() -> bool:
-            # Settled only once nothing is in flight either (every rebalancer idle and STABLE).
-            if kernel.now - healed_at < 1.0 or any(m.state == "leaving" for m in world.members):
+            # Looked at every 0.1 s of virtual time (it reads the whole tree).
+            if kernel.now < next_look[0] or any(m.state == "leaving" for m in world.members):
                 return False
+            next_look[0] = kernel.now + 0.1
             if check_settled(world.members, world.ensemble, schedule.strategy) is None:
                 settled_at.append(kernel.now)
                 return True
