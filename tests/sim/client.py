@@ -58,6 +58,9 @@ class Network:
     def cut(self, name: str, now: float) -> bool:
         return self.partitioned.get(name, 0.0) > now
 
+    def cut_until(self, name: str) -> float:
+        return self.partitioned.get(name, 0.0)
+
 
 class AsyncResult:
     """kazoo's ``IAsyncResult`` for one simulated request."""
@@ -243,7 +246,10 @@ class SimKazoo:
 
     def _arrive(self, conn: int, xid: int, op: str, args: Dict[str, Any]) -> None:
         """The request reaches the server (or the wire is cut and it never does)."""
-        if conn != self._conn or self.dead or self.network.cut(self.name, self.kernel.now):
+        if conn != self._conn or self.dead:
+            return
+        if self.network.cut(self.name, self.kernel.now):  # TCP retransmits: it arrives once the link is back
+            self.kernel.at(self.network.cut_until(self.name), lambda: self._arrive(conn, xid, op, args))
             return
         if self.ensemble.paused:
             self.kernel.at(self.ensemble_resume_hint(), lambda: self._arrive(conn, xid, op, args))
@@ -284,9 +290,13 @@ class SimKazoo:
         self._chan_time = max(self._chan_time, now + self.network.latency(now), self.frozen_until)
 
         def arrive() -> None:
-            if conn == self._conn and not self.dead and not self.network.cut(self.name, self.kernel.now):
-                self._last_answer = self.kernel.now
-                deliver()
+            if conn != self._conn or self.dead:
+                return  # the connection is gone, and what was on its way with it
+            if self.network.cut(self.name, self.kernel.now):  # delayed, in order, until the link is back
+                self.kernel.at(self.network.cut_until(self.name), arrive)
+                return
+            self._last_answer = self.kernel.now
+            deliver()
         self.kernel.at(self._chan_time, arrive)
 
     def _answer(self, xid: int, answer: Any, failed: Optional[BaseException], zxid: int) -> None:
@@ -367,7 +377,10 @@ class SimKazoo:
         now = self.kernel.now
 
         def arrive() -> None:
-            if conn != self._conn or self.dead or self.network.cut(self.name, self.kernel.now) or self.ensemble.paused:
+            if conn != self._conn or self.dead or self.ensemble.paused:
+                return
+            if self.network.cut(self.name, self.kernel.now):
+                self.kernel.at(self.network.cut_until(self.name), arrive)
                 return
             assert self.sid is not None
             if self.ensemble.touch(self.sid):

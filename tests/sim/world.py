@@ -14,6 +14,7 @@ within ``LEAVE_S``.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from .kernel import Kernel
 from .member import Member
 from .zkmodel import Ensemble
 
-HORIZON = 40.0
+HORIZON = 26.0
 SETTLE_S = 90.0
 LEAVE_S = 30.0
 SESSION_TIMEOUT_S = 6.0
@@ -49,6 +50,18 @@ class Schedule:
             lines.append(f"  member m{i}: " + (f"wildcard {wildcard!r} x{sub[0][1]}" if wildcard else f"{dict(sub)}"))
         lines += [f"  t={e[0]:7.3f} {e[1]} {' '.join(map(str, e[2:]))}" for e in self.events]
         return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"seed": self.seed, "strategy": self.strategy, "topics": self.topics, "specs": self.specs,
+                           "followers": self.followers, "events": self.events}, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> "Schedule":
+        d = json.loads(text)
+
+        def tup(x: Any) -> Any:
+            return tuple(tup(i) for i in x) if isinstance(x, list) else x
+        return Schedule(d["seed"], d["strategy"], tup(d["topics"]), tup(d["specs"]), d["followers"], tup(d["events"]))
 
     def replace_events(self, events: List[Event]) -> "Schedule":
         return Schedule(self.seed, self.strategy, self.topics, self.specs, self.followers, tuple(events))
@@ -99,11 +112,11 @@ def generate(seed: int, max_members: int = 32) -> Schedule:
         specs = [((("t[0-9]+", s[0][0][1]),), "t[0-9]+") for s in specs]
     events: List[Event] = [(round(rng.uniform(0, 1.5), 3), "join", i) for i in range(n_members)]
     for _ in range(rng.randint(0, 8 if not big else 4)):
-        t = round(rng.uniform(0.5, HORIZON - 5), 3)
+        t = round(rng.uniform(0.5, HORIZON - 4), 3)
         kind = rng.choice(FAULTS)
         i = rng.randrange(n_slots)
         if kind in ("cut", "pause", "slow", "lag"):
-            events.append((t, kind, i, round(rng.uniform(0.5, 12.0), 3)))
+            events.append((t, kind, i, round(rng.uniform(0.5, 10.0), 3)))
         elif kind == "add_partitions":
             topic, n = rng.choice(topics)
             events.append((t, kind, topic, n + rng.randint(1, 4)))
@@ -279,9 +292,9 @@ class World:
         if m.state == "joined":
             for _ in range(self.rng.randint(0, 3)):
                 self._handout(m)
-            if self.rng.random() < 0.2:
+            if self.rng.random() < 0.15:
                 m.commit()
-        self.kernel.at(self.kernel.now + self.rng.uniform(0.2, 1.0), lambda: self._app_tick(m))
+        self.kernel.at(self.kernel.now + self.rng.uniform(0.3, 1.3), lambda: self._app_tick(m))
 
     def _handout(self, m: Member) -> None:
         got = m.consume()
