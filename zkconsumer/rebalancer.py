@@ -77,6 +77,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from kazoo.exceptions import KazooException
 
 from . import assignors
+from . import rebalance_decisions as decide
 from .errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
 from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from .offsets import OffsetCommitter
@@ -329,9 +330,8 @@ class Rebalancer(OwnershipSteps):
                 if not self._apply_session_signals(signals):
                     continue
                 if signals.rebalance:
-                    burst = self._last_event_at is None or self._clock() - self._last_event_at < CALM_S
-                    quiet = FIRST_QUIET_S if self._last_event_at is None else QUIET_S
-                    reasons = signals.reasons + (self._settle_burst(quiet) if burst else [])
+                    quiet = decide.quiet_wait(self._last_event_at, self._clock(), CALM_S, QUIET_S, FIRST_QUIET_S)
+                    reasons = signals.reasons + (self._settle_burst(quiet) if quiet is not None else [])
                     self._last_event_at = self._clock()
                     self._rebalance_until_done(reasons)
         except BaseException as exc:  # a bug: surface it to the application
@@ -450,7 +450,7 @@ class Rebalancer(OwnershipSteps):
                 log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
             duration = self._clock() - started
             gave_up: Optional[ConsumerRebalanceFailedError] = None
-            if not done and failures + 1 >= self._max_retries:
+            if decide.gives_up(done, failures, self._max_retries):
                 gave_up = ConsumerRebalanceFailedError(
                     f"{self._consumer_id} can't rebalance after {failures + 1} attempts "
                     f"(rebalance.max.retries={self._max_retries}): {error}; still retrying")
@@ -488,8 +488,7 @@ class Rebalancer(OwnershipSteps):
 
     def _jittered_backoff(self, failures: int) -> float:
         """``rebalance.backoff.ms`` (at least :data:`MIN_BACKOFF_S`) ± 50%, growing to 4× after the retries run out."""
-        factor = min(4.0, 2.0 ** max(0, failures - self._max_retries))
-        return self._backoff_s * factor * (0.5 + self._rng.random())
+        return decide.jittered_backoff(self._backoff_s, failures, self._max_retries, self._rng.random())
 
     # ---------------------------------------------------------- one attempt
 
@@ -520,16 +519,16 @@ class Rebalancer(OwnershipSteps):
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
         with self._cond:
-            stale = self._pending_locked() and self._early_supersedes < MAX_EARLY_SUPERSEDES
-        if stale and mine != self._owned:
+            pending = self._pending_locked()
+        if decide.supersede(pending, self._early_supersedes, MAX_EARLY_SUPERSEDES, mine, self._owned):
             # A new event arrived while this view was read: act on the next one instead (no
             # request spent on a stale view; a burst of joins costs one move, not one per join).
             self._early_supersedes += 1
             return None
         self._early_supersedes = 0
 
-        if (mine == self._owned and self._fetching and set(self._nodes) == set(mine)
-                and (not self._confirm_owners or self._reclaimed(mine))):
+        step = decide.next_step(mine, self._owned, self._fetching, set(self._nodes), self._confirm_owners)
+        if step is decide.Step.NOTHING or (step is decide.Step.CONFIRM and self._reclaimed(mine)):
             self._confirm_owners = False
             log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
             return True
