@@ -418,7 +418,10 @@ class OwnershipSteps:
             self._registry.pop(tp, None)
 
     def _drop_everything(self, why: str) -> None:
-        """Stop fetching and forget ownership without touching ZooKeeper (the session is gone)."""
+        """Stop fetching and forget ownership without touching ZooKeeper (the session is gone).
+
+        The owner nodes in the books stay there, to be released or confirmed by the next attempt.
+        """
         log.warning("%s: %s; stopping delivery until the group is rejoined", self._consumer_id, why)
         if self._fetching:
             self._fetchers.stop_connections()
@@ -429,6 +432,12 @@ class OwnershipSteps:
                 info.revoked = True
             self._registry = {}
             self._owned = {}
-        self._nodes.clear()  # the server deletes a lost session's ephemerals
+        # ``_nodes`` is kept. The server deletes the lost session's nodes, but an attempt that was
+        # under way when the session was lost may have gone on (a retried request) on the *new*
+        # session and claimed nodes there: forgetting them would leave them held by this member
+        # for good, and the partitions stuck for whoever they are assigned to (found by the
+        # simulator, tests/sim seed 201810). The next attempt releases every one of them not in
+        # its share (a node that is gone, or not ours, costs a read and is left alone) and
+        # relabels or re-claims the others.
         self._carried.clear()
         self._held_by_peer.clear()  # their watches went with the session

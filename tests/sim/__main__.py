@@ -9,8 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .search import run_many, shrink
-from .world import Schedule, generate, run
+from .search import run_many, schedule_for, shrink
+from .world import Schedule, run
 
 
 def _load_average() -> str:
@@ -48,7 +48,7 @@ def main() -> int:
     if args.replay:
         return _play(Schedule.from_json(Path(args.replay).read_text()))
     if args.seed is not None:
-        return _play(generate(args.seed))
+        return _play(schedule_for(args.seed))
     steal0 = _steal()
     print(f"load average before: {_load_average()}")
     report = run_many(args.first, args.schedules, workers=args.workers)
@@ -59,7 +59,7 @@ def main() -> int:
         print(f"FAILED seed {seed}: {violation}")
     if report.failures and not args.no_shrink:
         seed = report.failures[0][0]
-        minimal = shrink(generate(seed))
+        minimal = shrink(schedule_for(seed))
         out = Path(tempfile.gettempdir()) / "zkconsumer-sim"
         out.mkdir(exist_ok=True)
         saved = out / f"seed-{seed}.json"

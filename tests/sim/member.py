@@ -30,8 +30,9 @@ from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.watchers import GroupWatcher
 
-from .client import Network, SimKazoo
+from .client import Network
 from .kernel import Kernel, SimRuntime, SimTask
+from .process import SimProcess
 from .zkmodel import Ensemble
 
 TopicPartition = Tuple[str, int]
@@ -56,20 +57,13 @@ class _Fetchers:
         self.fetching.clear()
 
 
-class Member:
+class Member(SimProcess):
     """A zkconsumer member: join, consume, commit, leave cleanly, or be killed."""
 
     def __init__(self, kernel: Kernel, ensemble: Ensemble, network: Network, index: int, incarnation: int,
                  subscription: Dict[str, int], wildcard: Optional[str], strategy: str, seed: int,
                  trace: Callable[[str], None], session_timeout: float = 6.0) -> None:
-        self.kernel = kernel
-        self.index = index
-        self.name = f"m{index}.{incarnation}"
-        # Kafka's ids sort as strings: vary the prefix so neither join order nor index decides it.
-        self.consumer_id = f"{GROUP}_h{(index * 7919 + incarnation * 104729) % 1000:03d}-{index}-{incarnation}"
-        self.trace = trace
-        self.rng = random.Random(seed)
-        self.client = SimKazoo(kernel, ensemble, network, self.name, session_timeout, trace)
+        super().__init__(kernel, ensemble, network, "m", index, incarnation, seed, trace, session_timeout)
         runtime = SimRuntime(kernel, self.name)
         self.group = GroupClient(self.client, GROUP, self.consumer_id, retry_timeout_s=session_timeout,  # type: ignore[arg-type]
                                  sleep=kernel.sleep, clock=kernel.clock)
@@ -147,7 +141,7 @@ class Member:
                 return
             self.state = "joined"
             self.rebalancer.start()
-        self.task = SimTask(self.kernel, run, f"join-{self.name}", self.name)
+        self.task = self.spawn(run, "join")
 
     def owned(self) -> List[Tuple[PartitionTopicInfo, str]]:
         return self.rebalancer.owned_partitions() if self.state == "joined" else []
@@ -180,7 +174,7 @@ class Member:
                 self.committing = False
                 if fenced and self.state == "joined":
                     self.rebalancer.ownership_lost(fenced)
-        SimTask(self.kernel, run, f"commit-{self.name}", self.name)
+        self.spawn(run, "commit")
 
     def leave(self, done: Callable[[], None]) -> None:
         """``shutdown()``: stop the watches and the rebalancer (joined), commit, close the session."""
@@ -194,24 +188,10 @@ class Member:
                     self.committer.commit(self.rebalancer.owned_partitions())
                 except ZkConsumerError:
                     pass
-            self.client.stop()
-            self.state = "left"
-            done()
-        SimTask(self.kernel, run, f"leave-{self.name}", self.name)
-
-    def kill(self) -> None:
-        """kill -9: every task of this member stops where it is; the session expires on its own."""
-        self.state = "killed"
-        self.client.kill()
-        for task in list(self.kernel.tasks):
-            if task.owner == self.name:
-                task.kill()
+            self.exit(done)
+        self.spawn(run, "leave")
 
     # ------------------------------------------------------------- what the invariants look at
-
-    @property
-    def live(self) -> bool:
-        return self.state in ("joining", "joined", "leaving")
 
     def settled(self) -> bool:
         status = self.rebalancer.status

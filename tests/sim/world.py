@@ -20,8 +20,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from zkconsumer.zookeeper import zkformat
+
 from .client import Network
 from .invariants import OffsetWatch, Violation, check_exclusive, check_settled, owner_node
+from .kafka_member import KafkaMember
 from .kernel import Kernel
 from .member import Member
 from .zkmodel import Ensemble
@@ -43,17 +46,21 @@ class Schedule:
     specs: Tuple[Tuple[Tuple[Tuple[str, int], ...], Optional[str]], ...]
     followers: int
     events: Tuple[Event, ...]
+    #: member indexes that run Kafka 0.8.2's own consumer (:mod:`.kafka_member`) instead of zkconsumer
+    kafka: Tuple[int, ...] = ()
 
     def describe(self) -> str:
         lines = [f"seed={self.seed} strategy={self.strategy} followers={self.followers} topics={dict(self.topics)}"]
         for i, (sub, wildcard) in enumerate(self.specs):
-            lines.append(f"  member m{i}: " + (f"wildcard {wildcard!r} x{sub[0][1]}" if wildcard else f"{dict(sub)}"))
+            kind = "Kafka 0.8.2 " if i in self.kafka else ""
+            lines.append(f"  {kind}member m{i}: " + (f"wildcard {wildcard!r} x{sub[0][1]}" if wildcard else f"{dict(sub)}"))
         lines += [f"  t={e[0]:7.3f} {e[1]} {' '.join(map(str, e[2:]))}" for e in self.events]
         return "\n".join(lines)
 
     def to_json(self) -> str:
         return json.dumps({"seed": self.seed, "strategy": self.strategy, "topics": self.topics, "specs": self.specs,
-                           "followers": self.followers, "events": self.events}, separators=(",", ":"))
+                           "followers": self.followers, "events": self.events, "kafka": self.kafka},
+                          separators=(",", ":"))
 
     @staticmethod
     def from_json(text: str) -> "Schedule":
@@ -61,10 +68,11 @@ class Schedule:
 
         def tup(x: Any) -> Any:
             return tuple(tup(i) for i in x) if isinstance(x, list) else x
-        return Schedule(d["seed"], d["strategy"], tup(d["topics"]), tup(d["specs"]), d["followers"], tup(d["events"]))
+        return Schedule(d["seed"], d["strategy"], tup(d["topics"]), tup(d["specs"]), d["followers"], tup(d["events"]),
+                        tup(d.get("kafka", [])))
 
     def replace_events(self, events: List[Event]) -> "Schedule":
-        return Schedule(self.seed, self.strategy, self.topics, self.specs, self.followers, tuple(events))
+        return Schedule(self.seed, self.strategy, self.topics, self.specs, self.followers, tuple(events), self.kafka)
 
 
 @dataclass
@@ -78,6 +86,8 @@ class Outcome:
     offset_writes: int = 0
     settle_s: Optional[float] = None
     trace: List[str] = field(default_factory=list)
+    #: Invariants broken by Kafka 0.8.2's own members (documented as Kafka's, not failures): name -> count.
+    kafka_findings: Dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +98,16 @@ FAULTS = ("kill", "leave", "expire", "drop", "cut", "pause", "slow", "lag", "joi
           "commit")
 
 
-def generate(seed: int, max_members: int = 32) -> Schedule:
+def generate_mixed(seed: int) -> Schedule:
+    """A schedule whose group mixes zkconsumer members with Kafka 0.8.2's own (static subscriptions)."""
+    base = generate(seed, max_members=8, wildcard=False)
+    rng = random.Random(seed ^ 0x5EED)
+    slots = range(len(base.specs))
+    kafka = tuple(sorted(rng.sample(list(slots), k=max(1, len(base.specs) // 2))))
+    return Schedule(base.seed, base.strategy, base.topics, base.specs, base.followers, base.events, kafka)
+
+
+def generate(seed: int, max_members: int = 32, wildcard: bool = True) -> Schedule:
     """A random schedule: mostly small groups, sometimes large ones, both strategies, faults."""
     rng = random.Random(seed)
     strategy = rng.choice(("range", "roundrobin"))
@@ -98,7 +117,7 @@ def generate(seed: int, max_members: int = 32) -> Schedule:
     n_members = rng.randint(8, max_members) if big else rng.randint(1, min(6, max_members))
     n_slots = n_members + rng.randint(0, 2)
     specs: List[Tuple[Tuple[Tuple[str, int], ...], Optional[str]]] = []
-    wildcard_group = rng.random() < 0.25
+    wildcard_group = rng.random() < 0.25 and wildcard
     for _ in range(n_slots):
         streams = rng.randint(1, 3)
         if wildcard_group and (strategy == "roundrobin" or rng.random() < 0.7):
@@ -137,7 +156,7 @@ class World:
         self.rng = random.Random(schedule.seed * 7 + 3)
         self.network = Network(random.Random(schedule.seed * 7 + 1))
         self.ensemble = Ensemble(schedule.followers, self.kernel.clock)
-        self.offsets = OffsetWatch()
+        self.offsets = OffsetWatch(self.ensemble)
         self.ensemble.observers.append(self.offsets)
         self.ensemble.observers.append(self._committed)
         self.sync_pending = False
@@ -222,9 +241,14 @@ class World:
                 return
             self.incarnations[i] = self.incarnations.get(i, -1) + 1
             sub, wildcard = self.schedule.specs[i]
-            m = Member(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub), wildcard,
-                       self.schedule.strategy, self.schedule.seed * 1000 + i * 10 + self.incarnations[i], self.trace,
-                       SESSION_TIMEOUT_S)
+            member_seed = self.schedule.seed * 1000 + i * 10 + self.incarnations[i]
+            m: Any
+            if i in self.schedule.kafka:
+                m = KafkaMember(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub),
+                                self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
+            else:
+                m = Member(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub), wildcard,
+                           self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
             self.slots[i] = m
             self.members.append(m)
             m.join()
@@ -310,15 +334,34 @@ class World:
                 self.outcome.stale_handouts += 1
             else:
                 holder = "nobody" if node is None else node.data.decode()
-                raise Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {tp[0]}-{tp[1]}@{offset} "
-                                           f"while its owner node is held by {holder}")
+                violation = Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {tp[0]}-{tp[1]}@{offset} "
+                                                 f"while its owner node is held by {holder}")
+                path = zkformat.GroupPaths("g").owner(*tp)
+                if getattr(m, "kafka", False) or self.kafka_wrote(path):
+                    self.kafka_finding(violation)
+                else:
+                    raise violation
 
     # ------------------------------------------------------------ checks
+
+    def kafka_wrote(self, path: str) -> bool:
+        """Was ``path`` last changed by a Kafka 0.8.2 member (its request, or its session's expiry)?"""
+        client = self.ensemble.clients.get(self.ensemble.last_writer.get(path, 0))
+        return bool(getattr(client, "kafka", False))
+
+    def kafka_finding(self, violation: Violation) -> None:
+        findings = self.outcome.kafka_findings
+        findings[violation.name] = findings.get(violation.name, 0) + 1
+        if findings[violation.name] == 1:
+            self.trace(f"KAFKA'S OWN: {violation}")
 
     def check_step(self) -> None:
         self.offsets.now = self.kernel.now
         if self.offsets.violation is not None:
-            raise self.offsets.violation
+            violation, self.offsets.violation = self.offsets.violation, None
+            if not self.offsets.kafka_caused:
+                raise violation
+            self.kafka_finding(violation)
         if self.kernel.failures:
             raise Violation("no-crash", repr(self.kernel.failures[0]))
         ran = self.kernel.ran
@@ -327,7 +370,13 @@ class World:
                 if m.name in ran:
                     if m.failures:
                         raise Violation("no-crash", f"{m.name}: rebalancer died: {m.failures[0]!r}")
-                    check_exclusive(m, self.ensemble, self.kernel.now)
+                    try:
+                        check_exclusive(m, self.ensemble, self.kernel.now)
+                    except Violation as violation:
+                        if not self.schedule.kafka or not any(
+                                self.kafka_wrote(zkformat.GroupPaths("g").owner(*tp)) for tp in m.believed()):
+                            raise
+                        self.kafka_finding(violation)
             ran.clear()
         for name, deadline in self.leaves.items():
             if self.kernel.now > deadline:
@@ -371,8 +420,14 @@ def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
             return False
         if not kernel.run_until(settled, healed_at + SETTLE_S, world.check_step):
             why = check_settled(world.members, world.ensemble, schedule.strategy)
-            raise Violation("settles", f"not settled {SETTLE_S}s after the faults stopped: {why}")
-        out.settle_s = settled_at[0] - healed_at
+            violation = Violation("settles", f"not settled {SETTLE_S}s after the faults stopped: {why}")
+            kafka = [m for m in world.members if getattr(m, "kafka", False)]
+            if not kafka or not (out.kafka_findings or any(m.ever_gave_up or not m.settled() for m in kafka
+                                                           if m.state == "joined")):
+                raise violation
+            world.kafka_finding(violation)  # a Kafka member gave up, or deleted a node it did not hold
+        else:
+            out.settle_s = settled_at[0] - healed_at
         # Everyone leaves cleanly; every shutdown must end.
         for m in list(world.members):
             if m.state in ("joined", "joining"):

@@ -148,6 +148,9 @@ class Ensemble:
         self.notify: Notify = self._deliver
         #: Observers of committed changes: ``(zxid, effects, before)``, ``before`` the leader's nodes before.
         self.observers: List[Callable[[int, List[Effect], Dict[str, Optional[Node]]], None]] = []
+        #: The session whose request (or expiry) last changed each path.
+        self.last_writer: Dict[str, int] = {}
+        self._writer = 0
 
     def _deliver(self, sid: int, kind: str, path: str) -> None:
         client = self.clients.get(sid)
@@ -197,6 +200,7 @@ class Ensemble:
                                  if path in self.leader.tree]
         session.ephemerals.clear()
         if effects:
+            self._writer = sid
             self._commit(effects)
         for server in self.servers:
             server.drop_watches(sid)
@@ -204,6 +208,8 @@ class Ensemble:
     # ----------------------------------------------------------- the log
 
     def _commit(self, effects: List[Effect]) -> int:
+        for _, path, _ in effects:
+            self.last_writer[path] = self._writer
         before = {path: (self.leader.tree[path].copy() if path in self.leader.tree else None)
                   for _, path, _ in effects}
         self.zxid += 1
@@ -293,6 +299,7 @@ class Ensemble:
                     node.mzxid = zxid
                     if kind == "create":
                         node.czxid = node.pzxid = zxid
+            self._writer = sid
             self._commit(effects)
             session = self.sessions.get(sid)
             for kind, path, node in effects:
