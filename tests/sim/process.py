@@ -27,7 +27,8 @@ class SimProcess:
         self.index = index
         self.name = f"{kind}{index}.{incarnation}"
         # Kafka's ids sort as strings: vary the prefix so neither join order nor index decides it.
-        self.consumer_id = f"{GROUP}_{ {'m': 'h'}.get(kind, kind)}{(index * 7919 + incarnation * 104729) % 1000:03d}-{index}-{incarnation}"
+        prefix = {"m": "h"}.get(kind, kind)  # zkconsumer's members keep the ids the fixed seeds were found with
+        self.consumer_id = f"{GROUP}_{prefix}{(index * 7919 + incarnation * 104729) % 1000:03d}-{index}-{incarnation}"
         self.trace = trace
         self.rng = random.Random(seed)
         self.client = SimKazoo(kernel, ensemble, network, self.name, session_timeout, trace)
