@@ -18,16 +18,18 @@ import pytest
 from .search import run_many, shrink
 from .world import Schedule, generate, generate_mixed, run
 
-#: Seeds that found a bug (each fixed since): they must keep passing.
-#: 28: a commit that began before a session expiry wrote, after the member re-claimed the
+#: Seeds that found a bug (each fixed since): they must keep passing. Their shrunk schedules
+#: are in ``schedules/`` (replayed below); each fails without its fix.
+#: 105: a commit that began before a session expiry wrote, after the member re-claimed the
 #:     partition on a new session, the old incarnation's position; the committed offset then
-#:     went 4 -> 5 -> 4 (offsets-monotone). Fixed in ZooKeeperOffsetStorage.write and
-#:     Rebalancer.owned_partitions.
+#:     moved backwards (offsets-monotone; first found as seed 28 of an earlier generator).
+#:     Fixed in ZooKeeperOffsetStorage.write and Rebalancer.owned_partitions.
 #: 201810: an attempt under way when the session expired went on, through a retried request,
 #:     on the new session and claimed owner nodes there; dropping the lost session's books
 #:     forgot them, so they stayed held by a live member for good and the partition was never
 #:     owned by the member it was assigned to (settles). Fixed in OwnershipSteps._drop_everything.
-FOUND_BUGS = [28, 201810]
+FOUND_BUGS = [105, 201810]
+SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
@@ -43,6 +45,13 @@ def test_fixed_seed(seed: int) -> None:
     assert outcome.ok, f"seed {seed}: {outcome.violation}\n{generate(seed).describe()}"
 
 
+@pytest.mark.parametrize("path", SHRUNK, ids=[p.stem for p in SHRUNK])
+def test_shrunk_schedule_of_a_bug_found(path: Path) -> None:
+    schedule = Schedule.from_json(path.read_text())
+    outcome = run(schedule)
+    assert outcome.ok, f"{path.name}: {outcome.violation}\n{schedule.describe()}"
+
+
 def _trace_digest(schedule: Schedule) -> str:
     outcome = run(schedule, keep_trace=True)
     return hashlib.sha256("\n".join(outcome.trace).encode()).hexdigest()
@@ -50,12 +59,12 @@ def _trace_digest(schedule: Schedule) -> str:
 
 def test_a_schedule_replays_exactly() -> None:
     """The same schedule plays the same way twice, and in another process with other string hashing."""
-    schedule = generate(28)
+    schedule = generate(105)
     first = _trace_digest(schedule)
     assert _trace_digest(schedule) == first
     assert _trace_digest(Schedule.from_json(schedule.to_json())) == first
     code = ("import sys, hashlib; sys.path.insert(0, '.'); from sim.world import generate, run; "
-            "o = run(generate(28), keep_trace=True); print(hashlib.sha256('\\n'.join(o.trace).encode()).hexdigest())")
+            "o = run(generate(105), keep_trace=True); print(hashlib.sha256('\\n'.join(o.trace).encode()).hexdigest())")
     tests_dir = Path(__file__).resolve().parents[1]
     other = subprocess.run([sys.executable, "-c", code], cwd=tests_dir, capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": "12345"}, timeout=120)
