@@ -17,7 +17,8 @@ Written from ``ZookeeperConsumerConnector.scala`` (its ``ZKRebalancerListener``,
 * ZkClient retries every operation until connected; after a session expiry it opens a new
   session and calls ``handleNewSession``: forget the registry (without releasing), register
   again, and run ``syncedRebalance`` at once (on ZkClient's event thread);
-* watches: the group's ids (children), the subscribed topics (data), re-armed on every read.
+* watches: the group's ids (children), the subscribed topics (data), re-armed on every read;
+  unlike kazoo's, ZooKeeper's Java client keeps them across a reconnection (SetWatches).
 
 The assignment is computed by :mod:`.expected` (Kafka's definition), not by zkconsumer's code.
 """
@@ -97,9 +98,9 @@ class KafkaMember(SimProcess):
     def _watch(self, path: str, children: bool) -> None:
         """A ZkClient listener: fires a rebalance trigger on every change, re-subscribes by reading."""
         def on_event(event: Any) -> None:
-            if self.state != "joined":
-                return
-            self.rebalance_event()  # a change, or (NONE) the connection dropped: ZkClient fires them all
+            if self.state != "joined" or event.type == "NONE":
+                return  # the connection dropped: re-armed once connected again (_on_state)
+            self.rebalance_event()
             self._rearm(path, children)
         self._callbacks[(path, children)] = on_event
         self._rearm(path, children)
@@ -114,6 +115,12 @@ class KafkaMember(SimProcess):
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:
             self.stale = True
+        if state == KazooState.CONNECTED and not self.stale and self.state == "joined":
+            # ZooKeeper's Java client (under ZkClient) keeps a session's watches across a reconnection
+            # and reports what changed meanwhile (kazoo drops them): re-arm, and look again.
+            for key in list(self._callbacks):
+                self._rearm(*key)
+            self.rebalance_event()
         if state == KazooState.CONNECTED and self.stale and self.state == "joined":
             # ZkClient: handleNewSession on its event thread, and every listener fires.
             SimTask(self.kernel, self._new_session, f"zkclient-{self.name}", self.name)

@@ -28,13 +28,20 @@ from .world import Schedule, generate, generate_mixed, run
 #:     on the new session and claimed owner nodes there; dropping the lost session's books
 #:     forgot them, so they stayed held by a live member for good and the partition was never
 #:     owned by the member it was assigned to (settles). Fixed in OwnershipSteps._drop_everything.
-FOUND_BUGS = [105, 201810]
+#: 2235: a commit's parent-node creation was retried onto a new session, then its multi
+#:     checked the owner nodes at versions known from the old session; a peer had re-created
+#:     one meanwhile (version 0 again), so the check passed and a non-owner's offset was
+#:     written (offsets-monotone). Fixed in commit_offsets_if_owner (and the same guard in
+#:     release_many and relabel_many, whose cached versions have the same hazard).
+FOUND_BUGS = [105, 201810, 2235]
 SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
 #:       was dropped instead of delivered late (TCP retransmits).
-MODEL_FIXES = [1079]
+#: 2039: the Kafka 0.8.2 model lost its watches on a reconnection (as kazoo does; the Java client
+#:       under Kafka's ZkClient keeps them), so its members never rebalanced again.
+MODEL_FIXES = [1079, 2039]
 
 SCHEDULES = int(os.environ.get("ZKCONSUMER_SIM_SCHEDULES", "10000"))
 

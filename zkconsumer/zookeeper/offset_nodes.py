@@ -230,6 +230,11 @@ class OffsetNodes(OwnerNodes):
                     transaction.set_data(path, data)
                 else:
                     transaction.create(path, data, acl=self._acl)
+            if session is not None and self.session_id != session:
+                # The reads or the parents' creation above were retried onto a new session: the
+                # versions known belong to the old one, and a node re-created since (by a peer
+                # that claimed it) has the same version 0 (found by the simulator, tests/sim).
+                return False
             with self.client.deadline(self._retry_timeout_s):
                 results = transaction.commit()
         except Exception as exc:  # anything unclear: the one-by-one path decides and reports it
