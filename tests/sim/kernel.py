@@ -27,10 +27,6 @@ class BlockedInCallback(RuntimeError):
     """A callback that stands for a kazoo thread tried to block."""
 
 
-class SimTimeout(Exception):
-    """Raised by :meth:`Kernel.run_until` when the bound passes first."""
-
-
 class Kernel:
     """Virtual time and the event queue; see the module docstring."""
 
@@ -75,19 +71,11 @@ class Kernel:
         """Run events until ``done()`` or virtual time passes ``limit``; ``check`` after every event."""
         while not done():
             if not self._queue or self._queue[0][0] > limit:
-                self.now = max(self.now, limit) if not self._queue else self.now
                 return done()
             self.step()
             if check is not None:
                 check()
         return True
-
-    def idle_until(self, limit: float) -> None:
-        """Advance the clock to ``limit`` without running anything past it."""
-        self.now = max(self.now, limit)
-
-    def pending(self) -> int:
-        return len(self._queue)
 
     # ------------------------------------------------------------ blocking
 
