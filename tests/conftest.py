@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, List, Mapping, Optional
 
 import pytest
 from kazoo.client import KazooClient
+from skip_policy import SkipPolicy  # tests/skip_policy.py, beside this file
 
 from zkconsumer.testing import LocalCluster
 
@@ -23,6 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from spark_integration.testing import LocalSparkCluster
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the skip policy (tests/skip_policy.py): skips listed, and fatal in CI unless allowed."""
+    config.pluginmanager.register(SkipPolicy.from_environment(config.rootpath), "zkconsumer-skip-policy")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:

@@ -106,11 +106,14 @@ def gives_up(done: bool, failures_before: int, max_retries: int) -> bool:
     return not done and failures_before + 1 >= max_retries
 
 
-def jittered_backoff(backoff_s: float, failures: int, max_retries: int, draw: float) -> float:
-    """``backoff_s`` ± 50% (``draw`` in ``[0, 1)``), growing up to 4× once the retries ran out.
+def jittered_backoff(backoff_s: float, failures: int, max_retries: int, draw: float, floor_s: float = 0.0) -> float:
+    """``backoff_s`` ± 50% (``draw`` in ``[0, 1)``), growing up to 4× once the retries ran out, and
+    never below ``floor_s``: the floor applies after the jitter, so no wait is shorter than it.
 
     >>> jittered_backoff(2.0, 1, 4, 0.5), jittered_backoff(2.0, 6, 4, 0.5), jittered_backoff(2.0, 9, 4, 0.0)
     (2.0, 8.0, 4.0)
+    >>> jittered_backoff(0.1, 1, 4, 0.0, floor_s=0.1)
+    0.1
     """
     factor = min(4.0, 2.0 ** max(0, failures - max_retries))
-    return backoff_s * factor * (0.5 + draw)
+    return max(floor_s, backoff_s * factor * (0.5 + draw))

@@ -487,8 +487,8 @@ class Rebalancer(OwnershipSteps):
             reasons = signals.reasons
 
     def _jittered_backoff(self, failures: int) -> float:
-        """``rebalance.backoff.ms`` (at least :data:`MIN_BACKOFF_S`) ± 50%, growing to 4× after the retries run out."""
-        return decide.jittered_backoff(self._backoff_s, failures, self._max_retries, self._rng.random())
+        """``rebalance.backoff.ms`` ± 50%, growing to 4× after the retries run out, never below :data:`MIN_BACKOFF_S`."""
+        return decide.jittered_backoff(self._backoff_s, failures, self._max_retries, self._rng.random(), MIN_BACKOFF_S)
 
     # ---------------------------------------------------------- one attempt
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
+from cli_process import cli_env, interruptible_command
 from kazoo.client import KazooClient
 from support import produced_values, unique, wait_until
 
@@ -34,7 +35,6 @@ from zkconsumer.zookeeper.group import GroupClient
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 TMUX = shutil.which("tmux")
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install -y tmux): "
                                                      "the terminal tests drive the CLI through a real tmux pane")
@@ -59,12 +59,6 @@ def zk(local: LocalCluster) -> Iterator[KazooClient]:
 
 def cli_command(*argv: str) -> List[str]:
     return [sys.executable, "-m", "zkconsumer", *argv]
-
-
-def cli_env(**extra: str) -> Dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **extra)
-    env.pop("NO_COLOR", None)
-    return env
 
 
 class Producer:
@@ -282,8 +276,10 @@ def test_consume_to_the_terminal_keeps_messages_whole_and_leaves_no_status_behin
 def test_piped_watch_prints_successive_plain_screens_and_exits_0_on_interrupt(
         local: LocalCluster, lagging_group: LaggingGroup) -> None:
     topic, group = lagging_group.topic, lagging_group.group
-    proc = subprocess.Popen(cli_command("groups", "describe", "--zookeeper", local.zk_connect, "--group", group,
-                                        "--watch", "0.5"),
+    # Started with SIGINT at its default, as a terminal's foreground job: a suite run as a background job
+    # of a non-interactive shell would otherwise pass SIGINT on ignored, and the command never end.
+    proc = subprocess.Popen(interruptible_command("groups", "describe", "--zookeeper", local.zk_connect,
+                                                  "--group", group, "--watch", "0.5"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(TERM="xterm"))
     try:
         deadline = time.monotonic() + 30

@@ -862,3 +862,17 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
             time.sleep(0.01)
     finally:
         rebalancer.stop()
+
+
+@pytest.mark.parametrize("backoff_ms", [0, 50, 100, 150, 2000])
+def test_no_wait_between_attempts_is_shorter_than_the_100_ms_floor_whatever_the_jitter(backoff_ms: int) -> None:
+    """The floor applies after the ±50 % jitter: ``rebalance.backoff.ms=100`` never waits 50 ms."""
+    from zkconsumer.rebalance_decisions import jittered_backoff
+    from zkconsumer.rebalancer import MIN_BACKOFF_S
+
+    base = max(MIN_BACKOFF_S, backoff_ms / 1000.0)
+    for failures in range(0, 8):
+        for draw in (0.0, 0.25, 0.5, 0.999):
+            wait = jittered_backoff(base, failures, 4, draw, MIN_BACKOFF_S)
+            assert wait >= MIN_BACKOFF_S, (backoff_ms, failures, draw, wait)
+            assert wait <= max(MIN_BACKOFF_S, base * 4 * 1.5)

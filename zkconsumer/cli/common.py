@@ -131,7 +131,20 @@ def quiet_kazoo(verbose: bool) -> Iterator[None]:
 
 
 def _close(client: KazooClient) -> None:
+    """Stop, then close ``client``.
+
+    If ``stop()`` is cut short (a Ctrl-C while it waits for ZooKeeper to acknowledge the
+    close), kazoo refuses ``close()`` ("Cannot close connection until it is stopped"): that
+    refusal must not replace the ``KeyboardInterrupt`` (the command would end with a
+    traceback and status 1), so it is only logged. The connection thread left behind is a
+    daemon and ends with the process.
+    """
     try:
         client.stop()
-    finally:
-        client.close()
+    except BaseException:
+        try:
+            client.close()
+        except Exception as exc:  # kazoo's plain Exception: the connection is still stopping
+            ZK_LOGGER.debug("ZooKeeper client not closed after an interrupted stop: %s", exc)
+        raise
+    client.close()
