@@ -50,11 +50,14 @@ def main() -> int:
     if args.seed is not None:
         return _play(schedule_for(args.seed))
     steal0 = _steal()
-    print(f"load average before: {_load_average()}")
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "zkconsumer", "tests/sim"], capture_output=True,
+                           text=True).stdout.strip()
+    print(f"code: {head}{' with uncommitted changes' if dirty else ''}; load average before: {_load_average()}",
+          flush=True)
     report = run_many(args.first, args.schedules, workers=args.workers)
     print(report.summary())
     print(f"load average after: {_load_average()}; steal: {_steal() - steal0} ticks of /proc/stat during the run")
-    print(f"commit: {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}")
     for seed, violation in report.failures[:20]:
         print(f"FAILED seed {seed}: {violation}")
     if report.failures and not args.no_shrink:

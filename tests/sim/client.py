@@ -251,8 +251,8 @@ class SimKazoo:
         if self.network.cut(self.name, self.kernel.now):  # TCP retransmits: it arrives once the link is back
             self.kernel.at(self.network.cut_until(self.name), lambda: self._arrive(conn, xid, op, args))
             return
-        if self.ensemble.paused:
-            self.kernel.at(self.ensemble_resume_hint(), lambda: self._arrive(conn, xid, op, args))
+        if self.ensemble.paused:  # served in arrival order once ZooKeeper resumes
+            self.ensemble.backlog.append(lambda: self._arrive(conn, xid, op, args))
             return
         sid = self.sid
         assert sid is not None
@@ -281,9 +281,6 @@ class SimKazoo:
                 table.setdefault(args["path"], []).append(callback)
             self._answer(xid, answer, failed, zxid)
         self._reply(conn, deliver)
-
-    def ensemble_resume_hint(self) -> float:
-        return self.kernel.now + 0.25
 
     def _reply(self, conn: int, deliver: Callable[[], None]) -> None:
         now = self.kernel.now

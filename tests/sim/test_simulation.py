@@ -41,7 +41,9 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:       was dropped instead of delivered late (TCP retransmits).
 #: 2039: the Kafka 0.8.2 model lost its watches on a reconnection (as kazoo does; the Java client
 #:       under Kafka's ZkClient keeps them), so its members never rebalanced again.
-MODEL_FIXES = [1079, 2039]
+#: 102503: requests held back by a cut link (or a paused ensemble) were overtaken by later ones
+#:         when the cut was healed early (or the pause ended): FIFO per session broken by the model.
+MODEL_FIXES = [1079, 2039, 102503]
 
 SCHEDULES = int(os.environ.get("ZKCONSUMER_SIM_SCHEDULES", "10000"))
 

@@ -297,6 +297,9 @@ class World:
         if not self.ensemble.paused:
             return
         self.ensemble.paused = False
+        backlog, self.ensemble.backlog = self.ensemble.backlog, []
+        for request in backlog:
+            self.kernel.soon(request)
         now = self.kernel.now
         for sid in sorted(self.ensemble.sessions):
             s = self.ensemble.sessions[sid]
@@ -386,7 +389,9 @@ class World:
         self.healed = True
         self.trace("HEAL")
         self._resume()
-        self.network.partitioned.clear()
+        # Cut links are left to end by themselves (at most 10 s): what is held back on one is
+        # released at its end in order, and ending them early here would let later messages
+        # overtake it (seed 102503 was that fault of the model).
         self.network.slow_until = 0.0
         self.lagging_until = 0.0
 

@@ -141,6 +141,8 @@ class Ensemble:
         self.zxid = 0
         self.sessions: Dict[int, Session] = {}
         self.paused = False
+        #: Requests that reached a paused ensemble, in arrival order: served first at resume.
+        self.backlog: List[Callable[[], None]] = []
         self._clock = clock
         self._next_sid = 0x1000
         #: The client of each session (anything with ``watch_fired(kind, path)``): fired watches go there.
