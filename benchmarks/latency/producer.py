@@ -4,7 +4,9 @@ librdkafka's producer (confluent-kafka) set for latency (``linger.ms=0``, ``acks
 ``RATE`` messages per second of 100 B for ``SECONDS``, round-robin over ``PARTITIONS``; each
 value starts with its send time (:mod:`benchmarks.latency.stamps`). The rate is kept against
 the clock: every ~1 ms the messages due so far are sent, so a late wake-up sends a few at once
-rather than falling behind. Prints one JSON line: sent, acknowledged, failed, achieved rate.
+rather than falling behind; when librdkafka's queue is full (the broker is behind) it waits
+for room, and the achieved rate says so. Prints one JSON line: sent, acknowledged, failed,
+times the queue was full, achieved rate.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def main(bootstrap: str, topic: str, rate: float, seconds: float, partitions: in
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": 1,
                          "api.version.request": False, "broker.version.fallback": "0.9.0.1",
                          "queue.buffering.max.messages": 1_000_000, "log_level": 3})
-    counts = {"acked": 0, "failed": 0}
+    counts = {"acked": 0, "failed": 0, "full": 0}
 
     def delivered(error: object, _message: object) -> None:
         counts["failed" if error is not None else "acked"] += 1
@@ -39,14 +41,19 @@ def main(bootstrap: str, topic: str, rate: float, seconds: float, partitions: in
             break
         due = int((now - start) * rate) - sent
         for _ in range(due):
-            producer.produce(topic, stamped_value(now_us()), partition=sent % partitions, on_delivery=delivered)
+            try:
+                producer.produce(topic, stamped_value(now_us()), partition=sent % partitions, on_delivery=delivered)
+            except BufferError:  # librdkafka's queue is full: the broker is behind; wait for room
+                counts["full"] += 1
+                producer.poll(0.01)
+                break
             sent += 1
         producer.poll(0)
         time.sleep(TICK_S if rate >= 1000 else min(TICK_S, 1.0 / rate))
     producer.flush(30)
     elapsed = time.monotonic() - start
     print(json.dumps({"sent": sent, "acked": counts["acked"], "failed": counts["failed"],
-                      "rate": round(sent / elapsed, 1)}), flush=True)
+                      "queue_full": counts["full"], "rate": round(sent / elapsed, 1)}), flush=True)
     return 0
 
 

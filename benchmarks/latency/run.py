@@ -50,7 +50,9 @@ def phase(cluster: Any, launcher: Launcher, rate: int, setting: str, kinds: Sequ
         producer = subprocess.run(
             [sys.executable, "-m", "benchmarks.latency.producer", cluster.bootstrap_servers, topic, str(rate),
              str(warmup + seconds + 1.0), str(PARTITIONS)],
-            capture_output=True, text=True, env=child_env(), timeout=warmup + seconds + 120, check=True)
+            capture_output=True, text=True, env=child_env(), timeout=warmup + seconds + 120)
+        if producer.returncode != 0:
+            raise RuntimeError(f"the producer exited {producer.returncode}: {producer.stderr[-2000:]}")
         load1, cpu1 = os.getloadavg()[0], read_cpu_times()
         results = finish(workers, DRAIN_S + 60)
     finally:
@@ -83,6 +85,12 @@ def format_table(phases: Sequence[Dict[str, Any]]) -> str:
 
 def _ms(value: Optional[float], width: int = 8) -> str:
     return f"{value:>{width}.1f}" if value is not None else f"{'-':>{width}}"
+
+
+def save(out: Path, record: Dict[str, Any]) -> None:
+    """Write the results so far (after every phase: a later failure keeps what was measured)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
 
 
 def machine() -> Dict[str, Any]:
@@ -129,6 +137,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               "commit": commit(), "date": started.isoformat(timespec="seconds"),
                               "machine": machine(), "seconds": args.seconds, "warmup": args.warmup,
                               "partitions": PARTITIONS, "value_bytes": 100}
+    out = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / (
+        f"latency-{'rebalance-' if args.rebalance else ''}{started.strftime('%Y%m%dT%H%M%SZ')}.json")
     with ProjectCluster(brokers=1, partitions=PARTITIONS, heap=KAFKA_SERVER_HEAP,
                         broker_jvm_options=KAFKA_SERVER_JVM) as cluster:
         launcher = Launcher(cluster, directory)
@@ -143,18 +153,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             record["rebalance"] = run_rebalance(cluster, launcher, args)
         else:
             phases: List[Dict[str, Any]] = []
+            record["phases"] = phases
             for rate in (int(r) for r in args.rates.split(",")):
                 for setting in args.settings.split(","):
                     log(f"rate {rate} msg/s, {setting}: {args.warmup:.0f} s warm-up + {args.seconds:.0f} s")
-                    phases.append(phase(cluster, launcher, rate, setting, args.kinds.split(","), args.warmup,
-                                        args.seconds))
+                    try:
+                        phases.append(phase(cluster, launcher, rate, setting, args.kinds.split(","), args.warmup,
+                                            args.seconds))
+                    except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
+                        log(f"rate {rate}, {setting} failed: {exc}")  # recorded; the other phases still run
+                        record.setdefault("failed", []).append({"rate": rate, "setting": setting, "error": str(exc)})
+                        continue
                     print(format_table(phases[-1:]), flush=True)
-            record["phases"] = phases
+                    save(out, record)
             print("\n" + format_table(phases))
-    out = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / (
-        f"latency-{'rebalance-' if args.rebalance else ''}{started.strftime('%Y%m%dT%H%M%SZ')}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    save(out, record)
     log(f"saved {out}; work directory {directory}{'' if args.keep else ' (removed)'}")
     if not args.keep:
         import shutil
