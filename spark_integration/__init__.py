@@ -31,9 +31,21 @@ transaction), :mod:`.examples` and :mod:`.connect_server` (helpers of the
 scripts in ``scripts/spark_*.py`` and of the tests).
 """
 
-from .connect import SparkConnectUnsupportedError, is_connect_session
-from .data_loss import DataLoss, DataLossError
-from .datasource import (
+import importlib.util as _importlib_util
+
+#: What ``pip install 'zkconsumer[spark]'`` brings and this package cannot work without.
+_SPARK_EXTRA_MODULES = ("pyspark", "pyarrow")
+_missing = [name for name in _SPARK_EXTRA_MODULES if _importlib_util.find_spec(name) is None]
+if _missing:
+    raise ImportError(
+        f"spark_integration needs {' and '.join(_missing)}, which zkconsumer's 'spark' extra installs: "
+        "pip install 'zkconsumer[spark]'",
+        name=_missing[0],
+    )
+
+from .connect import SparkConnectUnsupportedError, is_connect_session  # noqa: E402
+from .data_loss import DataLoss, DataLossError  # noqa: E402
+from .datasource import (  # noqa: E402
     SCHEMA,
     SOURCE_NAME,
     OffsetRangePartition,
@@ -42,39 +54,34 @@ from .datasource import (
     register_data_source,
     source_lag,
 )
-from .group_view import GroupView, LogOffsetsUnavailableError
-from .options import SourceOptions
-from .ownership import GroupInUseError, QueryOwnership
-from .range_reader import OffsetRangeUnavailableError, RangeReader
-from .ranges import OffsetRange
-from .rdd import commit_offset_ranges, create_rdd, plan_offset_ranges
-from .streams import BoundedStream, KafkaStreamSource, StreamResult, StreamSpec
+from .group_view import GroupView, LogOffsetsUnavailableError  # noqa: E402
+from .options import SourceOptions  # noqa: E402
+from .ownership import GroupInUseError, QueryOwnership  # noqa: E402
+from .range_reader import OffsetRangeUnavailableError, RangeReader  # noqa: E402
+from .ranges import OffsetRange  # noqa: E402
+from .rdd import commit_offset_ranges, create_rdd, plan_offset_ranges  # noqa: E402
+from .streams import BoundedStream, KafkaStreamSource, StreamResult, StreamSpec  # noqa: E402
 
+#: The documented API (docs: "API reference"). The other names imported above stay importable
+#: from here for this repository's scripts and tests, but are internals of the modules that own
+#: them: import them from those modules.
 __all__ = [
-    "BoundedStream",
-    "DataLoss",
     "DataLossError",
     "GroupInUseError",
-    "GroupView",
     "KafkaStreamSource",
     "LogOffsetsUnavailableError",
     "OffsetRange",
-    "OffsetRangePartition",
     "OffsetRangeUnavailableError",
-    "QueryOwnership",
-    "RangeReader",
-    "SCHEMA",
-    "SOURCE_NAME",
-    "SourceOptions",
     "SparkConnectUnsupportedError",
     "StreamResult",
-    "StreamSpec",
     "ZkConsumerDataSource",
-    "ZkConsumerStreamReader",
     "commit_offset_ranges",
     "create_rdd",
     "is_connect_session",
-    "plan_offset_ranges",
     "register_data_source",
     "source_lag",
 ]
+
+#: Internals kept importable from the package (see above); not part of the API.
+_INTERNAL = (BoundedStream, DataLoss, GroupView, OffsetRangePartition, QueryOwnership, RangeReader, SCHEMA,
+             SOURCE_NAME, SourceOptions, StreamSpec, ZkConsumerStreamReader, plan_offset_ranges)

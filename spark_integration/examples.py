@@ -2,7 +2,7 @@
 
 Each example either starts a throw-away :class:`~zkconsumer.testing.LocalCluster`
 (one broker) or, given ``--zookeeper``, uses an existing cluster; produces
-sample data; and runs its Spark job on ``local[2]``.
+sample data; and runs its Spark job on ``local[2]`` (or on ``$ZKCONSUMER_SPARK_MASTER``).
 """
 
 from __future__ import annotations
@@ -86,7 +86,12 @@ def example_parser(description: str, default_topic: str) -> argparse.ArgumentPar
 
 
 def local_spark(app_name: str, master: str = "local[2]") -> Any:
-    """A small SparkSession whose Python workers run this interpreter and can import this checkout."""
+    """A small SparkSession whose Python workers run this interpreter and can import this checkout.
+
+    ``$ZKCONSUMER_SPARK_MASTER``, when set, replaces ``master`` (the compose runner sets it to
+    its Spark standalone Master, ``spark://127.0.0.1:7077``).
+    """
+    master = os.environ.get("ZKCONSUMER_SPARK_MASTER") or master
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

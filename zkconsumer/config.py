@@ -198,11 +198,14 @@ _TABLE: Tuple[Property, ...] = (
     Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
     Property("ssl.check.hostname", "bool", True, "verify the broker's certificate matches its host name", kafka=False),
-    Property("zookeeper.heartbeat", "enum", "quiet",
-             "how an idle member keeps its ZooKeeper session alive: quiet = a ping after 0.7 of the negotiated "
-             "session timeout from a thread that needs no GIL (C extension, Linux), half of Kafka's rate; kafka = "
-             "kazoo's ping every third of it, as Kafka's client (also where quiet cannot run)",
-             choices=("quiet", "kafka"), lower_cased=True, kafka=False),
+    Property("zookeeper.heartbeat", "enum", "kafka",
+             "how an idle member keeps its ZooKeeper session alive: kafka = the margins of Kafka's own client (a "
+             "ping after a third of the negotiated session timeout without traffic; a server dropped only after "
+             "two thirds of it without a byte), sent by a thread that needs no GIL where the C extension is built "
+             "(Linux), else by kazoo; quiet = opt-in, half the idle packets (a ping after 0.7 of it, a server "
+             "dropped after a sixth without an answer) at the cost of those margins: a process freeze or server "
+             "pause longer than ~0.27 of the session timeout can expire the session",
+             choices=("kafka", "quiet"), lower_cased=True, kafka=False),
     Property("fetcher.connections", "int", 3,
              "connections per fetcher (num.consumer.fetchers), shared among the brokers it reads from (at "
              "least one each: 3 on one broker, 2 each on two, 1 each on three or more), each on its own thread "

@@ -72,7 +72,7 @@ from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 from .zookeeper import server_order
 from .zookeeper.group import GroupClient
-from .zookeeper.heartbeat import SessionHeartbeat
+from .zookeeper.heartbeat import SessionHeartbeat, close_client
 
 __all__ = ["ConnectorState", "ConsumerConnectorBase", "make_consumer_id"]
 
@@ -262,7 +262,8 @@ class ConsumerConnectorBase(abc.ABC):
         high watermark minus the next offset to hand out. ``fetch`` holds the
         per-broker fetch counters (``FetcherManager.metrics()["brokers"]``);
         ``zookeeper_unanswered_drops`` counts the ZooKeeper connections the
-        heartbeat dropped because the server stopped answering.
+        heartbeat dropped because the server stopped answering;
+        ``zookeeper_heartbeat`` names the heartbeat that runs (:attr:`heartbeat_mode`).
         Thread-safe: concurrent calls are serialized.
         """
         with self._snapshot_lock:  # the MetricsReporter thread and scrapes may call this at once
@@ -287,7 +288,15 @@ class ConsumerConnectorBase(abc.ABC):
         snap = self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
         snap["fetch"] = fetch["brokers"]
         snap["zookeeper_unanswered_drops"] = self._heartbeat.unanswered_drops if self._heartbeat is not None else 0
+        snap["zookeeper_heartbeat"] = self.heartbeat_mode
         return snap
+
+    @property
+    def heartbeat_mode(self) -> Optional[str]:
+        """The ZooKeeper heartbeat that runs, ``<mode>/<pinger>`` (``kafka/native``, ``kafka/kazoo`` or
+        ``quiet/native``: see ``zookeeper.heartbeat``); ``None`` without a ZooKeeper session."""
+        heartbeat = getattr(self, "_heartbeat", None)
+        return None if heartbeat is None else heartbeat.effective
 
     def shutdown(self) -> None:
         """Leave the group: idempotent, ordered, bounded, joins every thread started.
@@ -375,7 +384,7 @@ class ConsumerConnectorBase(abc.ABC):
     def _close_zookeeper(self) -> None:
         """Close the session (kazoo fails every call still waiting, which releases blocked threads)."""
         self._zk.remove_listener(self._on_zk_state)
-        _close_client(self._zk, self._heartbeat, self.consumer_id)
+        close_client(self._zk, self._heartbeat, self.consumer_id)
 
     def _session_timeout_s(self) -> float:
         """The session timeout ZooKeeper granted (the configured one until it is known)."""
@@ -452,7 +461,7 @@ class ConsumerConnectorBase(abc.ABC):
         try:
             client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError as exc:
-            _close_client(client, heartbeat, self.consumer_id)
+            close_client(client, heartbeat, self.consumer_id)
             raise ZooKeeperUnavailableError(
                 f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
                 f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
@@ -467,9 +476,13 @@ class ConsumerConnectorBase(abc.ABC):
                     f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
                 ) from exc
         except BaseException:
-            _close_client(client, heartbeat, self.consumer_id)
+            close_client(client, heartbeat, self.consumer_id)
             raise
         self._heartbeat = heartbeat
+        log.info("%s: ZooKeeper session 0x%x, timeout %.1fs, heartbeat %s (zookeeper.heartbeat=%s)",
+                 self.consumer_id, client.client_id[0] if client.client_id else 0,
+                 heartbeat.negotiated_timeout() or cfg.zookeeper_session_timeout_ms / 1000.0, heartbeat.effective,
+                 cfg.zookeeper_heartbeat)
         client.add_listener(self._on_zk_state)
         return client
 
@@ -568,15 +581,3 @@ class ConsumerConnectorBase(abc.ABC):
             log.error("%s: background failure: %r", self.consumer_id, error)
             for stream in self._streams:
                 stream.queue.wake_consumers()
-
-
-def _close_client(client: KazooClient, heartbeat: Optional[SessionHeartbeat], who: str) -> None:
-    """Stop and close ``client`` (closed even if stopping fails: logged for ``who``), then join
-    its heartbeat thread (the connection it served is closed by then)."""
-    try:
-        client.stop()
-    except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
-        log.warning("%s: closing the ZooKeeper session: %r", who, exc)
-    client.close()
-    if heartbeat is not None:
-        heartbeat.stop()

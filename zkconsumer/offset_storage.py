@@ -231,11 +231,14 @@ class ZooKeeperOffsetStorage:
         writes would fail the same way).
         """
         outcome = CommitOutcome()
+        # The session the entries were handed out under: a try made on a later session is fenced
+        # (see GroupClient.commit_offset_if_owner; found by the simulator, tests/sim).
+        session = self._group.session_id
         written: Set[TopicPartition] = set()  # by a multi-operation of up to MAX_COMMIT_BATCH partitions
         changed = [e for e in entries if e.changed]
         for start in range(0, len(changed) if self._fenced else 0, MAX_COMMIT_BATCH):
             batch = changed[start:start + MAX_COMMIT_BATCH]
-            if self._group.commit_offsets_if_owner([(e.topic, e.partition, e.offset) for e in batch]):
+            if self._group.commit_offsets_if_owner([(e.topic, e.partition, e.offset) for e in batch], session):
                 written.update(e.tp for e in batch)
         refused: List[Tuple[TopicPartition, BaseException]] = []
         for entry in entries:
@@ -245,7 +248,8 @@ class ZooKeeperOffsetStorage:
             try:
                 if not self._fenced:
                     self._group.commit_offset(entry.topic, entry.partition, entry.offset)
-                elif not self._group.commit_offset_if_owner(entry.topic, entry.partition, entry.offset, entry.owner):
+                elif not self._group.commit_offset_if_owner(entry.topic, entry.partition, entry.offset, entry.owner,
+                                                            session):
                     outcome.fenced.append(entry.tp)
                     continue
             except ZooKeeperUnavailableError as exc:

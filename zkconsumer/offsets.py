@@ -27,6 +27,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .fetch.partition_info import PartitionTopicInfo
 from .offset_storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
+from .runtime import THREADS, Runtime
 from .zookeeper.group import GroupClient
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,11 @@ class OffsetCommitter:
     overwrites a newer one written by a concurrent commit.
     """
 
-    def __init__(self, group: GroupClient, storage: Optional[OffsetStorage] = None) -> None:
+    def __init__(self, group: GroupClient, storage: Optional[OffsetStorage] = None,
+                 runtime: Runtime = THREADS) -> None:
         self._group = group
         self._storage: OffsetStorage = storage if storage is not None else ZooKeeperOffsetStorage(group)
-        self._lock = threading.Lock()
+        self._lock = runtime.lock()  # held across the write: a simulation's runtime must know it
         self._checkpoints: Dict[TopicPartition, int] = {}
 
     @property

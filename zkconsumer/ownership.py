@@ -17,6 +17,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from kazoo.exceptions import KazooException
 
 from . import assignors
+from . import rebalance_decisions as decide
 from .errors import ZkConsumerError
 from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from .offsets import OffsetCommitter
@@ -99,7 +100,7 @@ class OwnershipSteps:
         the rebalance goes on: unwritten offsets stay pending for the next commit.
         """
         with self._cond:
-            moving = [tp for tp in self._registry if mine.get(tp) is None or mine.get(tp) != self._owned.get(tp)]
+            moving = decide.moving(self._registry, mine, self._owned)
         self._revoke(moving)
         if self._auto_commit and self._registry:
             fenced: List[TopicPartition] = []
@@ -116,9 +117,8 @@ class OwnershipSteps:
                     for tp in lost:
                         self._owned.pop(tp, None)
         moved = {tp: info for tp, info in self._registry.items() if info.revoked}
-        for tp, info in moved.items():
-            if tp in mine and tp in self._owned and info.consumed_offset >= 0:
-                self._carried[tp] = info.consumed_offset  # to another stream of ours: resume where it was
+        # To another stream of ours: resume where it was.
+        self._carried.update(decide.carried({tp: info.consumed_offset for tp, info in moved.items()}, mine, self._owned))
         if self._listener is not None and moved:
             by_topic: Dict[str, Set[int]] = {}
             for topic, partition in moved:
@@ -168,13 +168,13 @@ class OwnershipSteps:
         the books and released by the next attempt); retained ones keep being
         fetched: one partition stuck with a slow member does not stall the rest.
         """
-        leaving = sorted(set(self._nodes) - set(mine))
+        leaving = decide.leaving(set(self._nodes), mine)
         if leaving:
             self._group.release_many(leaving)
             for tp in leaving:
                 self._drop_node(tp)
 
-        retained = {tp for tp in mine if tp in self._registry and self._owned.get(tp) == mine[tp]}
+        retained = decide.retained(mine, set(self._registry), self._owned)
         claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
         wakeup = self._claim_wakeup
         flags: Dict[TopicPartition, ChangeFlag] = {}  # conflicting nodes whose holder's read set a watch
@@ -367,7 +367,7 @@ class OwnershipSteps:
         :data:`MIN_BACKOFF_S`). A new rebalance event ends the wait at once
         (the view is stale) and the method returns ``True``.
         """
-        deadline = self._clock() + self._backoff_s * self._max_retries
+        deadline = decide.claim_deadline(self._clock(), self._backoff_s, self._max_retries)
         # ``flags``: a watch per conflicting node (set by the claim's read), set once it changed;
         # ``wakeup``: any of them changed, or a new event arrived.
         stale_checked: Set[TopicPartition] = set()
@@ -418,7 +418,10 @@ class OwnershipSteps:
             self._registry.pop(tp, None)
 
     def _drop_everything(self, why: str) -> None:
-        """Stop fetching and forget ownership without touching ZooKeeper (the session is gone)."""
+        """Stop fetching and forget ownership without touching ZooKeeper (the session is gone).
+
+        The owner nodes in the books stay there, to be released or confirmed by the next attempt.
+        """
         log.warning("%s: %s; stopping delivery until the group is rejoined", self._consumer_id, why)
         if self._fetching:
             self._fetchers.stop_connections()
@@ -429,6 +432,12 @@ class OwnershipSteps:
                 info.revoked = True
             self._registry = {}
             self._owned = {}
-        self._nodes.clear()  # the server deletes a lost session's ephemerals
+        # ``_nodes`` is kept. The server deletes the lost session's nodes, but an attempt that was
+        # under way when the session was lost may have gone on (a retried request) on the *new*
+        # session and claimed nodes there: forgetting them would leave them held by this member
+        # for good, and the partitions stuck for whoever they are assigned to (found by the
+        # simulator, tests/sim seed 201810). The next attempt releases every one of them not in
+        # its share (a node that is gone, or not ours, costs a read and is left alone) and
+        # relabels or re-claims the others.
         self._carried.clear()
         self._held_by_peer.clear()  # their watches went with the session

@@ -30,7 +30,9 @@ class RebalanceStatus:
     (where Kafka's consumer throws ``ConsumerRebalanceFailedException``);
     ``error`` then holds that :class:`~zkconsumer.errors.ConsumerRebalanceFailedError`
     (naming the last failure). The member keeps retrying on a longer backoff
-    and both are cleared by the next successful rebalance.
+    and both are cleared by the next successful rebalance. ``heartbeat`` names the
+    ZooKeeper heartbeat that runs (``kafka/native``, ``kafka/kazoo`` or ``quiet/native``;
+    ``None`` where the status does not come from a connector).
     """
 
     state: RebalanceState
@@ -41,6 +43,7 @@ class RebalanceStatus:
     last_duration_s: Optional[float]
     gave_up: bool = False
     error: Optional[ConsumerRebalanceFailedError] = None
+    heartbeat: Optional[str] = None
 
     def as_metrics(self) -> Dict[str, Any]:
         """The JSON-ready ``rebalance`` section of ``metrics_snapshot()``.

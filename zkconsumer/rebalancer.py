@@ -77,11 +77,13 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from kazoo.exceptions import KazooException
 
 from . import assignors
+from . import rebalance_decisions as decide
 from .errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
 from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
 from .offsets import OffsetCommitter
 from .ownership import INVALID_OFFSET, ChangeFlag, OwnershipSteps, TopicPartition
 from .rebalance_types import ConsumerRebalanceListener, FetcherControl, RebalanceState, RebalanceStatus
+from .runtime import THREADS, Runtime, Task
 from .stream import KafkaStream
 from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
 from .zookeeper.group import GroupClient
@@ -135,6 +137,8 @@ class Rebalancer(OwnershipSteps):
     caller arms there sees every change the read does not.
     ``read_offsets(partitions)`` reads committed offsets (``None``: none) from
     wherever ``offsets.storage`` keeps them; ZooKeeper's by default.
+    ``clock``, ``rng`` and ``runtime`` (its thread, condition and events:
+    :mod:`zkconsumer.runtime`) are what a deterministic simulation replaces.
     """
 
     def __init__(
@@ -161,7 +165,9 @@ class Rebalancer(OwnershipSteps):
         read_offsets: Optional[Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
+        runtime: Runtime = THREADS,
     ) -> None:
+        self._runtime = runtime
         self._group = group
         self._read_offsets = read_offsets if read_offsets is not None else group.read_offsets
         self._consumer_id = group.consumer_id
@@ -185,14 +191,14 @@ class Rebalancer(OwnershipSteps):
         self._clock = clock
         self._rng = rng or random.Random()
 
-        self._cond = threading.Condition()
+        self._cond = runtime.condition()
         self._signals = _Signals()
         self._state = RebalanceState.STARTING
-        self._first_done = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._first_done = runtime.event()
+        self._thread: Optional[Task] = None
         # Set by any signal while an attempt waits for owner nodes to be deleted.
         self._wakeup: Optional[threading.Event] = None
-        self._claim_wakeup = threading.Event()  # see OwnershipSteps: any watched conflicting node changed
+        self._claim_wakeup = runtime.event()  # see OwnershipSteps: any watched conflicting node changed
         self._held_by_peer: Dict[TopicPartition, Tuple[str, ChangeFlag, Optional[int]]] = {}
         self._needs_register = False
         self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
@@ -261,8 +267,7 @@ class Rebalancer(OwnershipSteps):
 
     def start(self) -> None:
         """Start the rebalancer thread and ask for the initial rebalance."""
-        self._thread = threading.Thread(target=self._run, name=f"zkconsumer-rebalancer-{self._consumer_id}", daemon=True)
-        self._thread.start()
+        self._thread = self._runtime.start(self._run, f"zkconsumer-rebalancer-{self._consumer_id}")
         self.request("initial assignment")
 
     def wait_first_assignment(self, timeout: Optional[float]) -> bool:
@@ -274,13 +279,21 @@ class Rebalancer(OwnershipSteps):
         with self._cond:
             self._signals.stop = True
             self._notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is not None and not self._thread.is_current():
             self._thread.join()
         self._set_state(RebalanceState.STOPPED)
 
     def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
-        """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot."""
+        """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot.
+
+        Nothing while a session loss is signalled and not yet acted on: the
+        lost session's partitions are not ours to commit, even before the
+        rebalancer thread has dropped them (a commit then would be checked
+        against the *new* session, which may have re-claimed them since).
+        """
         with self._cond:
+            if self._signals.session_lost:
+                return []
             return [(info, self._owned[tp]) for tp, info in self._registry.items() if tp in self._owned]
 
     @property
@@ -317,9 +330,8 @@ class Rebalancer(OwnershipSteps):
                 if not self._apply_session_signals(signals):
                     continue
                 if signals.rebalance:
-                    burst = self._last_event_at is None or self._clock() - self._last_event_at < CALM_S
-                    quiet = FIRST_QUIET_S if self._last_event_at is None else QUIET_S
-                    reasons = signals.reasons + (self._settle_burst(quiet) if burst else [])
+                    quiet = decide.quiet_wait(self._last_event_at, self._clock(), CALM_S, QUIET_S, FIRST_QUIET_S)
+                    reasons = signals.reasons + (self._settle_burst(quiet) if quiet is not None else [])
                     self._last_event_at = self._clock()
                     self._rebalance_until_done(reasons)
         except BaseException as exc:  # a bug: surface it to the application
@@ -438,7 +450,7 @@ class Rebalancer(OwnershipSteps):
                 log.info("%s rebalance attempt failed: %s", self._consumer_id, error)
             duration = self._clock() - started
             gave_up: Optional[ConsumerRebalanceFailedError] = None
-            if not done and failures + 1 >= self._max_retries:
+            if decide.gives_up(done, failures, self._max_retries):
                 gave_up = ConsumerRebalanceFailedError(
                     f"{self._consumer_id} can't rebalance after {failures + 1} attempts "
                     f"(rebalance.max.retries={self._max_retries}): {error}; still retrying")
@@ -475,9 +487,8 @@ class Rebalancer(OwnershipSteps):
             reasons = signals.reasons
 
     def _jittered_backoff(self, failures: int) -> float:
-        """``rebalance.backoff.ms`` (at least :data:`MIN_BACKOFF_S`) ± 50%, growing to 4× after the retries run out."""
-        factor = min(4.0, 2.0 ** max(0, failures - self._max_retries))
-        return self._backoff_s * factor * (0.5 + self._rng.random())
+        """``rebalance.backoff.ms`` ± 50%, growing to 4× after the retries run out, never below :data:`MIN_BACKOFF_S`."""
+        return decide.jittered_backoff(self._backoff_s, failures, self._max_retries, self._rng.random(), MIN_BACKOFF_S)
 
     # ---------------------------------------------------------- one attempt
 
@@ -508,16 +519,16 @@ class Rebalancer(OwnershipSteps):
         assignment = self._assignor(consumers_for_topic, partitions)
         mine = assignors.owned_by(assignment, self._consumer_id)
         with self._cond:
-            stale = self._pending_locked() and self._early_supersedes < MAX_EARLY_SUPERSEDES
-        if stale and mine != self._owned:
+            pending = self._pending_locked()
+        if decide.supersede(pending, self._early_supersedes, MAX_EARLY_SUPERSEDES, mine, self._owned):
             # A new event arrived while this view was read: act on the next one instead (no
             # request spent on a stale view; a burst of joins costs one move, not one per join).
             self._early_supersedes += 1
             return None
         self._early_supersedes = 0
 
-        if (mine == self._owned and self._fetching and set(self._nodes) == set(mine)
-                and (not self._confirm_owners or self._reclaimed(mine))):
+        step = decide.next_step(mine, self._owned, self._fetching, set(self._nodes), self._confirm_owners)
+        if step is decide.Step.NOTHING or (step is decide.Step.CONFIRM and self._reclaimed(mine)):
             self._confirm_owners = False
             log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
             return True

@@ -12,6 +12,7 @@ once the session lease ran out). Applications construct it as
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, List, Mapping, Optional, Tuple, Union
@@ -62,8 +63,11 @@ class ZooKeeperMembershipConnector(ConsumerConnectorBase):
 
     @property
     def status(self) -> Optional[RebalanceStatus]:
-        """The rebalancer's state, owned partitions and last error (``None`` before joining)."""
-        return None if self._rebalancer is None else self._rebalancer.status
+        """The rebalancer's state, owned partitions and last error, and the heartbeat that runs
+        (``None`` before joining)."""
+        if self._rebalancer is None:
+            return None
+        return dataclasses.replace(self._rebalancer.status, heartbeat=self.heartbeat_mode)
 
     def _stop_coordination(self) -> None:
         """Stop (and join) the watches, the rebalancer and the session lease."""

@@ -8,6 +8,7 @@ ProducerPerformance); a user's own tests have their own clients and never need t
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -23,6 +24,19 @@ def log4j_properties(level: str, target: str, quiet_loggers: Optional[Mapping[st
     props.update({"log4j.rootLogger": f"{level}, console", "log4j.appender.console.Target": target})
     props.update({f"log4j.logger.{logger}": logger_level for logger, logger_level in (quiet_loggers or {}).items()})
     return props
+
+
+def compile_against_kafka(source: Path, directory: Path) -> Path:
+    """Compile the Java program ``source`` against Kafka 0.9.0.1's jars into ``directory/classes`` (once);
+    returns that directory, for the classpath (e.g. the benchmarks' members on Kafka's consumer API)."""
+    classes = directory / "classes"
+    if (classes / source.with_suffix(".class").name).exists():
+        return classes
+    classes.mkdir(parents=True, exist_ok=True)
+    libs = Path(os.environ.get("ZKCONSUMER_KAFKA_HOME", Path.home() / ".cache/zkconsumer/kafka-0.9.0.1")) / "libs"
+    subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", str(classes), str(source)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return classes
 
 
 class KafkaTools(LocalCluster):

@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from benchmarks.chaos.member import spawn_member
 from benchmarks.cluster import ProjectCluster
-from benchmarks.cluster.tools import log4j_properties
+from benchmarks.cluster.tools import compile_against_kafka, log4j_properties
 from zkconsumer.testing import processes
 from zkconsumer.testing.properties import render_properties
 
@@ -109,13 +109,4 @@ class KafkaLauncher(Launcher):
 
 def compile_scale_member(directory: Path) -> Path:
     """Compile ScaleMember.java against Kafka's jars into ``directory/classes``."""
-    source = Path(__file__).with_name("java") / "ScaleMember.java"
-    classes = directory / "classes"
-    if (classes / "ScaleMember.class").exists():
-        return classes
-    classes.mkdir(parents=True, exist_ok=True)
-    libs = Path(os.environ.get("ZKCONSUMER_KAFKA_HOME", Path.home() / ".cache/zkconsumer/kafka-0.9.0.1")) / "libs"
-    subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", str(classes), str(source)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return classes
-
+    return compile_against_kafka(Path(__file__).with_name("java") / "ScaleMember.java", directory)

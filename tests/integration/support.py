@@ -1,4 +1,5 @@
-"""Helpers shared by the integration tests: draining streams, reading the group as Kafka does."""
+"""Helpers shared by the integration tests: draining streams, reading the group as Kafka does,
+members and a producer that keep going through faults."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata
+from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.errors import ClusterTimeoutError
 
@@ -247,3 +248,102 @@ def partition_counts(placed: Iterable[Tuple[int, int]]) -> Mapping[int, int]:
     for partition, _offset in placed:
         counts[partition] = counts.get(partition, 0) + 1
     return counts
+
+
+class Member:
+    """A connector with an application that treats ANY exception from it as fatal."""
+
+    def __init__(self, cluster, group: str, topic: str, session_ms: int) -> None:
+        self.connector = ZookeeperConsumerConnector(consumer_props(
+            cluster, group, **{"zookeeper.session.timeout.ms": session_ms, "consumer.timeout.ms": -1,
+                               "rebalance.backoff.ms": 500}))
+        self.stream = self.connector.create_message_streams({topic: 1})[topic][0]
+        self.consumed: List[Tuple[int, int, bytes]] = []
+        self.consumed_at: List[float] = []
+        self.fatal: List[BaseException] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._consume, daemon=True, name="app-consume"),
+                         threading.Thread(target=self._commit, daemon=True, name="app-commit")]
+        for t in self._threads:
+            t.start()
+
+    def _consume(self) -> None:
+        try:
+            for m in self.stream:
+                self.consumed.append((m.partition, m.offset, m.message))
+                self.consumed_at.append(time.monotonic())
+        except BaseException as exc:  # noqa: BLE001 - the application dies
+            self.fatal.append(exc)
+
+    def _commit(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self.connector.commit_offsets()
+            except BaseException as exc:  # noqa: BLE001 - the application dies
+                self.fatal.append(exc)
+                return
+
+    def stop(self) -> None:
+        """Stop as an application does: its commit loop first, then the connector, then its reader.
+
+        (Calling shutdown() while the application's own commit is still retrying would make that
+        commit raise ConsumerShutdownError: the application's doing, not a fault.)
+        """
+        self._stop.set()
+        self._threads[1].join(70)  # a commit in flight finishes (bounded by offsets.commit.timeout.ms)
+        self.connector.shutdown()
+        for t in self._threads:
+            t.join(10)
+
+
+class Producer:
+    """Produces numbered values to ``cluster.bootstrap_servers`` until stopped; remembers the acknowledged ones.
+
+    ``acks``: the producer's setting ("all" when a test kills a leader and counts losses).
+    """
+
+    def __init__(self, cluster, topic: str, acks: object = 1) -> None:
+        from kafka import KafkaProducer
+
+        self._producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, api_version=(0, 9), acks=acks,
+                                       linger_ms=0, retries=5, retry_backoff_ms=200)
+        self.topic = topic
+        self.acked: Set[bytes] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="test-producer")
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.wait(0.05):
+            for _ in range(5):
+                value = f"v{i:07d}".encode()
+                i += 1
+                self._producer.send(self.topic, value=value).add_callback(self._acked, value)
+
+    def _acked(self, value: bytes, _metadata: object) -> None:
+        with self._lock:
+            self.acked.add(value)
+
+    def stop(self) -> Set[bytes]:
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.flush(30)
+        self._producer.close(5)
+        with self._lock:
+            return set(self.acked)
+
+
+def assert_nothing_lost(members: Sequence[Member], produced: Set[bytes], timeout: float) -> None:
+    """Wait until the members consumed every value in ``produced`` (or one died); assert none died, none lost."""
+
+    def consumed() -> Set[bytes]:
+        return {value for m in members for _, _, value in list(m.consumed)}
+
+    wait_until(lambda: produced <= consumed() or any(m.fatal for m in members), timeout,
+               "every acknowledged message to be consumed")
+    fatal = [repr(e) for m in members for e in m.fatal]
+    assert fatal == [], f"members died: {fatal}"
+    lost = produced - consumed()
+    assert not lost, f"{len(lost)} of {len(produced)} acknowledged messages never consumed"

@@ -178,6 +178,9 @@ def test_zkconsumer_group_loses_nothing_and_never_regresses_offsets_under_zookee
     assert result.acknowledged >= 0.5 * SHORT_ZK.duration_s * SHORT_ZK.messages_per_second, table
     assert result.lost == 0, table
     assert result.regressions == 0, table
+    assert result.failed_members == 0, table  # no member gave up through the ZooKeeper faults
+    assert result.settled_again, table  # after the last fault, every partition owned by a live member again
+    assert result.stalled_partitions == 0, table
     assert any(m.partitioned_by_schedule for m in result.members), table
     assert any(m.expired_by_schedule for m in result.members), table
     assert any("expired session" in e for e in result.events), table

@@ -85,3 +85,24 @@ def test_a_connector_stops_delivering_a_partition_taken_from_it_and_reclaims_it(
         everything = set(produced_values(20, "a") + produced_values(20, "b"))
         wait_until(lambda: everything <= {m.message for m in drainer.snapshot()}, 30, "every message to arrive")
         drainer.stop()
+
+
+def test_a_commit_begun_on_an_expired_session_is_not_written_after_the_partition_is_reclaimed(
+        cluster, member: GroupClient) -> None:
+    """Found by the simulator (tests/sim, seed 28): a commit that began on a session that then
+    expired must not be written on the new session, even once that session re-claimed the
+    partition: the new incarnation resumed from the committed offset, and the old one's
+    position written over it would let the committed offset move backwards later."""
+    thread = f"{member.consumer_id}-0"
+    assert member.claim("t", 5, thread) is None
+    assert member.commit_offset_if_owner("t", 5, 4, thread) is True
+    began_on = member.session_id
+    cluster.expire_session(member.client)
+    wait_until(lambda: member.client.connected and member.session_id != began_on, 30,
+               "kazoo to open a new session")
+    assert member.claim("t", 5, thread) is None  # re-claimed on the new session
+    assert member.commit_offset_if_owner("t", 5, 9, thread, session=began_on) is False
+    assert member.commit_offsets_if_owner([("t", 5, 9)], session=began_on) is False
+    assert offset_node(cluster, member.group, "t", 5) == b"4"
+    assert member.commit_offset_if_owner("t", 5, 6, thread, session=member.session_id) is True
+    assert offset_node(cluster, member.group, "t", 5) == b"6"

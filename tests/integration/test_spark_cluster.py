@@ -101,8 +101,16 @@ def handle_range(record_dir: str, delay: float, messages: Iterable) -> Iterator[
     attempt_file(record_dir, ".done").touch()
 
 
+def executor_jvm() -> int:
+    """The pid of the executor JVM this Python worker serves (its daemon's parent)."""
+    return int(Path(f"/proc/{os.getppid()}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def record_row(record_dir: str, delay: float, partition: int, offset: int) -> int:
-    """A UDF over the streaming source's rows: record the row, slowly."""
+    """A UDF over the streaming source's rows: record the row, slowly, and which executor ran the attempt."""
+    jvm = attempt_file(record_dir, ".jvm")
+    if not jvm.exists():
+        jvm.write_text(str(executor_jvm()))
     with open(attempt_file(record_dir, ".rec"), "a", buffering=1) as out:
         out.write(f"{partition} {offset}\n")
     time.sleep(delay)
@@ -293,6 +301,12 @@ def test_streaming_source_survives_an_executor_kill_with_no_duplicate_in_an_idem
 
     rows = [(r.partition, r.offset) for r in spark.read.parquet(str(sink)).collect()]
     records = read_records(records_dir)
+    # as in the two tests above, the kill must have cut off a running attempt: one on the killed
+    # executor whose rows another attempt (its retry) handled again
+    on_killed = {p.stem for p in records_dir.glob("*.jvm") if p.read_text().strip() == str(killer.killed)}
+    redone = {r for a, rs in records.items() if a not in on_killed for r in rs}
+    cut_off = [a for a in on_killed if set(records.get(a, ())) & redone]
+    assert cut_off, f"no running attempt was cut off by the kill (attempts on executor {killer.killed}: {on_killed})"
     read = sum(len(r) for r in records.values())
     distinct = len(set(rows))
     committed = committed_total(zk, group_id, topic)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import consumer_props, new_topic, owners, unique, wait_until
+from support import Member, Producer, assert_nothing_lost, consumer_props, new_topic, owners, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError
@@ -190,88 +190,6 @@ def test_item7_shutdown_while_zookeeper_is_paused_during_the_join(zk_cluster: Lo
 # ----------------------------------------------------------------------------- item 10
 
 
-class Member:
-    """A connector with an application that treats ANY exception from it as fatal."""
-
-    def __init__(self, cluster: LocalCluster, group: str, topic: str, session_ms: int) -> None:
-        self.connector = ZookeeperConsumerConnector(consumer_props(
-            cluster, group, **{"zookeeper.session.timeout.ms": session_ms, "consumer.timeout.ms": -1,
-                               "rebalance.backoff.ms": 500}))
-        self.stream = self.connector.create_message_streams({topic: 1})[topic][0]
-        self.consumed: List[Tuple[int, int, bytes]] = []
-        self.consumed_at: List[float] = []
-        self.fatal: List[BaseException] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._consume, daemon=True, name="app-consume"),
-                         threading.Thread(target=self._commit, daemon=True, name="app-commit")]
-        for t in self._threads:
-            t.start()
-
-    def _consume(self) -> None:
-        try:
-            for m in self.stream:
-                self.consumed.append((m.partition, m.offset, m.message))
-                self.consumed_at.append(time.monotonic())
-        except BaseException as exc:  # noqa: BLE001 - the application dies
-            self.fatal.append(exc)
-
-    def _commit(self) -> None:
-        while not self._stop.wait(0.5):
-            try:
-                self.connector.commit_offsets()
-            except BaseException as exc:  # noqa: BLE001 - the application dies
-                self.fatal.append(exc)
-                return
-
-    def stop(self) -> None:
-        """Stop as an application does: its commit loop first, then the connector, then its reader.
-
-        (Calling shutdown() while the application's own commit is still retrying would make that
-        commit raise ConsumerShutdownError: the application's doing, not a fault.)
-        """
-        self._stop.set()
-        self._threads[1].join(70)  # a commit in flight finishes (bounded by offsets.commit.timeout.ms)
-        self.connector.shutdown()
-        for t in self._threads:
-            t.join(10)
-
-
-class Producer:
-    """Produces numbered values until stopped; remembers the acknowledged ones."""
-
-    def __init__(self, cluster: LocalCluster, topic: str) -> None:
-        from kafka import KafkaProducer
-
-        self._producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, api_version=(0, 9), acks=1,
-                                       linger_ms=0, retries=5, retry_backoff_ms=200)
-        self.topic = topic
-        self.acked: Set[bytes] = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="test-producer")
-        self._thread.start()
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.wait(0.05):
-            for _ in range(5):
-                value = f"v{i:07d}".encode()
-                i += 1
-                self._producer.send(self.topic, value=value).add_callback(self._acked, value)
-
-    def _acked(self, value: bytes, _metadata: object) -> None:
-        with self._lock:
-            self.acked.add(value)
-
-    def stop(self) -> Set[bytes]:
-        self._stop.set()
-        self._thread.join(10)
-        self._producer.flush(30)
-        self._producer.close(5)
-        with self._lock:
-            return set(self.acked)
-
-
 class OffsetWatch:
     """Polls the group's offset nodes; records any committed offset that moved backwards."""
 
@@ -331,16 +249,8 @@ def test_item10_members_survive_a_zookeeper_outage_and_lose_nothing(zk_cluster: 
         produced = producer.stop()
         producer = None
 
-        def consumed() -> Set[bytes]:
-            return {v for m in members for _, _, v in list(m.consumed)}
-
-        wait_until(lambda: produced <= consumed() or any(m.fatal for m in members), 60,
-                   "every acknowledged message to be consumed")
+        assert_nothing_lost(members, produced, 60)
         wait_until(lambda: len(owners_now(zk, group, topic)) == partitions, 30, "the group to settle again")
-        fatal = [repr(e) for m in members for e in m.fatal]
-        assert fatal == [], f"members died: {fatal}"
-        lost = produced - consumed()
-        assert not lost, f"{len(lost)} of {len(produced)} acknowledged messages never consumed"
         threads = {t for t in owners_now(zk, group, topic).values()}
         assert {t.rsplit("-", 1)[0] for t in threads} <= {m.connector.consumer_id for m in members}
     finally:

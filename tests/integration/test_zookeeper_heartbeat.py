@@ -1,13 +1,18 @@
 """Heartbeats against the real ZooKeeper: how often an idle member talks, and what survives a stall.
 
-``zookeeper.heartbeat=quiet`` (the default) pings after 0.7 of the negotiated session timeout
-from a native thread; ``kafka`` is kazoo's own ping every third of it, as Kafka's client
-does. Packets are counted by the server itself (``cons``: packets received per session).
+``zookeeper.heartbeat=kafka`` (the default) keeps the margins of Kafka's own client: a ping
+after T/3 without traffic, from a native thread that needs no GIL (kazoo's own pings under
+``ZKCONSUMER_PURE_PYTHON=1``), and a server dropped only after 2T/3 without a byte. The
+opt-in ``quiet`` pings after 0.7 T and drops a server after T/6 without an answer. Packets
+are counted by the server itself (``cons``: packets received per session).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
 import subprocess
 import sys
 import threading
@@ -65,42 +70,48 @@ def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(c
     assert sent["quiet"] <= sent["kafka"] / 2, sent
 
 
-def stall_process(cluster, topic: str, configs: List[Dict[str, object]]) -> subprocess.Popen:
+def stall_process(topic: str, configs: List[Dict[str, object]], pure_python: bool = False) -> subprocess.Popen:
     script = Path(__file__).with_name("gil_stall_process.py")
+    env = dict(os.environ, ZKCONSUMER_PURE_PYTHON="1" if pure_python else "0")
     return subprocess.Popen([sys.executable, str(script), json.dumps(configs), topic], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, env=env)
 
 
 @pytest.fixture
 def stalled_members(cluster, make_topic) -> Iterator[tuple]:
+    """Two member processes: the default heartbeat (``kafka/native``) and kazoo's own pings
+    (``ZKCONSUMER_PURE_PYTHON=1``: ``kafka/kazoo``)."""
     topic = make_topic(partitions=2)
-    configs = [props(cluster, "quiet"), props(cluster, "kafka")]
-    process = stall_process(cluster, topic, configs)
+    configs = [props(cluster, "kafka"), props(cluster, "kafka")]
+    processes = [stall_process(topic, [configs[0]]), stall_process(topic, [configs[1]], pure_python=True)]
     try:
-        ready = process.stdout.readline().split()
-        assert ready[:1] == ["READY"], ready
-        members = [(configs[i]["group.id"], ready[1 + 2 * i], int(ready[2 + 2 * i])) for i in range(2)]
-        yield process, topic, members
+        members = []
+        for config, process in zip(configs, processes):
+            ready = process.stdout.readline().split()
+            assert ready[:1] == ["READY"], ready
+            members.append((config["group.id"], ready[1], int(ready[2])))
+        yield processes, topic, members
     finally:
-        if process.poll() is None:
-            process.stdin.write("QUIT\n")
-            process.stdin.flush()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for process in processes:
+            if process.poll() is None:
+                process.stdin.write("QUIT\n")
+                process.stdin.flush()
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
 
 
-def test_a_gil_stall_twice_the_session_timeout_keeps_a_quiet_members_session_not_kazoos(stalled_members,
-                                                                                       cluster) -> None:
+def test_a_gil_stall_twice_the_session_timeout_keeps_the_default_members_session_not_kazoos(stalled_members,
+                                                                                          cluster) -> None:
     """A process whose Python threads are all held up (one long C call holds the GIL) for 2 T.
 
-    kazoo must win the GIL to ping, so under ``kafka`` the server expires the session and the
-    member rejoins on a new one; the quiet heartbeat's native thread pings on time, so that
+    kazoo must win the GIL to ping, so with kazoo's pings the server expires the session and the
+    member rejoins on a new one; the default heartbeat's native thread pings on time, so that
     member keeps its session, its registration and its owner nodes.
     """
-    process, topic, members = stalled_members
+    processes, topic, members = stalled_members
     zk = KazooClient(hosts=cluster.zk_connect)
     zk.start(30)
     try:
@@ -113,20 +124,85 @@ def test_a_gil_stall_twice_the_session_timeout_keeps_a_quiet_members_session_not
         for group, consumer_id, session in members:
             wait_until(lambda g=group: len(owners(zk, g, topic)) == 2, 30, f"{group} to own its partitions")
             assert ephemeral_owners(group, consumer_id) == {session}
-        process.stdin.write(f"STALL {2 * SESSION_MS / 1000.0}\n")
-        process.stdin.flush()
-        stalled = process.stdout.readline().split()
-        assert stalled[:1] == ["STALLED"] and float(stalled[1]) >= 1.5 * SESSION_MS / 1000.0, stalled
-        (quiet_group, quiet_id, quiet_session), (kafka_group, kafka_id, kafka_session) = members
+        for process in processes:
+            process.stdin.write(f"STALL {2 * SESSION_MS / 1000.0}\n")
+            process.stdin.flush()
+        for process in processes:
+            stalled = process.stdout.readline().split()
+            assert stalled[:1] == ["STALLED"] and float(stalled[1]) >= 1.5 * SESSION_MS / 1000.0, stalled
+        (native_group, native_id, native_session), (kazoo_group, kazoo_id, kazoo_session) = members
 
-        def kafka_rejoined() -> bool:
-            found = ephemeral_owners(kafka_group, kafka_id)
-            return len(found) == 1 and None not in found and found != {kafka_session}
+        def kazoo_rejoined() -> bool:
+            found = ephemeral_owners(kazoo_group, kazoo_id)
+            return len(found) == 1 and None not in found and found != {kazoo_session}
 
-        wait_until(kafka_rejoined, 30, "the kazoo-pinged member to rejoin on a new session (its own expired)")
-        assert ephemeral_owners(quiet_group, quiet_id) == {quiet_session}, "the quiet member lost its session"
-        assert len(owners(zk, quiet_group, topic)) == 2
+        wait_until(kazoo_rejoined, 30, "the kazoo-pinged member to rejoin on a new session (its own expired)")
+        assert ephemeral_owners(native_group, native_id) == {native_session}, "the default member lost its session"
+        assert len(owners(zk, native_group, topic)) == 2
     finally:
+        zk.stop()
+        zk.close()
+
+
+# ----------------------------------------------------------------------------- a frozen member
+
+FREEZE_SESSION_MS = 6000
+
+
+def member_process(config: Dict[str, object], topic: str) -> subprocess.Popen:
+    script = Path(__file__).with_name("member_process.py")
+    return subprocess.Popen([sys.executable, str(script), json.dumps(config), topic, "1"],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_idle_members_frozen_for_0_6_of_the_session_timeout_keep_their_sessions_20_of_20(cluster,
+                                                                                       make_topic) -> None:
+    """Kafka's margin: with nothing but the heartbeat to keep it (idle members, no commits), a
+    whole-process SIGSTOP of 0.6 T (3.6 s at T = 6 s) costs no session. Two members, each frozen
+    10 times at a random phase of its ping cycle: 20 tries. (Under ``quiet`` the last packet the
+    server saw may be 0.733 T old before the freeze starts, so such a freeze expires it.)"""
+    topic = make_topic(partitions=2)
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start(30)
+    configs = [props(cluster, "kafka", FREEZE_SESSION_MS) for _ in range(2)]
+    processes = [member_process(config, topic) for config in configs]
+    try:
+        members = []
+        for config, process in zip(configs, processes):
+            ready = process.stdout.readline().split()
+            assert ready[:1] == ["READY"], ready
+            path = f"/consumers/{config['group.id']}/ids/{ready[1]}"
+            members.append((path, zk.exists(path).ephemeralOwner))
+
+        def sessions() -> List[object]:
+            stats = [zk.exists(path) for path, _ in members]
+            return [s.ephemeralOwner if s is not None else None for s in stats]
+
+        freeze = 0.6 * FREEZE_SESSION_MS / 1000.0
+        rng = random.Random(27)
+        kept = 0
+        for attempt in range(10):
+            time.sleep(rng.uniform(0.0, FREEZE_SESSION_MS / 3000.0))  # a random phase of the ping cycle
+            for process in processes:
+                os.kill(process.pid, signal.SIGSTOP)
+            time.sleep(freeze)
+            for process in processes:
+                os.kill(process.pid, signal.SIGCONT)
+            time.sleep(1.0)
+            now = sessions()
+            kept += sum(1 for (_, session), current in zip(members, now) if current == session)
+            assert now == [session for _, session in members], f"try {attempt}: a session was lost ({now})"
+        assert kept == 20
+    finally:
+        for process in processes:
+            os.kill(process.pid, signal.SIGCONT)
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         zk.stop()
         zk.close()
 
@@ -140,16 +216,16 @@ def lone_zookeeper() -> Iterator[LocalCluster]:
         yield local
 
 
-@pytest.fixture
-def quiet_client(lone_zookeeper: LocalCluster) -> Iterator[Tuple[KazooClient, List[str]]]:
-    """A raw kazoo client with the quiet heartbeat, and the states it went through."""
+@pytest.fixture(params=["kafka", "quiet"])
+def hb_client(request, lone_zookeeper: LocalCluster) -> Iterator[Tuple[KazooClient, List[str], str]]:
+    """A raw kazoo client with the heartbeat of ``request.param``, the states it went through, and the mode."""
     client = KazooClient(hosts=lone_zookeeper.zk_connect, timeout=SESSION_MS / 1000.0)
-    heartbeat = SessionHeartbeat.install(client, "quiet")
+    heartbeat = SessionHeartbeat.install(client, request.param)
     states: List[str] = []
     client.add_listener(states.append)
     client.start(30)
     try:
-        yield client, states
+        yield client, states, request.param
     finally:
         if lone_zookeeper.zookeeper_running():
             lone_zookeeper.resume_zookeeper()
@@ -158,11 +234,18 @@ def quiet_client(lone_zookeeper: LocalCluster) -> Iterator[Tuple[KazooClient, Li
         heartbeat.stop()
 
 
+def silence_allowed(mode: str) -> float:
+    """How long the server may stay silent with a write outstanding: 2T/3 (kafka) or T/6 (quiet)."""
+    t = SESSION_MS / 1000.0
+    return 2 * t / 3 if mode == "kafka" else t / 6
+
+
 def test_requests_into_a_hung_server_get_the_connection_dropped_however_often_they_come(
-        lone_zookeeper: LocalCluster, quiet_client) -> None:
-    """A request that gets no byte back within T/6 is suspect, even while more requests keep the
-    connection from ever being idle for a ping's interval (a lapsed lease reads every T/3)."""
-    client, states = quiet_client
+        lone_zookeeper: LocalCluster, hb_client) -> None:
+    """A server silent past the mode's window while a request is outstanding is left, even while
+    more requests keep the connection from ever being idle for a ping's interval (a lapsed lease
+    reads every T/3)."""
+    client, states, mode = hb_client
     t = SESSION_MS / 1000.0
     lone_zookeeper.pause_zookeeper()
     paused = time.monotonic()
@@ -171,21 +254,113 @@ def test_requests_into_a_hung_server_get_the_connection_dropped_however_often_th
         time.sleep(t / 4)
     noticed = time.monotonic() - paused
     assert KazooState.SUSPENDED in states, "the client never noticed the hung server"
-    assert noticed < t / 6 + t / 4 + 1.0, f"noticed after {noticed:.1f}s"
+    assert noticed < silence_allowed(mode) + t / 4 + 1.0, f"noticed after {noticed:.1f}s"
 
 
-def test_closing_against_a_hung_server_ends_within_the_answer_timeout(lone_zookeeper: LocalCluster,
-                                                                     quiet_client) -> None:
+def test_closing_against_a_hung_server_ends_within_the_silence_window(lone_zookeeper: LocalCluster,
+                                                                      hb_client) -> None:
     """kazoo's stop() waits for the server's answer to Close (it joins its thread without a timeout):
     the unanswered Close must be noticed like any other write."""
-    client, _ = quiet_client
+    client, _, mode = hb_client
     lone_zookeeper.pause_zookeeper()
     thread = threading.Thread(target=client.stop, name="test-stop")
     started = time.monotonic()
     thread.start()
-    thread.join(SESSION_MS / 1000.0 + 5)
+    bound = SESSION_MS / 1000.0 + 5
+    thread.join(bound)
     took = time.monotonic() - started
     if thread.is_alive():  # let it finish so the module can go on
         lone_zookeeper.resume_zookeeper()
         thread.join(60)
-    assert took < SESSION_MS / 1000.0 + 5, f"stop() took {took:.1f}s against a hung server"
+    assert took < bound, f"stop() took {took:.1f}s against a hung server ({mode})"
+
+
+# ----------------------------------------------------------------------------- a paused leader
+
+PAUSE_S = 1.5
+COMMITTERS = 8
+
+
+@pytest.mark.parametrize("mode", ["kafka", "quiet"])
+def test_a_leader_paused_for_1_5_s_under_8_committing_members_costs_no_reconnect_by_default(
+        lone_zookeeper: LocalCluster, mode: str) -> None:
+    """An fsync stall of the ZooKeeper leader, made by SIGSTOPping it for 1.5 s while 8 members
+    consume and commit (so each has writes outstanding), T = 6 s. By default (Kafka's margins: a
+    server is left after 2T/3 = 4 s of silence) no member drops its connection, none loses its
+    session. ``quiet`` leaves a server after T/6 = 1 s without an answer: there the same pause makes
+    members reconnect (each keeps its session) - the cost this test exists to keep out of the default."""
+    cluster = lone_zookeeper
+    topic = unique("hb-pause")
+    cluster.create_topic(topic, partitions=COMMITTERS)
+    cluster.produce(topic, [f"m{i}" for i in range(COMMITTERS * 10)])
+    group = unique(f"hb-pause-{mode}")
+    config = consumer_props(cluster, group, **{"zookeeper.session.timeout.ms": 6000, "zookeeper.heartbeat": mode})
+    connectors = [ZookeeperConsumerConnector(config) for _ in range(COMMITTERS)]
+    states: Dict[int, List[str]] = {i: [] for i in range(COMMITTERS)}
+    stop = threading.Event()
+    threads: List[threading.Thread] = []
+    try:
+        streams = []
+        for i, connector in enumerate(connectors):
+            streams.append(connector.create_message_streams({topic: 1})[topic][0])
+            connector.zk_client.add_listener(states[i].append)
+        zk = cluster.kazoo_client()
+        wait_until(lambda: len(owners(zk, group, topic)) == COMMITTERS, 60, "every member to own a partition")
+        sessions = [c.zk_client.client_id[0] for c in connectors]
+        for connector in connectors:  # what runs is what was asked for, and it says so
+            assert connector.heartbeat_mode == f"{mode}/native"
+            assert connector.status.heartbeat == f"{mode}/native"
+            assert connector.metrics_snapshot()["zookeeper_heartbeat"] == f"{mode}/native"
+
+        def consume_and_commit(connector, stream) -> None:
+            while not stop.is_set():
+                try:
+                    for _ in stream:
+                        connector.commit_offsets()
+                        if stop.is_set():
+                            return
+                except Exception:  # noqa: BLE001 - consumer.timeout.ms: nothing new yet
+                    pass
+                time.sleep(0.01)
+
+        threads = [threading.Thread(target=consume_and_commit, args=(c, s), name=f"committer-{i}", daemon=True)
+                   for i, (c, s) in enumerate(zip(connectors, streams))]
+        for thread in threads:
+            thread.start()
+        producer_stop = threading.Event()
+
+        def produce() -> None:
+            n = 0
+            while not producer_stop.is_set():
+                cluster.produce(topic, [f"p{n + i}" for i in range(COMMITTERS * 2)])
+                n += COMMITTERS * 2
+                producer_stop.wait(0.05)
+
+        producer = threading.Thread(target=produce, name="producer", daemon=True)
+        producer.start()
+        time.sleep(2.0)  # commits flowing
+        cluster.pause_zookeeper()
+        time.sleep(PAUSE_S)
+        cluster.resume_zookeeper()
+        time.sleep(3.0)  # anything noticed late has happened by now
+        producer_stop.set()
+        producer.join(30)
+        drops = [c.metrics_snapshot()["zookeeper_unanswered_drops"] for c in connectors]
+        reconnects = [sum(1 for s in states[i] if s != KazooState.CONNECTED) for i in range(COMMITTERS)]
+        kept = [c.zk_client.client_id[0] == session for c, session in zip(connectors, sessions)]
+        zk.stop()
+        zk.close()
+        print(f"\n[leader pause {PAUSE_S}s, {mode}] drops={drops} state changes={reconnects} sessions kept={kept}")
+        assert all(kept), f"{mode}: sessions lost: {kept}"
+        if mode == "kafka":
+            assert drops == [0] * COMMITTERS and reconnects == [0] * COMMITTERS, (drops, reconnects)
+        else:
+            assert sum(drops) >= 1, "quiet mode should have left the paused server (the test lost its teeth?)"
+    finally:
+        stop.set()
+        if not cluster.zookeeper_running():
+            cluster.resume_zookeeper()
+        for thread in threads:
+            thread.join(10)
+        for connector in connectors:
+            connector.shutdown()

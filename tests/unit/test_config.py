@@ -57,7 +57,7 @@ EXTENSION_DEFAULTS: Dict[str, Any] = {
     "session.timeout.ms": 6000,  # = zookeeper.session.timeout.ms
     "heartbeat.interval.ms": 2000,  # = session.timeout.ms / 3
     "fetcher.connections": 3,
-    "zookeeper.heartbeat": "quiet",
+    "zookeeper.heartbeat": "kafka",
 }
 
 

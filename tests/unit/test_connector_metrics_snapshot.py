@@ -37,6 +37,7 @@ def bare_connector(other_done: threading.Event) -> Any:
     c._snapshot_lock = threading.Lock()
     c._rebalancer = None
     c._fetchers = SimpleNamespace(metrics=lambda: {"partitions": {}, "brokers": {}})
+    c._heartbeat = None  # as before the first ZooKeeper connection
     return c
 
 
@@ -44,12 +45,25 @@ def test_observability_d_concurrent_snapshots_count_delivered_messages_once() ->
     other_done = threading.Event()
     connector = bare_connector(other_done)
     results: Dict[str, Any] = {}
-    slow = threading.Thread(target=lambda: results.setdefault("slow", connector.metrics_snapshot()), name="slow")
+
+    def snapshot(name: str) -> None:
+        try:
+            results[name] = connector.metrics_snapshot()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            results[name] = exc
+        finally:
+            if name == "fast":
+                other_done.set()
+
+    slow = threading.Thread(target=snapshot, args=("slow",), name="slow")
     slow.start()
-    fast = threading.Thread(target=lambda: (results.setdefault("fast", connector.metrics_snapshot()),
-                                            other_done.set()), name="fast")
+    fast = threading.Thread(target=snapshot, args=("fast",), name="fast")
     fast.start()
     fast.join(5)
     slow.join(5)
     assert not slow.is_alive() and not fast.is_alive()
+    for name in ("slow", "fast"):  # both callers got a snapshot, not an exception
+        assert isinstance(results.get(name), dict), f"{name}: {results.get(name)!r}"
+        assert results[name]["zookeeper_heartbeat"] is None and results[name]["zookeeper_unanswered_drops"] == 0
     assert connector.metrics.messages == 10 and connector.metrics.bytes == 100  # not 20 / 200
+    assert results["slow"]["messages"] == results["fast"]["messages"] == 10  # the running total, once

@@ -19,6 +19,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, MessageSizeTooLargeError
+from zkconsumer.fetch.fetcher_thread import held_back_wait_ms
 from zkconsumer.fetch.manager import FetcherManager, connections_per_broker, fetcher_id, spread_over_connections
 from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.protocol import (
@@ -573,3 +574,11 @@ def test_fetch_counters_count_a_failed_request_by_error_kind(cluster: FakeCluste
         time.sleep(0.02)
     with cluster.lock:
         cluster.down.discard(1)
+
+
+def test_a_request_left_without_a_parked_partition_waits_1_ms_then_doubles_up_to_fetch_wait_max_ms() -> None:
+    waits = [0]
+    for _ in range(10):
+        waits.append(held_back_wait_ms(waits[-1], 100))
+    assert waits[1:] == [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]
+    assert held_back_wait_ms(0, 0) == 0  # fetch.wait.max.ms 0: never asks for a wait at all

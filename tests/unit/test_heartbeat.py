@@ -168,6 +168,60 @@ def test_after_closing_no_ping_but_an_unanswered_close_is_still_suspect(hb, link
     assert receive(server, 12, 2.0) == PING_FRAME
 
 
+# --- ``since_receive`` (the default ``kafka`` mode): silence counted from the last byte received
+
+SILENCE = 0.6  # longer than INTERVAL, as 2T/3 is longer than T/3
+
+
+def attach_since_receive(hb: object, link: Link) -> None:
+    client, _, _, wake_write = link
+    hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, SILENCE, True)  # type: ignore[attr-defined]
+
+
+def test_since_receive_a_silent_server_is_suspect_once_nothing_came_for_the_silence_timeout(hb, link) -> None:
+    """ZooKeeper's Java client's rule: dropped after 2T/3 without a byte, not T/3 after the ping."""
+    _, server, wake_read, _ = link
+    attached = time.monotonic()
+    attach_since_receive(hb, link)
+    assert receive(server, 12, 2.0) == PING_FRAME  # a ping after INTERVAL: nothing comes back
+    assert receive(wake_read, 1, 2.0) == b"\0"
+    woken = time.monotonic()
+    # the connection's last byte came at its start (here: nothing at all, so the attach): the
+    # suspicion waits for SILENCE after it, not for SILENCE after the ping
+    assert woken - attached >= SILENCE - 0.02
+    assert woken - attached < INTERVAL + SILENCE
+    assert hb.suspect()
+
+
+def test_since_receive_answers_that_keep_coming_keep_the_connection(hb, link) -> None:
+    """Each ping answered within the silence timeout: never suspect, however many intervals pass."""
+    _, server, wake_read, _ = link
+    attach_since_receive(hb, link)
+    for _ in range(4):
+        assert receive(server, 12, 2.0) == PING_FRAME
+        server.sendall(PING_REPLY)
+    assert receive(wake_read, 1, 0.05) == b""
+    assert not hb.suspect() and hb.suspicions == 0
+
+
+def test_since_receive_a_late_answer_within_the_silence_timeout_is_no_suspicion(hb, link) -> None:
+    """An answer later than the next ping is due, but within 2T/3 of the last byte: kept (quiet would drop)."""
+    _, server, wake_read, _ = link
+    attach_since_receive(hb, link)
+    assert receive(server, 12, 2.0) == PING_FRAME
+    time.sleep(SILENCE - INTERVAL - 0.1)  # past nothing: the answer is late but inside the window
+    server.sendall(PING_REPLY)
+    assert receive(wake_read, 1, SILENCE) == b""
+    assert not hb.suspect()
+
+
+def test_only_since_receive_allows_a_silence_timeout_longer_than_the_interval(hb) -> None:
+    with pytest.raises(ValueError):
+        hb.attach(0, 0, 1.0, 0.0, 0.0, True)
+    with pytest.raises(ValueError):
+        hb.attach(0, 0, 1.0, 0.0, 2.0)  # only with since_receive
+
+
 def native_threads() -> Set[str]:
     return set(os.listdir("/proc/self/task"))
 
@@ -224,3 +278,18 @@ def test_in_a_forked_child_it_does_nothing(hb, link) -> None:
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_since_receive_after_a_long_silence_a_fresh_write_still_gets_half_the_window(hb, link) -> None:
+    """A process resumed from a freeze: the last byte is older than the window, but the write it
+    sends now gets SILENCE / 2 to be answered instead of being suspect at once."""
+    client, server, wake_read, wake_write = link
+    hb.attach(client.fileno(), wake_write.fileno(), 10.0, 0.0, SILENCE, True)  # no ping meanwhile
+    time.sleep(SILENCE + 0.1)  # nothing outstanding, nothing received: no suspicion without a write
+    assert receive(wake_read, 1, 0.01) == b""
+    written = time.monotonic()
+    assert hb.write(b"request", 1.0) is True
+    assert receive(server, 7, 1.0) == b"request"
+    assert receive(wake_read, 1, 2.0) == b"\0"
+    assert time.monotonic() - written >= SILENCE / 2 - 0.02
+    assert hb.suspect()

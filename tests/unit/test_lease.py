@@ -183,3 +183,28 @@ def test_the_lease_reads_for_itself_only_once_a_proof_is_overdue_for_the_heartbe
 
 def test_without_a_heartbeat_the_lease_reads_every_half_session_timeout() -> None:
     assert SessionLease(FakeClient(), "/p", 6.0).overdue_after == pytest.approx(3.0)  # type: ignore[arg-type]
+
+
+def test_the_thread_survives_an_unexpected_exception_logs_it_and_keeps_proving(caplog) -> None:
+    """A client that raises something nobody foresaw must not kill the lease thread for good."""
+
+    class Surprising(FakeClient):
+        def exists(self, path: str) -> None:
+            self.reads += 1
+            if self.reads == 1:
+                raise TypeError("a bug somewhere below")
+
+    client = Surprising()
+    lease = SessionLease(client, "/p", 0.3)  # type: ignore[arg-type]
+    lease.start()
+    try:
+        import time
+
+        deadline = time.monotonic() + 5.0
+        while client.reads < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.reads >= 3, "the thread stopped proving after the exception"
+        assert lease.valid()
+        assert any("unexpected failure" in r.getMessage() and r.exc_info for r in caplog.records)
+    finally:
+        assert lease.stop(2.0)

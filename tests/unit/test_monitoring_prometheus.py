@@ -53,6 +53,7 @@ class FakeConnector:
         snap = self.metrics.snapshot(dict(self.status.owned), {"g_host-1-0": 3}, {("t", 0): 7, ("t", 1): 0})
         snap["fetch"] = self.fetch_stats.snapshot()
         snap["zookeeper_unanswered_drops"] = 1
+        snap["zookeeper_heartbeat"] = "kafka/native"
         return snap
 
     def _commit(self) -> None:  # as the connector's: one record_commit per attempt
@@ -99,6 +100,7 @@ def test_collector_reads_the_connector_at_scrape_time() -> None:
     assert one(f["zkconsumer_consumer_zookeeper_connected"]) == 1
     assert one(f["zkconsumer_consumer_zookeeper_unanswered_drops"],
                "zkconsumer_consumer_zookeeper_unanswered_drops_total") == 1
+    assert one(f["zkconsumer_consumer_zookeeper_heartbeat_info"], mode="kafka", pinger="native") == 1
 
 
 def test_hooks_count_rebalances_commits_and_zookeeper_transitions() -> None:

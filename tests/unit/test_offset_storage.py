@@ -64,6 +64,7 @@ class FakeGroup:
     """The GroupClient surface offset storages use."""
 
     group = "grp"
+    session_id = 1  # the ZooKeeper session: fenced writes are fenced to the one they began on
 
     def __init__(self) -> None:
         self.offsets: Dict[TP, int] = {}
@@ -80,13 +81,14 @@ class FakeGroup:
         self.writes += 1
         self.offsets[(topic, partition)] = offset
 
-    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str,
+                               session: object = None) -> bool:
         if self.owners.get((topic, partition)) != owner:
             return False
         self.commit_offset(topic, partition, offset)
         return True
 
-    def commit_offsets_if_owner(self, entries: List[Tuple[str, int, int]]) -> bool:
+    def commit_offsets_if_owner(self, entries: List[Tuple[str, int, int]], session: object = None) -> bool:
         """All or nothing, as GroupClient's one multi-operation: ``False`` if any partition is not owned."""
         if self.fail_writes or any((topic, partition) not in self.owners for topic, partition, _ in entries):
             return False
@@ -316,7 +318,7 @@ def test_zookeeper_storage_writes_a_large_commit_in_multi_operations_of_bounded_
     group = FakeGroup()
     batches: List[int] = []
     real = group.commit_offsets_if_owner
-    group.commit_offsets_if_owner = lambda batch: batches.append(len(batch)) or real(batch)  # type: ignore[method-assign]
+    group.commit_offsets_if_owner = lambda batch, session=None: batches.append(len(batch)) or real(batch)  # type: ignore[method-assign]
     many = [("t", p, 5, "me-0") for p in range(MAX_COMMIT_BATCH + 1)]
     for topic, partition, _, owner in many:
         group.owners[(topic, partition)] = owner

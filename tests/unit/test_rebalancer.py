@@ -124,7 +124,7 @@ class FakeGroup:
         self.reads.append((topic, partition))
         return self.owner_nodes.get((topic, partition), "").startswith(self.consumer_id + "-")
 
-    def commit_offsets_if_owner(self, entries: List[Tuple[str, int, int]]) -> bool:
+    def commit_offsets_if_owner(self, entries: List[Tuple[str, int, int]], session: object = None) -> bool:
         """All or nothing, as GroupClient's one multi-operation (no reads counted: the fallback counts them)."""
         if not all(self.owner_nodes.get((t, p), "").startswith(self.consumer_id + "-") for t, p, _ in entries):
             return False
@@ -132,7 +132,8 @@ class FakeGroup:
             self.offsets[(topic, partition)] = offset
         return True
 
-    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str,
+                               session: object = None) -> bool:
         if not self.holds(topic, partition):  # member-level fence, as GroupClient's
             return False
         self.offsets[(topic, partition)] = offset
@@ -563,14 +564,14 @@ def test_item2_a_failed_commit_in_pause_does_not_stall_the_rebalance(group: Fake
     broken = [True]
     real_commit = group.commit_offset_if_owner
 
-    def commit_offset_if_owner(topic: str, partition: int, offset: int, owner: str) -> bool:
+    def commit_offset_if_owner(topic: str, partition: int, offset: int, owner: str, session: object = None) -> bool:
         if broken[0]:
             raise ZooKeeperUnavailableError("ZooKeeper did not answer")
         return real_commit(topic, partition, offset, owner)
 
     group.commit_offset_if_owner = commit_offset_if_owner  # type: ignore[method-assign]
     real_batch = group.commit_offsets_if_owner  # the one-multi path gives up (writes nothing) on the same error
-    group.commit_offsets_if_owner = lambda entries: not broken[0] and real_batch(entries)  # type: ignore[method-assign]
+    group.commit_offsets_if_owner = lambda entries, session=None: not broken[0] and real_batch(entries)  # type: ignore[method-assign]
     rebalancer, fetchers, _ = build(group, backoff_ms=100)
     rebalancer.start()
     try:
@@ -861,3 +862,17 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
             time.sleep(0.01)
     finally:
         rebalancer.stop()
+
+
+@pytest.mark.parametrize("backoff_ms", [0, 50, 100, 150, 2000])
+def test_no_wait_between_attempts_is_shorter_than_the_100_ms_floor_whatever_the_jitter(backoff_ms: int) -> None:
+    """The floor applies after the ±50 % jitter: ``rebalance.backoff.ms=100`` never waits 50 ms."""
+    from zkconsumer.rebalance_decisions import jittered_backoff
+    from zkconsumer.rebalancer import MIN_BACKOFF_S
+
+    base = max(MIN_BACKOFF_S, backoff_ms / 1000.0)
+    for failures in range(0, 8):
+        for draw in (0.0, 0.25, 0.5, 0.999):
+            wait = jittered_backoff(base, failures, 4, draw, MIN_BACKOFF_S)
+            assert wait >= MIN_BACKOFF_S, (backoff_ms, failures, draw, wait)
+            assert wait <= max(MIN_BACKOFF_S, base * 4 * 1.5)

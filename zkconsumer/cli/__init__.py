@@ -14,6 +14,7 @@
     zkconsumer offsets  import   --zookeeper Z --input F [--force]
     zkconsumer offsets  reset    --zookeeper Z --group G --topic T
                                  --to earliest|latest|OFFSET|shift:+N|shift:-N [--execute]
+    zkconsumer --version
 
 One module per command group (:mod:`.groups`, :mod:`.offsets`, :mod:`.consume`);
 rendering in :mod:`.output`; connection and exit codes in :mod:`.common`;
@@ -30,6 +31,7 @@ from typing import Optional, Sequence
 
 from kazoo.exceptions import KazooException, NoAuthError
 
+from .. import __version__
 from ..errors import ConfigurationError, ZkConsumerError, ZooKeeperAccessError
 from . import consume, exporter, groups, offsets, perf
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, quiet_kazoo
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zkconsumer",
         description="Operate Kafka consumer groups stored in ZooKeeper (Kafka 0.8's consumer format).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     consume.add_parser(commands)
     groups.add_parser(commands)

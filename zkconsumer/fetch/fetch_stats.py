@@ -13,11 +13,16 @@ class FetchStats:
 
     Fetcher threads add one response's totals at a time (one lock acquisition
     per fetch response, nothing per message). :meth:`snapshot` returns
-    ``{broker_id: {"requests", "bytes", "messages", "errors": {kind: n}}}``:
+    ``{broker_id: {"requests", "bytes", "messages", "held_back_waits", "errors": {kind: n}}}``:
     ``requests`` counts Fetch requests sent (failed ones included), ``bytes``
     the message-set bytes of the responses (as received, a trailing partial
     message included), ``messages`` the messages decoded from them and handed
-    to the streams' queues, ``errors`` failed requests by exception
+    to the streams' queues, ``held_back_waits`` the requests that left out a
+    partition with a parked chunk, asked the broker to wait the whole
+    ``fetch.wait.max.ms`` and were answered with no data: a partition whose chunk
+    was queued meanwhile waited that long for its next fetch (a fetcher shortens
+    such waits, see ``fetcher_thread.py``; only a stream left unread for long
+    reaches the whole wait again), ``errors`` failed requests by exception
     (``KafkaProtocolError.error_name`` or the class name, e.g.
     ``BrokerUnavailableError``) and per-partition error codes by Kafka's name
     (e.g. ``NOT_LEADER_FOR_PARTITION``, ``OFFSET_OUT_OF_RANGE``).
@@ -30,14 +35,18 @@ class FetchStats:
     def _entry(self, broker_id: int) -> Dict[str, Any]:
         entry = self._brokers.get(broker_id)
         if entry is None:
-            entry = self._brokers[broker_id] = {"requests": 0, "bytes": 0, "messages": 0, "errors": {}}
+            entry = self._brokers[broker_id] = {"requests": 0, "bytes": 0, "messages": 0, "held_back_waits": 0,
+                                                 "errors": {}}
         return entry
 
-    def record_response(self, broker_id: int, size: int, messages: int, errors: Sequence[str] = ()) -> None:
-        """One fetch request answered: ``size`` message-set bytes, ``messages`` decoded, partition ``errors``."""
+    def record_response(self, broker_id: int, size: int, messages: int, errors: Sequence[str] = (),
+                        held_back_wait: bool = False) -> None:
+        """One fetch request answered: ``size`` message-set bytes, ``messages`` decoded, partition ``errors``;
+        ``held_back_wait``: it is one of the ``held_back_waits``."""
         with self._lock:
             entry = self._entry(broker_id)
             entry["requests"] += 1
+            entry["held_back_waits"] += held_back_wait
             entry["bytes"] += size
             entry["messages"] += messages
             for kind in errors:

@@ -28,6 +28,18 @@ GIL to queue a chunk, and taking it from a busy iterating thread costs up to
 ``sys.getswitchinterval()`` (5 ms), about as long as reading a 1 MB chunk of small
 messages takes.
 
+Not waiting behind a parked chunk: a request that leaves out a partition whose chunk
+is parked cannot take it in when room appears (the broker answers one request per
+connection at a time), so with ``fetch.wait.max.ms`` as its wait, the partition's next
+messages wait for the request's other partitions to get data, up to the whole
+``fetch.wait.max.ms`` if they are quiet (100 ms by default: a consumer reading 1,000
+msg/s on a busy machine parked often enough for that to set its p99). Such a request
+asks the broker to wait less: 1 ms, doubled on each further request while a chunk of
+the fetcher stays parked, back to ``fetch.wait.max.ms`` at most (so a stream not read
+for long costs a few short requests, not a poll loop); a request with nothing parked
+waits ``fetch.wait.max.ms`` as before. ``fetch.wait.max.ms`` keeps Kafka's meaning: the
+longest the broker may hold a request that ``fetch.min.bytes`` does not satisfy.
+
 Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its
 queue plus one parked chunk per partition of the stream (each at most
 ``fetch.message.max.bytes`` of message data, decoded into its own buffers),
@@ -54,7 +66,7 @@ from ..wire.protocol import EARLIEST_TIME, ERROR_NAMES, LATEST_TIME, FetchPartit
 from .fetch_stats import FetchStats, error_kind
 from .partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 
-__all__ = ["FetcherThread", "FetcherKey", "ROOM_WAIT_S"]
+__all__ = ["FetcherThread", "FetcherKey", "ROOM_WAIT_S", "held_back_wait_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +75,18 @@ TopicPartition = Tuple[str, int]
 #: Longest wait of a fetcher whose partitions all wait for room before it looks again
 #: (room listeners normally wake it at once; this only bounds a missed signal).
 ROOM_WAIT_S = 0.2
+
+
+def held_back_wait_ms(previous: int, fetch_wait_max_ms: int) -> int:
+    """The broker wait of a request that leaves out a parked partition, after one that waited ``previous`` ms.
+
+    1 ms first (``previous`` 0: the last request left nothing out), then doubled, never
+    over ``fetch_wait_max_ms``.
+
+    >>> [held_back_wait_ms(p, 100) for p in (0, 1, 2, 64, 100)]
+    [1, 2, 4, 100, 100]
+    """
+    return max(0, min(fetch_wait_max_ms, 2 * previous if previous > 0 else 1))
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,7 @@ class FetcherThread(threading.Thread):
         self._queues: Dict[int, ChunkQueue] = {}  # queues whose room listener is ours (guarded by _lock)
         self._room_events = 0  # how many times room appeared in one of them (guarded by _lock)
         self._failures = 0  # consecutive failed fetches
+        self._held_back_wait = 0  # broker wait (ms) of the last request that left out a parked partition, else 0
         #: Per-broker fetch counters (shared with the manager); ``_response_*`` total the response being processed.
         self.stats = stats if stats is not None else FetchStats()
         self._response_messages = 0
@@ -275,7 +300,16 @@ class FetcherThread(threading.Thread):
                 st.lock.release()
 
     def _fetch_once(self, batch: Sequence[_PartitionState]) -> None:
-        """One Fetch request for ``batch`` and the processing of its response."""
+        """One Fetch request for ``batch`` and the processing of its response.
+
+        The broker's wait is ``fetch.wait.max.ms``, or shorter while a partition is left
+        out with a parked chunk (see the module docstring: :func:`held_back_wait_ms`).
+        """
+        with self._lock:
+            held_back = any(st.parked is not None for st in self._partitions.values())
+        full = self._config.fetch_wait_max_ms
+        self._held_back_wait = held_back_wait_ms(self._held_back_wait, full) if held_back else 0
+        wait = self._held_back_wait if held_back else full
         failed: List[TopicPartition] = []
         requested: Dict[TopicPartition, Tuple[_PartitionState, int]] = {}
         for st in batch:
@@ -285,16 +319,21 @@ class FetcherThread(threading.Thread):
             elif offset >= 0:
                 requested[st.tp] = (st, offset)
         if requested:
-            failed.extend(self._fetch_and_process(requested))
+            failed.extend(self._fetch_and_process(requested, wait, held_back and wait >= full))
         if failed:
             self._give_back(failed)
 
-    def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[_PartitionState, int]]) -> List[TopicPartition]:
-        """Send the fetch; returns partitions to hand back."""
+    def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[_PartitionState, int]], wait_ms: int,
+                           held_back_full_wait: bool) -> List[TopicPartition]:
+        """Send the fetch (the broker waits at most ``wait_ms``); returns partitions to hand back.
+
+        ``held_back_full_wait``: the request leaves out a parked partition and still waits
+        the whole ``fetch.wait.max.ms`` (counted in the stats if answered empty).
+        """
         max_bytes = self._config.fetch_message_max_bytes
         wanted = [FetchPartition(t, p, offset, max_bytes) for (t, p), (_, offset) in requested.items()]
         try:
-            response = self._conn.fetch(wanted, self._config.fetch_wait_max_ms, self._config.fetch_min_bytes)
+            response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes)
         except BrokerError as exc:
             if self.stopping:
                 return []
@@ -318,7 +357,8 @@ class FetcherThread(threading.Thread):
                 if entry is not None and not self._process(entry[0], entry[1], part):
                     failed.append((part.topic, part.partition))
         finally:  # once per response: no per-message cost
-            self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors)
+            self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors,
+                                       held_back_wait=held_back_full_wait and size == 0)
         return failed
 
     def _give_back(self, tps: List[TopicPartition]) -> None:

@@ -306,7 +306,7 @@ class FetcherManager:
         stream's queue: that stream is not being read fast enough).
         ``fetchers``: ``{thread name: {"broker", "fetcher_id", "connection", "partitions", "alive"}}``.
         ``partitions_without_leader``: how many wait for the LeaderFinder.
-        ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "errors": {kind: n}}}``,
+        ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "held_back_waits", "errors": {kind: n}}}``,
         cumulative since the manager was created (see :class:`FetchStats`).
         """
         with self._fetchers_lock:

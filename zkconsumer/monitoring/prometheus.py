@@ -213,11 +213,20 @@ class ConnectorCollector(Collector):
             yield from self._fetch_counters(names, values, snap.get("fetch") or {})
             if "zookeeper_unanswered_drops" in snap:
                 m = CounterMetricFamily(f"{p}_zookeeper_unanswered_drops",
-                                        "ZooKeeper connections dropped because the server did not answer a ping or "
-                                        "request within a sixth of the session timeout (zookeeper.heartbeat=quiet).",
+                                        "ZooKeeper connections the native heartbeat dropped because the server stopped "
+                                        "answering (kafka: nothing for 2/3 of the session timeout while a write was "
+                                        "outstanding; quiet: no answer to a write within 1/6 of it).",
                                         labels=names)
                 m.add_metric(values, snap["zookeeper_unanswered_drops"])
                 yield m
+            if snap.get("zookeeper_heartbeat"):
+                mode, _, pinger = str(snap["zookeeper_heartbeat"]).partition("/")
+                g = GaugeMetricFamily(f"{p}_zookeeper_heartbeat_info",
+                                      "1 for the ZooKeeper heartbeat that runs: mode (zookeeper.heartbeat, kafka or "
+                                      "quiet) and pinger (native: a thread that needs no GIL; kazoo: kazoo's own).",
+                                      labels=names + ["mode", "pinger"])
+                g.add_metric(values + [mode, pinger], 1)
+                yield g
         if status is not None:
             m = CounterMetricFamily(f"{p}_rebalances", "Rebalances completed.", labels=names)
             m.add_metric(values, status.rebalances)

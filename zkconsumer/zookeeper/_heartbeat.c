@@ -7,7 +7,7 @@
  *     keeps one ZooKeeper connection alive while the client is idle, and
  *     watches it for a server that stopped answering:
  *
- *     attach(fd, wake_fd, interval, jitter, answer_timeout)
+ *     attach(fd, wake_fd, interval, jitter, answer_timeout, since_receive=False)
  *         Serve the connected socket ``fd`` (duplicated, as is ``wake_fd``:
  *         the thread uses descriptors of its own, so a number the client
  *         closes and the system reuses is never written to). OSError if the
@@ -18,7 +18,15 @@
  *         Watch: a write (a ping, or a frame of the client's, see write())
  *         after which the kernel received no byte at all on the socket within
  *         ``answer_timeout`` (TCP_INFO's tcpi_bytes_received, Linux 4.1+: bytes
- *         received but not yet read count) makes the connection *suspect*: the thread
+ *         received but not yet read count) makes the connection *suspect*. With
+ *         ``since_receive`` the time is counted from the last byte the kernel
+ *         received on the socket (TCP_INFO's tcpi_last_data_recv) instead of from
+ *         the write: ZooKeeper's Java client's rule (a server that sent nothing for
+ *         its read timeout while a write is outstanding is dropped), and then
+ *         ``answer_timeout`` may exceed ``interval``; the watched write still gets
+ *         half of ``answer_timeout`` (after a freeze of the whole process the
+ *         server is given time to answer the first write, where the Java client
+ *         drops the connection at once). Once suspect, the thread
  *         writes one byte to ``wake_fd`` (the client's wake-up socket, which
  *         its connection thread watches) and goes on pinging. The client drops
  *         and replaces a suspect connection, which it can do only while its
@@ -95,6 +103,7 @@ typedef struct {
     int fd;              /* our duplicate of the served socket, -1 while detached */
     int wake_fd;         /* our duplicate of the client's wake-up socket, -1 while detached */
     int quiet;           /* no more pings on this attachment (Close is being sent) */
+    int since_receive;   /* answer_timeout counts from the last byte received, not from the write */
     double interval, jitter, answer_timeout;
     double last_write;   /* when the last write (ping or frame) on this attachment started */
     double due;          /* when the next ping is due */
@@ -133,6 +142,16 @@ static uint64_t received_bytes(int fd, int *ok) {
     *ok = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
           len >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(info.tcpi_bytes_received);
     return *ok ? (uint64_t)info.tcpi_bytes_received : 0;
+}
+
+/* When (monotonic seconds) the kernel last received data on ``fd``; ``fallback`` if it cannot tell. */
+static double last_received_at(int fd, double now, double fallback) {
+    struct tcp_info info;
+    socklen_t len = sizeof(info);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof(info.tcpi_last_data_recv))
+        return fallback;
+    return now - (double)info.tcpi_last_data_recv / 1000.0;
 }
 
 /* Whether anything was received on ``fd`` since ``mark`` (yes when the kernel cannot tell). */
@@ -235,6 +254,14 @@ static void *run(void *arg) {
         if (self->fd >= 0) {
             if (self->watched >= 0) {
                 double check = self->watched + self->answer_timeout;
+                if (self->since_receive) {
+                    /* no byte since the watched write: the last one came before it. The write itself
+                     * gets half the window, so a process that was frozen (its own silence, not the
+                     * server's) gives the server time to answer the first write after it */
+                    double silent = last_received_at(self->fd, now, self->watched) + self->answer_timeout;
+                    double fresh = self->watched + self->answer_timeout / 2.0;
+                    check = silent > fresh ? silent : fresh;
+                }
                 if (now >= check) {
                     if (received_since(self->fd, self->watched_mark)) {
                         /* answered; the last write is the one to watch now, unless it was answered too */
@@ -343,13 +370,16 @@ static int start_thread(Heartbeat *self) {
 static PyObject *Heartbeat_attach(Heartbeat *self, PyObject *args) {
     int fd, wake_fd;
     double interval, jitter, answer_timeout;
-    if (!PyArg_ParseTuple(args, "iiddd:attach", &fd, &wake_fd, &interval, &jitter, &answer_timeout)) return NULL;
+    int since_receive = 0;
+    if (!PyArg_ParseTuple(args, "iiddd|p:attach", &fd, &wake_fd, &interval, &jitter, &answer_timeout, &since_receive))
+        return NULL;
     if (!usable(self)) {
         PyErr_SetString(PyExc_RuntimeError, "Heartbeat used in a process it was not created in");
         return NULL;
     }
-    if (!(interval > 0) || !(jitter >= 0) || !(answer_timeout > 0) || answer_timeout >= interval) {
-        PyErr_SetString(PyExc_ValueError, "need interval > answer_timeout > 0 and jitter >= 0");
+    if (!(interval > 0) || !(jitter >= 0) || !(answer_timeout > 0) || (!since_receive && answer_timeout >= interval)) {
+        PyErr_SetString(PyExc_ValueError, "need interval > 0, answer_timeout > 0 (below interval unless since_receive) "
+                                          "and jitter >= 0");
         return NULL;
     }
     int counted;
@@ -378,6 +408,7 @@ static PyObject *Heartbeat_attach(Heartbeat *self, PyObject *args) {
         self->interval = interval;
         self->jitter = jitter;
         self->answer_timeout = answer_timeout;
+        self->since_receive = since_receive;
         self->last_write = monotonic_now();  /* the handshake was just answered: nothing to watch */
         self->due = self->last_write + interval + jitter * next_random(self);
         if (!self->thread_started) {
@@ -496,7 +527,8 @@ static PyObject *Heartbeat_get_counter(Heartbeat *self, void *which) {
 }
 
 static PyMethodDef Heartbeat_methods[] = {
-    {"attach", (PyCFunction)Heartbeat_attach, METH_VARARGS, "attach(fd, wake_fd, interval, jitter, answer_timeout)"},
+    {"attach", (PyCFunction)Heartbeat_attach, METH_VARARGS,
+     "attach(fd, wake_fd, interval, jitter, answer_timeout, since_receive=False)"},
     {"write", (PyCFunction)Heartbeat_write, METH_VARARGS, "write(frame, timeout): the client's frame, without the GIL"},
     {"closing", (PyCFunction)Heartbeat_closing, METH_NOARGS, "no more pings: the client sends Close"},
     {"suspect", (PyCFunction)Heartbeat_suspect, METH_NOARGS, "whether a write went unanswered (clears the flag)"},

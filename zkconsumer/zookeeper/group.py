@@ -94,7 +94,8 @@ class GroupClient(OffsetNodes):
     should not exceed the session timeout: past it, the session is gone
     anyway). ``client`` is used through :class:`~zkconsumer.zookeeper.zkcalls.BoundedZooKeeper`
     (``self.client``; ``self.client.raw`` is the KazooClient). ``sleep`` is
-    injectable for tests. ``id_wait_s`` is how long :meth:`register` waits for a
+    injectable for tests, and so is ``clock`` (what deadlines and waits are
+    measured on). ``id_wait_s`` is how long :meth:`register` waits for a
     member node held by a foreign session to go away (default: ``retry_timeout_s`` + 2 s).
     """
 
@@ -108,9 +109,11 @@ class GroupClient(OffsetNodes):
         acl: Optional[List[Any]] = None,
         sleep: Callable[[float], None] = time.sleep,
         id_wait_s: Optional[float] = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         raw = client.raw if isinstance(client, BoundedZooKeeper) else client
-        self.client = BoundedZooKeeper(raw, retry_timeout_s)
+        self._clock = clock
+        self.client = BoundedZooKeeper(raw, retry_timeout_s, clock)
         self.group = group
         self.consumer_id = consumer_id
         self.paths = zkformat.GroupPaths(group)
@@ -244,7 +247,7 @@ class GroupClient(OffsetNodes):
             return False
 
         try:
-            started = time.monotonic()
+            started = self._clock()
             changes = 0
             warned = False
             while not self._retry(step):
@@ -254,7 +257,7 @@ class GroupClient(OffsetNodes):
                         raise ZooKeeperUnavailableError(
                             f"registering {path}: the node kept changing under us; gave up after {changes} tries")
                     continue
-                waited = time.monotonic() - started
+                waited = self._clock() - started
                 if waited >= self._id_wait_s:
                     raise ConsumerIdInUseError(self.consumer_id, path, foreign[0], waited)
                 if not warned:

@@ -8,52 +8,54 @@ moves to another server of the ensemble before the session expires. :class:`Sess
 instruments one kazoo client's connection for all three, in one of two modes
 (``zookeeper.heartbeat``):
 
-``quiet`` (the default where the C extension ``_heartbeat`` is built, i.e. on Linux)
-    A native thread pings after 0.7 T of silence, plus a random 0 to T/30 (so members that
-    started together do not ping together): on average one ping every 0.72 T, where Kafka's
-    client, and kazoo, ping every T/3. Measured with the server's own counters
-    (``scripts/bench_rebalance``, T = 6 s): 0.23 packets per second per idle member, against
-    Kafka's 0.50. The thread needs no GIL, and kazoo's frames are written by the same C code
-    with the GIL released: a Python thread that holds the GIL in one long C call (a big
-    ``sorted()``, a regular expression, an extension that does not release it) delays
-    kazoo's own ping by as long, but not this one, so the session survives a GIL stall of any
-    length (Kafka's client, a JVM thread, survives a stall of its application thread too).
+``kafka`` (the default): the margins of ZooKeeper's Java client, which Kafka's consumer uses
+    A ping after T/3 without traffic (0.3 T plus a random 0 to T/30, so members that started
+    together do not ping together), and a server dropped only once it sent nothing for 2T/3
+    while a write is outstanding. So a whole-process freeze (SIGSTOP, a stunned VM, swap) or a
+    paused server of up to about 2T/3 costs neither the session nor a reconnect, and an fsync
+    stall of the leader shorter than 2T/3 makes no member reconnect.
 
-    What the lower rate costs. The last packet the server saw may be up to 0.733 T old, so a
-    freeze of the *whole* process (SIGSTOP, a paused VM), or a pause of the server it is
-    connected to, that lasts longer than 0.27 T can cost the session, where Kafka's cadence
-    allows 0.67 T: at T = 6 s, a 2 s freeze expires about 7 % of idle sessions (Kafka's
-    cadence: none), a 3 s freeze about 30 %. A server that stops answering is noticed when a
-    write (a ping or a request) gets no byte back within T/6 (the kernel's TCP_INFO says
-    whether anything arrived, read or not, so a member whose own threads are slow to read is
-    not cut off): for an idle member at most 0.9 T after the last packet, leaving 0.1 T to
-    reconnect to another server, where kazoo's own check comes 2/3 T after it. On ZooKeeper 3.4
-    a server holds every request, pings included, behind a pending write, so an fsync stall
-    longer than T/6 makes members reconnect (each keeps its session). ``zookeeper.heartbeat=kafka``
-    keeps Kafka's cadence for those who prefer its margins to half the idle traffic.
+    Where the C extension ``_heartbeat`` is built (Linux) the pings come from a native thread
+    that needs no GIL, and kazoo's frames are written by the same C code with the GIL
+    released: a Python thread that holds the GIL in one long C call (a big ``sorted()``, a
+    regular expression, an extension that does not release it) would delay kazoo's own ping
+    by as long, but not this one, so the session survives a GIL stall of any length (Kafka's
+    client, a JVM thread, survives a stall of its application thread too). The silence is
+    read from the kernel (TCP_INFO: the time since the socket last received data, read or not),
+    so a member whose own threads are slow to read is not cut off. Elsewhere (no extension,
+    TLS, ``ZKCONSUMER_PURE_PYTHON=1``) kazoo pings itself, at the same cadence: every T/3 less
+    0.01-0.4 s, a ping unanswered by the next one dropping the connection.
 
-``kafka``
-    kazoo's own heartbeat: a ping whenever nothing was sent for T/3 less 0.01-0.4 s
-    (0.55 packets per second per idle member at T = 6 s; Kafka's client 0.50), sent by kazoo's
-    thread (it needs the GIL). Used where the C extension is not built, over TLS (the native
-    thread writes plain TCP), and when asked for.
+``quiet`` (opt-in, where the extension is built): fewer packets, thinner margins
+    The native thread pings after 0.7 T of silence plus a random 0 to T/30, and drops a server
+    that leaves a write unanswered for T/6. That halves an idle member's packets (0.23 per
+    second at T = 6 s, against 0.5) but spends the margins above: the last packet the server
+    saw may be 0.733 T old, so a whole-process freeze or a server pause longer than about
+    0.27 T can cost the session (at T = 6 s, measured: 2 of 11 idle sessions lost to a 3 s
+    SIGSTOP, 4 of 8 to a 4 s one), and an fsync stall longer than T/6 makes every member with a
+    write outstanding reconnect at once. Meant for large fleets of idle members with long
+    session timeouts, where the ensemble's packet rate matters more than these margins.
 
 Whichever mode, the instrumentation also records, per session, the send time of the last
 request or ping the server answered (:meth:`SessionHeartbeat.last_proof`), the session
 lease's proofs, and the session timeout the server granted
 (:meth:`SessionHeartbeat.negotiated_timeout`; a server clamps the requested one).
+:attr:`SessionHeartbeat.effective` names what runs (``kafka/native``, ``kafka/kazoo`` or
+``quiet/native``); the connector logs it at connect and exports it.
 
 How: :meth:`SessionHeartbeat.install`, before ``client.start()``, wraps methods of the
-client's kazoo connection handler *on that instance*, all of which run only on kazoo's
-connection thread: ``_connect`` (the handshake: records the negotiated timeout; in quiet
-mode hands the new socket and kazoo's wake-up socket to the native thread and stretches
-kazoo's ping interval to an hour), ``_connect_attempt`` (the connection's life: the native
-thread lets go of the socket when it ends), ``_read_socket`` (kazoo's reads keep their own
-timeout), ``_send_request`` (woken by the native thread, it drops a suspect connection),
+client's kazoo connection handler *on that instance* (:data:`HOOKED_METHODS`), all of which
+run only on kazoo's connection thread: ``_connect`` (the handshake: records the negotiated
+timeout; with the native thread hands it the new socket and kazoo's wake-up socket and
+stretches kazoo's ping interval to an hour), ``_connect_attempt`` (the connection's life: the
+native thread lets go of the socket when it ends), ``_read_socket`` (kazoo's reads keep their
+own timeout), ``_send_request`` (woken by the native thread, it drops a suspect connection),
 ``_submit`` (every request and ping: send times, and no pings after Close), ``_write`` (a
 frame, written by the native side without the GIL) and ``_read_header`` (every reply:
 answered requests become proofs). On a kazoo without these methods it logs a warning and
-leaves the client as it is (kazoo's pings; no proofs, so the lease reads for itself).
+leaves the client as it is (kazoo's pings; no proofs, so the lease reads for itself); the
+unit tests install it on a real kazoo client so that a kazoo release that renames one fails
+them instead.
 """
 
 from __future__ import annotations
@@ -61,24 +63,35 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kazoo.exceptions import ConnectionDropped
 from kazoo.protocol.serialization import Close
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_MODES", "QUIET_AVAILABLE", "SessionHeartbeat", "session_of"]
+__all__ = ["HEARTBEAT_MODES", "HOOKED_METHODS", "NATIVE_AVAILABLE", "QUIET_AVAILABLE", "SessionHeartbeat",
+           "close_client", "session_of"]
 
-HEARTBEAT_MODES = ("quiet", "kafka")
+HEARTBEAT_MODES = ("kafka", "quiet")
 
-#: Quiet mode, as fractions of the negotiated session timeout: silence before a ping, its
-#: random extra, and how long a ping may wait for a first byte back.
+#: kazoo's own cadence and Kafka's client's: a ping after T/3 of silence.
+KAFKA_INTERVAL = 1.0 / 3.0
+#: The native thread in ``kafka`` mode, as fractions of the negotiated session timeout: silence
+#: before a ping and its random extra (so a ping is due at most T/3 after the last write), and
+#: how long a server may send nothing while a write is outstanding before it is dropped (the
+#: Java client's read timeout, 2T/3, counted from the last byte received).
+KAFKA_NATIVE_INTERVAL = 0.3
+KAFKA_NATIVE_JITTER = 1.0 / 30.0
+KAFKA_SILENCE_TIMEOUT = 2.0 / 3.0
+#: Quiet mode: silence before a ping, its random extra, and how long a write may wait for a
+#: first byte back (counted from the write).
 QUIET_INTERVAL = 0.7
 QUIET_JITTER = 1.0 / 30.0
 ANSWER_TIMEOUT = 1.0 / 6.0
-#: kazoo's own cadence (and Kafka's client's): a ping after T/3 of silence.
-KAFKA_INTERVAL = 1.0 / 3.0
+#: The kazoo connection-handler methods :meth:`SessionHeartbeat.install` wraps; all must exist.
+HOOKED_METHODS = ("_connect", "_connect_attempt", "_read_socket", "_send_request", "_submit", "_write",
+                  "_read_header")
 #: The read timeout handed to kazoo on a connection the native thread serves: kazoo pings
 #: after half of it, so practically never.
 _KAZOO_PINGS_OFF_MS = 2 * 3600 * 1000.0
@@ -100,8 +113,10 @@ def _load_native() -> Any:
 
 
 _native = _load_native()
-#: Whether the quiet heartbeat can run here (the C extension is built).
-QUIET_AVAILABLE = _native is not None
+#: Whether the native heartbeat thread can run here (the C extension is built).
+NATIVE_AVAILABLE = _native is not None
+#: Whether ``quiet`` can run here (it needs the native thread).
+QUIET_AVAILABLE = NATIVE_AVAILABLE
 
 
 def session_of(client: Any) -> Optional[int]:
@@ -118,12 +133,20 @@ class SessionHeartbeat:
     than :meth:`stop` may be called from any thread.
     """
 
-    def __init__(self, mode: str = "quiet", clock: Callable[[], float] = time.monotonic) -> None:
-        """``clock`` must be ``time.monotonic`` (the native thread's clock) unless ``mode`` is ``kafka``."""
+    def __init__(self, mode: str = "kafka", clock: Callable[[], float] = time.monotonic) -> None:
+        """``mode`` is one of :data:`HEARTBEAT_MODES`. The native thread serves the connection
+        when the extension is built and ``clock`` is ``time.monotonic`` (the native thread's
+        clock; tests that pass another clock get kazoo's pings); ``quiet`` needs it and falls
+        back to ``kafka`` (kazoo's pings, logged) where it cannot run."""
         if mode not in HEARTBEAT_MODES:
             raise ValueError(f"heartbeat mode must be one of {', '.join(HEARTBEAT_MODES)}, not {mode!r}")
         self._clock = clock
-        self._pinger: Any = _native.Heartbeat() if mode == "quiet" and _native is not None else None
+        native = _native is not None and clock is time.monotonic
+        if mode == "quiet" and not native:
+            log.warning("zookeeper.heartbeat=quiet needs the _heartbeat C extension (Linux): using kafka")
+            mode = "kafka"
+        self._mode = mode
+        self._pinger: Any = _native.Heartbeat() if native else None
         self._negotiated: Optional[float] = None
         self._sent: Dict[int, float] = {}  # xid -> send time, kazoo's requests (connection thread only)
         # session id -> send time of its last answered request or ping; replaced whole (atomic for readers)
@@ -132,7 +155,7 @@ class SessionHeartbeat:
         self._unanswered_drops = 0  # written on kazoo's connection thread only
 
     @classmethod
-    def install(cls, client: Any, mode: str = "quiet",
+    def install(cls, client: Any, mode: str = "kafka",
                 clock: Callable[[], float] = time.monotonic) -> "SessionHeartbeat":
         """Instrument ``client`` (a kazoo client, or a wrapper with the raw one as ``raw``); see the module docstring."""
         heartbeat = cls(mode, clock)
@@ -143,11 +166,25 @@ class SessionHeartbeat:
 
     @property
     def mode(self) -> str:
-        """``quiet`` if the native thread was set up for this client, else ``kafka``.
+        """The cadence that runs: ``kafka`` (Kafka's margins) or ``quiet`` (see the module docstring).
 
-        A connection it cannot serve (``attach`` failed: logged as a warning) is pinged by kazoo.
+        ``quiet`` falls back to ``kafka`` where the native thread cannot serve the client.
         """
-        return "quiet" if self._pinger is not None else "kafka"
+        return self._mode
+
+    @property
+    def pinger(self) -> str:
+        """Who sends the pings: ``native`` (the thread that needs no GIL) or ``kazoo`` (kazoo's own thread).
+
+        A connection the native thread cannot serve (``attach`` failed: logged as a warning) is
+        pinged by kazoo, at Kafka's cadence, whatever the mode.
+        """
+        return "native" if self._pinger is not None else "kazoo"
+
+    @property
+    def effective(self) -> str:
+        """``<mode>/<pinger>``: ``kafka/native``, ``kafka/kazoo`` or ``quiet/native``."""
+        return f"{self._mode}/{self.pinger}"
 
     @property
     def observing(self) -> bool:
@@ -160,15 +197,23 @@ class SessionHeartbeat:
 
     def longest_silence(self, timeout: float) -> float:
         """The longest an idle connection of a session with ``timeout`` goes without a ping, in seconds."""
-        if self._pinger is not None:
+        if self._pinger is not None and self._mode == "quiet":
             return timeout * (QUIET_INTERVAL + QUIET_JITTER)
         return timeout * KAFKA_INTERVAL
 
+    def _timings(self, timeout: float) -> Tuple[float, float, float, bool]:
+        """The native thread's ``(interval, jitter, answer_timeout, since_receive)`` for a session of ``timeout`` s."""
+        if self._mode == "quiet":
+            return QUIET_INTERVAL * timeout, QUIET_JITTER * timeout, ANSWER_TIMEOUT * timeout, False
+        return (KAFKA_NATIVE_INTERVAL * timeout, KAFKA_NATIVE_JITTER * timeout, KAFKA_SILENCE_TIMEOUT * timeout,
+                True)
+
     @property
     def unanswered_drops(self) -> int:
-        """Connections dropped because a write (a ping or a request) got no byte back within a
-        sixth of the session timeout, since :meth:`install` (``quiet`` mode; always 0 in ``kafka``
-        mode, where kazoo's own ping timeout drops a connection and is not counted)."""
+        """Connections the native thread dropped because the server stopped answering, since
+        :meth:`install` (``kafka``: nothing received for 2T/3 while a write was outstanding;
+        ``quiet``: a write got no byte back within T/6). Always 0 with kazoo's pings, whose own
+        ping timeout drops a connection uncounted."""
         return self._unanswered_drops
 
     def last_proof(self, session: Optional[int]) -> Optional[float]:
@@ -193,18 +238,27 @@ class SessionHeartbeat:
                 del proofs[old]
         self._proofs = proofs
 
+    def _use_kazoo_pings(self) -> None:
+        """No native thread for this client: kazoo pings, at Kafka's cadence."""
+        self.stop()
+        self._pinger = None
+        if self._mode == "quiet":
+            log.warning("zookeeper.heartbeat=quiet cannot serve this client (TLS, or an unknown kazoo): using kafka")
+            self._mode = "kafka"
+
+    def _answer_window(self) -> float:
+        """Seconds the native thread lets the server stay silent, for the message of a drop."""
+        return self._timings(self._negotiated or 0.0)[2]
+
     def _instrument(self, raw: Any) -> None:
         connection: Any = getattr(raw, "_connection", None)
-        names = ("_connect", "_connect_attempt", "_read_socket", "_send_request", "_submit", "_write", "_read_header")
-        methods: List[Any] = [getattr(connection, name, None) for name in names]
+        methods: List[Any] = [getattr(connection, name, None) for name in HOOKED_METHODS]
         if not all(callable(m) for m in methods):
             log.warning("cannot instrument this kazoo's connection handler: kazoo's own pings, no reply proofs")
-            self.stop()
-            self._pinger = None
+            self._use_kazoo_pings()
             return
         if self._pinger is not None and getattr(raw, "use_ssl", False):
-            self.stop()  # the native thread writes plain TCP; kazoo pings over TLS
-            self._pinger = None
+            self._use_kazoo_pings()  # the native thread writes plain TCP; kazoo pings over TLS
         connect, attempt, read_socket, send_request, submit, write, read_header = methods
         pinger, clock, sent_at = self._pinger, self._clock, self._sent
         # kazoo's read timeout (s) of the connection the native thread serves, for the reads it bounds
@@ -217,8 +271,7 @@ class SessionHeartbeat:
             if pinger is None:
                 return read_timeout_ms, connect_timeout_ms
             try:
-                pinger.attach(connection._socket.fileno(), connection._write_sock.fileno(), QUIET_INTERVAL * timeout,
-                              QUIET_JITTER * timeout, ANSWER_TIMEOUT * timeout)
+                pinger.attach(connection._socket.fileno(), connection._write_sock.fileno(), *self._timings(timeout))
             except (AttributeError, OSError, RuntimeError, ValueError) as exc:
                 log.warning("ZooKeeper heartbeat thread unavailable (%s): kazoo pings this connection", exc)
                 return read_timeout_ms, connect_timeout_ms
@@ -244,7 +297,7 @@ class SessionHeartbeat:
             # then reconnects at once (to another server: see server_order)
             if pinger is not None and pinger.suspect():
                 self._unanswered_drops += 1
-                raise ConnectionDropped(f"no answer from the server within {ANSWER_TIMEOUT * (self._negotiated or 0.0):.1f}s")
+                raise ConnectionDropped(f"no answer from the server within {self._answer_window():.1f}s")
             return send_request(timeout if read_timeout[0] is None else read_timeout[0], connect_timeout)
 
         def instrumented_submit(request: Any, timeout: Any, xid: Any = None) -> Any:
@@ -289,3 +342,22 @@ class SessionHeartbeat:
         connection._write = instrumented_write
         connection._read_header = instrumented_read_header
         self._observing = True
+
+
+def close_client(client: Any, heartbeat: Optional[SessionHeartbeat], who: str) -> None:
+    """Stop and close ``client``, then join its heartbeat thread (the connection it served is
+    closed by then). Each step runs whatever the one before raised, an interrupt included: a
+    failure to stop or close is logged for ``who`` (an interrupt is raised again once all ran)."""
+    try:
+        try:
+            client.stop()
+        except Exception as exc:  # noqa: BLE001 - e.g. kazoo's WriterNotClosedException: still close
+            log.warning("%s: closing the ZooKeeper session: %r", who, exc)
+        finally:  # an interrupt while stopping still releases the client
+            try:
+                client.close()
+            except Exception as exc:  # noqa: BLE001 - still join the heartbeat
+                log.warning("%s: releasing the ZooKeeper client: %r", who, exc)
+    finally:
+        if heartbeat is not None:
+            heartbeat.stop()

@@ -98,6 +98,7 @@ class SessionLease:
         # the session whose proofs count: the one the member joined with (None: the first one seen)
         self._accepted: Optional[int] = session_of(client)
         self._stopped = threading.Event()
+        self._lapsed = False  # the thread's view, for its log lines
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     @property
@@ -166,28 +167,40 @@ class SessionLease:
         return True
 
     def _run(self) -> None:
-        """Wake when a proof becomes overdue (at least every third of the timeout); read only then."""
-        lapsed = False
+        """Wake when a proof becomes overdue (at least every third of the timeout); read only then.
+
+        An unexpected exception in one round (a bug, a client in a state nobody foresaw) is
+        logged and the round retried after :data:`LAPSED_RETRY_S`: the thread never dies while
+        the lease is in use, since a dead thread would leave the lease to lapse for good.
+        """
+        self._lapsed = False
         wait = self.timeout / 3.0
         while not self._stopped.wait(wait):
-            if self._accepted is None:
-                self._accepted = self._current_session()  # the session the member joined with
-            overdue_at = self._proven_at() + self.overdue_after
-            now = self._clock()
-            if now < overdue_at:
-                if lapsed:
-                    log.info("ZooKeeper session proven again: deliveries resume")
-                lapsed = False
-                wait = min(self.timeout / 3.0, overdue_at - now)
-                continue  # the connection's own requests and pings prove it: no read of ours
-            proven = self.prove()
-            if not proven and not self.valid() and not lapsed:
-                log.warning("ZooKeeper session not proven for %.1fs: holding back new deliveries until it is",
-                            self.timeout)
-            elif proven and lapsed:
+            try:
+                wait = self._round()
+            except Exception:  # noqa: BLE001 - logged and retried: see above
+                log.exception("session lease: unexpected failure; retrying in %.1fs", LAPSED_RETRY_S)
+                wait = LAPSED_RETRY_S
+
+    def _round(self) -> float:
+        """One look at the lease: prove it if a proof is overdue. Returns how long to wait until the next."""
+        if self._accepted is None:
+            self._accepted = self._current_session()  # the session the member joined with
+        overdue_at = self._proven_at() + self.overdue_after
+        now = self._clock()
+        if now < overdue_at:
+            if self._lapsed:
                 log.info("ZooKeeper session proven again: deliveries resume")
-            lapsed = not self.valid()
-            if lapsed:
-                wait = min(self.timeout / 3.0, LAPSED_RETRY_S)
-            else:  # proven, or not yet lapsed: look again at the latest when it would lapse
-                wait = max(LAPSED_RETRY_S, min(self.timeout / 3.0, self._proven_at() + self.timeout - self._clock()))
+            self._lapsed = False
+            return min(self.timeout / 3.0, overdue_at - now)  # the connection's own traffic proves it
+        proven = self.prove()
+        if not proven and not self.valid() and not self._lapsed:
+            log.warning("ZooKeeper session not proven for %.1fs: holding back new deliveries until it is",
+                        self.timeout)
+        elif proven and self._lapsed:
+            log.info("ZooKeeper session proven again: deliveries resume")
+        self._lapsed = not self.valid()
+        if self._lapsed:
+            return min(self.timeout / 3.0, LAPSED_RETRY_S)
+        # proven, or not yet lapsed: look again at the latest when it would lapse
+        return max(LAPSED_RETRY_S, min(self.timeout / 3.0, self._proven_at() + self.timeout - self._clock()))

@@ -89,8 +89,16 @@ class OffsetNodes(OwnerNodes):
         for (topic, partition), offset in sorted(offsets.items()):
             self.commit_offset(topic, partition, offset)
 
-    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str) -> bool:
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str,
+                               session: Optional[int] = None) -> bool:
         """Write ``offset`` only while this member holds the partition under this session: a fenced commit.
+
+        ``session``: the session the offset was handed out under (the one the
+        commit began on). If the client is on another session by the time a
+        try is made, the write is fenced: a commit that began before a session
+        expiry and is retried after the member re-claimed the partition on a new
+        session would otherwise write the old incarnation's position over what
+        the new one read, and the committed offset would move backwards.
 
         The owner node must belong to the current session and name one of this
         member's thread ids: ``owner`` is the thread the caller saw, but a node
@@ -122,6 +130,9 @@ class OffsetNodes(OwnerNodes):
 
         def step() -> bool:
             """One try; ``False`` when the owner was relabelled or the offset node appeared/vanished (try again)."""
+            if session is not None and self.session_id != session:
+                outcome[0] = False  # began on a session that is gone: not ours to write any more
+                return True
             version = self._held_version(owner_path)  # known held and unchanged: no read
             if version is None:
                 changed, on_change = self._held_watch(owner_path)
@@ -171,7 +182,7 @@ class OffsetNodes(OwnerNodes):
             self._offset_nodes.add(offset_path)
         return outcome[0]
 
-    def commit_offsets_if_owner(self, entries: Sequence[Tuple[str, int, int]]) -> bool:
+    def commit_offsets_if_owner(self, entries: Sequence[Tuple[str, int, int]], session: Optional[int] = None) -> bool:
         """Write every ``(topic, partition, offset)`` in one multi-operation, fenced as
         :meth:`commit_offset_if_owner` fences one; ``True`` if all were written.
 
@@ -189,8 +200,9 @@ class OffsetNodes(OwnerNodes):
         then commits partition by partition with :meth:`commit_offset_if_owner`,
         which tells fenced from refused from unreachable. Never raises a
         ZooKeeper error. At most :data:`MAX_COMMIT_BATCH` partitions per call.
+        ``session``: as for :meth:`commit_offset_if_owner` (another session now: ``False``).
         """
-        if not entries or len(entries) > MAX_COMMIT_BATCH:
+        if not entries or len(entries) > MAX_COMMIT_BATCH or (session is not None and self.session_id != session):
             return False
         owners = [self.paths.owner(topic, partition) for topic, partition, _ in entries]
         offsets = [self.paths.offset(topic, partition) for topic, partition, _ in entries]
@@ -218,6 +230,11 @@ class OffsetNodes(OwnerNodes):
                     transaction.set_data(path, data)
                 else:
                     transaction.create(path, data, acl=self._acl)
+            if session is not None and self.session_id != session:
+                # The reads or the parents' creation above were retried onto a new session: the
+                # versions known belong to the old one, and a node re-created since (by a peer
+                # that claimed it) has the same version 0 (found by the simulator, tests/sim).
+                return False
             with self.client.deadline(self._retry_timeout_s):
                 results = transaction.commit()
         except Exception as exc:  # anything unclear: the one-by-one path decides and reports it

@@ -215,6 +215,7 @@ class OwnerNodes:
         watch reports it), no wider than a read's.
         """
         paths = [self.paths.owner(topic, partition) for topic, partition in partitions]
+        session = self.session_id  # the versions known and read are this session's
         known = [self._held_version(path) for path in paths]
         unknown = [i for i, version in enumerate(known) if version is None]
         read = self._pipelined("reading", [(paths[i], self._get_async(paths[i])) for i in unknown])
@@ -223,6 +224,11 @@ class OwnerNodes:
         ours = [(i, outcome[1].version) for i, outcome in zip(unknown, read)
                 if not isinstance(outcome, Exception) and self._ours(outcome[1])]
         ours += [(i, version) for i, version in enumerate(known) if version is not None]
+        if ours and self.session_id != session:
+            # A new session since the versions were learnt: a node of ours is gone with the old
+            # one, and a peer's re-created node has the same version. Decided one by one (a read each).
+            again.extend(i for i, _ in ours)
+            ours = []
         if ours:
             transaction = self.client.transaction()
             for i, version in ours:
@@ -286,6 +292,7 @@ class OwnerNodes:
         """
         paths = [self.paths.owner(topic, partition) for topic, partition, _ in relabels]
         datas = [zkformat.encode_owner(thread_id) for _, _, thread_id in relabels]
+        session = self.session_id  # the versions known and read are this session's
         versions: List[Optional[int]] = [self._held_version(path) for path in paths]
         unknown = [i for i, version in enumerate(versions) if version is None]
         done: List[Optional[bool]] = [None] * len(relabels)
@@ -298,6 +305,8 @@ class OwnerNodes:
                 versions[i] = outcome[1].version
                 done[i] = True if outcome[0] == datas[i] else None
         writes = [i for i in range(len(relabels)) if done[i] is None and versions[i] is not None]
+        if self.session_id != session:
+            writes = []  # a new session: versions of the old one could match a peer's node; one by one
         for i, outcome in zip(writes, self._pipelined("relabelling", [
                 (paths[i], functools.partial(self.client.raw.set_async, paths[i], datas[i], version=versions[i]))
                 for i in writes])):

@@ -6,8 +6,9 @@ round. When the server it left was the last one of its round, the next round is 
 again, and with ``n`` servers it starts on that same server one time in ``n``. After a
 server that hangs (a SIGSTOPped or wedged node: TCP still accepts, nothing answers), that
 draw costs a handshake timeout of ``T / n`` (``T`` the session timeout) spent on the hung
-server, on top of the time it took to notice the hang; with the quiet heartbeat (noticed
-up to 0.9 T after the last packet) the session is then lost. ZooKeeper's Java client, the
+server, on top of the time it took to notice the hang (2T/3 after the last byte by default,
+so T/3 is left to reach another server; with the opt-in quiet heartbeat up to 0.9 T after the
+last packet, and the session is then lost). ZooKeeper's Java client, the
 one Kafka's consumer uses, shuffles its list once and cycles through it, so it tries every
 other server before it returns to the one it left.
 

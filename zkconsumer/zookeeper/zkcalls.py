@@ -30,7 +30,7 @@ wrapped client unchanged.
 from __future__ import annotations
 
 import contextlib
-import threading
+import contextvars
 import time
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
@@ -47,10 +47,15 @@ __all__ = ["BoundedZooKeeper"]
 class BoundedZooKeeper:
     """A :class:`KazooClient` whose calls wait at most until a deadline; see the module docstring."""
 
-    def __init__(self, client: KazooClient, default_timeout_s: float) -> None:
+    def __init__(self, client: KazooClient, default_timeout_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.raw = client
         self.default_timeout_s = default_timeout_s
-        self._local = threading.local()
+        self._clock = clock  # deadlines are measured on it (a simulation passes its virtual clock)
+        # The calling thread's deadline. A context variable, not a threading.local: each thread has
+        # its own context (so it is per thread here), and so does each task of a simulation's runtime.
+        self._deadline: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar(
+            f"zkconsumer-deadline-{id(self):x}", default=None)
 
     # ------------------------------------------------------------------ deadlines
 
@@ -60,22 +65,22 @@ class BoundedZooKeeper:
 
         Nested blocks keep the earlier of the two deadlines.
         """
-        previous: Optional[float] = getattr(self._local, "deadline", None)
-        mine = time.monotonic() + seconds
-        self._local.deadline = mine if previous is None else min(previous, mine)
+        previous = self._deadline.get()
+        mine = self._clock() + seconds
+        self._deadline.set(mine if previous is None else min(previous, mine))
         try:
             yield
         finally:
-            self._local.deadline = previous
+            self._deadline.set(previous)
 
     def remaining(self) -> Optional[float]:
         """Seconds left before this thread's deadline (``None`` without one; may be negative)."""
-        deadline: Optional[float] = getattr(self._local, "deadline", None)
-        return None if deadline is None else deadline - time.monotonic()
+        deadline = self._deadline.get()
+        return None if deadline is None else deadline - self._clock()
 
     def _wait(self, what: str, path: str, result: Any) -> Any:
-        deadline: Optional[float] = getattr(self._local, "deadline", None)
-        timeout = self.default_timeout_s if deadline is None else deadline - time.monotonic()
+        deadline = self._deadline.get()
+        timeout = self.default_timeout_s if deadline is None else deadline - self._clock()
         try:
             return result.get(timeout=max(timeout, 0.001))
         except self.raw.handler.timeout_exception as exc:

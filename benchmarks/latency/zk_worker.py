@@ -1,0 +1,69 @@
+"""``python -m benchmarks.latency.zk_worker --zookeeper ZK --topic T [--batch] ...``: zkconsumer's latency.
+
+One member of a new group, one stream; iterates it (``MessageAndMetadata`` per message) or,
+with ``--batch``, takes Arrow record batches (``KafkaStream.batches()``: the stamps of a batch
+are read in one numpy step and all its messages count as delivered when the batch is).
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
+
+from .settings import ZK_BASE, settings
+from .stamps import STAMP, Recorder, now_us, ready, worker_arguments
+
+
+def main() -> int:
+    parser = worker_arguments(__doc__ or "")
+    parser.add_argument("--zookeeper", required=True)
+    parser.add_argument("--batch", action="store_true")
+    args = parser.parse_args()
+    props = {"zookeeper.connect": args.zookeeper, "group.id": args.group or f"lat-zk-{uuid.uuid4().hex[:8]}",
+             **ZK_BASE, **settings("zkconsumer", args.setting), **dict(p.split("=", 1) for p in args.prop)}
+    kind = "zkconsumer-batch" if args.batch else "zkconsumer"
+    with ZookeeperConsumerConnector(ConsumerConfig(props)) as connector:
+        stream = connector.create_message_streams({args.topic: 1})[args.topic][0]
+        t0, t1, deadline = ready(args.window)
+        recorder = Recorder(t0, t1, bool(args.trace))
+        (_read_batches if args.batch else _read_messages)(stream, recorder, deadline)
+    recorder.finish(kind, args.setting, args.trace)
+    return 0
+
+
+def _read_messages(stream: object, recorder: Recorder, deadline: int) -> None:
+    unpack, add, it = STAMP.unpack_from, recorder.add, iter(stream)  # type: ignore[call-overload]
+    while now_us() < deadline:
+        try:
+            for m in it:
+                now = now_us()
+                add(m.partition, unpack(m.message)[0], now)
+                if now >= deadline:
+                    return
+        except ConsumerTimeoutError:
+            continue
+
+
+def _read_batches(stream: object, recorder: Recorder, deadline: int) -> None:
+    import numpy as np
+
+    width = np.arange(STAMP.size)
+    while now_us() < deadline:
+        try:
+            for batch in stream.batches():  # type: ignore[attr-defined]
+                now = now_us()
+                values = batch.column(4)
+                offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + len(values)]
+                data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
+                stamps = data[offsets[:, None] + width].copy().view(">i8").ravel().astype(np.int64)
+                recorder.add_many(batch.column(1)[0].as_py(), stamps, now)
+                if now >= deadline:
+                    return
+        except ConsumerTimeoutError:
+            continue
+
+
+if __name__ == "__main__":
+    sys.exit(main())

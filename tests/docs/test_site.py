@@ -1,0 +1,156 @@
+"""The documentation site, built strict by ``scripts/docs`` and opened in a real headless browser.
+
+The site is built once per session into a temporary directory. Debian's ``chromium``
+(installed by ``scripts/setup-env``) then loads three pages from disk, with a fresh profile and
+every background service off, and the DOM it rendered (``--dump-dom``, after the page's
+scripts ran) must show:
+
+* the home page: its title and the navigation with every top-level section;
+* the API page of ``ZookeeperConsumerConnector``: the class heading and its documented methods;
+* the configuration page: a table row for every property in ``zkconsumer.config.PROPERTIES``.
+
+Each page's screenshot is kept as a test artefact in ``build/test-artifacts/docs/``
+(``$ZKCONSUMER_TEST_ARTIFACTS/docs/`` when set): ``home.png``, ``api-connector.png``,
+``configuration.png``. Besides: the API reference documents exactly the names each package's
+``__all__`` exports (read from the built ``objects.inv``), and no built page loads anything
+from another host.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Set, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1280,1600", "--virtual-time-budget=5000"]
+BROWSER_TIMEOUT_S = 120
+BUILD_TIMEOUT_S = 600
+
+
+def artefact_dir() -> Path:
+    base = Path(os.environ.get("ZKCONSUMER_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+    path = base / "docs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built strict by scripts/docs (the command CI runs) into a temporary directory."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "docs"), "--site-dir", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    assert done.returncode == 0, f"scripts/docs failed:\n{done.stdout}\n{done.stderr}"
+    return out
+
+
+def chromium() -> str:
+    path = shutil.which("chromium")
+    assert path, "Debian's chromium is missing: run scripts/setup-env (it installs the apt package chromium)"
+    return path
+
+
+def browse(page: Path, profile: Path, *action: str) -> "subprocess.CompletedProcess[str]":
+    """Run headless chromium on ``page`` with ``action`` (``--dump-dom`` or ``--screenshot=F``)."""
+    done = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
+                          capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+    assert done.returncode == 0, f"chromium failed on {page}:\n{done.stderr[-3000:]}"
+    return done
+
+
+def png_size(data: bytes) -> Tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture
+def render(site: Path, tmp_path: Path) -> Iterator[Callable[[str, str], str]]:
+    """``render(path, name)``: the DOM chromium rendered for the site page, its screenshot kept as ``name``.png."""
+
+    def _render(relative: str, name: str) -> str:
+        page = site / relative
+        assert page.exists(), page
+        dom = browse(page, tmp_path / f"profile-{name}-dom", "--dump-dom").stdout
+        shot = artefact_dir() / f"{name}.png"
+        shot.unlink(missing_ok=True)
+        browse(page, tmp_path / f"profile-{name}-shot", f"--screenshot={shot}")
+        data = shot.read_bytes()
+        assert png_size(data) == (1280, 1600)
+        # A blank or unstyled page compresses to a few kilobytes; a rendered page with text is far larger.
+        assert len(data) > 30_000, f"{shot} is {len(data)} bytes: nothing rendered?"
+        return dom
+
+    yield _render
+
+
+def test_the_home_page_renders_with_its_navigation(render: Callable[[str, str], str]) -> None:
+    dom = render("index.html", "home")
+    assert re.search(r"<h1[^>]*>zkconsumer", dom)
+    for section in ("Getting started", "Consumer guide", "Spark", "Operations", "Monitoring",
+                    "Guarantees under faults", "Performance", "Migration from Kafka", "Architecture",
+                    "API reference"):
+        assert section in dom, section
+    assert "create_message_streams" in dom  # the example code block
+
+
+def test_the_connector_api_page_renders_the_class_and_its_methods(render: Callable[[str, str], str]) -> None:
+    dom = render("reference/connector/index.html", "api-connector")
+    assert 'id="zkconsumer.ZookeeperConsumerConnector"' in dom
+    for method in ("create_message_streams", "create_message_streams_by_filter", "commit_offsets", "shutdown",
+                   "metrics_snapshot"):
+        assert f'id="zkconsumer.ZookeeperConsumerConnector.{method}"' in dom, method
+    assert "A member of a consumer group" in dom  # the class docstring
+
+
+def test_the_configuration_page_renders_a_row_per_property(render: Callable[[str, str], str]) -> None:
+    from zkconsumer.config import PROPERTIES
+
+    dom = render("configuration/index.html", "configuration")
+    rows = re.findall(r"<tr>\s*<td><code>([a-z.]+)</code></td>", dom)
+    assert sorted(rows) == sorted(PROPERTIES)
+    assert "<th>default</th>" in dom
+
+
+def inventory(site: Path) -> Set[str]:
+    """Python object names in the site's ``objects.inv`` (Sphinx inventory v2)."""
+    data = (site / "objects.inv").read_bytes()
+    header_end = 0
+    for _ in range(4):
+        header_end = data.index(b"\n", header_end) + 1
+    lines = zlib.decompress(data[header_end:]).decode().splitlines()
+    return {line.split(" ", 1)[0] for line in lines if " py:" in line}
+
+
+@pytest.mark.parametrize("package", ["zkconsumer", "spark_integration", "zkconsumer.testing"])
+def test_the_api_reference_documents_exactly_each_packages_all(site: Path, package: str) -> None:
+    init = ROOT / package.replace(".", "/") / "__init__.py"
+    tree = ast.parse(init.read_text())
+    exported = next(set(ast.literal_eval(node.value)) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+    depth = package.count(".") + 1
+    documented = {name.rsplit(".", 1)[1] for name in inventory(site)
+                  if name.startswith(package + ".") and name.count(".") == depth}
+    assert exported == documented
+
+
+def test_no_page_loads_anything_from_another_host(site: Path) -> None:
+    external: Dict[str, List[str]] = {}
+    for page in site.rglob("*.html"):
+        html = page.read_text()
+        loads = re.findall(r'<(?:script|img|iframe)\b[^>]*src="((?:https?:)?//[^"]+)"', html)
+        loads += re.findall(r'<link\b[^>]*rel="stylesheet"[^>]*href="((?:https?:)?//[^"]+)"', html)
+        if loads:
+            external[str(page.relative_to(site))] = loads
+    assert not external

@@ -1,0 +1,440 @@
+"""A simulated kazoo client: the part of :class:`kazoo.client.KazooClient` zkconsumer uses,
+talking to :class:`~.zkmodel.Ensemble` over a simulated network.
+
+Behaves as kazoo 2.x does (read from its source):
+
+* requests made while disconnected wait in a queue and are sent once connected;
+* on a lost connection the state goes SUSPENDED, every request sent and not yet answered
+  fails with ``ConnectionLoss`` (it may well have been applied), every watch is dropped
+  and its callback called with an ``EventType.NONE`` event; the client then reconnects,
+  to any server whose state is not older than what it has seen;
+* if the session expired meanwhile, the state goes LOST (answered requests fail with
+  ``SessionExpiredError``, queued ones are dropped, watches dropped as above), and a new
+  session is opened: CONNECTED;
+* pings every third of the session timeout; a server that answered nothing for two thirds
+  of it is dropped (ZooKeeper's Java client and kazoo alike);
+* an :class:`AsyncResult`'s ``get(timeout)`` raises the handler's timeout exception when
+  no answer came in time: the request stays sent and may still be applied.
+
+Latencies, drops and partitions come from the :class:`Network` (the schedule decides).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from .kernel import Kernel
+from .zkmodel import Ensemble
+
+_EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DELETED": EventType.DELETED,
+                "CHILD": EventType.CHILD}
+
+
+class SimTimeoutError(Exception):
+    """The handler's timeout exception (kazoo's ``handler.timeout_exception``)."""
+
+
+class _Handler:
+    timeout_exception = SimTimeoutError
+
+
+class Network:
+    """Latencies and faults between clients and the ensemble, drawn from the schedule's generator."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.slow_until = 0.0  # replies are slow (seconds) until then
+        self.partitioned: Dict[str, float] = {}  # client name -> cut off from ZooKeeper until then
+
+    def latency(self, now: float) -> float:
+        if now < self.slow_until and self.rng.random() < 0.3:
+            return self.rng.uniform(1.0, 8.0)
+        return self.rng.uniform(0.0005, 0.004)
+
+    def cut(self, name: str, now: float) -> bool:
+        return self.partitioned.get(name, 0.0) > now
+
+    def cut_until(self, name: str) -> float:
+        return self.partitioned.get(name, 0.0)
+
+
+class AsyncResult:
+    """kazoo's ``IAsyncResult`` for one simulated request."""
+
+    def __init__(self, client: "SimKazoo") -> None:
+        self._client = client
+        self._done = False
+        self._value: Any = None
+        self._exc: Optional[BaseException] = None
+        self._waiters: List[Any] = []
+        self._links: List[Callable[["AsyncResult"], None]] = []
+
+    def ready(self) -> bool:
+        return self._done
+
+    def set(self, value: Any) -> None:
+        self._finish(value, None)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._finish(None, exc)
+
+    def _finish(self, value: Any, exc: Optional[BaseException]) -> None:
+        if self._done:
+            return
+        self._done, self._value, self._exc = True, value, exc
+        self._client.kernel.wake(self._waiters)
+        for link in self._links:
+            link(self)  # kazoo's completion thread
+
+    def get(self, block: bool = True, timeout: Optional[float] = None) -> Any:
+        if not self._done:
+            self._client.kernel.block(timeout, self._waiters)
+        if not self._done:
+            raise SimTimeoutError()
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def rawlink(self, callback: Callable[["AsyncResult"], None]) -> None:
+        if self._done:
+            self._client.kernel.soon(lambda: callback(self))
+        else:
+            self._links.append(callback)
+
+
+class _Transaction:
+    def __init__(self, client: "SimKazoo") -> None:
+        self._client = client
+        self._ops: List[Tuple[str, Dict[str, Any]]] = []
+
+    def check(self, path: str, version: int) -> None:
+        self._ops.append(("check", {"path": path, "version": version}))
+
+    def create(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
+               sequence: bool = False) -> None:
+        self._ops.append(("create", {"path": path, "value": value, "ephemeral": ephemeral}))
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self._ops.append(("set", {"path": path, "value": value, "version": version}))
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._ops.append(("delete", {"path": path, "version": version}))
+
+    def commit_async(self) -> AsyncResult:
+        return self._client._request("multi", {"ops": list(self._ops), "path": "multi"})
+
+
+class SimKazoo:
+    """One member's ZooKeeper client; see the module docstring."""
+
+    handler = _Handler()
+
+    def __init__(self, kernel: Kernel, ensemble: Ensemble, network: Network, name: str, session_timeout: float,
+                 trace: Callable[[str], None]) -> None:
+        self.kernel = kernel
+        self.ensemble = ensemble
+        self.network = network
+        self.name = name
+        self.timeout = session_timeout
+        self._trace = trace
+        self.state = KazooState.LOST
+        self.sid: Optional[int] = None
+        self.server = 0
+        self.last_zxid = 0
+        self._conn = 0  # connection generation: replies of an older connection are dropped
+        self._chan_time = 0.0  # replies and events of this connection are delivered in order
+        self._req_time = 0.0  # requests of this connection reach the server in order
+        self._queue: List[Tuple[str, Dict[str, Any], AsyncResult]] = []
+        self._pending: Dict[int, AsyncResult] = {}
+        self._xid = 0
+        self._listeners: List[Callable[[str], Any]] = []
+        self._data_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
+        self._child_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
+        self._last_answer = 0.0
+        self.closed = False
+        self.dead = False  # kill -9: nothing of this client reaches anyone again
+        self.frozen_until = 0.0
+
+    # ------------------------------------------------------------ kazoo's surface
+
+    @property
+    def connected(self) -> bool:
+        return self.state == KazooState.CONNECTED
+
+    @property
+    def client_id(self) -> Optional[Tuple[int, bytes]]:
+        return None if self.sid is None else (self.sid, b"password")
+
+    def add_listener(self, listener: Callable[[str], Any]) -> None:
+        if listener not in self._listeners:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[str], Any]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def get_async(self, path: str, watch: Optional[Callable[..., Any]] = None) -> AsyncResult:
+        return self._request("get", {"path": path}, watch, self._data_watchers)
+
+    def exists_async(self, path: str, watch: Optional[Callable[..., Any]] = None) -> AsyncResult:
+        return self._request("exists", {"path": path}, watch, self._data_watchers)
+
+    def get_children_async(self, path: str, watch: Optional[Callable[..., Any]] = None,
+                           include_data: bool = False) -> AsyncResult:
+        return self._request("get_children", {"path": path, "include_data": include_data}, watch,
+                             self._child_watchers)
+
+    def create_async(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
+                     sequence: bool = False, makepath: bool = False) -> AsyncResult:
+        return self._request("create", {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath})
+
+    def set_async(self, path: str, value: bytes, version: int = -1) -> AsyncResult:
+        return self._request("set", {"path": path, "value": value, "version": version})
+
+    def delete_async(self, path: str, version: int = -1) -> AsyncResult:
+        return self._request("delete", {"path": path, "version": version})
+
+    def ensure_path_async(self, path: str, acl: Any = None) -> AsyncResult:
+        result = AsyncResult(self)
+        inner = self.create_async(path, b"", makepath=True)
+
+        def done(answer: AsyncResult) -> None:
+            try:
+                answer.get()
+                result.set(True)
+            except Exception as exc:  # noqa: BLE001
+                from kazoo.exceptions import NodeExistsError
+                if isinstance(exc, NodeExistsError):
+                    result.set(True)
+                else:
+                    result.set_exception(exc)
+        inner.rawlink(done)
+        return result
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+    # ------------------------------------------------------------ requests
+
+    def _request(self, op: str, args: Dict[str, Any], watch: Optional[Callable[..., Any]] = None,
+                 table: Optional[Dict[str, List[Callable[[WatchedEvent], None]]]] = None) -> AsyncResult:
+        result = AsyncResult(self)
+        if self.closed or self.dead:
+            result.set_exception(ConnectionClosedError("closed"))
+            return result
+        if watch is not None:
+            args = dict(args, watch=True)
+            assert table is not None
+            args["_watch"] = (watch, table)
+        if self.state == KazooState.CONNECTED:
+            self._send(op, args, result)
+        else:
+            self._queue.append((op, args, result))
+        return result
+
+    def _send(self, op: str, args: Dict[str, Any], result: AsyncResult) -> None:
+        self._xid += 1
+        xid, conn = self._xid, self._conn
+        self._pending[xid] = result
+        now = self.kernel.now
+        self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
+        self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
+
+    def _arrive(self, conn: int, xid: int, op: str, args: Dict[str, Any]) -> None:
+        """The request reaches the server (or the wire is cut and it never does)."""
+        if conn != self._conn or self.dead:
+            return
+        if self.network.cut(self.name, self.kernel.now):  # TCP retransmits: it arrives once the link is back
+            self.kernel.at(self.network.cut_until(self.name), lambda: self._arrive(conn, xid, op, args))
+            return
+        if self.ensemble.paused:  # served in arrival order once ZooKeeper resumes
+            self.ensemble.backlog.append(lambda: self._arrive(conn, xid, op, args))
+            return
+        sid = self.sid
+        assert sid is not None
+        if not self.ensemble.touch(sid):
+            return  # the session is gone: the connection is closed by the server (found at the next ping)
+        server = self.ensemble.servers[self.server]
+        watch = args.pop("_watch", None)
+        try:
+            answer: Any = self.ensemble.execute(server, sid, op, args)
+            failed: Optional[BaseException] = None
+        except Exception as exc:  # kazoo's errors, returned to the caller
+            answer, failed = None, exc
+        if op == "multi":
+            what = "; ".join(f"{o} {a['path']}{' v' + str(a['version']) if a.get('version', -1) != -1 else ''}"
+                             f"{' =' + a['value'].decode('utf-8', 'replace') if a.get('value') else ''}" for o, a in args["ops"])
+        else:
+            what = str(args.get("path"))
+        outcome = type(failed).__name__ if failed else (
+            "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
+        self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
+        zxid = server.zxid
+
+        def deliver() -> None:
+            if watch is not None and failed is None:  # kazoo registers the watcher with the answer
+                callback, table = watch
+                table.setdefault(args["path"], []).append(callback)
+            self._answer(xid, answer, failed, zxid)
+        self._reply(conn, deliver)
+
+    def _reply(self, conn: int, deliver: Callable[[], None]) -> None:
+        now = self.kernel.now
+        self._chan_time = max(self._chan_time, now + self.network.latency(now), self.frozen_until)
+
+        def arrive() -> None:
+            if conn != self._conn or self.dead:
+                return  # the connection is gone, and what was on its way with it
+            if self.network.cut(self.name, self.kernel.now):  # delayed, in order, until the link is back
+                self.kernel.at(self.network.cut_until(self.name), arrive)
+                return
+            self._last_answer = self.kernel.now
+            deliver()
+        self.kernel.at(self._chan_time, arrive)
+
+    def _answer(self, xid: int, answer: Any, failed: Optional[BaseException], zxid: int) -> None:
+        self.last_zxid = max(self.last_zxid, zxid)
+        result = self._pending.pop(xid, None)
+        if result is None:
+            return
+        if failed is not None:
+            result.set_exception(failed)
+        else:
+            result.set(answer)
+
+    def watch_fired(self, kind: str, path: str) -> None:
+        """The server fired a watch of our session: the event travels on the ordered channel."""
+        conn = self._conn
+
+        def deliver() -> None:
+            table = self._child_watchers if kind == "CHILD" else self._data_watchers
+            callbacks = list(table.pop(path, []))
+            if kind == "DELETED":
+                callbacks += self._child_watchers.pop(path, [])
+            event = WatchedEvent(_EVENT_TYPES[kind], KazooState.CONNECTED, path)
+            for callback in callbacks:
+                callback(event)
+        self._reply(conn, deliver)
+
+    # ------------------------------------------------------------ connection
+
+    def start(self) -> None:
+        """Open a session and connect (asynchronously: CONNECTED is announced when done)."""
+        self.closed = False
+        self._connect()
+
+    def _connect(self) -> None:
+        conn = self._conn
+
+        def attempt() -> None:
+            if conn != self._conn or self.closed or self.dead:
+                return
+            now = self.kernel.now
+            if self.ensemble.paused or self.network.cut(self.name, now) or now < self.frozen_until:
+                self.kernel.at(max(now + 0.5, self.frozen_until), attempt)
+                return
+            candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid]
+            self.server = self.network.rng.choice(candidates)
+            if self.sid is not None and not self.ensemble.alive(self.sid):
+                self._session_lost()
+            if self.sid is None:
+                self.sid = self.ensemble.open_session(self.timeout)
+                self.ensemble.clients[self.sid] = self
+                self.last_zxid = 0
+            self.ensemble.touch(self.sid)
+            self._conn += 1
+            self._chan_time = self._req_time = now
+            self._last_answer = now
+            self._set_state(KazooState.CONNECTED)
+            queued, self._queue = self._queue, []
+            for op, args, result in queued:
+                self._send(op, args, result)
+            self._ping(self._conn)
+        self.kernel.at(self.kernel.now + self.network.latency(self.kernel.now) * 3, attempt)
+
+    def _ping(self, conn: int) -> None:
+        """Every third of the timeout; a silent server is dropped after two thirds (read timeout)."""
+        def tick() -> None:
+            if conn != self._conn or self.closed or self.dead or self.state != KazooState.CONNECTED:
+                return
+            now = self.kernel.now
+            if now - self._last_answer > self.timeout * 2 / 3:
+                self.drop_connection("no answer within the read timeout")
+                return
+            if now >= self.frozen_until:
+                self._send_ping(conn)
+            self.kernel.at(now + self.timeout / 3, tick)
+        self.kernel.at(self.kernel.now + self.timeout / 3, tick)
+
+    def _send_ping(self, conn: int) -> None:
+        now = self.kernel.now
+
+        def arrive() -> None:
+            if conn != self._conn or self.dead or self.ensemble.paused:
+                return
+            if self.network.cut(self.name, self.kernel.now):
+                self.kernel.at(self.network.cut_until(self.name), arrive)
+                return
+            assert self.sid is not None
+            if self.ensemble.touch(self.sid):
+                self._reply(conn, lambda: None)
+        self.kernel.at(now + self.network.latency(now), arrive)
+
+    def drop_connection(self, why: str) -> None:
+        """The TCP connection broke (or was dropped): SUSPENDED, then reconnect."""
+        if self.state != KazooState.CONNECTED or self.dead:
+            return
+        self._trace(f"{self.name} connection lost ({why})")
+        self._conn += 1
+        self._set_state(KazooState.SUSPENDED)
+        self._fail_pending(ConnectionLoss())
+        self._reset_watchers(KazooState.SUSPENDED)
+        self._connect()
+
+    def _session_lost(self) -> None:
+        self._trace(f"{self.name} session 0x{self.sid or 0:x} expired")
+        self.sid = None
+        self._queue = []
+        self._set_state(KazooState.LOST)
+        self._fail_pending(SessionExpiredError())
+        self._reset_watchers(KazooState.LOST)
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        pending, self._pending = self._pending, {}
+        for xid in sorted(pending):
+            pending[xid].set_exception(type(exc)())
+
+    def _reset_watchers(self, state: str) -> None:
+        callbacks = [cb for table in (self._child_watchers, self._data_watchers) for path in sorted(table)
+                     for cb in table[path]]
+        self._child_watchers, self._data_watchers = {}, {}
+        event = WatchedEvent(EventType.NONE, state, None)
+        for callback in callbacks:
+            callback(event)
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        for listener in list(self._listeners):
+            listener(state)
+
+    def stop(self) -> None:
+        """A clean close: the session ends at once (its ephemerals go), as ``KazooClient.stop()`` + ``close()``."""
+        if self.closed:
+            return
+        self.closed = True
+        self._conn += 1
+        if self.sid is not None and not self.dead and not self.network.cut(self.name, self.kernel.now) \
+                and not self.ensemble.paused:
+            self.ensemble.expire(self.sid)
+        self._fail_pending(ConnectionClosedError())
+        self._queue = []
+        self.state = KazooState.LOST
+
+    def kill(self) -> None:
+        """kill -9: the session is left to expire."""
+        self.dead = True
+        self._conn += 1

@@ -1,0 +1,133 @@
+"""The properties every simulated run must keep, and where each is checked.
+
+=====================  ========================================================  =======================
+name                   property                                                  checked
+=====================  ========================================================  =======================
+exclusive              a member that delivers a partition holds its owner node   after every event that
+                       under its current, live session (so no two live members'  ran one of the member's
+                       threads deliver one partition at once); a member whose    tasks, and at every
+                       session was lost is exempt until it has dropped what it   message handed out
+                       held (Kafka's own consumer behaves so; counted as stale)
+handout                no message is handed out by a member that does not own    at every message
+                       its partition then (as ``exclusive``)                     handed out
+offsets-monotone       no committed offset ever moves backwards                  at every ZooKeeper write
+settles                once faults stop, within a bound: every live member       at quiescence
+                       STABLE and not given up, every subscribed partition
+                       owned, the owners equal to Kafka's assignment over the
+                       registered thread ids, each member delivering exactly
+                       what it owns
+shutdown-ends          every clean leave (``shutdown()``) ends, within a bound   at each leave and at
+                                                                                 the end of the run
+no-crash               no background task dies, no kazoo-thread callback blocks  after every event
+=====================  ========================================================  =======================
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from zkconsumer.zookeeper import zkformat
+
+from .expected import expected
+from .member import GROUP, Member
+from .zkmodel import Ensemble, Node
+
+PATHS = zkformat.GroupPaths(GROUP)
+TopicPartition = Tuple[str, int]
+
+
+class Violation(Exception):
+    """An invariant broke: ``name`` (from the table above) and what was seen."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"{name}: {detail}")
+        self.name = name
+        self.detail = detail
+
+
+def owner_node(ensemble: Ensemble, tp: TopicPartition) -> Optional[Node]:
+    return ensemble.leader.tree.get(PATHS.owner(tp[0], tp[1]))
+
+
+def check_exclusive(member: Member, ensemble: Ensemble, now: float) -> None:
+    """``exclusive`` for one member (see the table)."""
+    if not member.live:
+        return
+    if member.stale:
+        if member.believed():
+            return
+        member.stale = False
+    sid = member.client.sid
+    if sid is None or not ensemble.alive(sid):
+        return
+    for tp, thread in sorted(member.believed().items()):
+        node = owner_node(ensemble, tp)
+        if node is None or node.owner != sid or not node.data.decode().startswith(member.consumer_id + "-"):
+            holder = "nobody" if node is None else f"{node.data.decode()} (session 0x{node.owner:x})"
+            raise Violation("exclusive", f"t={now:.3f} {member.name} ({member.consumer_id}, session 0x{sid:x}) "
+                                         f"delivers {tp[0]}-{tp[1]} as {thread} but its owner node is held by {holder}")
+
+
+class OffsetWatch:
+    """``offsets-monotone``: an observer of every change the leader commits."""
+
+    def __init__(self, ensemble: Ensemble) -> None:
+        self.ensemble = ensemble
+        self.last: Dict[str, int] = {}
+        self.last_kafka: Dict[str, bool] = {}  # was the last value written by a Kafka 0.8.2 member?
+        self.writes = 0
+        self.violation: Optional[Violation] = None
+        self.kafka_caused = False
+        self.now = 0.0
+
+    def __call__(self, zxid: int, effects: list, before: dict) -> None:  # type: ignore[type-arg]
+        for _kind, path, node in effects:
+            if node is None or "/offsets/" not in path or path.count("/") != 5:
+                continue
+            value = int(node.data)
+            self.writes += 1
+            previous = self.last.get(path)
+            writer = self.ensemble.clients.get(self.ensemble.last_writer.get(path, 0))
+            kafka = bool(getattr(writer, "kafka", False))
+            if previous is not None and value < previous and self.violation is None:
+                self.violation = Violation("offsets-monotone", f"t={self.now:.3f} {path} went from {previous} to {value}"
+                                           + (" (written by Kafka's member)" if kafka else ""))
+                self.kafka_caused = kafka or self.last_kafka.get(path, False)
+            self.last[path] = value
+            self.last_kafka[path] = kafka
+
+
+def check_settled(members: List[Member], ensemble: Ensemble, strategy: str) -> Optional[str]:
+    """``settles``: ``None`` if the group is settled as Kafka's assignment says, else why not."""
+    tree = ensemble.leader.tree
+    live = [m for m in members if m.state == "joined"]
+    for m in live:
+        if not m.settled():
+            if getattr(m, "kafka", False):
+                return f"Kafka's member {m.name} has not settled (gave up: {m.gave_up})"
+            status = m.rebalancer.status
+            return f"{m.name} is {status.state.value} (gave_up={status.gave_up}, last_error={status.last_error})"
+    ids = tree.get(PATHS.ids)
+    registrations = {c: tree[f"{PATHS.ids}/{c}"].data for c in sorted(ids.children)} if ids else {}
+    joined_ids = {m.consumer_id for m in live}
+    if set(registrations) != joined_ids:
+        return f"registered {sorted(registrations)} but joined {sorted(joined_ids)}"
+    topics_node = tree.get("/brokers/topics")
+    partitions = {t: len(zkformat.decode_topic_partitions(f"/brokers/topics/{t}", tree[f"/brokers/topics/{t}"].data))
+                  for t in sorted(topics_node.children)} if topics_node else {}
+    want = expected(strategy, registrations, partitions)
+    if want is None:
+        return "RoundRobin precondition does not hold"
+    have: Dict[TopicPartition, str] = {}
+    for topic in partitions:
+        base = tree.get(PATHS.owners_topic(topic))
+        for child in sorted(base.children) if base else []:
+            have[(topic, int(child))] = tree[f"{PATHS.owners_topic(topic)}/{child}"].data.decode()
+    if have != want:
+        diff = sorted(set(have.items()) ^ set(want.items()))[:6]
+        return f"owner nodes differ from Kafka's assignment: {diff}"
+    for m in live:
+        mine = {tp: t for tp, t in want.items() if t.startswith(m.consumer_id + "-")}
+        if not getattr(m, "kafka", False) and m.believed() != mine:
+            return f"{m.name} delivers {sorted(m.believed().items())[:4]}... but owns {sorted(mine.items())[:4]}..."
+    return None

@@ -1,0 +1,449 @@
+"""A schedule, and one deterministic run of it: the group, ZooKeeper, the faults, the checks.
+
+A :class:`Schedule` is plain data: the seed (latencies, member ids, the application's
+consumption and commits), the group's shape, and a list of timed events. :func:`generate`
+draws one from a seed; :func:`run` plays it and returns an :class:`Outcome`. The same
+schedule always plays the same way (one OS thread, a virtual clock, seeded generators,
+sorted iteration), so a failing schedule replays exactly, and a shrunk one too.
+
+Phases of a run: events until the last one (at most ``HORIZON`` virtual seconds); then
+every fault heals (ZooKeeper resumes, links and followers catch up) and the group must
+settle within ``SETTLE_S``; then every member leaves cleanly and each leave must end
+within ``LEAVE_S``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from zkconsumer.zookeeper import zkformat
+
+from .client import Network
+from .invariants import OffsetWatch, Violation, check_exclusive, check_settled, owner_node
+from .kafka_member import KafkaMember
+from .kernel import Kernel
+from .member import Member
+from .zkmodel import Ensemble
+
+HORIZON = 26.0
+SETTLE_S = 90.0
+LEAVE_S = 30.0
+SESSION_TIMEOUT_S = 6.0
+
+Event = Tuple[Any, ...]  # (time, kind, *args)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed: int
+    strategy: str
+    topics: Tuple[Tuple[str, int], ...]
+    #: per member index: (subscription, wildcard regex or None)
+    specs: Tuple[Tuple[Tuple[Tuple[str, int], ...], Optional[str]], ...]
+    followers: int
+    events: Tuple[Event, ...]
+    #: member indexes that run Kafka 0.8.2's own consumer (:mod:`.kafka_member`) instead of zkconsumer
+    kafka: Tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        lines = [f"seed={self.seed} strategy={self.strategy} followers={self.followers} topics={dict(self.topics)}"]
+        for i, (sub, wildcard) in enumerate(self.specs):
+            kind = "Kafka 0.8.2 " if i in self.kafka else ""
+            lines.append(f"  {kind}member m{i}: " + (f"wildcard {wildcard!r} x{sub[0][1]}" if wildcard else f"{dict(sub)}"))
+        lines += [f"  t={e[0]:7.3f} {e[1]} {' '.join(map(str, e[2:]))}" for e in self.events]
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"seed": self.seed, "strategy": self.strategy, "topics": self.topics, "specs": self.specs,
+                           "followers": self.followers, "events": self.events, "kafka": self.kafka},
+                          separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> "Schedule":
+        d = json.loads(text)
+
+        def tup(x: Any) -> Any:
+            return tuple(tup(i) for i in x) if isinstance(x, list) else x
+        return Schedule(d["seed"], d["strategy"], tup(d["topics"]), tup(d["specs"]), d["followers"], tup(d["events"]),
+                        tup(d.get("kafka", [])))
+
+    def replace_events(self, events: List[Event]) -> "Schedule":
+        return Schedule(self.seed, self.strategy, self.topics, self.specs, self.followers, tuple(events), self.kafka)
+
+
+@dataclass
+class Outcome:
+    schedule: Schedule
+    violation: Optional[Violation] = None
+    steps: int = 0
+    virtual_s: float = 0.0
+    handouts: int = 0
+    stale_handouts: int = 0
+    offset_writes: int = 0
+    settle_s: Optional[float] = None
+    trace: List[str] = field(default_factory=list)
+    #: Invariants broken by Kafka 0.8.2's own members (documented as Kafka's, not failures): name -> count.
+    kafka_findings: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+FAULTS = ("kill", "leave", "expire", "drop", "cut", "pause", "slow", "lag", "join", "add_partitions", "add_topic",
+          "commit")
+
+
+def generate_mixed(seed: int) -> Schedule:
+    """A schedule whose group mixes zkconsumer members with Kafka 0.8.2's own (static subscriptions)."""
+    base = generate(seed, max_members=8, wildcard=False)
+    rng = random.Random(seed ^ 0x5EED)
+    slots = range(len(base.specs))
+    kafka = tuple(sorted(rng.sample(list(slots), k=max(1, len(base.specs) // 2))))
+    return Schedule(base.seed, base.strategy, base.topics, base.specs, base.followers, base.events, kafka)
+
+
+def generate(seed: int, max_members: int = 32, wildcard: bool = True) -> Schedule:
+    """A random schedule: mostly small groups, sometimes large ones, both strategies, faults."""
+    rng = random.Random(seed)
+    strategy = rng.choice(("range", "roundrobin"))
+    n_topics = rng.randint(1, 3)
+    topics = tuple((f"t{i}", rng.randint(1, 12)) for i in range(n_topics))
+    big = rng.random() < 0.05
+    n_members = rng.randint(8, max_members) if big else rng.randint(1, min(6, max_members))
+    n_slots = n_members + rng.randint(0, 2)
+    specs: List[Tuple[Tuple[Tuple[str, int], ...], Optional[str]]] = []
+    wildcard_group = rng.random() < 0.25 and wildcard
+    for _ in range(n_slots):
+        streams = rng.randint(1, 3)
+        if wildcard_group and (strategy == "roundrobin" or rng.random() < 0.7):
+            specs.append(((("t[0-9]+", streams),), "t[0-9]+"))
+        elif strategy == "roundrobin":
+            specs.append((tuple((t, streams) for t, _ in topics), None))
+        else:
+            chosen = [t for t, _ in topics if rng.random() < 0.7] or [topics[0][0]]
+            specs.append((tuple((t, rng.randint(1, 3)) for t in chosen), None))
+    if strategy == "roundrobin" and wildcard_group:
+        specs = [((("t[0-9]+", s[0][0][1]),), "t[0-9]+") for s in specs]
+    events: List[Event] = [(round(rng.uniform(0, 1.5), 3), "join", i) for i in range(n_members)]
+    for _ in range(rng.randint(0, 8 if not big else 4)):
+        t = round(rng.uniform(0.5, HORIZON - 4), 3)
+        kind = rng.choice(FAULTS)
+        i = rng.randrange(n_slots)
+        if kind in ("cut", "pause", "slow", "lag"):
+            events.append((t, kind, i, round(rng.uniform(0.5, 10.0), 3)))
+        elif kind == "add_partitions":
+            topic, n = rng.choice(topics)
+            events.append((t, kind, topic, n + rng.randint(1, 4)))
+        elif kind == "add_topic":
+            events.append((t, kind, f"t{n_topics + rng.randint(0, 1)}", rng.randint(1, 6)))
+        else:
+            events.append((t, kind, i))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return Schedule(seed, strategy, topics, tuple(specs), rng.choice((0, 0, 1, 2)), tuple(events))
+
+
+class World:
+    """One run's state; see :func:`run`."""
+
+    def __init__(self, schedule: Schedule, keep_trace: bool) -> None:
+        self.schedule = schedule
+        self.kernel = Kernel()
+        self.rng = random.Random(schedule.seed * 7 + 3)
+        self.network = Network(random.Random(schedule.seed * 7 + 1))
+        self.ensemble = Ensemble(schedule.followers, self.kernel.clock)
+        self.offsets = OffsetWatch(self.ensemble)
+        self.ensemble.observers.append(self.offsets)
+        self.ensemble.observers.append(self._committed)
+        self.sync_pending = False
+        self.outcome = Outcome(schedule)
+        self.keep_trace = keep_trace
+        self.slots: Dict[int, Member] = {}
+        self.members: List[Member] = []
+        self.incarnations: Dict[int, int] = {}
+        self.lagging_until = 0.0
+        self.leaves: Dict[str, float] = {}  # member name -> leave deadline (virtual)
+        self.pause_end = 0.0
+        self.partitions: Dict[str, int] = dict(schedule.topics)
+        self.healed = False
+
+    def trace(self, line: str) -> None:
+        if self.keep_trace:
+            self.outcome.trace.append(f"{self.kernel.now:9.4f} {line}")
+
+    # ------------------------------------------------------------ setup
+
+    def _admin_write(self, path: str, data: bytes) -> None:
+        """Brokers and admin tools write topic nodes (persistent, no session of ours)."""
+        tree = self.ensemble.leader.tree
+        if path in tree:
+            self.ensemble.execute(self.ensemble.leader, 0, "set", {"path": path, "value": data, "version": -1})
+        else:
+            self.ensemble.execute(self.ensemble.leader, 0, "create", {"path": path, "value": data, "makepath": True})
+
+    def _write_topic(self, topic: str, n: int) -> None:
+        body = "{" + ",".join(f'"{p}":[0]' for p in range(n)) + "}"
+        self._admin_write(f"/brokers/topics/{topic}", ('{"version":1,"partitions":' + body + "}").encode())
+        self.partitions[topic] = n
+
+    def setup(self) -> None:
+        for topic, n in self.schedule.topics:
+            self._write_topic(topic, n)
+        self._sync()
+        self._tick_sessions()
+        for event in self.schedule.events:
+            self.kernel.at(event[0], lambda e=event: self._apply(e))
+
+    def _committed(self, zxid: int, effects: list, before: dict) -> None:  # type: ignore[type-arg]
+        """Followers apply a committed change a few ms later (unless lagging, or ZooKeeper is paused)."""
+        if len(self.ensemble.servers) > 1 and not self.sync_pending:
+            self.sync_pending = True
+            self.kernel.at(max(self.kernel.now + self.rng.uniform(0.001, 0.02), self.lagging_until), self._sync)
+
+    def _sync(self) -> None:
+        self.sync_pending = False
+        if self.ensemble.paused or self.kernel.now < self.lagging_until:
+            self.sync_pending = True
+            self.kernel.at(max(self.kernel.now + 0.25, self.lagging_until), self._sync)
+            return
+        for server in self.ensemble.servers[1:]:
+            self.ensemble.sync(server)
+
+    def _tick_sessions(self) -> None:
+        if not self.ensemble.paused:
+            for sid in self.ensemble.expire_idle():
+                self._server_closed(sid)
+        self.kernel.at(self.kernel.now + 0.5, self._tick_sessions)
+
+    def _server_closed(self, sid: int) -> None:
+        client = self.ensemble.clients.get(sid)
+        if client is not None and client.sid == sid:
+            self.kernel.at(self.kernel.now + 0.002, lambda: client.drop_connection("session expired"))
+
+    # ------------------------------------------------------------ events
+
+    def _member(self, i: int) -> Optional[Member]:
+        m = self.slots.get(i)
+        return m if m is not None and m.state in ("joining", "joined") else None
+
+    def _apply(self, event: Event) -> None:
+        if self.healed:
+            return
+        kind, args = event[1], event[2:]
+        self.trace(f"EVENT {kind} {args}")
+        if kind == "join":
+            i = args[0] % len(self.schedule.specs)
+            if self._member(i) is not None or (i in self.slots and self.slots[i].state == "leaving"):
+                return
+            self.incarnations[i] = self.incarnations.get(i, -1) + 1
+            sub, wildcard = self.schedule.specs[i]
+            member_seed = self.schedule.seed * 1000 + i * 10 + self.incarnations[i]
+            m: Any
+            if i in self.schedule.kafka:
+                m = KafkaMember(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub),
+                                self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
+            else:
+                m = Member(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub), wildcard,
+                           self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
+            self.slots[i] = m
+            self.members.append(m)
+            m.join()
+            self._app_tick(m)
+        elif kind in ("kill", "leave", "expire", "drop", "cut", "commit"):
+            m = self._member(args[0] % max(1, len(self.schedule.specs)))
+            if m is None:
+                return
+            if kind == "kill":
+                m.kill()
+            elif kind == "leave":
+                self._leave(m)
+            elif kind == "expire":  # kazoo's test harness: a second client with the session's id closes it
+                if m.client.sid is not None:
+                    self.ensemble.expire(m.client.sid)
+                    self._server_closed(m.client.sid)
+            elif kind == "drop":
+                m.client.drop_connection("connection reset")
+            elif kind == "cut":
+                self.network.partitioned[m.name] = self.kernel.now + args[1]
+            else:
+                m.commit()
+        elif kind == "pause":
+            self._pause(args[1])
+        elif kind == "slow":
+            self.network.slow_until = max(self.network.slow_until, self.kernel.now + args[1])
+        elif kind == "lag":
+            self.lagging_until = max(self.lagging_until, self.kernel.now + args[1])
+        elif kind == "add_partitions":
+            topic, n = args
+            if topic in self.partitions and n > self.partitions[topic]:
+                self._write_topic(topic, n)
+        elif kind == "add_topic":
+            topic, n = args
+            if topic not in self.partitions:
+                self._write_topic(topic, n)
+
+    def _pause(self, seconds: float) -> None:
+        if self.ensemble.paused:
+            return
+        self.ensemble.paused = True
+        self.pause_end = self.kernel.now + seconds
+        self.kernel.at(self.pause_end, self._resume)
+
+    def _resume(self) -> None:
+        if not self.ensemble.paused:
+            return
+        self.ensemble.paused = False
+        backlog, self.ensemble.backlog = self.ensemble.backlog, []
+        for request in backlog:
+            self.kernel.soon(request)
+        now = self.kernel.now
+        for sid in sorted(self.ensemble.sessions):
+            s = self.ensemble.sessions[sid]
+            # The session tracker and the client's reconnection race at resume: a coin decides.
+            if s.alive and now - s.last_heard > s.timeout and self.rng.random() < 0.5:
+                self.ensemble.expire(sid)
+                self._server_closed(sid)
+
+    def _leave(self, m: Member) -> None:
+        self.leaves[m.name] = self.kernel.now + LEAVE_S
+        m.leave(lambda: self.leaves.pop(m.name, None))
+
+    def _app_tick(self, m: Member) -> None:
+        """The application: hand out a few messages, sometimes commit (auto-commit is on too)."""
+        if m.state in ("left", "killed", "join-failed"):
+            return
+        if m.state == "joined":
+            for _ in range(self.rng.randint(0, 3)):
+                self._handout(m)
+            if self.rng.random() < 0.15:
+                m.commit()
+        self.kernel.at(self.kernel.now + self.rng.uniform(0.3, 1.3), lambda: self._app_tick(m))
+
+    def _handout(self, m: Member) -> None:
+        got = m.consume()
+        if got is None:
+            return
+        tp, offset = got
+        self.outcome.handouts += 1
+        sid = m.client.sid
+        node = owner_node(self.ensemble, tp)
+        held = node is not None and sid is not None and node.owner == sid
+        if not held:
+            if m.stale or sid is None or not self.ensemble.alive(sid):
+                self.outcome.stale_handouts += 1
+            else:
+                holder = "nobody" if node is None else node.data.decode()
+                violation = Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {tp[0]}-{tp[1]}@{offset} "
+                                                 f"while its owner node is held by {holder}")
+                path = zkformat.GroupPaths("g").owner(*tp)
+                if getattr(m, "kafka", False) or self.kafka_wrote(path):
+                    self.kafka_finding(violation)
+                else:
+                    raise violation
+
+    # ------------------------------------------------------------ checks
+
+    def kafka_wrote(self, path: str) -> bool:
+        """Was ``path`` last changed by a Kafka 0.8.2 member (its request, or its session's expiry)?"""
+        client = self.ensemble.clients.get(self.ensemble.last_writer.get(path, 0))
+        return bool(getattr(client, "kafka", False))
+
+    def kafka_finding(self, violation: Violation) -> None:
+        findings = self.outcome.kafka_findings
+        findings[violation.name] = findings.get(violation.name, 0) + 1
+        if findings[violation.name] == 1:
+            self.trace(f"KAFKA'S OWN: {violation}")
+
+    def check_step(self) -> None:
+        self.offsets.now = self.kernel.now
+        if self.offsets.violation is not None:
+            violation, self.offsets.violation = self.offsets.violation, None
+            if not self.offsets.kafka_caused:
+                raise violation
+            self.kafka_finding(violation)
+        if self.kernel.failures:
+            raise Violation("no-crash", repr(self.kernel.failures[0]))
+        ran = self.kernel.ran
+        if ran:
+            for m in self.members:
+                if m.name in ran:
+                    if m.failures:
+                        raise Violation("no-crash", f"{m.name}: rebalancer died: {m.failures[0]!r}")
+                    try:
+                        check_exclusive(m, self.ensemble, self.kernel.now)
+                    except Violation as violation:
+                        if not self.schedule.kafka or not any(
+                                self.kafka_wrote(zkformat.GroupPaths("g").owner(*tp)) for tp in m.believed()):
+                            raise
+                        self.kafka_finding(violation)
+            ran.clear()
+        for name, deadline in self.leaves.items():
+            if self.kernel.now > deadline:
+                raise Violation("shutdown-ends", f"{name}'s shutdown did not end within {LEAVE_S}s")
+
+    def heal(self) -> None:
+        self.healed = True
+        self.trace("HEAL")
+        self._resume()
+        # Cut links are left to end by themselves (at most 10 s): what is held back on one is
+        # released at its end in order, and ending them early here would let later messages
+        # overtake it (seed 102503 was that fault of the model).
+        self.network.slow_until = 0.0
+        self.lagging_until = 0.0
+
+
+def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
+    """Play ``schedule``; the outcome holds the first violation, if any."""
+    logging.getLogger("zkconsumer").setLevel(logging.CRITICAL)
+    random.seed(schedule.seed)  # tenacity's jitter draws from the global generator
+    world = World(schedule, keep_trace)
+    kernel = world.kernel
+    out = world.outcome
+    try:
+        world.setup()
+        end_events = max([e[0] for e in schedule.events] + [0.0]) + 1.0
+        kernel.run_until(lambda: False, end_events, world.check_step)
+        # Faults heal; the group must settle.
+        world.heal()
+        healed_at = kernel.now
+        settled_at: List[float] = []
+
+        next_look = [healed_at + 1.0]
+
+        def settled() -> bool:
+            # Looked at every 0.1 s of virtual time (it reads the whole tree).
+            if kernel.now < next_look[0] or any(m.state == "leaving" for m in world.members):
+                return False
+            next_look[0] = kernel.now + 0.1
+            if check_settled(world.members, world.ensemble, schedule.strategy) is None:
+                settled_at.append(kernel.now)
+                return True
+            return False
+        if not kernel.run_until(settled, healed_at + SETTLE_S, world.check_step):
+            why = check_settled(world.members, world.ensemble, schedule.strategy)
+            violation = Violation("settles", f"not settled {SETTLE_S}s after the faults stopped: {why}")
+            kafka = [m for m in world.members if getattr(m, "kafka", False)]
+            if not kafka or not (out.kafka_findings or any(m.ever_gave_up or not m.settled() for m in kafka
+                                                           if m.state == "joined")):
+                raise violation
+            world.kafka_finding(violation)  # a Kafka member gave up, or deleted a node it did not hold
+        else:
+            out.settle_s = settled_at[0] - healed_at
+        # Everyone leaves cleanly; every shutdown must end.
+        for m in list(world.members):
+            if m.state in ("joined", "joining"):
+                world._leave(m)
+        kernel.run_until(lambda: not world.leaves, kernel.now + LEAVE_S + 1, world.check_step)
+        if world.leaves:
+            raise Violation("shutdown-ends", f"{sorted(world.leaves)} did not finish shutting down")
+    except Violation as violation:
+        out.violation = violation
+    finally:
+        out.steps = kernel.steps
+        out.virtual_s = kernel.now
+        out.offset_writes = world.offsets.writes
+    return out

@@ -1,0 +1,367 @@
+"""A model of a ZooKeeper ensemble: what the group's members rely on, nothing more.
+
+Modelled (each as ZooKeeper 3.4/3.5 documents it):
+
+* a tree of znodes with ``version``, ``cversion``, ``ephemeralOwner``, ``czxid``/``mzxid``/``pzxid``;
+  persistent and ephemeral nodes; ``create`` (with ``makepath``), ``get``, ``exists``,
+  ``get_children`` (with the parent's stat), ``set``/``delete`` conditional on a version,
+  and ``multi`` (all or nothing; results as kazoo returns them);
+* sessions with a timeout: a session lives while its client's pings (or requests) reach the
+  leader within the timeout, and its ephemeral nodes go when it expires;
+* one-shot watches (data, exists, children), registered on the server that answered the read
+  and fired when *that* server applies the change; every reply and event of a session travels
+  on one ordered channel, so a client sees an event before any reply that reflects the change;
+* an ensemble of a leader and followers that apply the committed log with a lag: reads on a
+  follower may be stale, but a client always sees its own writes (the follower catches up
+  before answering a write) and never goes back in time when it moves to another server;
+* a pause of the whole ensemble (SIGSTOP): nothing is processed; at resume every session whose
+  client was not heard from within its timeout may expire (whether the client's queued
+  reconnection or the session tracker comes first is a coin the schedule tosses).
+
+Errors are kazoo's exception classes, so the real client code sees what it sees in production.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import ZnodeStat
+
+#: A change, as servers replay it: ("create", path, node) / ("set", path, node) / ("delete", path, None).
+Effect = Tuple[str, str, Optional["Node"]]
+
+
+@dataclass
+class Node:
+    data: bytes
+    version: int = 0
+    cversion: int = 0
+    owner: int = 0  # ephemeralOwner (0: persistent)
+    czxid: int = 0
+    mzxid: int = 0
+    pzxid: int = 0
+    children: Set[str] = field(default_factory=set)
+
+    def copy(self) -> "Node":
+        return Node(self.data, self.version, self.cversion, self.owner, self.czxid, self.mzxid, self.pzxid,
+                    set(self.children))
+
+    def stat(self) -> ZnodeStat:
+        return ZnodeStat(self.czxid, self.mzxid, 0, 0, self.version, self.cversion, 0, self.owner,
+                         len(self.data), len(self.children), self.pzxid)
+
+
+def parent_of(path: str) -> str:
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def name_of(path: str) -> str:
+    return path.rsplit("/", 1)[1]
+
+
+#: ``notify(session_id, event_type, path)``: a watch of that session fired on the server applying a change.
+Notify = Callable[[int, str, str], None]
+
+
+class Server:
+    """One server's copy of the tree, up to ``zxid``, and the watches its clients set on it."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.tree: Dict[str, Node] = {"/": Node(b"")}
+        self.zxid = 0
+        self.data_watches: Dict[str, Set[int]] = {}
+        self.child_watches: Dict[str, Set[int]] = {}
+
+    def apply(self, zxid: int, effects: List[Effect], notify: Notify) -> None:
+        for kind, path, node in effects:
+            if kind == "create":
+                assert node is not None
+                self.tree[path] = node.copy()
+                parent = self.tree[parent_of(path)]
+                parent.children.add(name_of(path))
+                parent.cversion += 1
+                parent.pzxid = zxid
+                self._fire(self.data_watches, path, "CREATED", notify)
+                self._fire(self.child_watches, parent_of(path), "CHILD", notify)
+            elif kind == "set":
+                assert node is not None
+                self.tree[path] = node.copy()
+                self._fire(self.data_watches, path, "CHANGED", notify)
+            else:
+                del self.tree[path]
+                parent = self.tree[parent_of(path)]
+                parent.children.discard(name_of(path))
+                parent.cversion += 1
+                parent.pzxid = zxid
+                self._fire(self.data_watches, path, "DELETED", notify)
+                self._fire(self.child_watches, path, "DELETED", notify)
+                self._fire(self.child_watches, parent_of(path), "CHILD", notify)
+        self.zxid = zxid
+
+    @staticmethod
+    def _fire(watches: Dict[str, Set[int]], path: str, kind: str, notify: Notify) -> None:
+        sessions = watches.pop(path, None)
+        for session in sorted(sessions or ()):
+            notify(session, kind, path)
+
+    def drop_watches(self, session: int) -> None:
+        for table in (self.data_watches, self.child_watches):
+            for path in [p for p, s in table.items() if session in s]:
+                table[path].discard(session)
+                if not table[path]:
+                    del table[path]
+
+
+@dataclass
+class Session:
+    sid: int
+    timeout: float
+    last_heard: float
+    alive: bool = True
+    ephemerals: Set[str] = field(default_factory=set)
+
+
+class Ensemble:
+    """The leader (server 0) and followers; writes go through the leader's log."""
+
+    def __init__(self, followers: int, clock: Callable[[], float]) -> None:
+        self.servers = [Server(i) for i in range(1 + followers)]
+        self.log: List[Tuple[int, List[Effect]]] = []
+        self.zxid = 0
+        self.sessions: Dict[int, Session] = {}
+        self.paused = False
+        #: Requests that reached a paused ensemble, in arrival order: served first at resume.
+        self.backlog: List[Callable[[], None]] = []
+        self._clock = clock
+        self._next_sid = 0x1000
+        #: The client of each session (anything with ``watch_fired(kind, path)``): fired watches go there.
+        self.clients: Dict[int, Any] = {}
+        self.notify: Notify = self._deliver
+        #: Observers of committed changes: ``(zxid, effects, before)``, ``before`` the leader's nodes before.
+        self.observers: List[Callable[[int, List[Effect], Dict[str, Optional[Node]]], None]] = []
+        #: The session whose request (or expiry) last changed each path.
+        self.last_writer: Dict[str, int] = {}
+        self._writer = 0
+
+    def _deliver(self, sid: int, kind: str, path: str) -> None:
+        client = self.clients.get(sid)
+        if client is not None:
+            client.watch_fired(kind, path)
+
+    @property
+    def leader(self) -> Server:
+        return self.servers[0]
+
+    # ----------------------------------------------------------- sessions
+
+    def open_session(self, timeout: float) -> int:
+        self._next_sid += 1
+        sid = (0x1F << 32) | self._next_sid
+        self.sessions[sid] = Session(sid, timeout, self._clock())
+        return sid
+
+    def touch(self, sid: int) -> bool:
+        """The leader heard from the session's client; ``False`` if the session is gone."""
+        session = self.sessions.get(sid)
+        if session is None or not session.alive:
+            return False
+        session.last_heard = self._clock()
+        return True
+
+    def alive(self, sid: int) -> bool:
+        session = self.sessions.get(sid)
+        return session is not None and session.alive
+
+    def expire_idle(self) -> List[int]:
+        """The session tracker's tick: expire sessions not heard from within their timeout."""
+        now = self._clock()
+        gone = [s.sid for s in sorted(self.sessions.values(), key=lambda s: s.sid)
+                if s.alive and now - s.last_heard > s.timeout]
+        for sid in gone:
+            self.expire(sid)
+        return gone
+
+    def expire(self, sid: int) -> None:
+        """End the session (expiry, or a client's close): its ephemeral nodes are deleted."""
+        session = self.sessions.get(sid)
+        if session is None or not session.alive:
+            return
+        session.alive = False
+        effects: List[Effect] = [("delete", path, None) for path in sorted(session.ephemerals, reverse=True)
+                                 if path in self.leader.tree]
+        session.ephemerals.clear()
+        if effects:
+            self._writer = sid
+            self._commit(effects)
+        for server in self.servers:
+            server.drop_watches(sid)
+
+    # ----------------------------------------------------------- the log
+
+    def _commit(self, effects: List[Effect]) -> int:
+        for _, path, _ in effects:
+            self.last_writer[path] = self._writer
+        before = {path: (self.leader.tree[path].copy() if path in self.leader.tree else None)
+                  for _, path, _ in effects}
+        self.zxid += 1
+        self.log.append((self.zxid, effects))
+        self.leader.apply(self.zxid, effects, self.notify)
+        for observer in self.observers:
+            observer(self.zxid, effects, before)
+        return self.zxid
+
+    def sync(self, server: Server, upto: Optional[int] = None) -> None:
+        """Bring a follower up to ``upto`` (default: the leader)."""
+        target = self.zxid if upto is None else min(upto, self.zxid)
+        if server.zxid >= target:
+            return
+        start = self._log_index(server.zxid)
+        for zxid, effects in self.log[start:]:
+            if zxid > target:
+                break
+            server.apply(zxid, effects, self.notify)
+
+    def _log_index(self, zxid: int) -> int:
+        # zxids are consecutive from 1: the entry after ``zxid`` is at index ``zxid``.
+        return zxid
+
+    # ----------------------------------------------------------- requests
+
+    def execute(self, server: Server, sid: int, op: str, args: Dict[str, Any]) -> Any:
+        """Run one request of session ``sid`` on ``server``; returns the result or raises kazoo's error.
+
+        Writes are applied by the leader and the server catches up before answering.
+        """
+        if op in ("get", "exists", "get_children"):
+            return self._read(server, sid, op, args)
+        if op == "multi":
+            results = self._multi(sid, args["ops"])
+        else:
+            results = self._multi(sid, [(op, args)])
+            if isinstance(results[0], Exception):
+                raise results[0]
+            results = results[0]
+        self.sync(server)
+        return results
+
+    def _read(self, server: Server, sid: int, op: str, args: Dict[str, Any]) -> Any:
+        path = args["path"]
+        node = server.tree.get(path)
+        watch = args.get("watch", False)
+        if op == "exists":
+            if watch:
+                server.data_watches.setdefault(path, set()).add(sid)
+            return None if node is None else node.stat()
+        if node is None:
+            raise NoNodeError()
+        if watch:
+            table = server.child_watches if op == "get_children" else server.data_watches
+            table.setdefault(path, set()).add(sid)
+        if op == "get":
+            return (node.data, node.stat())
+        children = sorted(node.children)
+        return (children, node.stat()) if args.get("include_data") else children
+
+    def _multi(self, sid: int, ops: List[Tuple[str, Dict[str, Any]]]) -> List[Any]:
+        """Check every op against a scratch view; commit all effects or none."""
+        tree = self.leader.tree
+        view: Dict[str, Optional[Node]] = {}
+
+        def look(path: str) -> Optional[Node]:
+            return view[path] if path in view else tree.get(path)
+
+        effects: List[Effect] = []
+        results: List[Any] = []
+        failed: Optional[int] = None
+        for i, (op, args) in enumerate(ops):
+            try:
+                results.append(self._stage(sid, op, args, look, view, effects))
+            except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError) as exc:
+                failed = i
+                results.append(exc)
+                break
+        if failed is not None:
+            return [RolledBackError() if i < failed else results[failed] if i == failed else RuntimeInconsistency()
+                    for i in range(len(ops))]
+        if effects:
+            zxid = self.zxid + 1
+            for kind, _path, node in effects:
+                if node is not None:
+                    node.mzxid = zxid
+                    if kind == "create":
+                        node.czxid = node.pzxid = zxid
+            self._writer = sid
+            self._commit(effects)
+            session = self.sessions.get(sid)
+            for kind, path, node in effects:
+                if kind == "create" and node is not None and node.owner and session is not None:
+                    session.ephemerals.add(path)
+                elif kind == "delete":
+                    for other in self.sessions.values():
+                        other.ephemerals.discard(path)
+        return results
+
+    def _stage(self, sid: int, op: str, args: Dict[str, Any], look: Callable[[str], Optional[Node]],
+               view: Dict[str, Optional[Node]], effects: List[Effect]) -> Any:
+        path = args["path"]
+        node = look(path)
+        version = args.get("version", -1)
+        if op == "check":
+            if node is None:
+                raise NoNodeError()
+            if version != -1 and node.version != version:
+                raise BadVersionError()
+            return True
+        if op == "create":
+            if node is not None:
+                raise NodeExistsError()
+            parent = parent_of(path)
+            if look(parent) is None:
+                if not args.get("makepath"):
+                    raise NoNodeError()
+                self._stage(sid, "create", {"path": parent, "value": b"", "makepath": True}, look, view, effects)
+            parent_node = look(parent)
+            assert parent_node is not None
+            if parent_node.owner:
+                raise NoNodeError()  # ZooKeeper: NoChildrenForEphemerals; never met by these members
+            created = Node(args.get("value", b""), owner=sid if args.get("ephemeral") else 0)
+            view[path] = created
+            parent_copy = parent_node.copy()
+            parent_copy.children.add(name_of(path))
+            view[parent] = parent_copy
+            effects.append(("create", path, created))
+            return path
+        if node is None:
+            raise NoNodeError()
+        if version != -1 and node.version != version:
+            raise BadVersionError()
+        if op == "set":
+            changed = node.copy()
+            changed.data = args["value"]
+            changed.version += 1
+            view[path] = changed
+            effects.append(("set", path, changed))
+            return changed.stat()
+        if op == "delete":
+            if node.children:
+                raise NotEmptyError()
+            view[path] = None
+            parent = look(parent_of(path))
+            if parent is not None:
+                parent_copy = parent.copy()
+                parent_copy.children.discard(name_of(path))
+                view[parent_of(path)] = parent_copy
+            effects.append(("delete", path, None))
+            return True
+        raise ValueError(f"unknown op {op}")
