@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector
+from zkconsumer.testing import LocalCluster
+from zkconsumer.testing.errors import ClusterTimeoutError
 
 TopicPartition = Tuple[str, int]
 
@@ -48,6 +51,34 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str, inter
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def new_topic(cluster: LocalCluster, prefix: str, partitions: int) -> str:
+    """A fresh topic with a leader for every partition, on a cluster whose ZooKeeper may just
+    have been paused or killed.
+
+    Such a fault may have expired the brokers' own ZooKeeper sessions: until each broker has
+    registered again a topic cannot even be placed ("impossible with live brokers []"), so
+    this first waits for that. And a Kafka 0.9 controller then sometimes elects no leader for
+    a new topic; restarting the broker recovers it (a harness concern, not the consumer's).
+    """
+
+    def all_registered() -> bool:
+        try:
+            return cluster.registered_brokers() == cluster.broker_ids
+        except KazooException:  # the harness's own client is reconnecting after the fault
+            return False
+
+    wait_until(all_registered, 60, "every broker registered in ZooKeeper again")
+    name = unique(prefix)
+    try:
+        return cluster.create_topic(name, partitions=partitions, timeout=20)
+    except ClusterTimeoutError:
+        for broker in cluster.broker_ids:
+            cluster.kill_broker(broker)
+            cluster.start_broker(broker)
+        cluster.wait_for_leaders(name, timeout=60)
+        return name
 
 
 class Drainer:

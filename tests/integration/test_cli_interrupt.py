@@ -15,13 +15,12 @@ import contextlib
 import json
 import signal
 import subprocess
-import uuid
 from typing import Iterator, List, Tuple
 
 import pytest
 from cli_process import PipeReader, cli_env, interruptible_command, wait_for_main_thread_in
 from kazoo.client import KazooClient
-from support import produced_values, unique, wait_until
+from support import new_topic, produced_values, unique, wait_until
 
 from benchmarks.cluster.proxy import TcpProxy
 from zkconsumer.testing import LocalCluster
@@ -47,8 +46,12 @@ def zk(local: LocalCluster) -> Iterator[KazooClient]:
 
 @pytest.fixture
 def group(local: LocalCluster, zk: KazooClient) -> Tuple[str, str]:
-    """(topic, group): 3 partitions of 10 messages, the group's offsets committed at 10."""
-    topic = local.create_topic(f"t-int-{uuid.uuid4().hex[:6]}", partitions=3)
+    """(topic, group): 3 partitions of 10 messages, the group's offsets committed at 10.
+
+    The previous test may have paused ZooKeeper long enough to expire the broker's session:
+    :func:`support.new_topic` waits for the broker to register again.
+    """
+    topic = new_topic(local, "t-int", 3)
     for p in range(3):
         local.produce(topic, produced_values(10, f"p{p}-"), partition=p)
     group_id = unique("interrupt")
@@ -153,7 +156,7 @@ def test_first_ctrl_c_ends_the_command_within_the_grace_when_its_cleanup_cannot_
 
 
 def test_ctrl_c_ends_consume_with_130_while_zookeeper_is_paused(local: LocalCluster) -> None:
-    topic = local.create_topic(f"t-int-consume-{uuid.uuid4().hex[:6]}", partitions=3)
+    topic = new_topic(local, "t-int-consume", 3)
     local.produce(topic, produced_values(20))
     argv = ["consume", "--zookeeper", local.zk_connect, "--group", unique("interrupt-consume"), "--topic", topic,
             "--from-beginning"]

@@ -20,12 +20,11 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import Member, Producer, assert_nothing_lost, consumer_props, owners, unique, wait_until
+from support import Member, Producer, assert_nothing_lost, consumer_props, new_topic, owners, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError
 from zkconsumer.testing import LocalCluster
-from zkconsumer.testing.errors import ClusterTimeoutError
 from zkconsumer.zookeeper import lease as leases
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.heartbeat import SessionHeartbeat
@@ -70,25 +69,6 @@ def wait_no_zkconsumer_threads(timeout: float = 5.0) -> List[str]:
     while zkconsumer_threads() and time.monotonic() < deadline:
         time.sleep(0.1)
     return zkconsumer_threads()
-
-
-def new_topic(cluster: LocalCluster, prefix: str, partitions: int) -> str:
-    """A fresh topic with a leader for every partition.
-
-    After ZooKeeper was paused or killed, the broker's own ZooKeeper session may
-    have expired, and a Kafka 0.9 controller then sometimes elects no leader for
-    a new topic; restarting the broker recovers it (a harness concern, not the
-    consumer's).
-    """
-    name = unique(prefix)
-    try:
-        return cluster.create_topic(name, partitions=partitions, timeout=20)
-    except ClusterTimeoutError:
-        for broker in cluster.broker_ids:
-            cluster.kill_broker(broker)
-            cluster.start_broker(broker)
-        cluster.wait_for_leaders(name, timeout=60)
-        return name
 
 
 def owners_now(zk: KazooClient, group: str, topic: str) -> Dict[int, str]:

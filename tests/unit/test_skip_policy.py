@@ -15,10 +15,10 @@ def allowlist(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_repository_allowlist_is_short_and_every_entry_says_why() -> None:
-    entries = read_allowlist(Path(__file__).resolve().parents[1] / "skip_allowlist.txt")
-    assert [e.prefix for e in entries] == ["tests/integration/test_docker.py"]
-    assert all(len(e.reason) > 20 for e in entries)
+def test_repository_allowlist_is_empty() -> None:
+    """No test may skip in CI: every tool is installed (the Docker engine included). A new entry
+    must come with its reason, and this test changes with it."""
+    assert read_allowlist(Path(__file__).resolve().parents[1] / "skip_allowlist.txt") == []
 
 
 def test_entries_need_a_reason_and_comments_are_ignored(tmp_path: Path) -> None:
