@@ -397,9 +397,24 @@ class World:
 
 
 def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
-    """Play ``schedule``; the outcome holds the first violation, if any."""
-    logging.getLogger("zkconsumer").setLevel(logging.CRITICAL)
-    random.seed(schedule.seed)  # tenacity's jitter draws from the global generator
+    """Play ``schedule``; the outcome holds the first violation, if any.
+
+    The ``zkconsumer`` logger's level and the global random generator (tenacity's jitter draws
+    from it) are set for the run and restored after it, so the tests that run after the
+    simulator in the same process see them as they were.
+    """
+    logger = logging.getLogger("zkconsumer")
+    level, state = logger.level, random.getstate()
+    logger.setLevel(logging.CRITICAL)
+    random.seed(schedule.seed)
+    try:
+        return _play(schedule, keep_trace)
+    finally:
+        logger.setLevel(level)
+        random.setstate(state)
+
+
+def _play(schedule: Schedule, keep_trace: bool) -> Outcome:
     world = World(schedule, keep_trace)
     kernel = world.kernel
     out = world.outcome
