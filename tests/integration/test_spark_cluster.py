@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 from support import consumer_props, wait_until
@@ -141,9 +141,12 @@ def count_records(record_dir: Path) -> int:
 class ExecutorKiller(threading.Thread):
     """SIGKILLs one executor of ``spark_cluster`` once ``after`` records exist in ``record_dir``."""
 
-    def __init__(self, spark_cluster, record_dir: Path, after: int, timeout: float = 150.0) -> None:
+    def __init__(self, spark_cluster, record_dir: Path, after: int, timeout: float = 150.0,
+                 target: Optional[Callable[[], Optional[int]]] = None) -> None:
+        """``target``: which executor to kill (``None`` from it: not yet); default the first one found."""
         super().__init__(name="executor-killer", daemon=True)
         self.spark_cluster, self.record_dir, self.after, self.timeout = spark_cluster, record_dir, after, timeout
+        self.target = target
         self.killed: Optional[int] = None
         self.records_at_kill = 0
 
@@ -151,10 +154,12 @@ class ExecutorKiller(threading.Thread):
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if count_records(self.record_dir) >= self.after:
-                self.killed = self.spark_cluster.kill_executor()
-                self.records_at_kill = count_records(self.record_dir)
-                return
-            time.sleep(0.05)
+                pid = self.target() if self.target is not None else None
+                if self.target is None or pid in self.spark_cluster.executor_pids():
+                    self.killed = self.spark_cluster.kill_executor(pid)
+                    self.records_at_kill = count_records(self.record_dir)
+                    return
+            time.sleep(0.02)
 
     def finish(self) -> int:
         self.join(self.timeout + 5)
@@ -290,7 +295,22 @@ def test_streaming_source_survives_an_executor_kill_with_no_duplicate_in_an_idem
     df = (spark.readStream.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
           .option("group.id", group_id).option("topics", topic).option("auto.offset.reset", "smallest")
           .option("max.messages.per.trigger", "400").load())
-    killer = ExecutorKiller(spark_cluster, records_dir, after=200)
+    def mid_attempt() -> Optional[int]:
+        """The executor of an attempt recording rows right now, with most of its rows still ahead."""
+        now = time.time()
+        for rec in records_dir.glob("*.rec"):
+            jvm = rec.with_suffix(".jvm")
+            try:
+                live = now - rec.stat().st_mtime < 0.2 and rec.read_bytes().count(b"\n") < 40
+                if live and jvm.exists():
+                    return int(jvm.read_text())
+            except (OSError, ValueError):
+                continue
+        return None
+
+    # killed mid-attempt (streaming tasks are short, and an executor between two of them has nothing
+    # to cut off): the attempt it ran must be cut off and its rows handled again by another
+    killer = ExecutorKiller(spark_cluster, records_dir, after=200, target=mid_attempt)
     killer.start()
     query = (df.select("partition", recorded(col("partition"), col("offset")).alias("offset"))
              .writeStream.foreachBatch(write_batch).option("checkpointLocation", str(checkpoint))
