@@ -45,7 +45,8 @@ from kafka.protocol.consumer import FetchResponse as KFetchResponse  # noqa: E40
 from kafka.record import MemoryRecords  # noqa: E402
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder  # noqa: E402
 
-from zkconsumer.wire.messageset import decode_message_set, xxh32  # noqa: E402
+from zkconsumer.wire.codecs import xxh32  # noqa: E402
+from zkconsumer.wire.messageset import decode_message_set  # noqa: E402
 from zkconsumer.wire.protocol import FetchPartition, FetchRequest, encode_request  # noqa: E402
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}

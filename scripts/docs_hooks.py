@@ -9,7 +9,7 @@ page is rendered:
     every ``zkconsumer`` command, its usage and options, from :func:`zkconsumer.cli.build_parser`;
 ``<!-- generated: metrics consumer -->`` / ``<!-- generated: metrics exporter -->``
     the metric families a consumer / the lag exporter exposes, read from the source of
-    ``zkconsumer/monitoring/prometheus.py`` / ``exporter.py`` (name, type, labels, help);
+    ``zkconsumer/metrics/prometheus.py`` / ``exporter.py`` (name, type, labels, help);
 ``<!-- generated: results NAME -->``
     the kept benchmark run ``benchmarks/results/NAME.json`` (written by ``scripts/bench-keep``):
     its command, commit, date, machine, load and steal, then its tables.
@@ -121,7 +121,7 @@ _FAMILY_TYPES = {"GaugeMetricFamily": "gauge", "CounterMetricFamily": "counter",
                  "HistogramMetricFamily": "histogram", "SummaryMetricFamily": "summary"}
 #: What ``labels=names`` (the collector's common labels) stands for in each module.
 _COMMON_LABELS = {"consumer": ["group", "client_id", "consumer_id"], "exporter": []}
-_MODULES = {"consumer": "zkconsumer/monitoring/prometheus.py", "exporter": "zkconsumer/monitoring/exporter.py"}
+_MODULES = {"consumer": "zkconsumer/metrics/prometheus.py", "exporter": "zkconsumer/monitoring/exporter.py"}
 
 
 def _value(node: ast.AST, env: Dict[str, Any]) -> Any:

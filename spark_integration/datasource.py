@@ -188,7 +188,7 @@ def read_batches(partition: InputPartition) -> Iterator[Any]:
     """
     if not isinstance(partition, OffsetRangePartition):
         return  # Spark's placeholder partition when there was nothing to plan
-    from zkconsumer.arrow import NOT_NULL_SCHEMA
+    from zkconsumer.consumer.arrow import NOT_NULL_SCHEMA
 
     refresh = lambda: brokers_from_zookeeper(partition.props)  # noqa: E731
     yield from read_offset_range_batches(partition.props, partition.brokers, partition.offset_range,

@@ -45,22 +45,17 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError, ZkConsumerError
-from zkconsumer.fetch.partition_info import RawMessage
 from zkconsumer.security import broker_ssl_context
-from zkconsumer.wire.connection import BrokerConnection
-from zkconsumer.wire.messageset import MessageBlock, decode_message_set
-from zkconsumer.wire.protocol import (
-    EARLIEST_TIME,
-    LATEST_TIME,
-    FetchPartition,
-    FetchPartitionResponse,
+from zkconsumer.wire.broker_errors import (
     LeaderNotAvailableError,
-    MetadataResponse,
     OffsetOutOfRangeError,
     ProtocolDecodeError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.messageset import MessageBlock, RawMessage, decode_message_set
+from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, MetadataResponse
 
 from .ranges import OffsetRange
 
@@ -193,11 +188,11 @@ class RangeReader:
         """The range's messages as Arrow record batches (one per non-empty chunk), in offset order.
 
         Columns ``topic, partition, offset, key, value``; ``schema`` is
-        :data:`zkconsumer.arrow.SCHEMA` (the default) or
-        :data:`zkconsumer.arrow.NOT_NULL_SCHEMA`. Same messages, errors and
+        :data:`zkconsumer.consumer.arrow.SCHEMA` (the default) or
+        :data:`zkconsumer.consumer.arrow.NOT_NULL_SCHEMA`. Same messages, errors and
         retries as :meth:`read`. Needs pyarrow.
         """
-        from zkconsumer import arrow
+        from zkconsumer.consumer import arrow
 
         schema = arrow.SCHEMA if schema is None else schema
         r = offset_range

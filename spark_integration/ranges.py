@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
+
+from zkconsumer.structs import TopicPartition
 
 __all__ = [
     "OffsetRange", "TopicPartition", "resolve_start", "plan_ranges", "offset_key", "parse_offset_key",
     "encode_offsets", "decode_offsets", "limit_total", "rate_limit", "new_messages", "TriggerDelay",
 ]
-
-TopicPartition = Tuple[str, int]
 
 
 class OffsetRange(NamedTuple):

@@ -65,7 +65,8 @@ from zkconsumer import (
     Whitelist,
     ZookeeperConsumerConnector,
 )
-from zkconsumer.topic_count import SubscriptionError
+from zkconsumer.consumer.topic_count import SubscriptionError
+from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.zkformat import Registration
 
@@ -82,7 +83,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = Tuple[str, int]
 #: What users pass: called once per task with the task's stream; its return value is reported.
 Handler = Callable[["BoundedStream"], Any]
 

@@ -8,6 +8,9 @@ writes. See ``docs/ARCHITECTURE.md`` for how the modules fit together.
 
 from .config import ConsumerConfig
 from .connector import ZookeeperConsumerConnector
+from .consumer.membership import ConsumerRebalanceListener, RebalanceState, RebalanceStatus
+from .consumer.stream import KafkaStream, MessageAndMetadata
+from .consumer.topic_count import Blacklist, TopicFilter, Whitelist
 from .errors import (
     BackgroundThreadError,
     BrokerError,
@@ -28,10 +31,7 @@ from .errors import (
     ZooKeeperSessionExpiredError,
     ZooKeeperUnavailableError,
 )
-from .offset_storage import OffsetStorageError
-from .rebalancer import ConsumerRebalanceListener, RebalanceState, RebalanceStatus
-from .stream import KafkaStream, MessageAndMetadata
-from .topic_count import Blacklist, TopicFilter, Whitelist
+from .offsets.storage import OffsetStorageError
 
 __version__ = "0.1.0"
 

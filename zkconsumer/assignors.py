@@ -13,7 +13,7 @@ functions here reproduce ``kafka.consumer.RangeAssignor`` and
 * RoundRobin orders all partitions by Java's ``String.hashCode`` of
   ``"[<topic>,<partition>]"`` (see :func:`java_string_hash`).
 
-Inputs (what :mod:`zkconsumer.rebalancer` gathers):
+Inputs (what :mod:`zkconsumer.rebalance.rebalancer` gathers):
 
 ``consumers_for_topic``
     topic -> thread ids of every member subscribed to it (any order; they are
@@ -32,6 +32,7 @@ import re
 from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from .errors import ConfigurationError, ZkConsumerError
+from .structs import TopicPartition
 
 __all__ = [
     "ASSIGNORS",
@@ -49,7 +50,6 @@ __all__ = [
 ]
 
 #: ``(topic, partition)``, Kafka's ``TopicAndPartition``.
-TopicPartition = Tuple[str, int]
 #: The whole group's assignment: partition -> owning thread id.
 Assignment = Dict[TopicPartition, str]
 #: The signature shared by :func:`assign_range` and :func:`assign_roundrobin`.

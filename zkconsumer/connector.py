@@ -6,15 +6,15 @@ both connector implementations and chooses between them by
 
 * ``zookeeper`` (the default): a :class:`ZookeeperConsumerConnector` proper, the
   ZooKeeper membership of Kafka 0.8's high-level consumer
-  (:class:`~zkconsumer.zookeeper_connector.ZooKeeperMembershipConnector`);
-* ``kafka``: a :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`,
+  (:class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembershipConnector`);
+* ``kafka``: a :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorConsumerConnector`,
   with the same API, whose membership is kept by the brokers' group
   coordinator instead of ZooKeeper (see ``docs/MIGRATION.md``). It is
   registered as a virtual subclass, so ``isinstance(c, ZookeeperConsumerConnector)``
   holds for both.
 
 What both share (ZooKeeper session, streams, commits retried through outages,
-metrics, bounded shutdown) is :class:`~zkconsumer.connector_base.ConsumerConnectorBase`.
+metrics, bounded shutdown) is :class:`~zkconsumer.consumer.connector.ConsumerConnectorBase`.
 Offsets go where ``offsets.storage`` says (:mod:`.offset_storage`).
 
 Example::
@@ -31,8 +31,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Union, cast
 
 from .config import ConsumerConfig
-from .coordinator.connector import CoordinatorConsumerConnector
-from .zookeeper_connector import ZooKeeperMembershipConnector
+from .coordinator.kafka_membership import CoordinatorConsumerConnector
+from .rebalance.zookeeper_membership import ZooKeeperMembershipConnector
 
 __all__ = ["ZookeeperConsumerConnector"]
 
@@ -55,7 +55,7 @@ class ZookeeperConsumerConnector(ZooKeeperMembershipConnector):
     shutdown. Names: ``docs/MONITORING.md``.
 
     With ``group.membership=kafka`` the constructor returns a
-    :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`
+    :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorConsumerConnector`
     (still an instance of this class for ``isinstance``), so application code
     does not change.
     """

@@ -36,8 +36,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .config import ConsumerConfig
+from .consumer.stream import KafkaStream
 from .errors import ConsumerTimeoutError
-from .stream import KafkaStream
 from .wire.messageset import ACCELERATED
 
 __all__ = ["run_perf", "kafka_style_lines", "current_rss_mb", "peak_rss_mb"]
@@ -112,7 +112,7 @@ def _consume_messages(stream: KafkaStream, counter: _Counter, single: bool) -> N
 
 
 def _consume_batches(stream: KafkaStream, counter: _Counter, max_rows: Optional[int]) -> None:
-    from .arrow import value_bytes
+    from .consumer.arrow import value_bytes
 
     target = counter.target
     try:

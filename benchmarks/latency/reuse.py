@@ -23,7 +23,7 @@ import zlib
 from collections import deque
 from typing import Deque
 
-from zkconsumer import arrow
+from zkconsumer.consumer import arrow
 from zkconsumer.wire.messageset import decode_message_set
 
 MESSAGES = 9000

@@ -18,8 +18,6 @@ from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, Zo
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.errors import ClusterTimeoutError
 
-TopicPartition = Tuple[str, int]
-
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -29,7 +29,7 @@ from support import consumer_props, owners, unique, wait_until
 
 from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector
-from zkconsumer.rebalancer import RebalanceState
+from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.protocol import LATEST_TIME
 

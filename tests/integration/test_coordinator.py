@@ -18,10 +18,10 @@ from zkconsumer import (
     ZookeeperConsumerConnector,
 )
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.coordinator.connector import CoordinatorConsumerConnector
-from zkconsumer.offset_storage import CommitEntry, KafkaOffsetStorage
-from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
-from zkconsumer.rebalancer import RebalanceState
+from zkconsumer.consumer.membership import RebalanceState
+from zkconsumer.coordinator.kafka_membership import CoordinatorConsumerConnector
+from zkconsumer.offsets.channel import CoordinatorChannel, connection_factory
+from zkconsumer.offsets.storage import CommitEntry, KafkaOffsetStorage
 from zkconsumer.zookeeper.group import GroupClient
 
 

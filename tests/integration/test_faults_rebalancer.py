@@ -18,14 +18,15 @@ from kazoo.security import make_acl, make_digest_acl
 from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
 
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector, assignors
+from zkconsumer.consumer.membership import RebalanceState
+from zkconsumer.consumer.stream import KafkaStream
+from zkconsumer.consumer.topic_count import StaticTopicCount
 from zkconsumer.errors import ConsumerRebalanceFailedError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offset_storage import ZooKeeperOffsetStorage
-from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.rebalancer import Rebalancer, RebalanceState
-from zkconsumer.stream import KafkaStream
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.offsets.storage import ZooKeeperOffsetStorage
+from zkconsumer.rebalance.rebalancer import Rebalancer
 from zkconsumer.testing import LocalCluster
-from zkconsumer.topic_count import StaticTopicCount
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
 

@@ -17,8 +17,8 @@ import pytest
 from kafka import KafkaProducer
 
 from zkconsumer.errors import MessageSizeTooLargeError
+from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager, fetcher_id
-from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.zookeeper.zkformat import Broker, decode_broker
 
 TP = Tuple[str, int]

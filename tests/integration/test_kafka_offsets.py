@@ -7,8 +7,8 @@ from support import Drainer, consumer_props, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.offset_storage import NO_GENERATION, CommitEntry, KafkaOffsetStorage
-from zkconsumer.offsets_channel import CoordinatorChannel, connection_factory
+from zkconsumer.offsets.channel import CoordinatorChannel, connection_factory
+from zkconsumer.offsets.storage import NO_GENERATION, CommitEntry, KafkaOffsetStorage
 from zkconsumer.zookeeper.group import GroupClient
 
 PARTITIONS = range(4)

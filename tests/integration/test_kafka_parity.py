@@ -20,8 +20,8 @@ from support import consumer_props, expected_range, owners, unique, wait_until
 
 from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
+from zkconsumer.consumer.topic_count import Whitelist
 from zkconsumer.errors import ConfigurationError
-from zkconsumer.topic_count import Whitelist
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence
 
-TopicPartition = Tuple[str, int]
+from zkconsumer.structs import TopicPartition
 
 
 def java_hash(s: str) -> int:

@@ -24,8 +24,9 @@ no-crash               no background task dies, no kazoo-thread callback blocks 
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
+from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 
 from .expected import expected
@@ -33,8 +34,6 @@ from .member import GROUP, Member
 from .zkmodel import Ensemble, Node
 
 PATHS = zkformat.GroupPaths(GROUP)
-TopicPartition = Tuple[str, int]
-
 
 class Violation(Exception):
     """An invariant broke: ``name`` (from the table above) and what was seen."""

@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import KazooState
 
+from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 
 from .client import Network, SimTimeoutError
@@ -39,7 +40,6 @@ from .kernel import Kernel, SimEvent, SimLock, SimTask
 from .process import SimProcess
 from .zkmodel import Ensemble
 
-TopicPartition = Tuple[str, int]
 GROUP = "g"
 PATHS = zkformat.GroupPaths(GROUP)
 

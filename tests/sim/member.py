@@ -2,8 +2,8 @@
 
 The parts are the production ones: :class:`~zkconsumer.zookeeper.group.GroupClient`
 (with its owner-node, offset-node and retry code), :class:`~zkconsumer.zookeeper.watchers.GroupWatcher`,
-:class:`~zkconsumer.offsets.OffsetCommitter` with fenced ZooKeeper offsets, and
-:class:`~zkconsumer.rebalancer.Rebalancer`; only the kazoo client
+:class:`~zkconsumer.offsets.committer.OffsetCommitter` with fenced ZooKeeper offsets, and
+:class:`~zkconsumer.rebalance.rebalancer.Rebalancer`; only the kazoo client
 (:class:`~.client.SimKazoo`), the runtime (:class:`~.kernel.SimRuntime`), the
 clock and the random generators are the simulation's. The session-state
 callback does what ``ZooKeeperMembershipConnector._on_zk_state`` does, and a
@@ -20,12 +20,14 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from kazoo.protocol.states import KazooState
 
 from zkconsumer import assignors
+from zkconsumer.consumer.membership import RebalanceState
+from zkconsumer.consumer.topic_count import StaticTopicCount, TopicCount, Whitelist, WildcardTopicCount
 from zkconsumer.errors import ZkConsumerError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offset_storage import OffsetStorageError
-from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.rebalancer import Rebalancer, RebalanceState
-from zkconsumer.topic_count import StaticTopicCount, TopicCount, Whitelist, WildcardTopicCount
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.offsets.storage import OffsetStorageError
+from zkconsumer.rebalance.rebalancer import Rebalancer
+from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.watchers import GroupWatcher
@@ -35,7 +37,6 @@ from .kernel import Kernel, SimRuntime, SimTask
 from .process import SimProcess
 from .zkmodel import Ensemble
 
-TopicPartition = Tuple[str, int]
 GROUP = "g"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import kafka.codec
 import pytest
 
-from zkconsumer.wire.messageset import xxh32
+from zkconsumer.wire.codecs import xxh32
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-import zkconsumer
+import zkconsumer.consumer
+from zkconsumer.consumer.stream import KafkaStream
 from zkconsumer.errors import ConsumerTimeoutError, CorruptMessageError
-from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
-from zkconsumer.stream import KafkaStream
+from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.messageset import ACCELERATED, decode_message_set
 
 pa = pytest.importorskip("pyarrow")
@@ -253,8 +253,8 @@ def test_a_stale_chunk_is_dropped() -> None:
 def test_batches_without_pyarrow_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     _, _, stream = setup()
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    monkeypatch.delitem(sys.modules, "zkconsumer.arrow", raising=False)
-    monkeypatch.delattr(zkconsumer, "arrow", raising=False)
+    monkeypatch.delitem(sys.modules, "zkconsumer.consumer.arrow", raising=False)
+    monkeypatch.delattr(zkconsumer.consumer, "arrow", raising=False)
     with pytest.raises(ImportError, match="pyarrow"):
         stream.batches()
 
@@ -371,7 +371,7 @@ def test_no_message_of_a_cleared_chunk_is_handed_out_after_the_commit() -> None:
 
 def test_topic_and_partition_columns_fit_every_batch_size() -> None:
     """The repeated topic/partition columns (built from cached buffers) are right for any row count."""
-    from zkconsumer import arrow
+    from zkconsumer.consumer import arrow
 
     arrow._topic_buffers.clear()
     rows = [(i, None, b"v") for i in range(5000)]
@@ -386,7 +386,7 @@ def test_topic_and_partition_columns_fit_every_batch_size() -> None:
 
 def test_record_batches_do_not_import_pandas() -> None:
     """pa.scalar/pa.array import pandas on first use (a third of a second in the first batch); the block path avoids them."""
-    code = ("import sys; from zkconsumer import arrow; from zkconsumer.wire.messageset import decode_message_set; "
+    code = ("import sys; from zkconsumer.consumer import arrow; from zkconsumer.wire.messageset import decode_message_set; "
             "from kafka.record.legacy_records import LegacyRecordBatchBuilder as B; b = B(0, 0, 1 << 20); "
             "[b.append(i, None, None, b'v') for i in range(10)]; "
             "m = decode_message_set(bytes(b.build()), 't', 0, 0).messages; "
@@ -399,7 +399,7 @@ def test_record_batches_do_not_import_pandas() -> None:
 @pytest.mark.skipif(not ACCELERATED, reason="needs the C extension")
 def test_a_batch_keeps_its_block_and_its_bytes_while_blocks_are_recycled() -> None:
     """Arrow arrays hold the block (block.buffers()), so its buffers are recycled only after the batch is gone."""
-    from zkconsumer import arrow
+    from zkconsumer.consumer import arrow
 
     def big(seed: int) -> bytes:
         b = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 22)

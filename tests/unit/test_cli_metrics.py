@@ -9,7 +9,7 @@ from typing import List
 
 import pytest
 
-from zkconsumer.metrics import ConsumerMetrics, MetricsReporter, partition_lag
+from zkconsumer.metrics.consumer import ConsumerMetrics, MetricsReporter, partition_lag
 
 
 class FakeClock:

@@ -9,8 +9,9 @@ from typing import Any, Dict
 
 import pytest
 
-from zkconsumer.config import PROPERTIES, ConsumerConfig, Property, parse_properties
+from zkconsumer.config import PROPERTIES, ConsumerConfig, Property
 from zkconsumer.errors import ConfigurationError, ZkConsumerError
+from zkconsumer.properties_file import parse_properties
 
 BASE: Dict[str, Any] = {"zookeeper.connect": "127.0.0.1:2181/kafka", "group.id": "g1"}
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, Tuple
 
 from zkconsumer.connector import ZookeeperConsumerConnector
-from zkconsumer.metrics import ConsumerMetrics
+from zkconsumer.metrics.consumer import ConsumerMetrics
 
 
 class Stream:

@@ -6,6 +6,7 @@ import pytest
 
 from zkconsumer import assignors
 from zkconsumer.assignors import AssignmentError
+from zkconsumer.consumer.topic_count import StaticTopicCount, Whitelist, WildcardTopicCount
 from zkconsumer.coordinator.assignment import (
     PROTOCOL_TYPE,
     PlanInputs,
@@ -16,7 +17,6 @@ from zkconsumer.coordinator.assignment import (
     plan,
     read_inputs,
 )
-from zkconsumer.topic_count import StaticTopicCount, Whitelist, WildcardTopicCount
 
 
 def test_metadata_is_the_zookeeper_registration_json() -> None:

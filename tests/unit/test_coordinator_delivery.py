@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from zkconsumer.coordinator.delivery import Delivery
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offset_storage import Generation
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.storage import Generation
 
 TP = Tuple[str, int]
 

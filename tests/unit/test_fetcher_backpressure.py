@@ -17,8 +17,8 @@ import pytest
 from test_fetcher_unit import FakeCluster, make_config, our_threads
 
 from zkconsumer.errors import CorruptMessageError
+from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager
-from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 
 TP = Tuple[str, int]
 CAPACITY = 2

@@ -20,8 +20,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, MessageSizeTooLargeError
 from zkconsumer.fetch.fetcher_thread import held_back_wait_ms
+from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager, connections_per_broker, fetcher_id, spread_over_connections
-from zkconsumer.fetch.partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.wire.protocol import (
     BrokerMetadata,
     FetchPartition,

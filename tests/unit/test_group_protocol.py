@@ -25,7 +25,8 @@ from kafka.protocol.old.group import (
 )
 
 from zkconsumer.wire import group_protocol as g
-from zkconsumer.wire.protocol import ProtocolDecodeError, decode_response_header, encode_request
+from zkconsumer.wire.broker_errors import ProtocolDecodeError
+from zkconsumer.wire.protocol import decode_response_header, encode_request
 
 
 def decoded(request_class, ours):  # type: ignore[no-untyped-def]

@@ -50,27 +50,28 @@ MAX_MODULE_LINES = 600
 MAX_TESTING_LINES = 1500
 SIZE_CHECKED = ("zkconsumer", "spark_integration", "benchmarks")
 
-_BELOW_CORE = ("base", "zookeeper", "wire", "security", "fetch", "exporters")
+_BELOW_CORE = ("base", "zookeeper", "wire", "security", "fetch", "metrics", "offsets")
 
 #: (layer, module prefixes, layers it may import besides its own). First matching row wins.
 LAYERS: Tuple[Tuple[str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     ("base", ("zkconsumer.errors", "zkconsumer.config", "zkconsumer.properties_file", "zkconsumer.java_regex",
-              "zkconsumer.assignors"), ()),
+              "zkconsumer.assignors", "zkconsumer.structs", "zkconsumer.runtime", "zkconsumer.stopping"), ()),
     ("zookeeper", ("zkconsumer.zookeeper",), ("base",)),
     ("wire", ("zkconsumer.wire",), ("base",)),
     ("security", ("zkconsumer.security",), ("base", "zookeeper")),
     ("fetch", ("zkconsumer.fetch",), ("base", "zookeeper", "wire", "security")),
-    ("exporters", ("zkconsumer.monitoring.prometheus", "zkconsumer.monitoring.http", "zkconsumer.monitoring.push"),
-     ("base",)),
+    ("metrics", ("zkconsumer.metrics",), ("base",)),
+    ("offsets", ("zkconsumer.offsets",), ("base", "zookeeper", "wire", "security", "fetch")),
+    ("core", ("zkconsumer.consumer",), _BELOW_CORE),
+    ("rebalance", ("zkconsumer.rebalance",), _BELOW_CORE + ("core",)),
     ("coordinator", ("zkconsumer.coordinator",), _BELOW_CORE + ("core",)),
-    ("entry", ("zkconsumer.connector",), _BELOW_CORE + ("core", "coordinator")),
+    ("entry", ("zkconsumer.connector",), _BELOW_CORE + ("core", "rebalance", "coordinator")),
     ("admin", ("zkconsumer.admin",), _BELOW_CORE + ("core",)),
     ("monitoring", ("zkconsumer.monitoring",), _BELOW_CORE + ("core", "admin")),
-    ("package", ("zkconsumer.perf",), _BELOW_CORE + ("core", "coordinator", "entry")),
+    ("package", ("zkconsumer.perf",), _BELOW_CORE + ("core", "rebalance", "coordinator", "entry")),
     ("cli", ("zkconsumer.cli", "zkconsumer.__main__"),
-     _BELOW_CORE + ("core", "coordinator", "entry", "admin", "monitoring", "package")),
+     _BELOW_CORE + ("core", "rebalance", "coordinator", "entry", "admin", "monitoring", "package")),
     ("testing", ("zkconsumer.testing",), ()),  # and PUBLIC_MODULES, see test_layers_import_only_downwards
-    ("core", ("zkconsumer.",), _BELOW_CORE),
 )
 
 #: What ``zkconsumer.testing`` may use of the consumer: the documented public names.
@@ -272,8 +273,8 @@ def test_the_layer_table_covers_every_module() -> None:
     for module in modules():
         assert layer_of(module) in {name for name, _p, _a in LAYERS} | {"package"}
     assert layer_of("zkconsumer.connector") == "entry"
-    assert layer_of("zkconsumer.connector_base") == "core"
-    assert layer_of("zkconsumer.coordinator.connector") == "coordinator"
+    assert layer_of("zkconsumer.consumer.connector") == "core"
+    assert layer_of("zkconsumer.coordinator.kafka_membership") == "coordinator"
     assert layer_of("zkconsumer.zookeeper.group") == "zookeeper"
-    assert layer_of("zkconsumer.monitoring.prometheus") == "exporters"
+    assert layer_of("zkconsumer.metrics.prometheus") == "metrics"
     assert layer_of("zkconsumer.monitoring.lag") == "monitoring"

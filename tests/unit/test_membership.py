@@ -10,15 +10,16 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional
 
 import pytest
 
+from zkconsumer.consumer.membership import RebalanceState
+from zkconsumer.consumer.stream import KafkaStream
 from zkconsumer.coordinator.assignment import encode_assignment
 from zkconsumer.coordinator.delivery import Delivery
 from zkconsumer.coordinator.membership import GroupMembership
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offset_storage import CommitOutcome, Generation
-from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.rebalancer import INVALID_OFFSET, RebalanceState
-from zkconsumer.stream import KafkaStream
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.offsets.storage import CommitOutcome, Generation
+from zkconsumer.structs import INVALID_OFFSET
 from zkconsumer.wire import group_protocol as g
 
 TP = Tuple[str, int]

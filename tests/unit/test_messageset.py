@@ -12,7 +12,8 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 from zkconsumer.errors import CorruptMessageError
-from zkconsumer.wire.messageset import UnsupportedCompressionError, decode_message_set, xxh32
+from zkconsumer.wire.codecs import xxh32
+from zkconsumer.wire.messageset import UnsupportedCompressionError, decode_message_set
 
 GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]

@@ -119,7 +119,7 @@ def test_the_grafana_dashboard_uses_only_exported_metric_names() -> None:
     families = scrape(monitor.observe(snap("g", 1000, ["g_a"], {0: (10, 20, "g_a-0", 900)})))
     exported = {s.name for samples in families.values() for s in samples}
     registry = CollectorRegistry()
-    from zkconsumer.monitoring.prometheus import instrument_connector
+    from zkconsumer.metrics.prometheus import instrument_connector
     instrument_connector(fake.FakeConnector(), registry=registry)
     exported |= {s.name for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
     dashboard = json.loads((Path(__file__).parents[2] / "docs" / "grafana-dashboard.json").read_text())

@@ -10,11 +10,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from zkconsumer.consumer.membership import RebalanceState, RebalanceStatus
 from zkconsumer.errors import ConfigurationError
 from zkconsumer.fetch.fetch_stats import FetchStats
-from zkconsumer.metrics import ConsumerMetrics, PauseTimingListener
-from zkconsumer.monitoring.prometheus import instrument_connector
-from zkconsumer.rebalancer import RebalanceState, RebalanceStatus
+from zkconsumer.metrics.consumer import ConsumerMetrics, PauseTimingListener
+from zkconsumer.metrics.prometheus import instrument_connector
 
 
 class FakeZk:

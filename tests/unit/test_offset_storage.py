@@ -9,8 +9,9 @@ import pytest
 
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offset_storage import (
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.offsets.storage import (
     NO_GENERATION,
     CommitEntry,
     DualOffsetStorage,
@@ -19,7 +20,6 @@ from zkconsumer.offset_storage import (
     OffsetStorageError,
     ZooKeeperOffsetStorage,
 )
-from zkconsumer.offsets import OffsetCommitter
 from zkconsumer.wire import group_protocol as g
 from zkconsumer.zookeeper.offset_nodes import MAX_COMMIT_BATCH
 

@@ -9,12 +9,14 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 import pytest
 
 from zkconsumer import assignors
+from zkconsumer.consumer.membership import RebalanceState
+from zkconsumer.consumer.stream import KafkaStream
+from zkconsumer.consumer.topic_count import StaticTopicCount
 from zkconsumer.errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZooKeeperUnavailableError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offsets import OffsetCommitter
-from zkconsumer.rebalancer import INVALID_OFFSET, Rebalancer, RebalanceState
-from zkconsumer.stream import KafkaStream
-from zkconsumer.topic_count import StaticTopicCount
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.rebalance.rebalancer import Rebalancer
+from zkconsumer.structs import INVALID_OFFSET
 from zkconsumer.zookeeper.zkformat import Registration
 
 TP = Tuple[str, int]
@@ -322,7 +324,7 @@ def test_a_failed_attempt_releases_what_it_claimed_and_keeps_retrying_past_max_r
 
 def test_observability_item1_every_failed_attempt_is_reported_to_on_attempt_failed(group: FakeGroup) -> None:
     """The status gauge resets on success; the hook lets the connector count failed attempts for good."""
-    from zkconsumer.metrics import ConsumerMetrics
+    from zkconsumer.metrics.consumer import ConsumerMetrics
     metrics = ConsumerMetrics()
     group.owner_nodes[("t", 3)] = "g_stuck-0"
     rebalancer, _, _ = build(group, backoff_ms=20, max_retries=2,
@@ -596,7 +598,7 @@ def test_item2_a_failed_commit_in_pause_does_not_stall_the_rebalance(group: Fake
 def test_item5_an_unsupported_pattern_fails_the_attempt_before_any_claim_or_release(
         group: FakeGroup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A member whose Java regex has no Python equivalent: ERROR, status, no claims, fetching goes on."""
-    import zkconsumer.rebalancer as module
+    import zkconsumer.rebalance.rebalancer as module
 
     real = module.topic_count_from_registration
 
@@ -841,7 +843,7 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
         group: FakeGroup, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lone join in a settled group costs no quiet window; the first assignment (members starting
     together) still waits for one. The windows are stretched here so the difference is plain."""
-    import zkconsumer.rebalancer as module
+    import zkconsumer.rebalance.rebalancer as module
 
     monkeypatch.setattr(module, "QUIET_S", 2.0)
     monkeypatch.setattr(module, "FIRST_QUIET_S", 2.0)
@@ -867,8 +869,8 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
 @pytest.mark.parametrize("backoff_ms", [0, 50, 100, 150, 2000])
 def test_no_wait_between_attempts_is_shorter_than_the_100_ms_floor_whatever_the_jitter(backoff_ms: int) -> None:
     """The floor applies after the ±50 % jitter: ``rebalance.backoff.ms=100`` never waits 50 ms."""
-    from zkconsumer.rebalance_decisions import jittered_backoff
-    from zkconsumer.rebalancer import MIN_BACKOFF_S
+    from zkconsumer.rebalance.decisions import jittered_backoff
+    from zkconsumer.rebalance.rebalancer import MIN_BACKOFF_S
 
     base = max(MIN_BACKOFF_S, backoff_ms / 1000.0)
     for failures in range(0, 8):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from zkconsumer.consumer.stream import KafkaStream, revoke_partitions
 from zkconsumer.errors import ConsumerTimeoutError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.stream import KafkaStream, revoke_partitions
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 
 
 def msgs(start: int, n: int):

@@ -282,7 +282,7 @@ def test_item3_batches_have_the_spark_sources_arrow_schema_exactly() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_integration.datasource import SCHEMA
-    from zkconsumer.arrow import NOT_NULL_SCHEMA
+    from zkconsumer.consumer.arrow import NOT_NULL_SCHEMA
 
     cluster = FakeCluster()
     cluster.add(("t", 0), [entry([o]) for o in range(5)])

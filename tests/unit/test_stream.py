@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import pytest
 
+from zkconsumer.consumer.stream import FailureSignal, KafkaStream, MessageAndMetadata
 from zkconsumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError, ZkConsumerError
-from zkconsumer.fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from zkconsumer.stream import FailureSignal, KafkaStream, MessageAndMetadata
+from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 
 
 def never() -> bool:
@@ -48,7 +48,7 @@ def test_messages_below_the_consumed_offset_are_never_delivered_twice() -> None:
 
 
 def _chunk(info: PartitionTopicInfo, fetch_offset: int, messages):
-    from zkconsumer.fetch.partition_info import FetchedDataChunk
+    from zkconsumer.fetch.handoff import FetchedDataChunk
 
     return FetchedDataChunk(info, fetch_offset, messages)
 

@@ -6,8 +6,7 @@ from typing import List
 
 import pytest
 
-from zkconsumer.errors import ConfigurationError, UnsupportedPatternError, ZkConsumerError
-from zkconsumer.topic_count import (
+from zkconsumer.consumer.topic_count import (
     INTERNAL_TOPICS,
     Blacklist,
     StaticTopicCount,
@@ -19,6 +18,7 @@ from zkconsumer.topic_count import (
     normalize_topic_regex,
     topic_count_from_registration,
 )
+from zkconsumer.errors import ConfigurationError, UnsupportedPatternError, ZkConsumerError
 from zkconsumer.zookeeper.zkformat import Registration, decode_registration, encode_registration
 
 # --------------------------------------------------------------------------- normalisation

@@ -50,7 +50,8 @@ submodule              contents
 
 from __future__ import annotations
 
-from ._zk import ADMIN_CLIENT_ID, Progress, TopicPartition, list_groups, live_members
+from ..structs import TopicPartition
+from ._zk import ADMIN_CLIENT_ID, Progress, list_groups, live_members
 from .delete import delete_group
 from .describe import GroupDescription, MemberInfo, PartitionRow, describe_group
 from .errors import AdminError, GroupActiveError, OffsetFileError, UnknownGroupError, UnknownTopicError

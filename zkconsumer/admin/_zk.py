@@ -16,7 +16,6 @@ from ..zookeeper import zkformat
 from ..zookeeper.group import GroupClient
 from .errors import AdminError, GroupActiveError, UnknownGroupError
 
-TopicPartition = Tuple[str, int]
 #: ``progress(done, total)``, called as long operations advance.
 Progress = Callable[[int, int], None]
 

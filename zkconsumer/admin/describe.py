@@ -8,12 +8,13 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
 
+from ..consumer.topic_count import SubscriptionError, WildcardTopicCount, topic_count_from_registration
 from ..errors import MalformedZnodeError, UnsupportedPatternError
-from ..topic_count import SubscriptionError, WildcardTopicCount, topic_count_from_registration
+from ..structs import TopicPartition
 from ..wire.protocol import LATEST_TIME
 from ..zookeeper import zkformat
 from . import _zk
-from ._zk import Progress, TopicPartition
+from ._zk import Progress
 from .log_offsets import LogOffsets
 
 __all__ = ["MemberInfo", "PartitionRow", "GroupDescription", "describe_group"]

@@ -10,11 +10,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from ..errors import BrokerError, MalformedZnodeError
+from ..structs import TopicPartition
+from ..wire.broker_errors import ERROR_NAMES
 from ..wire.connection import BrokerConnection
-from ..wire.protocol import ERROR_NAMES, NO_LEADER, ListOffsetsRequest
+from ..wire.protocol import NO_LEADER, ListOffsetsRequest
 from ..zookeeper import zkformat
 from . import _zk
-from ._zk import TopicPartition
 
 __all__ = ["LogOffsets", "BrokerOffsets"]
 

@@ -17,8 +17,9 @@ from typing import Callable, Dict, Optional, Sequence
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from ..structs import TopicPartition
 from ..zookeeper import zkformat
-from ._zk import Progress, TopicPartition
+from ._zk import Progress
 from .describe import GroupDescription, describe_group
 from .log_offsets import LogOffsets
 

@@ -21,7 +21,7 @@ from .progress import RateTicker, StatusLine, format_rate, terminal_caps
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import PropertyValue
-    from ..stream import KafkaStream
+    from ..consumer.stream import KafkaStream
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -88,8 +88,8 @@ def run_consume(args: argparse.Namespace) -> int:
     # Imported here so the admin commands work without the consumer's dependencies loaded.
     from ..config import ConsumerConfig
     from ..connector import ZookeeperConsumerConnector
+    from ..consumer.topic_count import Whitelist
     from ..errors import ConsumerTimeoutError
-    from ..topic_count import Whitelist
 
     props = consumer_properties(args)
     if args.consumer_config:

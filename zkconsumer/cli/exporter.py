@@ -14,9 +14,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from ..metrics.http import MetricsServer
 from ..monitoring.burrow import DEFAULT_WINDOW
 from ..monitoring.exporter import LagCollector, LagExporter
-from ..monitoring.http import MetricsServer
 from .common import EXIT_OK, common_options, positive_int, zookeeper
 
 #: Default port (not registered with Prometheus' port allocation list; pick another with --port).

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import PropertyValue
-    from ..stream import KafkaStream
+    from ..consumer.stream import KafkaStream
 
 from .common import EXIT_OK, CliError, common_options, positive_int
 from .consume import key_value

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, TextIO, Tuple, Type
 
 from ..admin import GroupDescription
+from ..structs import TopicPartition
 from .output import Cell, render_table
 from .progress import TerminalCaps
 
@@ -31,7 +32,6 @@ DEFAULT_HISTORY_S = 600.0
 #: Default number of characters of a sparkline.
 DEFAULT_WIDTH = 30
 
-TopicPartition = Tuple[str, int]
 Sample = Tuple[float, Optional[int]]
 
 

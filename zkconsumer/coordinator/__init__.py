@@ -15,6 +15,6 @@ module             owns
 ``connector.py``   ``CoordinatorConsumerConnector``: the wiring
 =================  ==============================================================
 
-The coordinator itself is found through :mod:`zkconsumer.offsets_channel` (shared with
+The coordinator itself is found through :mod:`zkconsumer.offsets.channel` (shared with
 offset storage in Kafka). Nothing is imported here: importing one module of the package loads no other.
 """

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Mapping, Sequence, Tuple
 
 from .. import assignors
-from ..assignors import Assignment, AssignmentError, TopicPartition
+from ..assignors import Assignment, AssignmentError
+from ..consumer.topic_count import StaticTopicCount, TopicCount, consumers_per_topic, topic_count_from_registration
 from ..errors import MalformedZnodeError
-from ..topic_count import StaticTopicCount, TopicCount, consumers_per_topic, topic_count_from_registration
+from ..structs import TopicPartition
 from ..zookeeper import zkformat
 
 __all__ = [

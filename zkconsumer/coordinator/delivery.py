@@ -4,7 +4,7 @@ The membership thread (:mod:`.membership`) calls :meth:`Delivery.assign` after
 each SyncGroup and :meth:`Delivery.revoke` before each rejoin; the connector's
 commits read :meth:`Delivery.to_commit` (what was handed out, also while a
 rebalance is in progress). The same guarantees as the ZooKeeper
-rebalancer's (:mod:`zkconsumer.rebalancer`):
+rebalancer's (:mod:`zkconsumer.rebalance.rebalancer`):
 
 * **revoke**: fetchers stop, every queue and the chunk each stream is
   iterating are dropped, so after a revoke nothing fetched before it is handed
@@ -29,19 +29,18 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
 
 from ..assignors import split_thread_id
+from ..consumer.membership import ConsumerRebalanceListener
+from ..consumer.stream import KafkaStream, clear_streams
+from ..consumer.topic_count import make_thread_id
 from ..errors import ZkConsumerError
-from ..fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from ..offset_storage import Generation
-from ..offsets import OffsetCommitter
-from ..rebalancer import INVALID_OFFSET, ConsumerRebalanceListener
-from ..stream import KafkaStream, clear_streams
-from ..topic_count import make_thread_id
+from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
+from ..offsets.committer import OffsetCommitter
+from ..offsets.storage import Generation
+from ..structs import INVALID_OFFSET, TopicPartition
 
 __all__ = ["Delivery"]
 
 log = logging.getLogger(__name__)
-
-TopicPartition = Tuple[str, int]
 
 
 class FetcherControl(Protocol):

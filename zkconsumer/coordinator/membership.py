@@ -12,7 +12,7 @@ Two threads per member, each with its own connection to the coordinator:
   session (Kafka 0.9's consumer heartbeats from ``poll()`` only; KIP-62 moved
   it to a thread in 0.10.1). Its verdicts only *signal* the membership thread.
 
-States (reported as :class:`~zkconsumer.rebalancer.RebalanceState`)::
+States (reported as :class:`~zkconsumer.rebalance.rebalancer.RebalanceState`)::
 
     STARTING ─▶ REBALANCING ─JoinGroup─▶ (leader: plan) ─SyncGroup─▶ install ─▶ STABLE
                   ▲    │ failure                                          │
@@ -59,9 +59,11 @@ from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple,
 
 from kazoo.exceptions import KazooException
 
+from ..consumer.membership import RebalanceState, RebalanceStatus
 from ..errors import ConfigurationError, ZkConsumerError
-from ..offset_storage import Generation
-from ..rebalancer import RebalanceState, RebalanceStatus
+from ..offsets.storage import Generation
+from ..structs import TopicPartition
+from ..wire.broker_errors import error_for_code
 from ..wire.group_protocol import (
     COORDINATOR_MOVED_CODES,
     GROUP_AUTHORIZATION_FAILED,
@@ -81,14 +83,13 @@ from ..wire.group_protocol import (
     SyncGroupRequest,
     error_name,
 )
-from ..wire.protocol import Request, error_for_code
+from ..wire.protocol import Request
 from .assignment import PROTOCOL_TYPE, decode_assignment
 
 __all__ = ["GroupMembership", "MembershipListener", "Planner"]
 
 log = logging.getLogger(__name__)
 
-TopicPartition = Tuple[str, int]
 R = TypeVar("R")
 
 #: The leader's planner: ``(protocol, members) -> ([(member id, assignment bytes)], still_valid)``;
@@ -97,7 +98,7 @@ Planner = Callable[[str, Sequence[GroupMember]], Tuple[List[Tuple[str, bytes]], 
 
 
 class Channel(Protocol):
-    """What the membership needs of a :class:`~zkconsumer.offsets_channel.CoordinatorChannel`."""
+    """What the membership needs of a :class:`~zkconsumer.offsets.channel.CoordinatorChannel`."""
 
     def send(self, request: Request[R]) -> R: ...
 

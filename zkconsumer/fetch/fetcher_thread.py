@@ -60,17 +60,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError, CorruptMessageError, MessageSizeTooLargeError, ZkConsumerError
+from ..structs import TopicPartition
+from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
 from ..wire.messageset import decode_message_set
-from ..wire.protocol import EARLIEST_TIME, ERROR_NAMES, LATEST_TIME, FetchPartition, FetchPartitionResponse, OffsetOutOfRangeError
+from ..wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse
 from .fetch_stats import FetchStats, error_kind
-from .partition_info import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from .handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 
 __all__ = ["FetcherThread", "FetcherKey", "ROOM_WAIT_S", "held_back_wait_ms"]
 
 log = logging.getLogger(__name__)
-
-TopicPartition = Tuple[str, int]
 
 #: Longest wait of a fetcher whose partitions all wait for room before it looks again
 #: (room listeners normally wake it at once; this only bounds a missed signal).

@@ -81,12 +81,13 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 from ..assignors import java_string_hash
 from ..errors import ConsumerShutdownError
 from ..security import broker_ssl_context
+from ..structs import TopicPartition
 from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
 from .fetch_stats import FetchStats
 from .fetcher_thread import FetcherKey, FetcherThread
+from .handoff import PartitionTopicInfo
 from .leader_finder import LeaderFinder
-from .partition_info import PartitionTopicInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..zookeeper.zkformat import Broker
@@ -95,7 +96,6 @@ __all__ = ["FetcherManager", "connections_per_broker", "fetcher_id", "spread_ove
 
 log = logging.getLogger(__name__)
 
-TopicPartition = Tuple[str, int]
 #: A fetcher: ``(leader's broker id, fetcher id)``; each of its connections has a thread.
 FetcherGroup = Tuple[int, int]
 ConnectionFactory = Callable[[str, int], BrokerConnection]

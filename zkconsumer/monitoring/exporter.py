@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from ..admin import BrokerOffsets, LogOffsets, list_groups
 from ..admin.snapshot import snapshot_group
 from ..errors import ZkConsumerError
+from ..structs import TopicPartition
 from .burrow import DEFAULT_WINDOW, GroupStatus, PartitionStatus
 from .lag import GroupLag, LagMonitor
 
@@ -43,8 +44,6 @@ STATUS_CODES: Dict[str, int] = {"NOTFOUND": -1, "OK": 0, "WARN": 1, "ERR": 2, "S
 PARTITION_CODES = {s: STATUS_CODES[s.value] for s in PartitionStatus}
 #: How long :meth:`LagExporter.stop` waits for a poll in progress.
 STOP_TIMEOUT_S = 30.0
-
-TopicPartition = Tuple[str, int]
 
 
 class _PollOffsets:

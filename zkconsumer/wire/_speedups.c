@@ -1,6 +1,6 @@
 /*
  * zkconsumer._speedups: the optional C accelerator of zkconsumer.messageset and
- * zkconsumer.stream. Everything here has a pure-Python equivalent; the package
+ * zkconsumer.consumer.stream. Everything here has a pure-Python equivalent; the package
  * works (slower) when this extension is not built.
  *
  * decode(buffer, start, fetch_offset, top_level, wrapper_offset)
@@ -1524,7 +1524,7 @@ static PyGetSetDef cursor_getset[] = {
 static PyTypeObject CursorType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "zkconsumer.wire._speedups.Cursor",
-    .tp_doc = "Per-message engine of zkconsumer.stream.ConsumerIterator (subclass it; define _refill).",
+    .tp_doc = "Per-message engine of zkconsumer.consumer.stream.ConsumerIterator (subclass it; define _refill).",
     .tp_basicsize = sizeof(Cursor),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -1740,7 +1740,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "zkconsumer.wire._speedups",
-    "Optional C accelerator of zkconsumer.messageset and zkconsumer.stream.", -1, module_methods,
+    "Optional C accelerator of zkconsumer.messageset and zkconsumer.consumer.stream.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {

@@ -57,7 +57,8 @@ from kafka.protocol.consumer import SyncGroupResponse as _KSyncGroupResponse
 from kafka.protocol.metadata import FindCoordinatorRequest as _KFindCoordinatorRequest
 from kafka.protocol.metadata import FindCoordinatorResponse as _KFindCoordinatorResponse
 
-from .protocol import ERROR_NAMES, KafkaPythonRequest, _blob, _by_topic, _items, _text
+from .broker_errors import ERROR_NAMES
+from .protocol import KafkaPythonRequest, _blob, _by_topic, _items, _text
 
 __all__ = [
     "API_OFFSET_COMMIT", "API_OFFSET_FETCH", "API_GROUP_COORDINATOR", "API_JOIN_GROUP",

@@ -67,8 +67,6 @@ from .zkcalls import BoundedZooKeeper
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TopicPartition = Tuple[str, int]
-
 #: Errors after which the same ZooKeeper call may succeed within the same session.
 _TRANSIENT = (ConnectionLoss, OperationTimeoutError)
 #: Errors after which it cannot on this session/client: reported at once (still retriable later).

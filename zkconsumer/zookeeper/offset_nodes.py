@@ -16,12 +16,11 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
 
+from ..structs import TopicPartition
 from . import zkformat
 from .owner_nodes import OwnerNodes
 
 log = logging.getLogger("zkconsumer.zookeeper.group")
-
-TopicPartition = Tuple[str, int]
 
 #: The most partitions one fenced multi-operation writes (two operations each; ZooKeeper
 #: refuses a request over its 1 MB jute.maxbuffer, far above this many).

@@ -1,6 +1,6 @@
 """What a member decides in a rebalance, as pure functions of plain data (no I/O).
 
-:class:`~zkconsumer.rebalancer.Rebalancer` (and its :class:`~zkconsumer.ownership.OwnershipSteps`)
+:class:`~zkconsumer.rebalance.rebalancer.Rebalancer` (and its :class:`~zkconsumer.rebalance.ownership.OwnershipSteps`)
 does the talking: reading members, topics and owner nodes, claiming, releasing, committing,
 waiting. Every *decision* it makes between those steps is one of the functions here, fed
 what was read and what the member holds, and answering what to do next:
@@ -17,7 +17,8 @@ what was read and what the member holds, and answering what to do next:
 The same functions run in production (under kazoo and real threads) and in the
 deterministic simulator (``tests/sim``), which drives the real rebalancer.
 
-May import: the standard library's ``typing`` and ``enum``, nothing else. No kazoo, no
+May import: the standard library's ``typing`` and ``enum``, and :mod:`zkconsumer.structs`
+(standard library only itself), nothing else. No kazoo, no
 sockets, no threads, no clock, no randomness of its own (a draw in ``[0, 1)`` is passed
 in): every answer is a function of the arguments. ``tests/unit/test_rebalance_decisions.py`` checks the imports.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import AbstractSet, Iterable, List, Mapping, Optional, Set, Tuple
 
-TopicPartition = Tuple[str, int]
+from ..structs import TopicPartition
 
 
 def quiet_wait(last_event_at: Optional[float], now: float, calm_s: float, quiet_s: float,

@@ -1,7 +1,7 @@
 """ZooKeeper group membership (Kafka 0.8's rebalance): :class:`ZooKeeperMembershipConnector`.
 
 The membership part of the default connector. On top of
-:class:`~zkconsumer.connector_base.ConsumerConnectorBase` it registers the member
+:class:`~zkconsumer.consumer.connector.ConsumerConnectorBase` it registers the member
 under ``/consumers/<group>/ids`` and starts, in order, the session lease
 (:mod:`.zookeeper.lease`), the watches (:mod:`.zookeeper.watchers`) and the
 rebalancer (:mod:`.rebalancer`), and stops them at shutdown. While ZooKeeper is
@@ -20,17 +20,18 @@ from typing import Any, List, Mapping, Optional, Tuple, Union
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.protocol.states import KazooState
 
-from . import assignors
-from .config import ConsumerConfig
-from .connector_base import ConsumerConnectorBase
-from .errors import ConsumerShutdownError, ZooKeeperAccessError, ZooKeeperUnavailableError
-from .offset_storage import OffsetStorageError
-from .rebalancer import ConsumerRebalanceListener, Rebalancer, RebalanceStatus
-from .topic_count import TopicCount
-from .zookeeper import zkformat
-from .zookeeper.lease import SessionLease
-from .zookeeper.watchers import GroupWatcher
-from .zookeeper.zkcalls import BoundedZooKeeper
+from .. import assignors
+from ..config import ConsumerConfig
+from ..consumer.connector import ConsumerConnectorBase
+from ..consumer.membership import ConsumerRebalanceListener, RebalanceStatus
+from ..consumer.topic_count import TopicCount
+from ..errors import ConsumerShutdownError, ZooKeeperAccessError, ZooKeeperUnavailableError
+from ..offsets.storage import OffsetStorageError
+from ..zookeeper import zkformat
+from ..zookeeper.lease import SessionLease
+from ..zookeeper.watchers import GroupWatcher
+from ..zookeeper.zkcalls import BoundedZooKeeper
+from .rebalancer import Rebalancer
 
 __all__ = ["ZooKeeperMembershipConnector"]
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 class ZooKeeperMembershipConnector(ConsumerConnectorBase):
     """A member of a ZooKeeper-coordinated consumer group (Kafka 0.8's high-level consumer).
 
-    Same constructor arguments as :class:`~zkconsumer.connector_base.ConsumerConnectorBase`.
+    Same constructor arguments as :class:`~zkconsumer.consumer.connector.ConsumerConnectorBase`.
     """
 
     def __init__(

@@ -1,5 +1,5 @@
 """Claiming, installing and releasing one member's partitions: the ZooKeeper owner-node
-bookkeeping of :class:`zkconsumer.rebalancer.Rebalancer`.
+bookkeeping of :class:`zkconsumer.rebalance.rebalancer.Rebalancer`.
 
 :class:`OwnershipSteps` is a base class of the rebalancer: its state (``_nodes``, the owner
 nodes this session may hold; ``_owned``/``_registry``, what is installed and fetched;
@@ -16,22 +16,19 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException
 
-from . import assignors
-from . import rebalance_decisions as decide
-from .errors import ZkConsumerError
-from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from .offsets import OffsetCommitter
-from .rebalance_types import ConsumerRebalanceListener, FetcherControl
-from .stream import KafkaStream, clear_streams, revoke_partitions
-from .zookeeper.group import GroupClient
+from .. import assignors
+from ..consumer.membership import ConsumerRebalanceListener, FetcherControl
+from ..consumer.stream import KafkaStream, clear_streams, revoke_partitions
+from ..errors import ZkConsumerError
+from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
+from ..offsets.committer import OffsetCommitter
+from ..structs import INVALID_OFFSET, TopicPartition
+from ..zookeeper.group import GroupClient
+from . import decisions as decide
 
-log = logging.getLogger("zkconsumer.rebalancer")
-
-TopicPartition = Tuple[str, int]
+log = logging.getLogger("zkconsumer.rebalance.rebalancer")
 
 #: Offset of a partition whose position ``auto.offset.reset`` must decide.
-INVALID_OFFSET = -1
-
 
 class ChangeFlag:
     """One watched owner node's flag: set when the node changed; also wakes the shared ``wakeup``."""

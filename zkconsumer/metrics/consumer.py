@@ -37,13 +37,14 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+
+from ..structs import TopicPartition
 
 __all__ = ["ConsumerMetrics", "MetricsReporter", "PauseTimingListener", "partition_lag"]
 
 log = logging.getLogger(__name__)
 
-TopicPartition = Tuple[str, int]
 Clock = Callable[[], float]
 
 

@@ -24,12 +24,12 @@ import re
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, Dict, FrozenSet, Iterable, List, Mapping
 
-from .assignors import java_string_key
-from .errors import ConfigurationError, UnsupportedPatternError
-from .java_regex import JavaRegexSyntaxError, compile_java_regex, translate
+from ..assignors import java_string_key
+from ..errors import ConfigurationError, UnsupportedPatternError
+from ..java_regex import JavaRegexSyntaxError, compile_java_regex, translate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .zookeeper.zkformat import Registration
+    from ..zookeeper.zkformat import Registration
 
 __all__ = [
     "INTERNAL_TOPICS",

@@ -2,7 +2,7 @@
 
 ``ZookeeperConsumerConnector(config)`` returns one of these when
 ``group.membership=kafka``. Both derive from
-:class:`~zkconsumer.connector_base.ConsumerConnectorBase` and this class is
+:class:`~zkconsumer.consumer.connector.ConsumerConnectorBase` and this class is
 registered as a virtual subclass of ``ZookeeperConsumerConnector``, so
 ``isinstance`` checks, the streams, ``commit_offsets()``, ``shutdown()``, ``status`` and
 ``metrics_snapshot()`` all behave the same. What differs is who decides which
@@ -41,13 +41,13 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..config import ConsumerConfig
-from ..connector_base import ConnectorState, ConsumerConnectorBase
+from ..consumer.connector import ConnectorState, ConsumerConnectorBase
+from ..consumer.membership import ConsumerRebalanceListener, RebalanceStatus
+from ..consumer.topic_count import TopicCount
 from ..errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError
-from ..fetch.partition_info import ChunkQueue
-from ..offset_storage import Generation, OffsetStorageError
-from ..offsets_channel import CoordinatorChannel, connection_factory
-from ..rebalancer import ConsumerRebalanceListener, RebalanceStatus
-from ..topic_count import TopicCount
+from ..fetch.handoff import ChunkQueue
+from ..offsets.channel import CoordinatorChannel, connection_factory
+from ..offsets.storage import Generation, OffsetStorageError
 from ..wire.group_protocol import GroupMember
 from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs
 from .delivery import Delivery

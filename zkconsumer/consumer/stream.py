@@ -1,6 +1,6 @@
 """What the application iterates: :class:`KafkaStream` and :class:`MessageAndMetadata`.
 
-A stream wraps one :class:`~zkconsumer.fetch.partition_info.ChunkQueue` (one consumer
+A stream wraps one :class:`~zkconsumer.fetch.handoff.ChunkQueue` (one consumer
 thread id). Iterating it hands out messages in fetch order and advances each
 partition's ``consumed_offset`` as a message is handed out, so committed offsets
 are exactly what the application has received (at-least-once).
@@ -69,9 +69,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
-from .errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
-from .fetch.partition_info import SHUTDOWN, ChunkQueue, PartitionTopicInfo, RawMessage
-from .wire.messageset import _speedups
+from ..errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
+from ..fetch.handoff import SHUTDOWN, ChunkQueue, PartitionTopicInfo
+from ..wire.messageset import RawMessage, _speedups
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow
@@ -360,7 +360,7 @@ class KafkaStream:
     def batches(self, max_rows: Optional[int] = None) -> Iterator["pyarrow.RecordBatch"]:
         """The stream's messages as Arrow record batches (needs pyarrow: the ``spark`` extra).
 
-        Columns (:data:`zkconsumer.arrow.SCHEMA`): ``topic`` string, ``partition``
+        Columns (:data:`zkconsumer.consumer.arrow.SCHEMA`): ``topic`` string, ``partition``
         int32, ``offset`` int64, ``key`` binary, ``value`` binary. A batch holds
         the messages of one fetched chunk of one partition (at most
         ``max_rows``), built from the decoder's buffers without copying; key and

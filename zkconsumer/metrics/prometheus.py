@@ -103,7 +103,7 @@ class ConnectorHooks:
         to feed the duration histogram, and adds a kazoo state listener.
         Commits, commit failures, rebalance pauses and failed rebalance attempts
         are not hooked here: the connector reports them to its
-        :class:`~zkconsumer.metrics.ConsumerMetrics` itself and the collector
+        :class:`~zkconsumer.metrics.consumer.ConsumerMetrics` itself and the collector
         reads them there.
         """
         record = connector.metrics.record_rebalance

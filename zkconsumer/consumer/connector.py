@@ -11,9 +11,9 @@ what is left to a subclass, through the hooks :meth:`~ConsumerConnectorBase._joi
 :meth:`~ConsumerConnectorBase._joined`, :meth:`~ConsumerConnectorBase._leave_group`
 and :attr:`~ConsumerConnectorBase.status`:
 
-* :class:`~zkconsumer.zookeeper_connector.ZooKeeperMembershipConnector`: ZooKeeper
+* :class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembershipConnector`: ZooKeeper
   membership (Kafka 0.8's rebalance), the default;
-* :class:`~zkconsumer.coordinator.connector.CoordinatorConsumerConnector`: the
+* :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorConsumerConnector`: the
   brokers' group coordinator (``group.membership=kafka``).
 
 The documented entry point, :class:`zkconsumer.ZookeeperConsumerConnector`
@@ -51,9 +51,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from . import security
-from .config import ConsumerConfig
-from .errors import (
+from .. import security
+from ..config import ConsumerConfig
+from ..errors import (
     ConfigurationError,
     ConsumerShutdownError,
     RebalanceInProgressError,
@@ -61,18 +61,18 @@ from .errors import (
     ZooKeeperAccessError,
     ZooKeeperUnavailableError,
 )
-from .fetch.manager import FetcherManager
-from .fetch.partition_info import ChunkQueue
-from .metrics import ConsumerMetrics, MetricsReporter, PauseTimingListener
-from .offset_storage import make_offset_storage
-from .offsets import AutoCommitter, OffsetCommitter
-from .rebalancer import ConsumerRebalanceListener, RebalanceStatus
-from .stopping import ParallelStops
+from ..fetch.handoff import ChunkQueue
+from ..fetch.manager import FetcherManager
+from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingListener
+from ..offsets.committer import AutoCommitter, OffsetCommitter
+from ..offsets.storage import make_offset_storage
+from ..stopping import ParallelStops
+from ..zookeeper import server_order
+from ..zookeeper.group import GroupClient
+from ..zookeeper.heartbeat import SessionHeartbeat, close_client
+from .membership import ConsumerRebalanceListener, RebalanceStatus
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
-from .zookeeper import server_order
-from .zookeeper.group import GroupClient
-from .zookeeper.heartbeat import SessionHeartbeat, close_client
 
 __all__ = ["ConnectorState", "ConsumerConnectorBase", "make_consumer_id"]
 
@@ -164,10 +164,10 @@ class ConsumerConnectorBase(abc.ABC):
         )
         #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_pushgateway``:
         #: pushed; ``metrics_registry``:
-        #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.monitoring.prometheus`.
+        #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.metrics.prometheus`.
         self.prometheus: Any = None
         if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
-            from .monitoring.prometheus import instrument_connector
+            from ..metrics.prometheus import instrument_connector
             try:
                 self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry,
                                                        push_gateway=metrics_pushgateway)

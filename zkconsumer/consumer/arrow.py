@@ -35,8 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "Arrow batches need pyarrow, which is not installed: pip install 'zkconsumer[spark]' (or pyarrow)"
     ) from exc
 
-from .fetch.partition_info import RawMessage
-from .wire.messageset import MessageBlock
+from ..wire.messageset import MessageBlock, RawMessage
 
 __all__ = ["SCHEMA", "NOT_NULL_SCHEMA", "record_batch", "value_bytes"]
 

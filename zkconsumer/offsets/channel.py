@@ -32,12 +32,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
-from .errors import BrokerError, BrokerUnavailableError
-from .security import broker_ssl_context
-from .wire.connection import BrokerConnection
-from .wire.group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordinatorRequest
-from .wire.protocol import Request, error_for_code
-from .zookeeper.zkformat import Broker
+from ..errors import BrokerError, BrokerUnavailableError
+from ..security import broker_ssl_context
+from ..wire.broker_errors import error_for_code
+from ..wire.connection import BrokerConnection
+from ..wire.group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordinatorRequest
+from ..wire.protocol import Request
+from ..zookeeper.zkformat import Broker
 
 __all__ = ["Coordinator", "CoordinatorChannel", "ConnectionFactory", "connection_factory"]
 

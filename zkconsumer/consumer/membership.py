@@ -1,16 +1,15 @@
 """The rebalancer's public types: its state, its status snapshot, the listener an application
-may pass, and what it needs from the fetchers (re-exported by :mod:`zkconsumer.rebalancer`)."""
+may pass, and what it needs from the fetchers (re-exported by :mod:`zkconsumer.rebalance.rebalancer`)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Mapping, Optional, Protocol, Set, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Protocol, Set
 
-from .errors import ConsumerRebalanceFailedError
-from .fetch.partition_info import PartitionTopicInfo
-
-TopicPartition = Tuple[str, int]
+from ..errors import ConsumerRebalanceFailedError
+from ..fetch.handoff import PartitionTopicInfo
+from ..structs import TopicPartition
 
 
 class RebalanceState(enum.Enum):

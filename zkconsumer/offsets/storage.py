@@ -72,9 +72,10 @@ from typing import (
 
 from kazoo.exceptions import KazooException
 
-from .errors import BrokerError, ZkConsumerError, ZooKeeperUnavailableError
-from .offsets_channel import Coordinator, CoordinatorChannel, connection_factory
-from .wire.group_protocol import (
+from ..errors import BrokerError, ZkConsumerError, ZooKeeperUnavailableError
+from ..structs import TopicPartition
+from ..wire.broker_errors import error_for_code
+from ..wire.group_protocol import (
     COORDINATOR_MOVED_CODES,
     DEFAULT_GENERATION_ID,
     GROUP_LOAD_IN_PROGRESS,
@@ -86,12 +87,12 @@ from .wire.group_protocol import (
     OffsetFetchRequest,
     error_name,
 )
-from .wire.protocol import error_for_code
-from .zookeeper.offset_nodes import MAX_COMMIT_BATCH
+from ..zookeeper.offset_nodes import MAX_COMMIT_BATCH
+from .channel import Coordinator, CoordinatorChannel, connection_factory
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import ConsumerConfig
-    from .zookeeper.group import GroupClient
+    from ..config import ConsumerConfig
+    from ..zookeeper.group import GroupClient
 
 __all__ = [
     "CommitEntry", "CommitOutcome", "DualOffsetStorage", "Generation", "KafkaOffsetStorage", "NO_GENERATION",
@@ -99,8 +100,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-TopicPartition = Tuple[str, int]
 
 
 class Generation(NamedTuple):

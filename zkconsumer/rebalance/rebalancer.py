@@ -76,17 +76,18 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException
 
-from . import assignors
-from . import rebalance_decisions as decide
-from .errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
-from .fetch.partition_info import ChunkQueue, PartitionTopicInfo
-from .offsets import OffsetCommitter
-from .ownership import INVALID_OFFSET, ChangeFlag, OwnershipSteps, TopicPartition
-from .rebalance_types import ConsumerRebalanceListener, FetcherControl, RebalanceState, RebalanceStatus
-from .runtime import THREADS, Runtime, Task
-from .stream import KafkaStream
-from .topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
-from .zookeeper.group import GroupClient
+from .. import assignors
+from ..consumer.membership import ConsumerRebalanceListener, FetcherControl, RebalanceState, RebalanceStatus
+from ..consumer.stream import KafkaStream
+from ..consumer.topic_count import TopicCount, consumers_per_topic, topic_count_from_registration
+from ..errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
+from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
+from ..offsets.committer import OffsetCommitter
+from ..runtime import THREADS, Runtime, Task
+from ..structs import INVALID_OFFSET, TopicPartition
+from ..zookeeper.group import GroupClient
+from . import decisions as decide
+from .ownership import ChangeFlag, OwnershipSteps
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ one commit per partition per interval that is most of a large group's ZooKeeper
 write load. :class:`OffsetCommitter` remembers the last value known to be
 stored for each partition (read at claim time or written by us) and writes to
 ZooKeeper only partitions whose consumed offset moved, plus those whose stores
-were found disagreeing (:meth:`~zkconsumer.offset_storage.OffsetStorage.out_of_sync`).
+were found disagreeing (:meth:`~zkconsumer.offsets.storage.OffsetStorage.out_of_sync`).
 Kafka is sent every offset at every commit, as Kafka's consumer does, because a
 0.9 broker expires offsets ``offsets.retention.minutes`` after their last commit.
 
-Where offsets are written is an :class:`~zkconsumer.offset_storage.OffsetStorage`
+Where offsets are written is an :class:`~zkconsumer.offsets.storage.OffsetStorage`
 (ZooKeeper by default; Kafka, or both, per ``offsets.storage`` and
 ``dual.commit.enabled``). Commits are *fenced*: a partition is written only while
 this member still owns it, in ZooKeeper under its current session (see
@@ -25,21 +25,20 @@ import logging
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from .fetch.partition_info import PartitionTopicInfo
-from .offset_storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
-from .runtime import THREADS, Runtime
-from .zookeeper.group import GroupClient
+from ..fetch.handoff import PartitionTopicInfo
+from ..runtime import THREADS, Runtime
+from ..structs import TopicPartition
+from ..zookeeper.group import GroupClient
+from .storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
 
 log = logging.getLogger(__name__)
-
-TopicPartition = Tuple[str, int]
 
 
 class OffsetCommitter:
     """Writes ``PartitionTopicInfo.consumed_offset`` values to the group's offset storage.
 
     ``storage`` defaults to fenced ZooKeeper offsets of ``group``
-    (:class:`~zkconsumer.offset_storage.ZooKeeperOffsetStorage`).
+    (:class:`~zkconsumer.offsets.storage.ZooKeeperOffsetStorage`).
 
     Thread-safe: the auto-commit thread, the rebalancer and the application may
     commit concurrently; commits are serialised so an older value never
@@ -88,14 +87,14 @@ class OffsetCommitter:
         ZooKeeper; they are re-sent to Kafka (see the module docstring).
 
         ``generation`` is the broker-managed group's generation the partitions
-        were assigned in (:data:`~zkconsumer.offset_storage.NO_GENERATION` under
+        were assigned in (:data:`~zkconsumer.offsets.storage.NO_GENERATION` under
         ZooKeeper membership).
 
         Returns the partitions that were *fenced*: no longer owned by that
         thread id under this session (or in that generation), so not written.
         Partitions whose position is not yet known (negative offset:
         ``auto.offset.reset`` pending) are skipped. Raises
-        :class:`~zkconsumer.offset_storage.OffsetStorageError` (its ``fenced``
+        :class:`~zkconsumer.offsets.storage.OffsetStorageError` (its ``fenced``
         set as above) if some offsets could not be written; those written are
         remembered all the same. A storage error with nothing fenced (e.g.
         :class:`~zkconsumer.errors.ZooKeeperUnavailableError`) is raised as it is.
