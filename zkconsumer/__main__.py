@@ -1,4 +1,7 @@
-"""``python -m zkconsumer`` and the ``zkconsumer`` console script; see :mod:`zkconsumer.cli`."""
+"""``python -m zkconsumer`` and the ``zkconsumer`` console script; see :mod:`zkconsumer.cli`.
+
+May import: cli.
+"""
 
 from __future__ import annotations
 

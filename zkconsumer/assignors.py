@@ -24,6 +24,8 @@ Inputs (what :mod:`zkconsumer.rebalance.rebalancer` gathers):
 Output: ``{(topic, partition): thread_id}`` for the whole group. Topics absent from
 either mapping, or with no threads or no partitions, get nothing; threads beyond
 the number of partitions stay idle. Use :func:`owned_by` to pick one member's share.
+
+May import: errors, structs.
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ value exactly as ``java.util.Properties`` read it (0.9.0.1 trims it first), and:
 
 Values given as Python ``bool``/``int`` need no spelling. Surrounding whitespace
 of a value that Kafka would read differently is reported as such in the error.
+
+May import: errors, properties_file.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ Example::
         stream = connector.create_message_streams({"events": 1})["events"][0]
         for m in stream:
             handle(m.message)
+
+May import: errors, config, structs, consumer, rebalance, coordinator, and what they may import.
 """
 
 from __future__ import annotations

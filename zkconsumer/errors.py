@@ -4,6 +4,8 @@ Every error carries a ``retriable`` flag (as kafka-python's errors do): ``True``
 means the same operation may succeed if tried again later (a broker moved, a
 ZooKeeper node was still held by a departing member), ``False`` means retrying
 without changing something (configuration, data, code) will fail the same way.
+
+May import: nothing of zkconsumer.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ The result is a dict (what ``zkconsumer perf`` prints as JSON)::
     rss_mb_samples,               # RSS every rss_interval_s during the window (if asked)
     start_time, end_time,         # wall clock, ISO 8601
     topic, group, threads, batch, accelerated, timed_out, warmup_ms
+
+May import: errors, config, wire, consumer, connector.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Follows JDK 9+'s ``java.util.Properties.load`` (``LineReader``) character by
 character: comments, continuation lines, escapes and the key/value separators,
 so that a file shared by zkconsumer and Kafka's Scala members means the same to
 both. :meth:`zkconsumer.config.ConsumerConfig.from_properties` reads files with it.
+
+May import: errors.
 """
 
 from __future__ import annotations

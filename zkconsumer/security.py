@@ -43,6 +43,8 @@ Example::
                              "security.protocol": "SSL", "ssl.cafile": "/etc/kafka/ca.pem"})
     zookeeper_acls(config)   # [ACL(31, digest billing:<sha1>), ACL(1, world anyone)]
     broker_ssl_context(config).verify_mode   # ssl.CERT_REQUIRED
+
+May import: errors, config, zookeeper.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ each blocking ``stop()`` on a thread named ``zkconsumer-stop-<what>-<id>``;
 the caller waits for the ones it needs before going on, each until a
 deadline, and finally joins them all (after closing the ZooKeeper client,
 which releases every call still waiting).
+
+May import: the standard library only.
 """
 
 from __future__ import annotations

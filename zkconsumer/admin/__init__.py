@@ -46,6 +46,8 @@ submodule              contents
                        :func:`apply_reset`
 :mod:`.delete`         :func:`delete_group`
 =====================  ==================================================================
+
+May import: errors, structs, wire, zookeeper, consumer.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ One module per command group (:mod:`.groups`, :mod:`.offsets`, :mod:`.consume`);
 rendering in :mod:`.output`; connection and exit codes in :mod:`.common`;
 terminal-only progress in :mod:`.progress` and ``describe --watch`` in :mod:`.watch`.
 :func:`run` parses and dispatches; it never raises for user errors.
+
+May import: anything but testing.
 """
 
 from __future__ import annotations

@@ -1,1 +1,22 @@
-"""TODO consumer"""
+"""What every member has, whoever keeps its group membership, and what the application touches.
+
+=======================  ===================================================================
+module                   holds
+=======================  ===================================================================
+``connector.py``         :class:`ConsumerConnectorBase`: the ZooKeeper session, the streams,
+                         commits retried through outages, metrics, the bounded shutdown
+``membership.py``        what the application sees of membership: the rebalance listener,
+                         :class:`RebalanceState`, :class:`RebalanceStatus`; the fetcher
+                         control a membership drives
+``stream.py``            :class:`KafkaStream` and :class:`MessageAndMetadata`: iterating a queue
+``arrow.py``             Arrow record batches of a stream (``KafkaStream.batches()``)
+``topic_count.py``       subscriptions: static topic counts, whitelists and blacklists, and
+                         their registration JSON
+=======================  ===================================================================
+
+Who decides which member consumes what lives above this package: :mod:`zkconsumer.rebalance`
+(ZooKeeper membership) and :mod:`zkconsumer.coordinator` (the brokers' group coordinator).
+
+May import: errors, config, structs, assignors, java_regex, stopping, security, wire, zookeeper,
+fetch, offsets, metrics.
+"""

@@ -61,6 +61,8 @@ equivalence) is not applied.
 '(?:[a-z]+)'
 >>> compile_java_regex(r"\\Qa.b\\E|x++").fullmatch("a.b") is not None
 True
+
+May import: errors.
 """
 
 from __future__ import annotations

