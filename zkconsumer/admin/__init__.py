@@ -35,8 +35,8 @@ submodule              contents
 =====================  ==================================================================
 :mod:`.errors`         :class:`AdminError` and its subclasses
 :mod:`.log_offsets`    :class:`LogOffsets` (protocol), :class:`BrokerOffsets`
-:mod:`._zk`            private ZooKeeper reading helpers; :func:`list_groups`,
-                       :func:`live_members`, :data:`Progress`, :data:`TopicPartition`
+:mod:`.reads`         ZooKeeper reading helpers of the operations; :func:`list_groups`,
+                       :func:`live_members`, :data:`Progress`
 :mod:`.describe`       :class:`MemberInfo`, :class:`PartitionRow`, :class:`GroupDescription`,
                        :func:`describe_group`
 :mod:`.offsets_file`   :class:`OffsetEntry`, :func:`export_offsets`, :func:`format_export`,
@@ -53,12 +53,12 @@ May import: errors, structs, wire, zookeeper, consumer.
 from __future__ import annotations
 
 from ..structs import TopicPartition
-from ._zk import ADMIN_CLIENT_ID, Progress, list_groups, live_members
 from .delete import delete_group
 from .describe import GroupDescription, MemberInfo, PartitionRow, describe_group
 from .errors import AdminError, GroupActiveError, OffsetFileError, UnknownGroupError, UnknownTopicError
 from .log_offsets import BrokerOffsets, LogOffsets
 from .offsets_file import OffsetEntry, export_offsets, format_export, import_offsets, parse_export
+from .reads import ADMIN_CLIENT_ID, Progress, list_groups, live_members
 from .reset import ResetPlan, ResetRow, ResetTarget, apply_reset, compute_reset, parse_reset_target, plan_reset
 
 __all__ = [

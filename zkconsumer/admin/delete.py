@@ -8,7 +8,7 @@ from typing import List, Optional
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from . import _zk
+from . import reads
 from .errors import AdminError
 
 __all__ = ["delete_group"]
@@ -21,8 +21,8 @@ def delete_group(zk: KazooClient, group: str, topic: Optional[str] = None) -> Li
     Raises :class:`UnknownGroupError` if the group does not exist and
     :class:`GroupActiveError` (nothing deleted) while it has live members.
     """
-    paths = _zk.require_group(zk, group)
-    _zk.refuse_if_live(zk, group, f"delete topic {topic!r} from the group" if topic else "delete the group")
+    paths = reads.require_group(zk, group)
+    reads.refuse_if_live(zk, group, f"delete topic {topic!r} from the group" if topic else "delete the group")
     if topic is None:
         targets = [paths.root]
     else:

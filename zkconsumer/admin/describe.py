@@ -13,9 +13,9 @@ from ..errors import MalformedZnodeError, UnsupportedPatternError
 from ..structs import TopicPartition
 from ..wire.protocol import LATEST_TIME
 from ..zookeeper import zkformat
-from . import _zk
-from ._zk import Progress
+from . import reads
 from .log_offsets import LogOffsets
+from .reads import Progress
 
 __all__ = ["MemberInfo", "PartitionRow", "GroupDescription", "describe_group"]
 
@@ -69,22 +69,22 @@ class GroupDescription:
 
 def _read_members(zk: KazooClient, paths: zkformat.GroupPaths) -> List[Tuple[MemberInfo, Optional[zkformat.Registration]]]:
     result: List[Tuple[MemberInfo, Optional[zkformat.Registration]]] = []
-    for consumer_id in _zk.children(zk, paths.ids):
+    for consumer_id in reads.children(zk, paths.ids):
         path = paths.member(consumer_id)
-        got = _zk.get(zk, path)
+        got = reads.get(zk, path)
         if got is None:
             continue  # left while we looked
         data, stat = got
         try:
             registration = zkformat.decode_registration(path, data)
         except MalformedZnodeError as exc:
-            created = _zk.iso_from_ms(stat.ctime)
+            created = reads.iso_from_ms(stat.ctime)
             result.append((MemberInfo(consumer_id, {}, None, created, str(exc)), None))
             continue
         ms: Optional[int] = None
         if registration.timestamp is not None and registration.timestamp.strip().lstrip("-").isdigit():
             ms = int(registration.timestamp)
-        registered = _zk.iso_from_ms(ms if ms is not None and ms >= 0 else stat.ctime)
+        registered = reads.iso_from_ms(ms if ms is not None and ms >= 0 else stat.ctime)
         result.append((MemberInfo(consumer_id, dict(registration.subscription), registration.pattern, registered),
                        registration))
     return result
@@ -134,15 +134,15 @@ def describe_group(
     and :class:`~zkconsumer.errors.MalformedZnodeError` for an offset node that
     is not a decimal number.
     """
-    paths = _zk.require_group(zk, group)
-    client = _zk.group_client(zk, group)
+    paths = reads.require_group(zk, group)
+    client = reads.group_client(zk, group)
     members = _read_members(zk, paths)
     warnings = [f"member {m.id}: {m.error}" for m, _ in members if m.error]
     all_topics = client.all_topics()
     subscribed, sub_warnings = _subscribed_topics(members, all_topics)
     warnings += sub_warnings
-    offset_topics = set(_zk.children(zk, paths.offsets))
-    owner_topics = set(_zk.children(zk, paths.owners))
+    offset_topics = set(reads.children(zk, paths.offsets))
+    owner_topics = set(reads.children(zk, paths.owners))
     topics = sorted(offset_topics | owner_topics | subscribed)
     partition_map = client.partitions_for_topics(topics)
     member_ids = {m.id for m, _ in members}
@@ -150,8 +150,8 @@ def describe_group(
     partitions: List[TopicPartition] = []
     for topic in topics:
         known = partition_map.get(topic)
-        found = set(_zk.partition_ids(_zk.children(zk, paths.offsets_topic(topic)))) | set(
-            _zk.partition_ids(_zk.children(zk, paths.owners_topic(topic))))
+        found = set(reads.partition_ids(reads.children(zk, paths.offsets_topic(topic)))) | set(
+            reads.partition_ids(reads.children(zk, paths.owners_topic(topic))))
         if known is None:
             if topic in subscribed:
                 warnings.append(f"subscribed topic {topic} does not exist")
@@ -161,7 +161,7 @@ def describe_group(
 
     offset_paths = [paths.offset(t, p) for t, p in partitions]
     owner_paths = [paths.owner(t, p) for t, p in partitions]
-    data = _zk.get_many(zk, offset_paths + owner_paths, progress)
+    data = reads.get_many(zk, offset_paths + owner_paths, progress)
     committed: Dict[TopicPartition, Optional[int]] = {}
     owners: Dict[TopicPartition, Optional[str]] = {}
     for tp, offset_path, owner_path in zip(partitions, offset_paths, owner_paths):

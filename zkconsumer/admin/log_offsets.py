@@ -15,7 +15,7 @@ from ..wire.broker_errors import ERROR_NAMES
 from ..wire.connection import BrokerConnection
 from ..wire.protocol import NO_LEADER, ListOffsetsRequest
 from ..zookeeper import zkformat
-from . import _zk
+from . import reads
 
 __all__ = ["LogOffsets", "BrokerOffsets"]
 
@@ -66,7 +66,7 @@ class BrokerOffsets:
     def leaders(self, partitions: Sequence[TopicPartition]) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
         """Leader broker id of each partition, and a reason for each partition without a usable one."""
         state_paths = {tp: zkformat.partition_state_path(*tp) for tp in partitions}
-        data = _zk.get_many(self._zk, list(state_paths.values()))
+        data = reads.get_many(self._zk, list(state_paths.values()))
         leaders: Dict[TopicPartition, int] = {}
         problems: Dict[TopicPartition, str] = {}
         for tp, path in state_paths.items():

@@ -10,9 +10,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from kazoo.client import KazooClient
 
 from ..zookeeper import zkformat
-from . import _zk
-from ._zk import Progress, list_groups
+from . import reads
 from .errors import OffsetFileError
+from .reads import Progress, list_groups
 
 __all__ = ["OffsetEntry", "export_offsets", "format_export", "parse_export", "import_offsets"]
 
@@ -45,14 +45,14 @@ def export_offsets(zk: KazooClient, groups: Optional[Sequence[str]] = None) -> L
         groups = list_groups(zk)
     else:
         for group in groups:
-            _zk.require_group(zk, group)
+            reads.require_group(zk, group)
     found: List[Tuple[str, str, int, str]] = []
     for group in groups:
         paths = zkformat.GroupPaths(group)
-        for topic in _zk.children(zk, paths.offsets):
-            for partition in _zk.partition_ids(_zk.children(zk, paths.offsets_topic(topic))):
+        for topic in reads.children(zk, paths.offsets):
+            for partition in reads.partition_ids(reads.children(zk, paths.offsets_topic(topic))):
                 found.append((group, topic, partition, paths.offset(topic, partition)))
-    data = _zk.get_many(zk, [path for *_, path in found])
+    data = reads.get_many(zk, [path for *_, path in found])
     return [OffsetEntry(group, topic, partition, zkformat.decode_offset(path, data[path]))
             for group, topic, partition, path in found if data[path] is not None]
 
@@ -112,8 +112,8 @@ def import_offsets(
     groups = sorted({e.group for e in entries})
     if not force:
         for group in groups:
-            _zk.refuse_if_live(zk, group, "import offsets")
-    clients = {group: _zk.group_client(zk, group) for group in groups}
+            reads.refuse_if_live(zk, group, "import offsets")
+    clients = {group: reads.group_client(zk, group) for group in groups}
     for i, entry in enumerate(entries):
         clients[entry.group].commit_offset(entry.topic, entry.partition, entry.offset)
         if progress is not None:

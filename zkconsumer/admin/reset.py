@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from ..wire.protocol import EARLIEST_TIME, LATEST_TIME
 from ..zookeeper import zkformat
-from . import _zk
+from . import reads
 from .errors import AdminError, UnknownTopicError
 from .log_offsets import LogOffsets
 
@@ -144,7 +144,7 @@ def plan_reset(
         paths = zkformat.GroupPaths(group)
     except ValueError as exc:
         raise AdminError(f"invalid group name {group!r}: {exc}") from None
-    client = _zk.group_client(zk, group)
+    client = reads.group_client(zk, group)
     all_partitions = client.partitions_for_topics([topic]).get(topic)
     if all_partitions is None:
         raise UnknownTopicError(topic)
@@ -169,14 +169,14 @@ def plan_reset(
     return ResetPlan(group, topic, target, rows, exists)
 
 
-def apply_reset(zk: KazooClient, plan: ResetPlan, progress: Optional[_zk.Progress] = None) -> int:
+def apply_reset(zk: KazooClient, plan: ResetPlan, progress: Optional[reads.Progress] = None) -> int:
     """Write the plan's changed offsets; returns how many were written.
 
     Refuses with :class:`GroupActiveError` (nothing written) while the group has
     live members. ``progress(written, total)`` is called after each write.
     """
-    _zk.refuse_if_live(zk, plan.group, "reset offsets")
-    client = _zk.group_client(zk, plan.group)
+    reads.refuse_if_live(zk, plan.group, "reset offsets")
+    client = reads.group_client(zk, plan.group)
     changes = plan.changes
     written = 0
     for row in changes:

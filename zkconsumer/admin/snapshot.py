@@ -19,9 +19,9 @@ from kazoo.exceptions import NoNodeError
 
 from ..structs import TopicPartition
 from ..zookeeper import zkformat
-from ._zk import Progress
 from .describe import GroupDescription, describe_group
 from .log_offsets import LogOffsets
+from .reads import Progress
 
 __all__ = ["GroupSnapshot", "snapshot_group", "commit_times"]
 

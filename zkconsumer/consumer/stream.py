@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple,
 
 from ..errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
 from ..fetch.handoff import SHUTDOWN, ChunkQueue, PartitionTopicInfo
-from ..wire.messageset import RawMessage, _speedups
+from ..wire.messageset import RawMessage, speedups
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow
@@ -201,7 +201,7 @@ class _PyCursor:
 #: The per-message engine: C when the extension is built (and not disabled), else Python. The C
 #: hand-out relies on the GIL for its atomicity, so a free-threaded interpreter uses the Python one.
 _GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
-_CursorBase: Any = _speedups.Cursor if _speedups is not None and _GIL else _PyCursor
+_CursorBase: Any = speedups.Cursor if speedups is not None and _GIL else _PyCursor
 
 
 class ConsumerIterator(_CursorBase):  # type: ignore[misc]
@@ -300,7 +300,7 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
         """Under ``_lock``: the deliverable messages of ``messages[pos:]`` (at most ``max_rows``) as a batch."""
         consumed = info.consumed_offset
         end = len(messages)
-        if _speedups is not None and type(messages) is _speedups.MessageBlock:
+        if speedups is not None and type(messages) is speedups.MessageBlock:
             block: Any = messages  # the C decoder's MessageBlock
             start = max(pos, block.bisect(consumed))
             stop = end if max_rows is None else min(end, start + max_rows)

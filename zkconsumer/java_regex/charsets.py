@@ -12,8 +12,8 @@ from typing import Callable, Dict, Iterable, List, Tuple, Union
 CharSet = Tuple[Tuple[int, int], ...]
 
 MAX_CP = 0x10FFFF
-_ALL: CharSet = ((0, MAX_CP),)
-_EMPTY: CharSet = ()
+ALL_CHARS: CharSet = ((0, MAX_CP),)
+EMPTY: CharSet = ()
 
 
 def _normalize(ranges: Iterable[Tuple[int, int]]) -> CharSet:
@@ -26,15 +26,15 @@ def _normalize(ranges: Iterable[Tuple[int, int]]) -> CharSet:
     return tuple((lo, hi) for lo, hi in out)
 
 
-def _of(*items: Union[int, Tuple[int, int]]) -> CharSet:
+def char_set(*items: Union[int, Tuple[int, int]]) -> CharSet:
     return _normalize((i, i) if isinstance(i, int) else i for i in items)
 
 
-def _union(*sets: CharSet) -> CharSet:
+def union(*sets: CharSet) -> CharSet:
     return _normalize(r for s in sets for r in s)
 
 
-def _negate(s: CharSet) -> CharSet:
+def negate(s: CharSet) -> CharSet:
     out: List[Tuple[int, int]] = []
     nxt = 0
     for lo, hi in s:
@@ -46,8 +46,8 @@ def _negate(s: CharSet) -> CharSet:
     return tuple(out)
 
 
-def _intersect(a: CharSet, b: CharSet) -> CharSet:
-    return _negate(_union(_negate(a), _negate(b)))
+def intersect(a: CharSet, b: CharSet) -> CharSet:
+    return negate(union(negate(a), negate(b)))
 
 
 def _contains(s: CharSet, cp: int) -> bool:
@@ -92,9 +92,9 @@ def _categories() -> Dict[str, CharSet]:
     return {k: _normalize(v) for k, v in found.items()}
 
 
-def _cats(*names: str) -> CharSet:
+def categories(*names: str) -> CharSet:
     table = _categories()
-    return _union(*(table.get(n, _EMPTY) for n in names))
+    return union(*(table.get(n, EMPTY) for n in names))
 
 
 @lru_cache(maxsize=None)
@@ -108,65 +108,69 @@ def _str_predicate_set(kind: str) -> CharSet:
     raise KeyError(kind)
 
 
-def _simple_upper(cp: int) -> int:
+def simple_upper(cp: int) -> int:
     u = chr(cp).upper()
     return ord(u) if len(u) == 1 else cp
 
 
-def _simple_lower(cp: int) -> int:
+def simple_lower(cp: int) -> int:
     lo = chr(cp).lower()
     return ord(lo) if len(lo) == 1 else cp
 
 
 @lru_cache(maxsize=None)
-def _cased() -> Tuple[Tuple[int, int, int], ...]:
+def case_table() -> Tuple[Tuple[int, int, int], ...]:
     """(cp, upper(cp), lower(upper(cp))) for every code point with a case mapping."""
     rows = []
     for cp in range(0x1F000):
-        up = _simple_upper(cp)
-        if up != cp or _simple_lower(cp) != cp:
-            rows.append((cp, up, _simple_lower(up)))
+        up = simple_upper(cp)
+        if up != cp or simple_lower(cp) != cp:
+            rows.append((cp, up, simple_lower(up)))
     return tuple(rows)
 
 
 # ASCII classes (java.util.regex.ASCII)
-_ASCII_DIGIT = _of((0x30, 0x39))
-_ASCII_UPPER = _of((0x41, 0x5A))
-_ASCII_LOWER = _of((0x61, 0x7A))
-_ASCII_ALPHA = _union(_ASCII_UPPER, _ASCII_LOWER)
-_ASCII_ALNUM = _union(_ASCII_ALPHA, _ASCII_DIGIT)
-_ASCII_WORD = _union(_ASCII_ALNUM, _of(0x5F))
-_ASCII_SPACE = _of(0x20, (0x09, 0x0D))
-_ASCII_PUNCT = _of((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E))
-_ASCII_GRAPH = _of((0x21, 0x7E))
-_ASCII_CNTRL = _of((0x00, 0x1F), 0x7F)
-_ASCII_XDIGIT = _of((0x30, 0x39), (0x41, 0x46), (0x61, 0x66))
-_HORIZ_WS = _of(0x09, 0x20, 0xA0, 0x1680, 0x180E, (0x2000, 0x200A), 0x202F, 0x205F, 0x3000)
-_VERT_WS = _of((0x0A, 0x0D), 0x85, 0x2028, 0x2029)
-_LINE_TERMINATORS = _of(0x0A, 0x0D, 0x85, 0x2028, 0x2029)
-_HEX_EXTRA = _of((0x30, 0x39), (0x41, 0x46), (0x61, 0x66), (0xFF10, 0xFF19), (0xFF21, 0xFF26), (0xFF41, 0xFF46))
+ASCII_DIGIT = char_set((0x30, 0x39))
+_ASCII_UPPER = char_set((0x41, 0x5A))
+_ASCII_LOWER = char_set((0x61, 0x7A))
+_ASCII_ALPHA = union(_ASCII_UPPER, _ASCII_LOWER)
+_ASCII_ALNUM = union(_ASCII_ALPHA, ASCII_DIGIT)
+ASCII_WORD = union(_ASCII_ALNUM, char_set(0x5F))
+ASCII_SPACE = char_set(0x20, (0x09, 0x0D))
+_ASCII_PUNCT = char_set((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E))
+_ASCII_GRAPH = char_set((0x21, 0x7E))
+_ASCII_CNTRL = char_set((0x00, 0x1F), 0x7F)
+_ASCII_XDIGIT = char_set((0x30, 0x39), (0x41, 0x46), (0x61, 0x66))
+HORIZ_WS = char_set(0x09, 0x20, 0xA0, 0x1680, 0x180E, (0x2000, 0x200A), 0x202F, 0x205F, 0x3000)
+VERT_WS = char_set((0x0A, 0x0D), 0x85, 0x2028, 0x2029)
+LINE_TERMINATORS = char_set(0x0A, 0x0D, 0x85, 0x2028, 0x2029)
+_HEX_EXTRA = char_set((0x30, 0x39), (0x41, 0x46), (0x61, 0x66), (0xFF10, 0xFF19), (0xFF21, 0xFF26), (0xFF41, 0xFF46))
 
-# Java flag bits (values are private to this module)
-_I, _D, _M, _S, _U, _X, _C, _UC = 1, 2, 4, 8, 16, 32, 64, 128
-_FLAG_LETTERS = {"i": _I, "d": _D, "m": _M, "s": _S, "u": _U, "x": _X, "c": _C, "U": _UC | _U}
+#: java.util.regex.Pattern's flags, with Java's values.
+CASE_INSENSITIVE, UNIX_LINES, MULTILINE, DOTALL = 1, 2, 4, 8
+UNICODE_CASE, COMMENTS, CANON_EQ, UNICODE_CHARACTER_CLASS = 16, 32, 64, 128
+FLAG_LETTERS = {
+    "i": CASE_INSENSITIVE, "d": UNIX_LINES, "m": MULTILINE, "s": DOTALL, "u": UNICODE_CASE, "x": COMMENTS,
+    "c": CANON_EQ, "U": UNICODE_CHARACTER_CLASS | UNICODE_CASE,
+}
 
-_UNSUPPORTED = object()  # a property Java knows but Python has no data for
+UNSUPPORTED = object()  # a property Java knows but Python has no data for
 
 
-def _white_space() -> CharSet:
-    return _union(_cats("Zs", "Zl", "Zp"), _of((0x09, 0x0D), 0x85))
+def white_space() -> CharSet:
+    return union(categories("Zs", "Zl", "Zp"), char_set((0x09, 0x0D), 0x85))
 
 
 def _graph() -> CharSet:
-    return _negate(_cats("Zs", "Zl", "Zp", "Cc", "Cs", "Cn"))
+    return negate(categories("Zs", "Zl", "Zp", "Cc", "Cs", "Cn"))
 
 
 def _blank() -> CharSet:
-    return _union(_cats("Zs"), _of(0x09))
+    return union(categories("Zs"), char_set(0x09))
 
 
 def _print() -> CharSet:
-    return _intersect(_union(_graph(), _blank()), _negate(_cats("Cc")))
+    return intersect(union(_graph(), _blank()), negate(categories("Cc")))
 
 
 _CATEGORY_GROUPS: Dict[str, Tuple[str, ...]] = {
@@ -184,71 +188,71 @@ _SINGLE_CATEGORIES = (
     "Cn Lu Ll Lt Lm Lo Mn Me Mc Nd Nl No Zs Zl Zp Cc Cf Co Cs Pd Ps Pe Pc Po Sm Sc Sk So Pi Pf".split()
 )
 #: Properties whose meaning under (?i) changed between Java 8 (flag ignored) and Java 12+.
-_CASE_PROPERTIES = frozenset(
+CASE_PROPERTIES = frozenset(
     {"Lu", "Ll", "Lt", "Lower", "Upper", "javaLowerCase", "javaUpperCase", "javaTitleCase",
      "LOWERCASE", "UPPERCASE", "TITLECASE", "LOWER", "UPPER"}
 )
 
 
-def _java_property(name: str) -> object:
-    """Kafka's ``CharPredicates.forProperty`` names: a CharSet, _UNSUPPORTED, or None (unknown)."""
+def java_property(name: str) -> object:
+    """Kafka's ``CharPredicates.forProperty`` names: a CharSet, UNSUPPORTED, or None (unknown)."""
     if name in _SINGLE_CATEGORIES:
-        return lambda: _cats(name)
+        return lambda: categories(name)
     if name in _CATEGORY_GROUPS:
-        return lambda: _cats(*_CATEGORY_GROUPS[name])
+        return lambda: categories(*_CATEGORY_GROUPS[name])
     table: Dict[str, Callable[[], CharSet]] = {
-        "L1": lambda: _of((0, 0xFF)),
-        "all": lambda: _ALL,
-        "ASCII": lambda: _of((0, 0x7F)),
+        "L1": lambda: char_set((0, 0xFF)),
+        "all": lambda: ALL_CHARS,
+        "ASCII": lambda: char_set((0, 0x7F)),
         "Alnum": lambda: _ASCII_ALNUM,
         "Alpha": lambda: _ASCII_ALPHA,
-        "Blank": lambda: _of(0x20, 0x09),
+        "Blank": lambda: char_set(0x20, 0x09),
         "Cntrl": lambda: _ASCII_CNTRL,
-        "Digit": lambda: _ASCII_DIGIT,
+        "Digit": lambda: ASCII_DIGIT,
         "Graph": lambda: _ASCII_GRAPH,
         "Lower": lambda: _ASCII_LOWER,
-        "Print": lambda: _of((0x20, 0x7E)),
+        "Print": lambda: char_set((0x20, 0x7E)),
         "Punct": lambda: _ASCII_PUNCT,
-        "Space": lambda: _ASCII_SPACE,
+        "Space": lambda: ASCII_SPACE,
         "Upper": lambda: _ASCII_UPPER,
         "XDigit": lambda: _ASCII_XDIGIT,
         "javaLowerCase": lambda: _str_predicate_set("lower"),
         "javaUpperCase": lambda: _str_predicate_set("upper"),
-        "javaTitleCase": lambda: _cats("Lt"),
-        "javaDigit": lambda: _cats("Nd"),
-        "javaDefined": lambda: _negate(_cats("Cn")),
-        "javaLetter": lambda: _cats("Lu", "Ll", "Lt", "Lm", "Lo"),
-        "javaLetterOrDigit": lambda: _cats("Lu", "Ll", "Lt", "Lm", "Lo", "Nd"),
-        "javaSpaceChar": lambda: _cats("Zs", "Zl", "Zp"),
-        "javaWhitespace": lambda: _union(
-            _intersect(_cats("Zs", "Zl", "Zp"), _negate(_of(0xA0, 0x2007, 0x202F))), _of((0x09, 0x0D), (0x1C, 0x1F))
+        "javaTitleCase": lambda: categories("Lt"),
+        "javaDigit": lambda: categories("Nd"),
+        "javaDefined": lambda: negate(categories("Cn")),
+        "javaLetter": lambda: categories("Lu", "Ll", "Lt", "Lm", "Lo"),
+        "javaLetterOrDigit": lambda: categories("Lu", "Ll", "Lt", "Lm", "Lo", "Nd"),
+        "javaSpaceChar": lambda: categories("Zs", "Zl", "Zp"),
+        "javaWhitespace": lambda: union(
+            intersect(categories("Zs", "Zl", "Zp"), negate(char_set(0xA0, 0x2007, 0x202F))), char_set((0x09, 0x0D), (0x1C, 0x1F))
         ),
-        "javaISOControl": lambda: _of((0x00, 0x1F), (0x7F, 0x9F)),
+        "javaISOControl": lambda: char_set((0x00, 0x1F), (0x7F, 0x9F)),
         "javaMirrored": lambda: _str_predicate_set("mirrored"),
-        "javaJavaIdentifierStart": lambda: _cats("Lu", "Ll", "Lt", "Lm", "Lo", "Nl", "Sc", "Pc"),
-        "javaJavaIdentifierPart": lambda: _union(
-            _cats("Lu", "Ll", "Lt", "Lm", "Lo", "Sc", "Pc", "Nd", "Nl", "Mc", "Mn", "Cf"),
-            _of((0x00, 0x08), (0x0E, 0x1B), (0x7F, 0x9F)),
+        "javaJavaIdentifierStart": lambda: categories("Lu", "Ll", "Lt", "Lm", "Lo", "Nl", "Sc", "Pc"),
+        "javaJavaIdentifierPart": lambda: union(
+            categories("Lu", "Ll", "Lt", "Lm", "Lo", "Sc", "Pc", "Nd", "Nl", "Mc", "Mn", "Cf"),
+            char_set((0x00, 0x08), (0x0E, 0x1B), (0x7F, 0x9F)),
         ),
-        "javaIdentifierIgnorable": lambda: _union(_cats("Cf"), _of((0x00, 0x08), (0x0E, 0x1B), (0x7F, 0x9F))),
+        "javaIdentifierIgnorable": lambda: union(categories("Cf"), char_set((0x00, 0x08), (0x0E, 0x1B), (0x7F, 0x9F))),
     }
     if name in table:
         return table[name]
     if name in ("javaAlphabetic", "javaIdeographic", "javaUnicodeIdentifierStart", "javaUnicodeIdentifierPart"):
-        return _UNSUPPORTED
+        return UNSUPPORTED
     return None
 
 
-def _unicode_posix(name: str) -> object:
+def unicode_posix(name: str) -> object:
     """``CharPredicates`` POSIX names in their Unicode meaning (``(?U)``, ``\\p{IsAlpha}``); upper-cased name."""
     table: Dict[str, Callable[[], CharSet]] = {
         "LOWER": lambda: _str_predicate_set("lower"),
         "UPPER": lambda: _str_predicate_set("upper"),
-        "SPACE": _white_space,
-        "PUNCT": lambda: _cats(*_CATEGORY_GROUPS["P"]),
-        "XDIGIT": lambda: _union(_cats("Nd"), _HEX_EXTRA),
-        "CNTRL": lambda: _cats("Cc"),
-        "DIGIT": lambda: _cats("Nd"),
+        "SPACE": white_space,
+        "PUNCT": lambda: categories(*_CATEGORY_GROUPS["P"]),
+        "XDIGIT": lambda: union(categories("Nd"), _HEX_EXTRA),
+        "CNTRL": lambda: categories("Cc"),
+        "DIGIT": lambda: categories("Nd"),
         "BLANK": _blank,
         "GRAPH": _graph,
         "PRINT": _print,
@@ -256,37 +260,37 @@ def _unicode_posix(name: str) -> object:
     if name in table:
         return table[name]
     if name in ("ALPHA", "ALNUM"):
-        return _UNSUPPORTED
+        return UNSUPPORTED
     return None
 
 
-def _unicode_binary(name: str) -> object:
+def unicode_binary(name: str) -> object:
     """``CharPredicates.forUnicodeProperty`` names (upper-cased), then the Unicode POSIX names."""
     table: Dict[str, Callable[[], CharSet]] = {
-        "ASSIGNED": lambda: _negate(_cats("Cn")),
-        "CONTROL": lambda: _cats("Cc"),
-        "HEXDIGIT": lambda: _union(_cats("Nd"), _HEX_EXTRA),
-        "HEX_DIGIT": lambda: _union(_cats("Nd"), _HEX_EXTRA),
-        "JOINCONTROL": lambda: _of(0x200C, 0x200D),
-        "JOIN_CONTROL": lambda: _of(0x200C, 0x200D),
-        "LETTER": lambda: _cats("Lu", "Ll", "Lt", "Lm", "Lo"),
+        "ASSIGNED": lambda: negate(categories("Cn")),
+        "CONTROL": lambda: categories("Cc"),
+        "HEXDIGIT": lambda: union(categories("Nd"), _HEX_EXTRA),
+        "HEX_DIGIT": lambda: union(categories("Nd"), _HEX_EXTRA),
+        "JOINCONTROL": lambda: char_set(0x200C, 0x200D),
+        "JOIN_CONTROL": lambda: char_set(0x200C, 0x200D),
+        "LETTER": lambda: categories("Lu", "Ll", "Lt", "Lm", "Lo"),
         "LOWERCASE": lambda: _str_predicate_set("lower"),
         "UPPERCASE": lambda: _str_predicate_set("upper"),
-        "TITLECASE": lambda: _cats("Lt"),
-        "NONCHARACTERCODEPOINT": lambda: _union(
-            _of((0xFDD0, 0xFDEF)), _normalize((p | 0xFFFE, p | 0xFFFF) for p in range(0, MAX_CP + 1, 0x10000))
+        "TITLECASE": lambda: categories("Lt"),
+        "NONCHARACTERCODEPOINT": lambda: union(
+            char_set((0xFDD0, 0xFDEF)), _normalize((p | 0xFFFE, p | 0xFFFF) for p in range(0, MAX_CP + 1, 0x10000))
         ),
-        "PUNCTUATION": lambda: _cats(*_CATEGORY_GROUPS["P"]),
-        "WHITESPACE": _white_space,
-        "WHITE_SPACE": _white_space,
+        "PUNCTUATION": lambda: categories(*_CATEGORY_GROUPS["P"]),
+        "WHITESPACE": white_space,
+        "WHITE_SPACE": white_space,
     }
     table["NONCHARACTER_CODE_POINT"] = table["NONCHARACTERCODEPOINT"]
     if name in table:
         return table[name]
     if name in ("ALPHABETIC", "IDEOGRAPHIC", "WORD", "EMOJI", "EMOJI_PRESENTATION", "EMOJI_MODIFIER",
                 "EMOJI_MODIFIER_BASE", "EMOJI_COMPONENT", "EXTENDED_PICTOGRAPHIC"):
-        return _UNSUPPORTED
-    return _unicode_posix(name)
+        return UNSUPPORTED
+    return unicode_posix(name)
 
 
 # ----------------------------------------------------------------------------- Python text
@@ -303,7 +307,7 @@ def _cp(cp: int) -> str:
     return f"\\U{cp:08x}"
 
 
-def _class_text(s: CharSet) -> str:
+def class_text(s: CharSet) -> str:
     if not s:
         return "(?!)"
     if len(s) == 1 and s[0][0] == s[0][1]:

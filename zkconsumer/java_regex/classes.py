@@ -5,32 +5,32 @@ from __future__ import annotations
 from typing import Optional, Tuple, Union, cast
 
 from .charsets import (
-    _ASCII_DIGIT,
-    _ASCII_SPACE,
-    _ASCII_WORD,
-    _CASE_PROPERTIES,
-    _EMPTY,
-    _HORIZ_WS,
-    _I,
-    _U,
-    _UC,
-    _UNSUPPORTED,
-    _VERT_WS,
+    ASCII_DIGIT,
+    ASCII_SPACE,
+    ASCII_WORD,
+    CASE_INSENSITIVE,
+    CASE_PROPERTIES,
+    EMPTY,
+    HORIZ_WS,
+    UNICODE_CASE,
+    UNICODE_CHARACTER_CLASS,
+    UNSUPPORTED,
+    VERT_WS,
     CharSet,
-    _cased,
-    _cats,
-    _intersect,
-    _java_property,
-    _negate,
-    _of,
-    _simple_lower,
-    _simple_upper,
-    _unicode_binary,
-    _unicode_posix,
-    _union,
-    _white_space,
+    case_table,
+    categories,
+    char_set,
+    intersect,
+    java_property,
+    negate,
+    simple_lower,
+    simple_upper,
+    unicode_binary,
+    unicode_posix,
+    union,
+    white_space,
 )
-from .scanner import _BACKSLASH, Node, Scanner
+from .scanner import BACKSLASH, Node, Scanner
 
 
 class ClassParser(Scanner):
@@ -38,15 +38,15 @@ class ClassParser(Scanner):
 
     def single(self, ch: int) -> CharSet:
         """Java's ``single()``: one character, case-folded as the flags say."""
-        if self.has(_I):
-            if self.has(_U):
-                upper = _simple_upper(ch)
-                lower = _simple_lower(upper)
+        if self.has(CASE_INSENSITIVE):
+            if self.has(UNICODE_CASE):
+                upper = simple_upper(ch)
+                lower = simple_lower(upper)
                 if upper != lower:
-                    return _union(_of(lower), _of(*(cp for cp, _up, fold in _cased() if fold == lower)))
+                    return union(char_set(lower), char_set(*(cp for cp, _up, fold in case_table() if fold == lower)))
             elif ch < 0x80 and chr(ch).isalpha():
-                return _of(ord(chr(ch).lower()), ord(chr(ch).upper()))
-        return _of(ch)
+                return char_set(ord(chr(ch).lower()), ord(chr(ch).upper()))
+        return char_set(ch)
 
     def escape(self, inclass: bool, isrange: bool) -> Union[int, CharSet, Node]:
         """After a backslash: a code point, a class (tuple of ranges) or a node."""
@@ -76,25 +76,25 @@ class ClassParser(Scanner):
             if c == "k":
                 return self.named_ref()
         if c == "d":
-            return _cats("Nd") if self.has(_UC) else _ASCII_DIGIT
+            return categories("Nd") if self.has(UNICODE_CHARACTER_CLASS) else ASCII_DIGIT
         if c == "D":
-            return _negate(_cats("Nd") if self.has(_UC) else _ASCII_DIGIT)
+            return negate(categories("Nd") if self.has(UNICODE_CHARACTER_CLASS) else ASCII_DIGIT)
         if c == "s":
-            return _white_space() if self.has(_UC) else _ASCII_SPACE
+            return white_space() if self.has(UNICODE_CHARACTER_CLASS) else ASCII_SPACE
         if c == "S":
-            return _negate(_white_space() if self.has(_UC) else _ASCII_SPACE)
+            return negate(white_space() if self.has(UNICODE_CHARACTER_CLASS) else ASCII_SPACE)
         if c in "wW":
-            if self.has(_UC):
+            if self.has(UNICODE_CHARACTER_CLASS):
                 raise self.unsupported("\\w under (?U) needs Unicode's Alphabetic property, which Python lacks")
-            return _ASCII_WORD if c == "w" else _negate(_ASCII_WORD)
+            return ASCII_WORD if c == "w" else negate(ASCII_WORD)
         if c == "h":
-            return _HORIZ_WS
+            return HORIZ_WS
         if c == "H":
-            return _negate(_HORIZ_WS)
+            return negate(HORIZ_WS)
         if c == "v":
-            return 0x0B if isrange else _VERT_WS
+            return 0x0B if isrange else VERT_WS
         if c == "V":
-            return _negate(_VERT_WS)
+            return negate(VERT_WS)
         simple = {"a": 0x07, "e": 0x1B, "f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09}
         if c in simple:
             return simple[c]
@@ -116,7 +116,7 @@ class ClassParser(Scanner):
         """Java's ``clazz()``: union, ``&&`` intersection, nesting and negation, as one set."""
         prev: Optional[CharSet] = None
         curr: Optional[CharSet] = None
-        bits: CharSet = _EMPTY
+        bits: CharSet = EMPTY
         has_bits = False
         is_neg = False
         nested = False
@@ -128,7 +128,7 @@ class ClassParser(Scanner):
             if ch == ord("["):
                 nested = True
                 curr = self.clazz(True)
-                prev = curr if prev is None else _union(prev, curr)
+                prev = curr if prev is None else union(prev, curr)
                 ch = self.peek()
                 continue
             if ch == ord("&"):
@@ -143,13 +143,13 @@ class ClassParser(Scanner):
                         else:
                             self.unread()
                             part = self.clazz(False)
-                        right = part if right is None else _union(right, part)
+                        right = part if right is None else union(right, part)
                         ch = self.peek()
                     if has_bits:
                         if prev is None:
                             prev = curr = bits
                         else:
-                            prev = _union(prev, bits)
+                            prev = union(prev, bits)
                         has_bits = False
                     if right is not None:
                         curr = right
@@ -160,7 +160,7 @@ class ClassParser(Scanner):
                     else:
                         if curr is None:
                             raise self.error("Bad intersection syntax")
-                        prev = _intersect(prev, curr)
+                        prev = intersect(prev, curr)
                     continue
                 self.unread()  # a literal '&'
             elif ch == 0 and self.cur >= self.n:
@@ -171,14 +171,14 @@ class ClassParser(Scanner):
                 if prev is None:
                     prev = bits
                 elif has_bits:
-                    prev = _union(prev, bits)
+                    prev = union(prev, bits)
                 if is_neg:
                     if nested:
                         raise self.unsupported(
                             "a negated class holding a nested class or an intersection: Java 8 and Java 9+ "
                             "read it differently"
                         )
-                    return _negate(prev)
+                    return negate(prev)
                 return prev
             item = self.range_item()
             if item is None:
@@ -186,29 +186,29 @@ class ClassParser(Scanner):
             else:
                 added, into_bits = item
                 if into_bits:
-                    bits = _union(bits, added)
+                    bits = union(bits, added)
                     has_bits = True
                 else:
                     curr = added
-                    prev = added if prev is None else _union(prev, added)
+                    prev = added if prev is None else union(prev, added)
             ch = self.peek()
 
     def bits_or_single(self, ch: int) -> Tuple[CharSet, bool]:
         exceptions = (0xFF, 0xB5, 0x49, 0x69, 0x53, 0x73, 0x4B, 0x6B, 0xC5, 0xE5)
-        if ch < 256 and not (self.has(_I) and self.has(_U) and ch in exceptions):
+        if ch < 256 and not (self.has(CASE_INSENSITIVE) and self.has(UNICODE_CASE) and ch in exceptions):
             members = {ch}
-            if self.has(_I):
+            if self.has(CASE_INSENSITIVE):
                 if ch < 0x80:
                     members |= {ord(chr(ch).upper()), ord(chr(ch).lower())}
-                elif self.has(_U):
-                    members |= {_simple_lower(ch), _simple_upper(ch)}
-            return _of(*members), True
+                elif self.has(UNICODE_CASE):
+                    members |= {simple_lower(ch), simple_upper(ch)}
+            return char_set(*members), True
         return self.single(ch), False
 
     def range_item(self) -> Optional[Tuple[CharSet, bool]]:
         """Java's ``range()``: one class member; the flag says whether it went into the bits."""
         ch = self.peek()
-        if ch == _BACKSLASH:
+        if ch == BACKSLASH:
             ch = self.next_escaped()
             if ch in (ord("p"), ord("P")):
                 return self.family_after_p(ch == ord("P")), False
@@ -229,7 +229,7 @@ class ClassParser(Scanner):
             if end_range != ord("]"):
                 self.next()
                 m = self.peek()
-                if m == _BACKSLASH:
+                if m == BACKSLASH:
                     value = self.escape(inclass=True, isrange=True)
                     m = value if isinstance(value, int) else -1
                 else:
@@ -240,18 +240,18 @@ class ClassParser(Scanner):
         return self.bits_or_single(ch)
 
     def case_range(self, lo: int, hi: int) -> CharSet:
-        base = _of((lo, hi))
-        if not self.has(_I):
+        base = char_set((lo, hi))
+        if not self.has(CASE_INSENSITIVE):
             return base
-        if self.has(_U):
-            extra = [cp for cp, up, fold in _cased() if lo <= up <= hi or lo <= fold <= hi]
-            return _union(base, _of(*extra))
+        if self.has(UNICODE_CASE):
+            extra = [cp for cp, up, fold in case_table() if lo <= up <= hi or lo <= fold <= hi]
+            return union(base, char_set(*extra))
         extra = []
         for cp in range(0x80):
             c = chr(cp)
             if lo <= ord(c.upper()) <= hi or lo <= ord(c.lower()) <= hi:
                 extra.append(cp)
-        return _union(base, _of(*extra))
+        return union(base, char_set(*extra))
 
     def family_after_p(self, complement: bool) -> CharSet:
         """After ``\\p``/``\\P`` (cursor on the letter): Java's ``family()``."""
@@ -276,10 +276,10 @@ class ClassParser(Scanner):
                 raise self.error("Empty character family")
             name = "".join(chr(c) for c in self.t[start : self.cur - 1])
         found = self.property_set(name)
-        return _negate(found) if complement else found
+        return negate(found) if complement else found
 
     def property_set(self, name: str) -> CharSet:
-        ci = self.has(_I)
+        ci = self.has(CASE_INSENSITIVE)
         found: object = None
         checked = name
         if "=" in name:
@@ -288,28 +288,28 @@ class ClassParser(Scanner):
             if key in ("sc", "script", "blk", "block"):
                 raise self.unsupported(f"\\p{{{name}}}: Python has no Unicode script or block data")
             if key in ("gc", "general_category"):
-                found, checked = _java_property(value), value
+                found, checked = java_property(value), value
             if found is None:
                 raise self.error(f"Unknown Unicode property {{name=<{key}>, value=<{value}>}}")
         elif name.startswith("In"):
             raise self.unsupported(f"\\p{{{name}}}: Python has no Unicode block data")
         elif name.startswith("Is"):
             short = name[2:]
-            found, checked = _unicode_binary(short.upper()), short.upper()
+            found, checked = unicode_binary(short.upper()), short.upper()
             if found is None:
-                found, checked = _java_property(short), short
+                found, checked = java_property(short), short
             if found is None:
                 raise self.unsupported(f"\\p{{{name}}}: Python has no Unicode script data")
         else:
-            if self.has(_UC):
-                found, checked = _unicode_posix(name.upper()), name.upper()
+            if self.has(UNICODE_CHARACTER_CLASS):
+                found, checked = unicode_posix(name.upper()), name.upper()
             if found is None:
-                found, checked = _java_property(name), name
+                found, checked = java_property(name), name
             if found is None:
                 raise self.error(f"Unknown character property name {{{name}}}")
-        if found is _UNSUPPORTED:
+        if found is UNSUPPORTED:
             raise self.unsupported(f"\\p{{{name}}} needs Unicode data Python does not have")
-        if ci and checked in _CASE_PROPERTIES:
+        if ci and checked in CASE_PROPERTIES:
             raise self.unsupported(
                 f"\\p{{{name}}} under (?i): Java 8 ignores the flag for it, Java 12+ does not"
             )

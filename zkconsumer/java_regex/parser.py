@@ -5,9 +5,20 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence
 
-from .charsets import _ALL, _D, _FLAG_LETTERS, _LINE_TERMINATORS, _M, _S, CharSet, _class_text, _negate, _of
+from .charsets import (
+    ALL_CHARS,
+    DOTALL,
+    FLAG_LETTERS,
+    LINE_TERMINATORS,
+    MULTILINE,
+    UNIX_LINES,
+    CharSet,
+    char_set,
+    class_text,
+    negate,
+)
 from .classes import ClassParser
-from .scanner import _BACKSLASH, Node
+from .scanner import BACKSLASH, Node
 
 
 class Parser(ClassParser):
@@ -47,7 +58,7 @@ class Parser(ClassParser):
                 continue
             if ch == ord("["):
                 node = self.set_node(self.clazz(True))
-            elif ch == _BACKSLASH:
+            elif ch == BACKSLASH:
                 ch = self.next_escaped()
                 if ch in (ord("p"), ord("P")):
                     node = self.set_node(self.family_after_p(ch == ord("P")))
@@ -59,15 +70,15 @@ class Parser(ClassParser):
                 node = self.caret()
             elif ch == ord("$"):
                 self.next()
-                node = self.dollar(self.has(_M))
+                node = self.dollar(self.has(MULTILINE))
             elif ch == ord("."):
                 self.next()
-                if self.has(_S):
-                    node = self.set_node(_ALL)
-                elif self.has(_D):
-                    node = self.set_node(_negate(_of(0x0A)))
+                if self.has(DOTALL):
+                    node = self.set_node(ALL_CHARS)
+                elif self.has(UNIX_LINES):
+                    node = self.set_node(negate(char_set(0x0A)))
                 else:
-                    node = self.set_node(_negate(_LINE_TERMINATORS))
+                    node = self.set_node(negate(LINE_TERMINATORS))
             elif ch in (ord("|"), ord(")")):
                 break
             elif ch in (ord("?"), ord("*"), ord("+")):
@@ -81,14 +92,14 @@ class Parser(ClassParser):
         return "".join(parts)
 
     def set_node(self, s: CharSet) -> Node:
-        return Node(_class_text(s), True)
+        return Node(class_text(s), True)
 
     def atom(self) -> Node:
         """One literal character, one escape, or (before ``{``) the empty slice."""
         ch = self.peek()
         if ch in (ord("*"), ord("+"), ord("?"), ord("{")):
             return Node("(?:)", True)
-        if ch == _BACKSLASH:
+        if ch == BACKSLASH:
             value = self.escape(inclass=False, isrange=False)
             if isinstance(value, Node):
                 return value
@@ -104,8 +115,8 @@ class Parser(ClassParser):
         ch = self.peek()
         while True:
             c = chr(ch) if ch else ""
-            if c and c in _FLAG_LETTERS:
-                self.flags |= _FLAG_LETTERS[c]
+            if c and c in FLAG_LETTERS:
+                self.flags |= FLAG_LETTERS[c]
             elif c == "-":
                 ch = self.next()
                 self.sub_flags()
@@ -118,8 +129,8 @@ class Parser(ClassParser):
         ch = self.peek()
         while True:
             c = chr(ch) if ch else ""
-            if c and c in _FLAG_LETTERS:
-                self.flags &= ~_FLAG_LETTERS[c]
+            if c and c in FLAG_LETTERS:
+                self.flags &= ~FLAG_LETTERS[c]
             else:
                 return
             ch = self.next()

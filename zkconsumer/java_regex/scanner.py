@@ -6,7 +6,19 @@ import unicodedata
 from typing import Dict, List, Optional, Set
 
 from ..errors import UnsupportedPatternError, ZkConsumerError
-from .charsets import _D, _I, _M, _U, _UC, _X, MAX_CP, _cats, _class_text, _of, _union
+from .charsets import (
+    CASE_INSENSITIVE,
+    COMMENTS,
+    MAX_CP,
+    MULTILINE,
+    UNICODE_CASE,
+    UNICODE_CHARACTER_CLASS,
+    UNIX_LINES,
+    categories,
+    char_set,
+    class_text,
+    union,
+)
 
 
 class JavaRegexSyntaxError(ZkConsumerError, ValueError):
@@ -29,7 +41,7 @@ class Node:
         self.text, self.simple = text, simple
 
 
-_BACKSLASH, _Q, _E = ord("\\"), ord("Q"), ord("E")
+BACKSLASH, _Q, _E = ord("\\"), ord("Q"), ord("E")
 
 
 def _remove_qe_quoting(cps: List[int]) -> List[int]:
@@ -37,7 +49,7 @@ def _remove_qe_quoting(cps: List[int]) -> List[int]:
     n = len(cps)
     i = 0
     while i < n - 1:
-        if cps[i] != _BACKSLASH:
+        if cps[i] != BACKSLASH:
             i += 1
         elif cps[i + 1] != _Q:
             i += 2
@@ -55,18 +67,18 @@ def _remove_qe_quoting(cps: List[int]) -> List[int]:
             out.append(c)
         elif 0x30 <= c <= 0x39:
             if begin_quote:  # \x3 keeps a preceding escape from absorbing the digit
-                out += [_BACKSLASH, ord("x"), ord("3")]
+                out += [BACKSLASH, ord("x"), ord("3")]
             out.append(c)
-        elif c != _BACKSLASH:
+        elif c != BACKSLASH:
             if in_quote:
-                out.append(_BACKSLASH)
+                out.append(BACKSLASH)
             out.append(c)
         elif in_quote:
             if i < n and cps[i] == _E:
                 i += 1
                 in_quote = False
             else:
-                out += [_BACKSLASH, _BACKSLASH]
+                out += [BACKSLASH, BACKSLASH]
         else:
             if i < n and cps[i] == _Q:
                 i += 1
@@ -112,7 +124,7 @@ class Scanner:
         return ch in (0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D)
 
     def _is_line_sep(self, ch: int) -> bool:
-        if self.has(_D):
+        if self.has(UNIX_LINES):
             return ch == 0x0A
         return ch in (0x0A, 0x0D, 0x85, 0x2028, 0x2029)
 
@@ -159,17 +171,17 @@ class Scanner:
 
     def peek(self) -> int:
         ch = self._at(self.cur)
-        return self._peek_past_ws(ch) if self.has(_X) else ch
+        return self._peek_past_ws(ch) if self.has(COMMENTS) else ch
 
     def read(self) -> int:
         ch = self._at(self.cur)
         self.cur += 1
-        return self._parse_past_ws(ch) if self.has(_X) else ch
+        return self._parse_past_ws(ch) if self.has(COMMENTS) else ch
 
     def next(self) -> int:
         self.cur += 1
         ch = self._at(self.cur)
-        return self._peek_past_ws(ch) if self.has(_X) else ch
+        return self._peek_past_ws(ch) if self.has(COMMENTS) else ch
 
     def next_escaped(self) -> int:
         self.cur += 1
@@ -186,7 +198,7 @@ class Scanner:
     def accept(self, ch: int, message: str) -> None:
         test = self._at(self.cur)
         self.cur += 1
-        if self.has(_X):
+        if self.has(COMMENTS):
             test = self._parse_past_ws(test)
         if test != ch:
             raise self.error(message)
@@ -244,7 +256,7 @@ class Scanner:
         n = self._uxxxx()
         if 0xD800 <= n <= 0xDBFF:
             saved = self.cur
-            if self.read() == _BACKSLASH and self.read() == ord("u"):
+            if self.read() == BACKSLASH and self.read() == ord("u"):
                 n2 = self._uxxxx()
                 if 0xDC00 <= n2 <= 0xDFFF:
                     return 0x10000 + ((n - 0xD800) << 10) + (n2 - 0xDC00)
@@ -278,28 +290,28 @@ class Scanner:
         return "".join(name)
 
     def case_scope(self, text: str) -> str:
-        if not self.has(_I):
+        if not self.has(CASE_INSENSITIVE):
             return text
-        return f"(?i:{text})" if self.has(_U) else f"(?ai:{text})"
+        return f"(?i:{text})" if self.has(UNICODE_CASE) else f"(?ai:{text})"
 
     def caret(self) -> Node:
-        if not self.has(_M):
+        if not self.has(MULTILINE):
             return Node(r"\A", False)
-        if self.has(_D):
+        if self.has(UNIX_LINES):
             return Node(r"(?=[\s\S])(?:\A|(?<=\n))", False)
         return Node(r"(?=[\s\S])(?:\A|(?<=[\n\x85\u2028\u2029])|(?<=\r)(?!\n))", False)
 
     def dollar(self, multiline: bool) -> Node:
-        if self.has(_D):
+        if self.has(UNIX_LINES):
             return Node(r"(?:\Z|(?=\n))" if multiline else r"(?=\n?\Z)", False)
         if multiline:
             return Node(r"(?:\Z|(?<!\r)(?=\n)|(?=[\r\x85\u2028\u2029]))", False)
         return Node(r"(?:\Z|(?=\r\n\Z)|(?<!\r)(?=\n\Z)|(?=[\r\x85\u2028\u2029]\Z))", False)
 
     def bound(self, negated: bool) -> Node:
-        if self.has(_UC):
+        if self.has(UNICODE_CHARACTER_CLASS):
             raise self.unsupported("\\b and \\B under (?U) need Unicode's Alphabetic property, which Python lacks")
-        word = _class_text(_union(_cats("Lu", "Ll", "Lt", "Lm", "Lo", "Nd"), _of(0x5F)))
+        word = class_text(union(categories("Lu", "Ll", "Lt", "Lm", "Lo", "Nd"), char_set(0x5F)))
         if negated:
             return Node(f"(?:(?<={word})(?={word})|(?<!{word})(?!{word}))", False)
         return Node(f"(?:(?<={word})(?!{word})|(?<!{word})(?={word}))", False)

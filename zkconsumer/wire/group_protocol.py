@@ -58,7 +58,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest as _KFindCoordinatorR
 from kafka.protocol.metadata import FindCoordinatorResponse as _KFindCoordinatorResponse
 
 from .broker_errors import ERROR_NAMES
-from .protocol import KafkaPythonRequest, _blob, _by_topic, _items, _text
+from .protocol import KafkaPythonRequest, field_bytes, field_items, field_text, group_by_topic
 
 __all__ = [
     "API_OFFSET_COMMIT", "API_OFFSET_FETCH", "API_GROUP_COORDINATOR", "API_JOIN_GROUP",
@@ -152,7 +152,7 @@ class GroupCoordinatorRequest(KafkaPythonRequest[GroupCoordinatorResponse]):
         return _KFindCoordinatorRequest(key=self.group_id, version=self.API_VERSION)
 
     def convert(self, response: Any) -> GroupCoordinatorResponse:
-        return GroupCoordinatorResponse(int(response.error_code), int(response.node_id), _text(response.host),
+        return GroupCoordinatorResponse(int(response.error_code), int(response.node_id), field_text(response.host),
                                         int(response.port))
 
 
@@ -211,13 +211,13 @@ class _OffsetCommitRequest(KafkaPythonRequest[OffsetCommitResponse]):
                    for e in self.offsets]
         return _KOffsetCommitRequest(
             group_id=self.group_id, generation_id_or_member_epoch=self.generation_id, member_id=self.member_id,
-            topics=[topic(name=t, partitions=ps) for t, ps in _by_topic(entries)], version=self.API_VERSION,
+            topics=[topic(name=t, partitions=ps) for t, ps in group_by_topic(entries)], version=self.API_VERSION,
             **self._fields())
 
     def convert(self, response: Any) -> OffsetCommitResponse:
         return OffsetCommitResponse(tuple(
-            OffsetCommitPartitionResponse(_text(t.name), int(p.partition_index), int(p.error_code))
-            for t in _items(response.topics) for p in _items(t.partitions)))
+            OffsetCommitPartitionResponse(field_text(t.name), int(p.partition_index), int(p.error_code))
+            for t in field_items(response.topics) for p in field_items(t.partitions)))
 
 
 @dataclass(frozen=True)
@@ -286,13 +286,13 @@ class OffsetFetchRequest(KafkaPythonRequest[OffsetFetchResponse]):
     def message(self) -> Any:
         topic = _KOffsetFetchRequest.OffsetFetchRequestTopic
         return _KOffsetFetchRequest(group_id=self.group_id, version=self.API_VERSION, topics=[
-            topic(name=t, partition_indexes=ps) for t, ps in _by_topic(list(self.partitions))])
+            topic(name=t, partition_indexes=ps) for t, ps in group_by_topic(list(self.partitions))])
 
     def convert(self, response: Any) -> OffsetFetchResponse:
         return OffsetFetchResponse(tuple(
-            OffsetFetchPartitionResponse(_text(t.name), int(p.partition_index), int(p.committed_offset),
-                                         _text(p.metadata), int(p.error_code))
-            for t in _items(response.topics) for p in _items(t.partitions)))
+            OffsetFetchPartitionResponse(field_text(t.name), int(p.partition_index), int(p.committed_offset),
+                                         field_text(p.metadata), int(p.error_code))
+            for t in field_items(response.topics) for p in field_items(t.partitions)))
 
 
 # --------------------------------------------------------------------------- JoinGroup v0
@@ -346,9 +346,9 @@ class JoinGroupRequest(KafkaPythonRequest[JoinGroupResponse]):
             protocols=[protocol(name=name, metadata=bytes(metadata)) for name, metadata in self.protocols])
 
     def convert(self, response: Any) -> JoinGroupResponse:
-        members = tuple(GroupMember(_text(m.member_id), _blob(m.metadata)) for m in _items(response.members))
-        return JoinGroupResponse(int(response.error_code), int(response.generation_id), _text(response.protocol_name),
-                                 _text(response.leader), _text(response.member_id), members)
+        members = tuple(GroupMember(field_text(m.member_id), field_bytes(m.metadata)) for m in field_items(response.members))
+        return JoinGroupResponse(int(response.error_code), int(response.generation_id), field_text(response.protocol_name),
+                                 field_text(response.leader), field_text(response.member_id), members)
 
 
 # --------------------------------------------------------------------------- SyncGroup v0
@@ -381,7 +381,7 @@ class SyncGroupRequest(KafkaPythonRequest[SyncGroupResponse]):
             assignments=[assignment(member_id=member, assignment=bytes(data)) for member, data in self.assignments])
 
     def convert(self, response: Any) -> SyncGroupResponse:
-        return SyncGroupResponse(int(response.error_code), _blob(response.assignment))
+        return SyncGroupResponse(int(response.error_code), field_bytes(response.assignment))
 
 
 # --------------------------------------------------------------------------- Heartbeat, LeaveGroup v0

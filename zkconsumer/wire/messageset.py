@@ -75,7 +75,7 @@ from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only, xxh32
 #: One decoded message: ``(offset, key, value)`` (what fetchers hand to the streams' queues).
 RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
 
-__all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python",
+__all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python", "speedups",
            "UnsupportedCompressionError", "xxh32"]
 
 

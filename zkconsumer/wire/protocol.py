@@ -210,17 +210,17 @@ class KafkaPythonRequest(Request[R]):
         return self.convert(decode_exact(self.RESPONSE, self.API_VERSION, body, name))
 
 
-def _text(value: Any) -> str:
+def field_text(value: Any) -> str:
     """A decoded ``string`` field; a null string reads as ``""``."""
     return "" if value is None else str(value)
 
 
-def _blob(value: Any) -> bytes:
+def field_bytes(value: Any) -> bytes:
     """A decoded ``bytes`` field; null reads as ``b""``."""
     return b"" if value is None else bytes(value)
 
 
-def _items(values: Any) -> List[Any]:
+def field_items(values: Any) -> List[Any]:
     """A decoded array of structures; a null array reads as empty."""
     return [] if values is None else list(values)
 
@@ -230,7 +230,7 @@ def _ints(values: Any) -> Tuple[int, ...]:
     return () if values is None else tuple(int(v) for v in values)
 
 
-def _by_topic(items: Sequence[Tuple[str, Any]]) -> List[Tuple[str, List[Any]]]:
+def group_by_topic(items: Sequence[Tuple[str, Any]]) -> List[Tuple[str, List[Any]]]:
     """Per-partition entries grouped by topic, keeping first-seen topic order (as arrays of topics are sent)."""
     grouped: Dict[str, List[Any]] = {}
     for topic, entry in items:
@@ -306,13 +306,13 @@ class MetadataRequest(KafkaPythonRequest[MetadataResponse]):
         return _KMetadataRequest(topics=[topic(name=t) for t in self.topics], version=self.API_VERSION)
 
     def convert(self, response: Any) -> MetadataResponse:
-        brokers = tuple(BrokerMetadata(int(b.node_id), _text(b.host), int(b.port)) for b in _items(response.brokers))
+        brokers = tuple(BrokerMetadata(int(b.node_id), field_text(b.host), int(b.port)) for b in field_items(response.brokers))
         topics = tuple(
-            TopicMetadata(_text(t.name), int(t.error_code), tuple(
+            TopicMetadata(field_text(t.name), int(t.error_code), tuple(
                 PartitionMetadata(int(p.partition_index), int(p.error_code), int(p.leader_id),
                                   _ints(p.replica_nodes), _ints(p.isr_nodes))
-                for p in _items(t.partitions)))
-            for t in _items(response.topics))
+                for p in field_items(t.partitions)))
+            for t in field_items(response.topics))
         return MetadataResponse(brokers, topics)
 
 
@@ -364,13 +364,13 @@ class ListOffsetsRequest(KafkaPythonRequest[ListOffsetsResponse]):
         entries = [(t, partition(partition_index=p, timestamp=time, max_num_offsets=self.max_num_offsets))
                    for t, p, time in self.partitions]
         return _KListOffsetsRequest(replica_id=CONSUMER_REPLICA_ID, version=self.API_VERSION,
-                                    topics=[topic(name=t, partitions=ps) for t, ps in _by_topic(entries)])
+                                    topics=[topic(name=t, partitions=ps) for t, ps in group_by_topic(entries)])
 
     def convert(self, response: Any) -> ListOffsetsResponse:
         return ListOffsetsResponse(tuple(
-            ListOffsetsPartitionResponse(_text(t.name), int(p.partition_index), int(p.error_code),
+            ListOffsetsPartitionResponse(field_text(t.name), int(p.partition_index), int(p.error_code),
                                          _ints(p.old_style_offsets))
-            for t in _items(response.topics) for p in _items(t.partitions)))
+            for t in field_items(response.topics) for p in field_items(t.partitions)))
 
 
 # --------------------------------------------------------------------------- Fetch (hand-written)
@@ -486,7 +486,7 @@ class FetchRequest(Request[FetchResponse]):
     API_KEY: ClassVar[int] = API_FETCH
 
     def encode_body(self) -> bytes:
-        groups = _by_topic([(p.topic, _FETCH_PARTITION.pack(p.partition, p.offset, p.max_bytes))
+        groups = group_by_topic([(p.topic, _FETCH_PARTITION.pack(p.partition, p.offset, p.max_bytes))
                             for p in self.partitions])
         parts = [_FETCH_HEAD.pack(CONSUMER_REPLICA_ID, self.max_wait_ms, self.min_bytes), _INT32.pack(len(groups))]
         for topic, entries in groups:

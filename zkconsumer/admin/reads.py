@@ -1,4 +1,4 @@
-"""ZooKeeper reading helpers shared by the admin operations (private to the package).
+"""ZooKeeper reading helpers shared by the admin operations.
 
 Also :func:`list_groups` and :func:`live_members`, public and re-exported by
 :mod:`zkconsumer.admin`, and the type aliases :data:`TopicPartition` and :data:`Progress`.
