@@ -1,21 +1,16 @@
-"""``ZookeeperConsumerConnector``: the documented entry point; picks how the group is coordinated.
+"""``ZookeeperConsumerConnector``: the documented entry point, a group member.
 
-``ZookeeperConsumerConnector(config)`` builds a group member. It sits above
-both connector implementations and chooses between them by
-``group.membership``:
+``ZookeeperConsumerConnector(config)`` builds a group member: the connector of
+:mod:`zkconsumer.consumer.connector` with its membership chosen by ``group.membership``:
 
-* ``zookeeper`` (the default): a :class:`ZookeeperConsumerConnector` proper, the
-  ZooKeeper membership of Kafka 0.8's high-level consumer
-  (:class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembershipConnector`);
-* ``kafka``: a :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorConsumerConnector`,
-  with the same API, whose membership is kept by the brokers' group
-  coordinator instead of ZooKeeper (see ``docs/MIGRATION.md``). It is
-  registered as a virtual subclass, so ``isinstance(c, ZookeeperConsumerConnector)``
-  holds for both.
+* ``zookeeper`` (the default): the ZooKeeper membership of Kafka 0.8's high-level consumer
+  (:class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembership`);
+* ``kafka``: membership kept by the brokers' group coordinator
+  (:class:`~zkconsumer.coordinator.kafka_membership.CoordinatorMembership`), with the same API
+  (see ``docs/MIGRATION.md``).
 
-What both share (ZooKeeper session, streams, commits retried through outages,
-metrics, bounded shutdown) is :class:`~zkconsumer.consumer.connector.ConsumerConnectorBase`.
-Offsets go where ``offsets.storage`` says (:mod:`.offset_storage`).
+Either way it is the same class; ``connector.membership.kind`` says which membership runs.
+Offsets go where ``offsets.storage`` says (:mod:`zkconsumer.offsets.storage`).
 
 Example::
 
@@ -30,17 +25,20 @@ May import: errors, config, structs, consumer, rebalance, coordinator, and what 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Union, cast
-
-from .config import ConsumerConfig
-from .coordinator.kafka_membership import CoordinatorConsumerConnector
-from .rebalance.zookeeper_membership import ZooKeeperMembershipConnector
+from .consumer.connector import ConsumerConnectorBase
+from .consumer.membership import Member, Membership
+from .coordinator.kafka_membership import CoordinatorMembership
+from .rebalance.zookeeper_membership import ZooKeeperMembership
 
 __all__ = ["ZookeeperConsumerConnector"]
 
 
-class ZookeeperConsumerConnector(ZooKeeperMembershipConnector):
+class ZookeeperConsumerConnector(ConsumerConnectorBase):
     """A member of a consumer group (Kafka 0.8's high-level consumer API).
+
+    ``ZookeeperConsumerConnector(config, *, rebalance_listener=None, metrics_interval_s=None,
+    metrics_port=None, metrics_registry=None, metrics_pushgateway=None)``: ``config`` is a
+    :class:`~zkconsumer.config.ConsumerConfig` or a mapping of Kafka's consumer properties.
 
     Construction connects to ZooKeeper (raising
     :class:`~zkconsumer.errors.ZooKeeperUnavailableError` naming
@@ -56,21 +54,11 @@ class ZookeeperConsumerConnector(ZooKeeperMembershipConnector):
     ``metrics_pushgateway="host:port"`` pushes them to a Prometheus Pushgateway every 10 s and at
     shutdown. Names: ``docs/MONITORING.md``.
 
-    With ``group.membership=kafka`` the constructor returns a
-    :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorConsumerConnector`
-    (still an instance of this class for ``isinstance``), so application code
-    does not change.
+    With ``group.membership=kafka`` the brokers' group coordinator keeps the membership
+    instead of ZooKeeper; application code does not change.
     """
 
-    def __new__(
-        cls, config: Union[ConsumerConfig, Mapping[str, Any]], *args: Any, **kwargs: Any
-    ) -> "ZookeeperConsumerConnector":
-        if cls is ZookeeperConsumerConnector:
-            parsed = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
-            if parsed.group_membership == "kafka":
-                # Not an instance of cls by type, so Python does not call __init__ again on it.
-                return cast("ZookeeperConsumerConnector", CoordinatorConsumerConnector(parsed, *args, **kwargs))
-        return super().__new__(cls)
-
-
-ZookeeperConsumerConnector.register(CoordinatorConsumerConnector)
+    def _make_membership(self, member: Member) -> Membership:
+        if self.config.group_membership == "kafka":
+            return CoordinatorMembership(member)
+        return ZooKeeperMembership(member)

@@ -19,7 +19,7 @@ from zkconsumer import (
 )
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.consumer.membership import RebalanceState
-from zkconsumer.coordinator.kafka_membership import CoordinatorConsumerConnector
+from zkconsumer.coordinator.kafka_membership import CoordinatorMembership
 from zkconsumer.offsets.channel import CoordinatorChannel, connection_factory
 from zkconsumer.offsets.storage import CommitEntry, KafkaOffsetStorage
 from zkconsumer.zookeeper.group import GroupClient
@@ -32,10 +32,10 @@ def coordinator_props(cluster, group: str, **extra: object) -> Dict[str, object]
     return props
 
 
-def settled(members: Sequence[CoordinatorConsumerConnector], partitions: int, topic: str) -> bool:
+def settled(members: Sequence[ZookeeperConsumerConnector], partitions: int, topic: str) -> bool:
     """Every member stable in the same generation, together owning each partition exactly once."""
     statuses = [m.status for m in members]
-    generations = {m.generation for m in members}
+    generations = {m.membership.generation for m in members}
     if any(s is None or s.state is not RebalanceState.STABLE for s in statuses) or None in generations:
         return False
     if len({g.generation_id for g in generations}) != 1:
@@ -44,8 +44,8 @@ def settled(members: Sequence[CoordinatorConsumerConnector], partitions: int, to
     return sorted(owned) == [(topic, p) for p in range(partitions)]
 
 
-def group_assignment(members: Sequence[CoordinatorConsumerConnector], topic: str) -> Dict[int, str]:
-    return {p: thread for m in members for (t, p), thread in m.assignment.items() if t == topic}
+def group_assignment(members: Sequence[ZookeeperConsumerConnector], topic: str) -> Dict[int, str]:
+    return {p: thread for m in members for (t, p), thread in m.membership.assignment.items() if t == topic}
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
@@ -56,17 +56,17 @@ def test_members_split_partitions_per_the_assignor_and_a_third_rebalances_them(c
                    "roundrobin": lambda threads: expected_roundrobin(threads, topic, 7)}[strategy]
     props = coordinator_props(cluster, group, partition_assignment_strategy=strategy)
     produced: List[bytes] = []
-    members: List[CoordinatorConsumerConnector] = []
+    members: List[ZookeeperConsumerConnector] = []
     drainers: List[Drainer] = []
     try:
         for round_, count in enumerate((2, 3)):
             while len(members) < count:
                 member = ZookeeperConsumerConnector(props)
-                assert isinstance(member, CoordinatorConsumerConnector)
+                assert isinstance(member.membership, CoordinatorMembership)
                 members.append(member)
                 drainers.append(Drainer(member.create_message_streams({topic: 2})[topic]))
             wait_until(lambda: settled(members, 7, topic), 60, f"{count} members to settle")
-            threads = [f"{m.member_id}-{i}" for m in members for i in range(2)]
+            threads = [f"{m.membership.member_id}-{i}" for m in members for i in range(2)]
             assert group_assignment(members, topic) == expected_of(threads)
             for m in members:  # status and metrics name the member's own streams, as with ZooKeeper membership
                 streams = {f"{m.consumer_id}-{i}" for i in range(2)}
@@ -91,9 +91,9 @@ def test_a_killed_member_is_removed_after_its_session_timeout_and_nothing_is_los
     victim = MemberProcess(props, topic)
     try:
         drainer = Drainer(survivor.create_message_streams({topic: 1})[topic])
-        wait_until(lambda: victim.member_id and len(survivor.status.owned) == 2 and
+        wait_until(lambda: victim.membership.member_id and len(survivor.status.owned) == 2 and
                    survivor.status.state is RebalanceState.STABLE, 60, "the two members to split the topic")
-        before = survivor.generation
+        before = survivor.membership.generation
         first = produced_values(40, "before")
         produce_evenly(cluster, topic, first)
         wait_until(lambda: set(first) <= set(values(drainer.snapshot())) | set(victim.values()), 60,
@@ -101,7 +101,7 @@ def test_a_killed_member_is_removed_after_its_session_timeout_and_nothing_is_los
         victim.kill()
         wait_until(lambda: len(survivor.status.owned) == 4 and survivor.status.state is RebalanceState.STABLE, 60,
                    "the coordinator to expire the killed member and hand its partitions over")
-        assert survivor.generation.generation_id > before.generation_id
+        assert survivor.membership.generation.generation_id > before.generation_id
         second = produced_values(40, "after")
         produce_evenly(cluster, topic, second)
         wait_until(lambda: set(first + second) <= set(values(drainer.snapshot())) | set(victim.values()), 60,
@@ -144,14 +144,14 @@ def test_commits_of_an_old_generation_are_fenced_by_the_coordinator(cluster) -> 
                                  max_retries=5, backoff_ms=200)
     with ZookeeperConsumerConnector(props) as first:
         first.create_message_streams({topic: 1})
-        old = first.generation
+        old = first.membership.generation
         assert storage.write([CommitEntry(topic, 0, 3, "")], old).committed == [(topic, 0)]
         with ZookeeperConsumerConnector(props) as second:
             second.create_message_streams({topic: 1})
             wait_until(lambda: settled([first, second], 2, topic), 60, "the second generation")
             outcome = storage.write([CommitEntry(topic, 0, 99, "")], old)
             assert outcome.fenced == [(topic, 0)] and outcome.committed == []
-            assert storage.write([CommitEntry(topic, 0, 4, "")], first.generation).committed == [(topic, 0)]
+            assert storage.write([CommitEntry(topic, 0, 4, "")], first.membership.generation).committed == [(topic, 0)]
     storage.close()
     assert kafka_committed(cluster, group, topic, [0]) == {0: 4}
 
@@ -188,15 +188,16 @@ def test_the_connector_is_still_a_zookeeper_consumer_connector(cluster) -> None:
     connector = ZookeeperConsumerConnector(ConsumerConfig(coordinator_props(cluster, group)))
     try:
         assert isinstance(connector, ZookeeperConsumerConnector)
-        assert type(connector) is CoordinatorConsumerConnector
-        assert connector.status is None and connector.member_id is None
-        assert "CoordinatorConsumerConnector" in repr(connector)
+        assert type(connector) is ZookeeperConsumerConnector
+        assert isinstance(connector.membership, CoordinatorMembership) and connector.membership.kind == "kafka"
+        assert connector.status is None and connector.membership.member_id is None
+        assert "membership=kafka" in repr(connector)
     finally:
         connector.shutdown()
         connector.shutdown()  # idempotent
     plain = ZookeeperConsumerConnector(consumer_props(cluster, group))
     try:
-        assert type(plain) is ZookeeperConsumerConnector
+        assert type(plain) is ZookeeperConsumerConnector and plain.membership.kind == "zookeeper"
     finally:
         plain.shutdown()
 
@@ -292,7 +293,7 @@ def test_item11_commit_offsets_during_a_rebalance_commits_or_raises_a_retriable_
         joined.join(60)
         wait_until(lambda: settled([a, b], 2, topic), 60, "the two members to settle")
         a.commit_offsets()
-        kept = [p for (t, p) in a.assignment]
+        kept = [p for (t, p) in a.membership.assignment]
         assert len(kept) == 1
         assert kafka_committed(cluster, group, topic, kept)[kept[0]] == 10
     finally:

@@ -336,7 +336,7 @@ def test_prometheus_scrapes_the_exporter_and_a_connector(local: ProjectCluster, 
 
 
 def test_metrics_port_with_broker_managed_membership(local: ProjectCluster) -> None:
-    """``group.membership=kafka`` returns a CoordinatorConsumerConnector: it takes metrics_port as well."""
+    """With ``group.membership=kafka`` the connector takes metrics_port as well."""
     group = unique("g-coord")
     connector = ZookeeperConsumerConnector(consumer_props(local, group, group_membership="kafka", offsets_storage="kafka"),
                                            metrics_port=0)

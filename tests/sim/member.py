@@ -6,7 +6,7 @@ The parts are the production ones: :class:`~zkconsumer.zookeeper.group.GroupClie
 :class:`~zkconsumer.rebalance.rebalancer.Rebalancer`; only the kazoo client
 (:class:`~.client.SimKazoo`), the runtime (:class:`~.kernel.SimRuntime`), the
 clock and the random generators are the simulation's. The session-state
-callback does what ``ZooKeeperMembershipConnector._on_zk_state`` does, and a
+callback does what ``ZooKeeperMembership.on_zk_state`` does, and a
 commit what its ``_commit`` does. Fetchers and Kafka are not simulated: the
 application "consumes" by advancing ``consumed_offset`` of a partition the
 rebalancer has installed, which is what an iterator does with a message.
@@ -110,7 +110,7 @@ class Member(SimProcess):
             self.rebalancer.request(reason)
 
     def _on_state(self, state: str) -> None:
-        """``ZooKeeperMembershipConnector._on_zk_state``: signal only."""
+        """``ZooKeeperMembership.on_zk_state``: signal only."""
         if state == KazooState.CONNECTED:
             self.group.note_session()
         if state == KazooState.LOST:

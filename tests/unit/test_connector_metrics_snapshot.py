@@ -35,7 +35,7 @@ def bare_connector(other_done: threading.Event) -> Any:
     c._streams = [Stream()]
     c._recorded = (0, 0)
     c._snapshot_lock = threading.Lock()
-    c._rebalancer = None
+    c._membership = None
     c._fetchers = SimpleNamespace(metrics=lambda: {"partitions": {}, "brokers": {}})
     c._heartbeat = None  # as before the first ZooKeeper connection
     return c

@@ -1,23 +1,23 @@
-"""The consumer connector's shared part: ZooKeeper session, streams, commits, metrics, bounded shutdown.
+"""The consumer connector: ZooKeeper session, streams, commits, metrics, bounded shutdown.
 
-:class:`ConsumerConnectorBase` holds what a group member does whoever keeps the
+:class:`ConsumerConnectorBase` is what a group member does whoever keeps the
 membership: it opens the ZooKeeper session (:mod:`kazoo`; used for brokers,
 topics and, by default, offsets), creates the group client
-(:mod:`.zookeeper.group`), the fetcher manager (:mod:`.fetch.manager`) and the
-streams (:mod:`.stream`), retries commits through outages, reports metrics and
-shuts down in one ordered, bounded sequence. Who decides which member consumes
-what is left to a subclass, through the hooks :meth:`~ConsumerConnectorBase._join`,
-:meth:`~ConsumerConnectorBase._commit`, :meth:`~ConsumerConnectorBase._stop_coordination`,
-:meth:`~ConsumerConnectorBase._joined`, :meth:`~ConsumerConnectorBase._leave_group`
-and :attr:`~ConsumerConnectorBase.status`:
+(:mod:`zkconsumer.zookeeper.group`), the fetcher manager (:mod:`zkconsumer.fetch.manager`) and the
+streams (:mod:`.stream`), retries commits through outages (:mod:`zkconsumer.offsets.retry`),
+reports metrics and shuts down in one ordered, bounded sequence. Who decides which member
+consumes what is one composed part, a :class:`~.membership.Membership`, built once by
+:meth:`~ConsumerConnectorBase._make_membership` from a :class:`~.membership.Member` (the
+parts of the connector it may use):
 
-* :class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembershipConnector`: ZooKeeper
+* :class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembership`: ZooKeeper
   membership (Kafka 0.8's rebalance), the default;
-* :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorConsumerConnector`: the
+* :class:`~zkconsumer.coordinator.kafka_membership.CoordinatorMembership`: the
   brokers' group coordinator (``group.membership=kafka``).
 
 The documented entry point, :class:`zkconsumer.ZookeeperConsumerConnector`
-(:mod:`zkconsumer.connector`), sits above both and picks one.
+(:mod:`zkconsumer.connector`), is this class with the choice between the two made by
+``group.membership``.
 
 Connector states::
 
@@ -38,14 +38,14 @@ whatever ZooKeeper does (see :meth:`ConsumerConnectorBase.shutdown`).
 from __future__ import annotations
 
 import abc
+import contextlib
 import enum
 import logging
-import random
 import socket
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
@@ -56,7 +56,6 @@ from ..config import ConsumerConfig
 from ..errors import (
     ConfigurationError,
     ConsumerShutdownError,
-    RebalanceInProgressError,
     ZkConsumerError,
     ZooKeeperAccessError,
     ZooKeeperUnavailableError,
@@ -65,12 +64,13 @@ from ..fetch.handoff import ChunkQueue
 from ..fetch.manager import FetcherManager
 from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingListener
 from ..offsets.committer import AutoCommitter, OffsetCommitter
+from ..offsets.retry import commit_retrying
 from ..offsets.storage import make_offset_storage
 from ..stopping import ParallelStops
 from ..zookeeper import server_order
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
-from .membership import ConsumerRebalanceListener, RebalanceStatus
+from .membership import ConsumerRebalanceListener, Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 
@@ -98,6 +98,8 @@ def make_consumer_id(config: ConsumerConfig) -> str:
 
 class ConsumerConnectorBase(abc.ABC):
     """A consumer group member, whoever keeps its membership; see the module docstring.
+
+    Subclasses say only which membership: :meth:`_make_membership`.
 
     Construction connects to ZooKeeper (raising :class:`ZooKeeperUnavailableError`
     naming ``zookeeper.connect`` if it cannot within
@@ -145,6 +147,7 @@ class ConsumerConnectorBase(abc.ABC):
         self._join_done.set()
         self._heartbeat: Optional[SessionHeartbeat] = None
         self._group: Optional[GroupClient] = None
+        self._membership: Optional[Membership] = None  # set once the parts it uses exist
 
         self._zk = self._connect_zookeeper()
         self._group = GroupClient(
@@ -160,8 +163,15 @@ class ConsumerConnectorBase(abc.ABC):
             self.config,
             brokers=lambda: self._group_client().brokers(self.config.security_protocol),
             on_error=self._background_failure,
-            deliverable=self._session_proven,
+            deliverable=self._deliverable,
         )
+        self._membership = self._make_membership(Member(
+            config=self.config, consumer_id=self.consumer_id, zk=self._zk, heartbeat=self._heartbeat, group=self._group,
+            streams=self._streams, fetchers=self._fetchers, committer=self._committer, listener=self._listener,
+            metrics=self.metrics, failure=self._failure, closing=self._closing, join_done=self._join_done,
+            guard=self._guard, on_failure=self._background_failure, session_timeout_s=self._session_timeout_s,
+            heartbeat_mode=lambda: self.heartbeat_mode,
+        ))
         #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_pushgateway``:
         #: pushed; ``metrics_registry``:
         #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.metrics.prometheus`.
@@ -196,7 +206,7 @@ class ConsumerConnectorBase(abc.ABC):
                 queue = ChunkQueue(self.config.queued_max_message_chunks)
                 queues[(topic, thread_id)] = queue
                 result[topic].append(self._new_stream(queue, thread_id, key_decoder, value_decoder))
-        self._join(count, lambda topic, thread_id: queues[(topic, thread_id)], topic_allowed=None)
+        self._join(count, lambda topic, thread_id: queues[(topic, thread_id)], None)
         return result
 
     def create_message_streams_by_filter(
@@ -212,11 +222,8 @@ class ConsumerConnectorBase(abc.ABC):
         queues = {t: ChunkQueue(self.config.queued_max_message_chunks) for t in thread_ids}
         streams = [self._new_stream(queues[t], t, key_decoder, value_decoder) for t in thread_ids]
         exclude = self.config.exclude_internal_topics
-        self._join(
-            count,
-            lambda topic, thread_id: queues[thread_id],
-            topic_allowed=lambda topic: topic_filter.is_topic_allowed(topic, exclude),
-        )
+        self._join(count, lambda topic, thread_id: queues[thread_id],
+                   lambda topic: topic_filter.is_topic_allowed(topic, exclude))
         return streams
 
     def commit_offsets(self) -> None:
@@ -238,6 +245,22 @@ class ConsumerConnectorBase(abc.ABC):
         if self._state is ConnectorState.SHUT_DOWN:
             raise ConsumerShutdownError("commit_offsets() after shutdown()")
         self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
+
+    @property
+    def membership(self) -> Membership:
+        """Who keeps this member's group membership (``membership.kind``: ``zookeeper`` or ``kafka``).
+
+        With ``group.membership=kafka`` it also shows the coordinator's view of the member once it
+        joined: ``member_id``, ``generation`` and ``assignment``.
+        """
+        assert self._membership is not None
+        return self._membership
+
+    @property
+    def status(self) -> Optional[RebalanceStatus]:
+        """Membership state, owned partitions (by stream thread id), rebalances, last error, and the
+        ZooKeeper heartbeat that runs (``None`` before joining)."""
+        return None if self._membership is None else self._membership.status()
 
     @property
     def zk_client(self) -> KazooClient:
@@ -304,10 +327,10 @@ class ConsumerConnectorBase(abc.ABC):
         Order: a ``create_message_streams`` in progress is ended (it raises
         :class:`ConsumerShutdownError`); the metrics reporter, auto-commit, the
         coordination (watches, rebalancer, session lease:
-        :meth:`_stop_coordination`) and the fetchers are asked to stop, all at
+        ``membership.stop()``) and the fetchers are asked to stop, all at
         once; once the fetchers stopped every stream ends (shutdown sentinel);
         offsets are committed (``auto.commit.enable``); the member leaves the
-        group (:meth:`_leave_group`); the ZooKeeper session closes, removing
+        group (``membership.leave()``); the ZooKeeper session closes, removing
         our ephemeral nodes so the group rebalances at once; every thread is
         joined.
 
@@ -340,17 +363,17 @@ class ConsumerConnectorBase(abc.ABC):
                 stops.run("metrics", reporter.stop)
             if committer is not None:
                 stops.run("autocommit", committer.stop)
-            stops.run("coordination", self._stop_coordination)
+            stops.run("coordination", self.membership.stop)
             stops.run("fetchers", self._fetchers.shutdown)
             if not stops.wait("fetchers", deadline):
                 log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
             clear_streams(self._streams)
             for stream in self._streams:
                 stream.queue.put_shutdown()
-            if self.config.auto_commit_enable and self._joined():
+            if self.config.auto_commit_enable and self.membership.joined():
                 self._final_commit(deadline)
             stops.wait("coordination", deadline)
-            self._leave_group()
+            self.membership.leave()
         finally:
             try:
                 self._committer.close()
@@ -372,7 +395,7 @@ class ConsumerConnectorBase(abc.ABC):
                 self._commit_retrying(remaining, during_shutdown=True)
         except ZkConsumerError as exc:
             error = exc
-        left = self._uncommitted()
+        left = self.membership.uncommitted()
         if left:
             log.warning(
                 "%s: offsets NOT committed at shutdown%s: %s; their next owner consumes from the last committed "
@@ -401,48 +424,37 @@ class ConsumerConnectorBase(abc.ABC):
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
 
-    # ------------------------------------------------------------------ membership hooks
+    def __repr__(self) -> str:
+        membership = "" if self._membership is None else self._membership.describe()
+        return f"{type(self).__name__}({self.consumer_id}, {membership}{self._state.value})"
 
-    @property
-    @abc.abstractmethod
-    def status(self) -> Optional[RebalanceStatus]:
-        """Membership state, owned partitions (by stream thread id), rebalances, last error (``None`` before joining)."""
-
-    @abc.abstractmethod
-    def _join(self, count: TopicCount, queue_for: Any, topic_allowed: Any) -> None:
-        """Join the group with ``count``'s subscription; return once the first assignment is in place.
-
-        Called by the ``create_message_streams`` methods; must call :meth:`_begin_join`
-        first and :meth:`_start_periodic_threads` once joined.
-        """
+    # ------------------------------------------------------------------ the membership
 
     @abc.abstractmethod
-    def _commit(self) -> None:
-        """One commit attempt of what was handed out (raises a :class:`ZkConsumerError` on failure)."""
+    def _make_membership(self, member: Member) -> Membership:
+        """The membership this connector uses, built once, at construction, from ``member``."""
 
-    @abc.abstractmethod
-    def _stop_coordination(self) -> None:
-        """Stop (and join) whatever could change ownership or restart fetchers."""
+    def _join(self, count: TopicCount, queue_for: QueueFor, topic_allowed: TopicAllowed) -> None:
+        """CREATED -> RUNNING; join through the membership; then start auto-commit and metrics."""
+        self._begin_join()
+        self.membership.join(count, queue_for, topic_allowed)
+        self._start_periodic_threads()
 
-    @abc.abstractmethod
-    def _joined(self) -> bool:
-        """Whether the member joined (so there is something to commit at shutdown)."""
-
-    @abc.abstractmethod
-    def _leave_group(self) -> None:
-        """Leave the group at shutdown, after the final commit."""
-
-    def _uncommitted(self) -> List[Tuple[str, int, int]]:
-        """``(topic, partition, consumed offset)`` handed out but not known to be committed (named at shutdown)."""
-        return []
-
-    @abc.abstractmethod
     def _on_zk_state(self, state: str) -> None:
-        """kazoo's connection thread (a :class:`~kazoo.protocol.states.KazooState`): signal only, never block."""
+        """kazoo's connection thread: hand the state to the membership (which only signals)."""
+        if self._membership is not None:
+            self._membership.on_zk_state(state)
 
-    def _session_proven(self) -> bool:
-        """Fetchers may queue data (always, by default)."""
-        return True
+    def _deliverable(self) -> bool:
+        """A fetcher thread: may it queue data now? (The membership says; yes until it exists.)"""
+        return self._membership is None or self._membership.deliverable()
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Hold the state lock, raising ConsumerShutdownError once shutdown() began (see :class:`Member`)."""
+        with self._state_lock:
+            self._check_open()
+            yield
 
     # ----------------------------------------------------------------- wiring
 
@@ -537,43 +549,9 @@ class ConsumerConnectorBase(abc.ABC):
             pass  # the final commit of shutdown() takes over
 
     def _commit_retrying(self, budget_s: float, *, during_shutdown: bool = False) -> None:
-        """:meth:`_commit`, retried on retriable errors for up to ``budget_s`` (jittered backoff, 0.1..1 s).
-
-        Outside shutdown, shutdown() beginning ends the wait with
-        :class:`ConsumerShutdownError`. The last retriable error is raised when
-        the budget runs out; a non-retriable one at once.
-
-        Each :meth:`_commit` call is one attempt for the metrics
-        (``metrics.record_commit``): a commit if it returns, a failure if it raises.
-        """
-        deadline = time.monotonic() + budget_s
-        delay = 0.1
-        while True:
-            try:
-                try:
-                    self._commit()
-                except BaseException:
-                    self.metrics.record_commit(False)
-                    raise
-                self.metrics.record_commit(True)
-                return
-            except ZkConsumerError as exc:
-                remaining = deadline - time.monotonic()
-                # A refused commit of a revoked generation is not retried here: once the rebalance
-                # ends, those partitions may belong to another member, and a later attempt would
-                # silently leave what was handed out uncommitted. The caller decides.
-                if not exc.retriable or remaining <= 0 or isinstance(exc, RebalanceInProgressError):
-                    raise
-                if self._closing.is_set() and not during_shutdown:
-                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
-                log.info("%s: offset commit failed (%s); retrying for up to %.1fs more", self.consumer_id, exc,
-                         remaining)
-                pause = min(remaining, delay * (0.5 + random.random()))
-                delay = min(1.0, delay * 2)
-                if during_shutdown:
-                    time.sleep(pause)
-                elif self._closing.wait(pause):
-                    raise ConsumerShutdownError("shutdown() while commit_offsets() was retrying") from exc
+        """The membership's commit, retried through an outage (:func:`~zkconsumer.offsets.retry.commit_retrying`)."""
+        commit_retrying(self.membership.commit, budget_s, closing=self._closing, record=self.metrics.record_commit,
+                        name=self.consumer_id, during_shutdown=during_shutdown)
 
     def _background_failure(self, error: BaseException) -> None:
         """A background thread failed: make every iterator and commit raise it (as a ZkConsumerError)."""

@@ -1,15 +1,40 @@
-"""The rebalancer's public types: its state, its status snapshot, the listener an application
-may pass, and what it needs from the fetchers (re-exported by :mod:`zkconsumer.rebalance.rebalancer`)."""
+"""Group membership as the connector sees it, whoever keeps it.
+
+What the application sees: :class:`RebalanceState`, :class:`RebalanceStatus` (``connector.status``)
+and the :class:`ConsumerRebalanceListener` it may pass. What the connector plugs in: a
+:class:`Membership` (ZooKeeper's in :mod:`zkconsumer.rebalance`, the brokers' coordinator's in
+:mod:`zkconsumer.coordinator`), built from a :class:`Member`: the parts of the connector it may
+use. And what a membership drives of the fetchers: :class:`FetcherControl`.
+"""
 
 from __future__ import annotations
 
 import enum
+import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Mapping, Optional, Protocol, Set
+from typing import Any, Callable, ContextManager, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
 
+from kazoo.client import KazooClient
+
+from ..config import ConsumerConfig
 from ..errors import ConsumerRebalanceFailedError
-from ..fetch.handoff import PartitionTopicInfo
+from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
+from ..fetch.manager import FetcherManager
+from ..metrics.consumer import ConsumerMetrics
+from ..offsets.committer import OffsetCommitter
 from ..structs import TopicPartition
+from ..zookeeper.group import GroupClient
+from ..zookeeper.heartbeat import SessionHeartbeat
+from .stream import FailureSignal, KafkaStream
+from .topic_count import TopicCount
+
+__all__ = ["ConsumerRebalanceListener", "FetcherControl", "Member", "Membership", "QueueFor", "RebalanceState",
+           "RebalanceStatus", "TopicAllowed"]
+
+#: ``queue_for(topic, thread id)``: the queue of the stream that consumes ``topic`` as ``thread id``.
+QueueFor = Callable[[str, str], ChunkQueue]
+#: ``topic_allowed(topic)`` for a wildcard subscription (``None`` for a static one).
+TopicAllowed = Optional[Callable[[str], bool]]
 
 
 class RebalanceState(enum.Enum):
@@ -80,3 +105,79 @@ class FetcherControl(Protocol):
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
 
     def stop_connections(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Member:
+    """The parts of a connector its :class:`Membership` may use; built once by the connector.
+
+    ``guard()`` is a context manager that holds the connector's state lock and raises
+    :class:`~zkconsumer.errors.ConsumerShutdownError` if ``shutdown()`` began: a membership starts
+    each thread inside it, so shutdown sees (and stops) everything started and nothing starts
+    after it. ``closing`` is set when ``shutdown()`` begins; ``join_done`` is clear while a join
+    that ``shutdown()`` must wait for (bounded) is in progress. ``on_failure`` makes every
+    iterator and commit raise a background failure.
+    """
+
+    config: ConsumerConfig
+    consumer_id: str
+    zk: KazooClient
+    heartbeat: Optional[SessionHeartbeat]
+    group: GroupClient
+    streams: List[KafkaStream]
+    fetchers: FetcherManager
+    committer: OffsetCommitter
+    listener: ConsumerRebalanceListener
+    metrics: ConsumerMetrics
+    failure: FailureSignal
+    closing: threading.Event
+    join_done: threading.Event
+    guard: Callable[[], ContextManager[None]]
+    on_failure: Callable[[BaseException], None]
+    session_timeout_s: Callable[[], float]
+    heartbeat_mode: Callable[[], Optional[str]]
+
+
+class Membership(Protocol):
+    """Who decides which member consumes what: the connector's one pluggable part.
+
+    Every method but :meth:`on_zk_state` and :meth:`deliverable` runs on the application's
+    thread or the connector's shutdown and commit threads; those two run on kazoo's and the
+    fetchers' threads and only read or signal.
+    """
+
+    #: ``group.membership``: ``zookeeper`` or ``kafka``.
+    kind: str
+
+    def status(self) -> Optional[RebalanceStatus]:
+        """State, owned partitions (by stream thread id), rebalances, last error (``None`` before joining)."""
+
+    def join(self, count: TopicCount, queue_for: QueueFor, topic_allowed: TopicAllowed) -> None:
+        """Join the group with ``count``'s subscription; return once the first assignment is in place.
+
+        Raises :class:`~zkconsumer.errors.ConsumerShutdownError` if ``shutdown()`` ended the join.
+        """
+
+    def commit(self) -> None:
+        """One commit attempt of what was handed out (raises a :class:`~zkconsumer.errors.ZkConsumerError`)."""
+
+    def stop(self) -> None:
+        """Stop (and join, bounded) whatever could change ownership or restart fetchers."""
+
+    def joined(self) -> bool:
+        """Whether the member joined (so there is something to commit at shutdown)."""
+
+    def leave(self) -> None:
+        """Leave the group at shutdown, after the final commit."""
+
+    def uncommitted(self) -> List[Tuple[str, int, int]]:
+        """``(topic, partition, consumed offset)`` handed out but not known to be committed."""
+
+    def on_zk_state(self, state: str) -> None:
+        """kazoo's connection thread (a ``KazooState``): signal only, never block."""
+
+    def deliverable(self) -> bool:
+        """Whether fetchers may queue data now (a fetcher thread asks before each chunk)."""
+
+    def describe(self) -> str:
+        """What ``repr(connector)`` shows of the membership (``membership=kafka, member=...``)."""

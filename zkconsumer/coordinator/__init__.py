@@ -6,14 +6,14 @@ leader computes the assignment on the client and hands it out (SyncGroup), and
 every member heartbeats within its session timeout. This package is that
 backend for zkconsumer, behind the same ``ZookeeperConsumerConnector`` API:
 
-=================  ==============================================================
-module             owns
-=================  ==============================================================
-``assignment.py``  member metadata and assignments as bytes; the leader's plan (pure)
-``membership.py``  the join/sync/heartbeat state machine and its two threads
-``delivery.py``    what an assignment means locally: fetchers, queues, positions
-``connector.py``   ``CoordinatorConsumerConnector``: the wiring
-=================  ==============================================================
+=======================  ==============================================================
+module                   owns
+=======================  ==============================================================
+``assignment.py``        member metadata and assignments as bytes; the leader's plan (pure)
+``membership.py``        the join/sync/heartbeat state machine and its two threads
+``delivery.py``          what an assignment means locally: fetchers, queues, positions
+``kafka_membership.py``  ``CoordinatorMembership``: the wiring, the connector's membership
+=======================  ==============================================================
 
 The coordinator itself is found through :mod:`zkconsumer.offsets.channel` (shared with
 offset storage in Kafka). Nothing is imported here: importing one module of the package loads no other.

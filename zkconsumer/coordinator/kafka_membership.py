@@ -1,24 +1,20 @@
-"""``CoordinatorConsumerConnector``: the ``ZookeeperConsumerConnector`` API, membership by the brokers.
+"""``CoordinatorMembership``: group membership kept by the brokers' group coordinator.
 
-``ZookeeperConsumerConnector(config)`` returns one of these when
-``group.membership=kafka``. Both derive from
-:class:`~zkconsumer.consumer.connector.ConsumerConnectorBase` and this class is
-registered as a virtual subclass of ``ZookeeperConsumerConnector``, so
-``isinstance`` checks, the streams, ``commit_offsets()``, ``shutdown()``, ``status`` and
-``metrics_snapshot()`` all behave the same. What differs is who decides which
-member consumes what: the brokers' group coordinator, with the leader member
-running the same Range/RoundRobin assignors over thread ids
-``<member id>-<i>`` (:mod:`.assignment`).
+``ZookeeperConsumerConnector(config)`` uses it when ``group.membership=kafka``: the
+streams, ``commit_offsets()``, ``shutdown()``, ``status`` and ``metrics_snapshot()`` all
+behave the same as with ZooKeeper membership. What differs is who decides which member
+consumes what: the brokers' group coordinator, with the leader member running the same
+Range/RoundRobin assignors over thread ids ``<member id>-<i>`` (:mod:`.assignment`).
 
 Wiring (the parts are those of the ZooKeeper connector, plus this package)::
 
-    create_message_streams ──▶ streams + queues (stream.py, partition_info.py)
+    create_message_streams ──▶ streams + queues (consumer/stream.py, fetch/handoff.py)
           │
           ▼
-    GroupMembership (membership.py) ── CoordinatorChannel ×2 (channel.py): join/sync, heartbeat/leave
+    GroupMembership (membership.py) ── CoordinatorChannel ×2 (offsets/channel.py): join/sync, heartbeat/leave
           │ assign / revoke                 leader: plan (assignment.py) from ZooKeeper's topic list
           ▼
-    Delivery (delivery.py) ── FetcherManager (fetch/manager.py), OffsetCommitter (offsets.py) with
+    Delivery (delivery.py) ── FetcherManager (fetch/manager.py), OffsetCommitter (offsets/committer.py) with
                               KafkaOffsetStorage: OffsetCommit v2 fenced by generation
 
 ZooKeeper is still used, read-only except for dual-committed offsets: to list
@@ -38,14 +34,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..config import ConsumerConfig
-from ..consumer.connector import ConnectorState, ConsumerConnectorBase
-from ..consumer.membership import ConsumerRebalanceListener, RebalanceStatus
+from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import TopicCount
-from ..errors import ConfigurationError, ConsumerShutdownError, RebalanceInProgressError
-from ..fetch.handoff import ChunkQueue
+from ..errors import RebalanceInProgressError
 from ..offsets.channel import CoordinatorChannel, connection_factory
 from ..offsets.storage import Generation, OffsetStorageError
 from ..wire.group_protocol import GroupMember
@@ -53,18 +46,19 @@ from .assignment import decode_subscriptions, encode_assignment, encode_subscrip
 from .delivery import Delivery
 from .membership import GroupMembership
 
-__all__ = ["CoordinatorConsumerConnector"]
+__all__ = ["CoordinatorMembership"]
 
 log = logging.getLogger(__name__)
 
 
-class CoordinatorConsumerConnector(ConsumerConnectorBase):
-    """A member of a consumer group managed by the brokers' group coordinator (``group.membership=kafka``).
+class CoordinatorMembership:
+    """Membership of a consumer group managed by the brokers' group coordinator (``group.membership=kafka``).
 
-    Built by ``ZookeeperConsumerConnector(config)``; constructing it directly
-    works too. Requires ``offsets.storage=kafka`` (commits are fenced by the
-    coordinator's generation). :attr:`member_id` and :attr:`generation` show
-    the coordinator's view of this member once it joined.
+    Built by the connector with the parts it may use (:class:`~zkconsumer.consumer.membership.Member`);
+    implements :class:`~zkconsumer.consumer.membership.Membership`. Requires
+    ``offsets.storage=kafka`` (commits are fenced by the coordinator's generation; the
+    configuration checks it). :attr:`member_id`, :attr:`generation` and :attr:`assignment`
+    show the coordinator's view of this member once it joined (``connector.membership``).
 
     ``commit_offsets()`` during a rebalance commits what the revoked
     generation handed out, under that generation, while the coordinator still
@@ -73,26 +67,14 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
     committed nothing), as it does when the coordinator fences a commit.
     """
 
-    def __init__(
-        self,
-        config: Union[ConsumerConfig, Mapping[str, Any]],
-        *,
-        rebalance_listener: Optional[ConsumerRebalanceListener] = None,
-        metrics_interval_s: Optional[float] = None,
-        metrics_port: Optional[int] = None,
-        metrics_registry: Any = None,
-        metrics_pushgateway: Optional[str] = None,
-    ) -> None:
-        parsed = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
-        if parsed.group_membership != "kafka":
-            raise ConfigurationError("group.membership", "CoordinatorConsumerConnector needs group.membership=kafka")
+    kind = "kafka"
+
+    def __init__(self, member: Member) -> None:
+        self._member = member
         self._membership: Optional[GroupMembership] = None
         self._delivery: Optional[Delivery] = None
-        super().__init__(parsed, rebalance_listener=rebalance_listener, metrics_interval_s=metrics_interval_s,
-                         metrics_port=metrics_port, metrics_registry=metrics_registry,
-                         metrics_pushgateway=metrics_pushgateway)
 
-    # ------------------------------------------------------------------ public
+    # ------------------------------------------------------------------ the coordinator's view
 
     @property
     def member_id(self) -> Optional[str]:
@@ -108,52 +90,57 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
     def assignment(self) -> Dict[Tuple[str, int], str]:
         """This member's partitions in the group's terms: partition -> thread id ``<member id>-<i>``.
 
-        (:attr:`status` ``.owned`` maps the same partitions to this connector's
-        streams, ``<consumer id>-<i>``, as the ZooKeeper connector does.)
+        (``connector.status.owned`` maps the same partitions to the connector's
+        streams, ``<consumer id>-<i>``, as with ZooKeeper membership.)
         """
         return {} if self._delivery is None else self._delivery.assignment()
 
-    @property
+    # ------------------------------------------------------------------ Membership
+
     def status(self) -> Optional[RebalanceStatus]:
         """Membership state, owned partitions (by stream thread id), rebalances, last error."""
         if self._membership is None or self._delivery is None:
             return None
         return self._membership.status(self._delivery.owned_map())
 
-    # Hooks of ConsumerConnectorBase.shutdown(), which keeps the one ordered sequence.
-
-    def _stop_coordination(self) -> None:
+    def stop(self) -> None:
         if self._membership is not None:
             self._membership.stop()
 
-    def _joined(self) -> bool:
+    def joined(self) -> bool:
         return self._delivery is not None
 
-    def _leave_group(self) -> None:
+    def leave(self) -> None:
         if self._membership is not None:
             self._membership.leave()
 
-    def __repr__(self) -> str:
-        return f"CoordinatorConsumerConnector({self.consumer_id}, member={self.member_id}, {self._state.value})"
+    def uncommitted(self) -> List[Tuple[str, int, int]]:
+        """Not tracked for the coordinator's membership (the shutdown warning names none)."""
+        return []
 
-    # ------------------------------------------------------------------ wiring
+    def deliverable(self) -> bool:
+        """Always: the coordinator fences commits by generation, not by a ZooKeeper session."""
+        return True
 
-    def _join(self, count: TopicCount, queue_for: Callable[[str, str], ChunkQueue], topic_allowed: Any) -> None:
-        self._begin_join()
-        cfg = self.config
+    def describe(self) -> str:
+        return f"membership=kafka, member={self.member_id}, "
+
+    def join(self, count: TopicCount, queue_for: QueueFor, topic_allowed: TopicAllowed) -> None:
+        member = self._member
+        cfg = member.config
         self._delivery = Delivery(
-            consumer_id=self.consumer_id,
+            consumer_id=member.consumer_id,
             queue_for=queue_for,
-            streams=self._streams,
-            fetchers=self._fetchers,
-            committer=self._committer,
+            streams=member.streams,
+            fetchers=member.fetchers,
+            committer=member.committer,
             auto_commit=cfg.auto_commit_enable,
             fetch_size=cfg.fetch_message_max_bytes,
-            listener=self._listener,
+            listener=member.listener,
         )
         self._membership = GroupMembership(
             group_id=cfg.group_id,
-            name=self.consumer_id,
+            name=member.consumer_id,
             protocol=cfg.partition_assignment_strategy,
             metadata=encode_subscription(count, int(time.time() * 1000)),
             session_timeout_ms=cfg.session_timeout_ms,
@@ -165,22 +152,20 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
             precondition=self._zookeeper_members_gone,
             max_retries=cfg.rebalance_max_retries,
             backoff_ms=cfg.rebalance_backoff_ms,
-            on_failure=self._background_failure,
-            on_rebalanced=self.metrics.record_rebalance,
+            on_failure=member.on_failure,
+            on_rebalanced=member.metrics.record_rebalance,
         )
         self._membership.start()
         self._membership.wait_first_assignment(timeout=None)
-        self._failure.raise_if_failed()  # e.g. a strategy or session timeout the coordinator refused
-        with self._state_lock:
-            if self._state is ConnectorState.SHUT_DOWN:
-                raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group")
-        self._start_periodic_threads()
+        member.failure.raise_if_failed()  # e.g. a strategy or session timeout the coordinator refused
+        with member.guard():  # raises ConsumerShutdownError if shutdown() ended the join
+            pass
 
     def _channel(self, name: str, socket_timeout_ms: int) -> CoordinatorChannel:
-        cfg = self.config
+        cfg = self._member.config
         return CoordinatorChannel(
             cfg.group_id,
-            brokers=lambda: self._group_client().brokers(cfg.security_protocol),
+            brokers=lambda: self._member.group.brokers(cfg.security_protocol),
             connect=connection_factory(cfg, socket_timeout_ms),
             lookup_connect=connection_factory(cfg, cfg.offsets_channel_socket_timeout_ms),
             name=name,
@@ -188,9 +173,9 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
 
     def _plan(self, protocol: str, members: Sequence[GroupMember]) -> Tuple[List[Tuple[str, bytes]], Callable[[], bool]]:
         """The leader's job: every member's share, from ZooKeeper's view of the topics."""
-        group = self._group_client()
+        group = self._member.group
         subscriptions = decode_subscriptions(((m.member_id, m.metadata) for m in members),
-                                             self.config.exclude_internal_topics)
+                                             self._member.config.exclude_internal_topics)
         inputs = read_inputs(subscriptions, group.all_topics, group.partitions_for_topics)
         shares = plan(protocol, subscriptions, inputs)
         assignments = [(member_id, encode_assignment(share)) for member_id, share in sorted(shares.items())]
@@ -202,7 +187,7 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
 
     def _zookeeper_members_gone(self) -> Optional[str]:
         """``None`` if no ZooKeeper-membership member of this group is registered, else why we wait."""
-        group = self._group_client()
+        group = self._member.group
         members = sorted(group.members())
         if not members:
             return None
@@ -210,7 +195,7 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
         return (f"waiting for the group's ZooKeeper-membership members to shut down before joining through the "
                 f"coordinator ({shown} registered under {group.paths.ids}; see docs/MIGRATION.md)")
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
         """Commit what was handed out, under the generation it was assigned in; never a silent no-op.
 
         While a rebalance is in progress (the assignment revoked, the next one
@@ -229,7 +214,7 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
             return  # nothing was handed out under any generation: nothing to commit
         fenced: List[Tuple[str, int]] = []
         try:
-            fenced = self._committer.commit(owned, generation)
+            fenced = self._member.committer.commit(owned, generation)
         except OffsetStorageError as exc:
             fenced = exc.fenced
             raise
@@ -241,13 +226,13 @@ class CoordinatorConsumerConnector(ConsumerConnectorBase):
         if fenced:
             shown = ", ".join(f"{t}-{p}" for t, p in sorted(fenced))
             raise RebalanceInProgressError(
-                f"group {self.config.group_id} is rebalancing: the coordinator refused to commit {shown} under "
+                f"group {self._member.config.group_id} is rebalancing: the coordinator refused to commit {shown} under "
                 f"generation {generation.generation_id} (the group has moved on); nothing was committed for them. "
                 "Call commit_offsets() again once the rebalance is over: it commits the partitions this member "
                 "still owns; the others are consumed again by their new owner from the last committed offset",
                 fenced)
 
-    def _on_zk_state(self, state: str) -> None:
+    def on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: membership does not depend on the ZooKeeper session; only log."""
-        log.info("%s: ZooKeeper connection %s (group membership is kept by the coordinator)", self.consumer_id,
+        log.info("%s: ZooKeeper connection %s (group membership is kept by the coordinator)", self._member.consumer_id,
                  str(state).lower())

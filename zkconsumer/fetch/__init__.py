@@ -1,15 +1,15 @@
 """Fetching: the fetcher manager, its per-broker threads, the leader finder, and the hand-off queues.
 
-====================  ===================================================================
-module                holds
-====================  ===================================================================
-``manager.py``        :class:`FetcherManager`: which broker fetches which partition
-``leader_finder.py``  the thread that finds leaders for partitions that have none
+=====================  ===================================================================
+module                 holds
+=====================  ===================================================================
+``manager.py``         :class:`FetcherManager`: which broker fetches which partition
+``leader_finder.py``   the thread that finds leaders for partitions that have none
 ``fetcher_thread.py``  one thread per broker: fetch, decode, queue
-``handoff.py``        :class:`ChunkQueue` (one per stream) and :class:`PartitionTopicInfo`:
-                      the hand-off between fetcher threads and stream iterators
-``fetch_stats.py``    per-broker fetch counters
-====================  ===================================================================
+``handoff.py``         :class:`ChunkQueue` (one per stream) and :class:`PartitionTopicInfo`:
+                       the hand-off between fetcher threads and stream iterators
+``fetch_stats.py``     per-broker fetch counters
+=====================  ===================================================================
 
 May import: errors, structs, assignors, security, wire, zookeeper.
 """
