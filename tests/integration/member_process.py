@@ -23,7 +23,7 @@ def main() -> None:
     props, topic, streams = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     connector = ZookeeperConsumerConnector(props)
     mine = connector.create_message_streams({topic: streams})[topic]
-    print("READY", getattr(connector, "member_id", None) or connector.consumer_id, flush=True)
+    print("READY", getattr(connector.membership, "member_id", None) or connector.consumer_id, flush=True)
     lock = threading.Lock()
 
     def drain(stream: KafkaStream) -> None:

@@ -91,7 +91,7 @@ def test_a_killed_member_is_removed_after_its_session_timeout_and_nothing_is_los
     victim = MemberProcess(props, topic)
     try:
         drainer = Drainer(survivor.create_message_streams({topic: 1})[topic])
-        wait_until(lambda: victim.membership.member_id and len(survivor.status.owned) == 2 and
+        wait_until(lambda: victim.member_id and len(survivor.status.owned) == 2 and
                    survivor.status.state is RebalanceState.STABLE, 60, "the two members to split the topic")
         before = survivor.membership.generation
         first = produced_values(40, "before")
