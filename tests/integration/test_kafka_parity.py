@@ -16,8 +16,9 @@ from typing import Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import consumer_props, expected_range, owners, unique, wait_until
+from support import consumer_props, owners, unique, wait_until
 
+from benchmarks.assignment import expected_range
 from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.consumer.topic_count import Whitelist
