@@ -1,7 +1,7 @@
 """Pure helpers of the throughput benchmark: CPU steal from ``/proc/stat``, medians over rounds, tables.
 
 Nothing here starts a process or touches the network, so all of it is unit-tested
-(tests/unit/test_bench_report.py).
+(tests/unit/benchmarks/test_report.py).
 
 A *measurement* is a dict of one tool's run in one round, with at least
 ``messages``, ``msgs_per_sec``, ``mb_per_sec``, ``seconds`` (the timed window),

@@ -53,6 +53,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from benchmarks.assignment import expected_range
 from benchmarks.chaos.member import spawn_member
 from benchmarks.cluster import ProjectCluster
 from benchmarks.cluster.tools import log4j_properties
@@ -71,25 +72,6 @@ class BenchError(Exception):
 
 
 # ---------------------------------------------------------------------------- assignment
-
-def java_sorted(ids: Sequence[str]) -> List[str]:
-    """Thread ids in Java String order (UTF-16 code units)."""
-    return sorted(ids, key=lambda s: s.encode("utf-16-be"))
-
-
-def expected_range(thread_ids: Sequence[str], partitions: int) -> Dict[int, str]:
-    """Kafka's Range assignment of one topic over ``thread_ids`` (independent of zkconsumer)."""
-    threads = java_sorted(thread_ids)
-    if not threads:
-        return {}
-    per, extra = divmod(partitions, len(threads))
-    result: Dict[int, str] = {}
-    for i, thread in enumerate(threads):
-        start = per * i + min(i, extra)
-        for p in range(start, start + per + (1 if i < extra else 0)):
-            result[p] = thread
-    return result
-
 
 # ---------------------------------------------------------------------------- members
 

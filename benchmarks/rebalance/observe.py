@@ -15,31 +15,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from benchmarks.assignment import expected_range_of_topics
 from zkconsumer.testing.core import HOST
 from zkconsumer.testing.probes import srvr_fields, zookeeper_command
 
 TP = Tuple[str, int]
 
 # ---------------------------------------------------------------------------- assignment
-
-def java_sorted(ids: Sequence[str]) -> List[str]:
-    return sorted(ids, key=lambda s: s.encode("utf-16-be"))
-
-
-def expected_range(threads_by_topic: Dict[str, List[str]], partitions: Dict[str, int]) -> Dict[TP, str]:
-    """Kafka's Range assignment over each topic's subscribed thread ids (independent of zkconsumer)."""
-    result: Dict[TP, str] = {}
-    for topic, count in partitions.items():
-        threads = java_sorted(threads_by_topic.get(topic, []))
-        if not threads:
-            continue
-        per, extra = divmod(count, len(threads))
-        for i, thread in enumerate(threads):
-            start = per * i + min(i, extra)
-            for p in range(start, start + per + (1 if i < extra else 0)):
-                result[(topic, p)] = thread
-    return result
-
 
 # ---------------------------------------------------------------------------- observing the group
 
@@ -209,7 +191,7 @@ class GroupMirror:
         for member, (_ctime, subscription, _sid) in members.items():
             for topic, n in subscription.items():
                 threads.setdefault(topic, []).extend(f"{member}-{i}" for i in range(n))
-        return expected_range(threads, partitions)
+        return expected_range_of_topics(threads, partitions)
 
 
 def _ok(result: Any) -> Any:

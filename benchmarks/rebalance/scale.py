@@ -79,14 +79,13 @@ from benchmarks.rebalance.observe import (
     Change,
     Counters,
     GroupMirror,
-    expected_range,
     member_packets,
     read_counters,
 )
 from zkconsumer.testing import processes
 
 __all__ = ["BACKOFF_MS", "MAX_RETRIES", "SESSION_TIMEOUT_MS", "FOUR_LETTER_PACKETS", "Change", "Counters",
-           "EventResult", "GroupMirror", "Member", "Run", "expected_range", "member_packets", "main_scale"]
+           "EventResult", "GroupMirror", "Member", "Run", "member_packets", "main_scale"]
 
 KINDS = ("zkconsumer", "kafka")
 EVENTS = ("start", "join", "leave", "kill", "broker")

@@ -140,37 +140,6 @@ def members(zk: KazooClient, group: str) -> List[str]:
     return sorted(zk.get_children(path)) if zk.exists(path) else []
 
 
-def java_sorted(ids: Iterable[str]) -> List[str]:
-    """Thread ids in Java String order (UTF-16 units; ASCII ids sort as in Python)."""
-    return sorted(ids, key=lambda s: s.encode("utf-16-be"))
-
-
-def expected_range(thread_ids: Sequence[str], partitions: int) -> Dict[int, str]:
-    """Kafka's Range assignment for one topic, computed independently of zkconsumer."""
-    threads = java_sorted(thread_ids)
-    per, extra = divmod(partitions, len(threads))
-    result: Dict[int, str] = {}
-    for i, thread in enumerate(threads):
-        start = per * i + min(i, extra)
-        for p in range(start, start + per + (1 if i < extra else 0)):
-            result[p] = thread
-    return result
-
-
-def java_hash(s: str) -> int:
-    h = 0
-    for unit in range(0, len(s.encode("utf-16-be")), 2):
-        h = (31 * h + int.from_bytes(s.encode("utf-16-be")[unit:unit + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def expected_roundrobin(thread_ids: Sequence[str], topic: str, partitions: int) -> Dict[int, str]:
-    """Kafka's RoundRobin assignment for one topic, computed independently of zkconsumer."""
-    threads = java_sorted(thread_ids)
-    ordered = sorted(range(partitions), key=lambda p: java_hash(f"[{topic},{p}]"))
-    return {p: threads[i % len(threads)] for i, p in enumerate(ordered)}
-
-
 def thread_ids_of(zk: KazooClient, group: str, topic: str) -> List[str]:
     """Every member's thread ids for ``topic`` from its registration (static or whitelist)."""
     import json

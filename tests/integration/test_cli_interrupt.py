@@ -29,23 +29,8 @@ from zkconsumer.zookeeper.group import GroupClient
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def local() -> Iterator[LocalCluster]:
-    with LocalCluster(brokers=1, partitions=3) as cluster:
-        yield cluster
-
-
 @pytest.fixture
-def zk(local: LocalCluster) -> Iterator[KazooClient]:
-    client = local.kazoo_client()
-    client.start()
-    yield client
-    client.stop()
-    client.close()
-
-
-@pytest.fixture
-def group(local: LocalCluster, zk: KazooClient) -> Tuple[str, str]:
+def group(local: LocalCluster, local_zk: KazooClient) -> Tuple[str, str]:
     """(topic, group): 3 partitions of 10 messages, the group's offsets committed at 10.
 
     The previous test may have paused ZooKeeper long enough to expire the broker's session:
@@ -55,7 +40,7 @@ def group(local: LocalCluster, zk: KazooClient) -> Tuple[str, str]:
     for p in range(3):
         local.produce(topic, produced_values(10, f"p{p}-"), partition=p)
     group_id = unique("interrupt")
-    GroupClient(zk, group_id, f"{group_id}_writer").commit_offsets({(topic, p): 10 for p in range(3)})
+    GroupClient(local_zk, group_id, f"{group_id}_writer").commit_offsets({(topic, p): 10 for p in range(3)})
     return topic, group_id
 
 
@@ -171,24 +156,24 @@ def test_ctrl_c_ends_consume_with_130_while_zookeeper_is_paused(local: LocalClus
 
 
 @contextlib.contextmanager
-def broker_behind_proxy(local: LocalCluster, zk: KazooClient) -> Iterator[TcpProxy]:
+def broker_behind_proxy(local: LocalCluster, local_zk: KazooClient) -> Iterator[TcpProxy]:
     """Broker 0's registration pointed at a TCP proxy to it (restored after), so its replies can be held."""
     path = "/brokers/ids/0"
-    original, _ = zk.get(path)
+    original, _ = local_zk.get(path)
     registration = json.loads(original)
     with TcpProxy("127.0.0.1", local.broker_port(0), name="broker-0-proxy") as proxy:
         moved = dict(registration, host="127.0.0.1", port=proxy.port,
                      endpoints=[f"PLAINTEXT://127.0.0.1:{proxy.port}"])
-        zk.set(path, json.dumps(moved).encode())
+        local_zk.set(path, json.dumps(moved).encode())
         try:
             yield proxy
         finally:
-            zk.set(path, original)
+            local_zk.set(path, original)
 
 
 def test_ctrl_c_inside_a_broker_request_ends_watch_with_status_0(
-        local: LocalCluster, zk: KazooClient, group: Tuple[str, str]) -> None:
-    with broker_behind_proxy(local, zk) as proxy:
+        local: LocalCluster, local_zk: KazooClient, group: Tuple[str, str]) -> None:
+    with broker_behind_proxy(local, local_zk) as proxy:
         with command(watch_argv(local, group[1], "--socket-timeout-ms", "60000")) as cmd:
             screens(cmd, 2)
             proxy.cut("blackhole")  # the next ListOffsets request is never answered

@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 from cli_process import cli_env, interruptible_command
@@ -40,21 +40,6 @@ needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt
                                                      "the terminal tests drive the CLI through a real tmux pane")
 ANSI = re.compile(r"\x1b\[")
 BLOCK_CHARS = "▁▂▃▄▅▆▇█"
-
-
-@pytest.fixture(scope="module")
-def local() -> Iterator[LocalCluster]:
-    with LocalCluster(brokers=1, partitions=3) as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def zk(local: LocalCluster) -> Iterator[KazooClient]:
-    client = local.kazoo_client()
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 def cli_command(*argv: str) -> List[str]:
@@ -98,12 +83,12 @@ class LaggingGroup:
 
 
 @pytest.fixture
-def lagging_group(local: LocalCluster, zk: KazooClient) -> LaggingGroup:
+def lagging_group(local: LocalCluster, local_zk: KazooClient) -> LaggingGroup:
     topic = local.create_topic(f"t-watch-{uuid.uuid4().hex[:6]}", partitions=3)
     for p in range(3):
         local.produce(topic, produced_values(10, f"p{p}-"), partition=p)
     group = unique("watch")
-    GroupClient(zk, group, f"{group}_writer").commit_offsets({(topic, p): 10 for p in range(3)})
+    GroupClient(local_zk, group, f"{group}_writer").commit_offsets({(topic, p): 10 for p in range(3)})
     return LaggingGroup(local, topic, group)
 
 
@@ -305,7 +290,7 @@ def test_piped_watch_prints_successive_plain_screens_and_exits_0_on_interrupt(
     assert re.search(rf"{re.escape(topic)}\s+1\s", screens[-1])
 
 
-def test_piped_consume_and_reset_print_no_progress(local: LocalCluster, zk: KazooClient) -> None:
+def test_piped_consume_and_reset_print_no_progress(local: LocalCluster, local_zk: KazooClient) -> None:
     topic = local.create_topic(f"t-piped-{uuid.uuid4().hex[:6]}", partitions=3)
     values = []
     for p in range(3):
@@ -362,10 +347,10 @@ def run_with_tty_stderr(argv: List[str], timeout: float = 60) -> Tuple[int, byte
 
 
 def test_reset_execute_and_import_draw_progress_on_a_terminal_stderr_only(
-        local: LocalCluster, zk: KazooClient, tmp_path: Path) -> None:
+        local: LocalCluster, local_zk: KazooClient, tmp_path: Path) -> None:
     topic = local.create_topic(f"t-many-{uuid.uuid4().hex[:6]}", partitions=40)
     group = unique("many")
-    GroupClient(zk, group, f"{group}_writer").commit_offsets({(topic, p): 0 for p in range(40)})
+    GroupClient(local_zk, group, f"{group}_writer").commit_offsets({(topic, p): 0 for p in range(40)})
     local.produce(topic, produced_values(1), partition=7)
 
     code, out, err = run_with_tty_stderr(["offsets", "reset", "--zookeeper", local.zk_connect, "--group", group,

@@ -11,8 +11,6 @@ from support import (
     ScalaConsoleConsumer,
     by_value,
     consumer_props,
-    expected_range,
-    expected_roundrobin,
     members,
     offset_checker,
     owners,
@@ -22,6 +20,7 @@ from support import (
     wait_until,
 )
 
+from benchmarks.assignment import expected_range, expected_roundrobin
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 
 

@@ -7,8 +7,9 @@ from typing import Dict, List, Mapping, Sequence, Set
 
 import pytest
 from offsets_support import MemberProcess, kafka_committed, produce_evenly, values
-from support import Drainer, consumer_props, expected_range, expected_roundrobin, produced_values, unique, wait_until
+from support import Drainer, consumer_props, produced_values, unique, wait_until
 
+from benchmarks.assignment import expected_range, expected_roundrobin
 from zkconsumer import (
     ConfigurationError,
     ConsumerShutdownError,

@@ -24,8 +24,9 @@ from typing import Callable, Dict, Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from support import Drainer, consumer_props, expected_range, owners, produced_values, unique, wait_until
+from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
 
+from benchmarks.assignment import expected_range
 from zkconsumer import Whitelist, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat

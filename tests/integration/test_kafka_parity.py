@@ -12,33 +12,21 @@ from __future__ import annotations
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import consumer_props, expected_range, owners, unique, wait_until
+from support import consumer_props, owners, unique, wait_until
 
+from benchmarks.assignment import expected_range
 from benchmarks.cluster import ProjectCluster
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.consumer.topic_count import Whitelist
 from zkconsumer.errors import ConfigurationError
 
-
-@pytest.fixture(scope="module")
-def small_cluster() -> Iterator[ProjectCluster]:
-    """One broker of its own: these tests only need ZooKeeper and a few small topics."""
-    with ProjectCluster(brokers=1, partitions=2) as local:
-        yield local
-
-
-@pytest.fixture
-def zk_client(small_cluster: ProjectCluster) -> Iterator[KazooClient]:
-    client = small_cluster.kazoo_client()
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
+#: ``local`` (tests/integration/conftest.py), one broker of its own: these tests only need ZooKeeper and a
+#: few small topics
+LOCAL_PARTITIONS = 2
 
 
 def _kafka_accepts(cluster: ProjectCluster, topic: str, config: Path) -> Tuple[bool, str]:
@@ -79,9 +67,9 @@ SHARED_FILE_VALUES: List[Tuple[str, str, bool, bool]] = [
 ]
 
 
-def test_item4_shared_properties_file_is_refused_exactly_when_kafka_refuses(small_cluster: ProjectCluster,
+def test_item4_shared_properties_file_is_refused_exactly_when_kafka_refuses(local: ProjectCluster,
                                                                              tmp_path: Path) -> None:
-    topic = small_cluster.create_topic(unique("parity"), partitions=1)
+    topic = local.create_topic(unique("parity"), partitions=1)
     files: List[Path] = []
     for i, (prop, value, _, _) in enumerate(SHARED_FILE_VALUES):
         path = tmp_path / f"shared-{i}.properties"
@@ -89,13 +77,13 @@ def test_item4_shared_properties_file_is_refused_exactly_when_kafka_refuses(smal
         path.write_text(f"group.id={unique('parity-g')}\nzookeeper.session.timeout.ms=6000\n{prop}={value}\n")
         files.append(path)
     with ThreadPoolExecutor(max_workers=3) as pool:
-        kafka = list(pool.map(lambda f: _kafka_accepts(small_cluster, topic, f), files))
+        kafka = list(pool.map(lambda f: _kafka_accepts(local, topic, f), files))
 
     problems: List[str] = []
     for (prop, value, kafka_expected, zk_expected), path, (kafka_ok, kafka_said) in zip(SHARED_FILE_VALUES, files, kafka):
         if kafka_ok != kafka_expected:
             problems.append(f"Kafka's consumer {'accepted' if kafka_ok else 'refused'} {prop}={value!r}: {kafka_said}")
-        zk_ok = _zkconsumer_accepts(small_cluster, path, prop)
+        zk_ok = _zkconsumer_accepts(local, path, prop)
         if zk_ok != zk_expected:
             problems.append(f"zkconsumer {'accepted' if zk_ok else 'refused'} {prop}={value!r}")
     assert not problems, "\n".join(problems)
@@ -116,12 +104,12 @@ def _start_kafka_member(cluster: ProjectCluster, group: str, consumer_id: str, w
 
 @pytest.mark.parametrize("subscription", ["same-whitelist", "static-topics"])
 def test_item5_mixed_group_with_java_only_whitelist_agrees_on_kafkas_range_assignment(
-    small_cluster: ProjectCluster, zk_client: KazooClient, tmp_path: Path, subscription: str
+    local: ProjectCluster, local_zk: KazooClient, tmp_path: Path, subscription: str
 ) -> None:
     prefix = unique("jre")
     sizes = {f"{prefix}-a1": 3, f"{prefix}-b2": 2, f"{prefix}-x3": 2, f"{prefix}-A4": 2}
     for name, partitions in sizes.items():
-        small_cluster.create_topic(name, partitions=partitions)
+        local.create_topic(name, partitions=partitions)
     # \Q..\E quoting, a POSIX class intersected with a negated nested class, a possessive quantifier:
     # Java-only syntax (Python's re rejects \p and \Q, and reads && and ++ differently).
     whitelist = r"\Q" + prefix + r"-\E[\p{Lower}&&[^x]]\p{Digit}++"
@@ -129,11 +117,11 @@ def test_item5_mixed_group_with_java_only_whitelist_agrees_on_kafkas_range_assig
     group = unique("g-jre")
     kafka_thread, zk_thread = f"{group}_kafka1-0", f"{group}_zk1-0"
 
-    kafka_member = _start_kafka_member(small_cluster, group, "kafka1", whitelist, tmp_path)
+    kafka_member = _start_kafka_member(local, group, "kafka1", whitelist, tmp_path)
     try:
-        wait_until(lambda: all(len(owners(zk_client, group, t)) == sizes[t] for t in matching), 60,
+        wait_until(lambda: all(len(owners(local_zk, group, t)) == sizes[t] for t in matching), 60,
                    "Kafka's consumer to own every partition of the matching topics")
-        props = consumer_props(small_cluster, group, consumer_id="zk1")
+        props = consumer_props(local, group, consumer_id="zk1")
         with ZookeeperConsumerConnector(props) as connector:
             if subscription == "same-whitelist":
                 connector.create_message_streams_by_filter(Whitelist(whitelist), 1)
@@ -142,10 +130,10 @@ def test_item5_mixed_group_with_java_only_whitelist_agrees_on_kafkas_range_assig
             expected = {t: expected_range([kafka_thread, zk_thread], sizes[t]) for t in matching}
 
             def settled() -> bool:
-                return all(owners(zk_client, group, t) == expected[t] for t in matching)
+                return all(owners(local_zk, group, t) == expected[t] for t in matching)
 
             wait_until(settled, 60, f"owner znodes to settle on Kafka's Range assignment {expected}")
-            assert all(owners(zk_client, group, t) == {} for t in sizes if t not in matching)
-            assert kafka_member.poll() is None, small_cluster.tool_log(kafka_member)[-2000:]
+            assert all(owners(local_zk, group, t) == {} for t in sizes if t not in matching)
+            assert kafka_member.poll() is None, local.tool_log(kafka_member)[-2000:]
     finally:
-        small_cluster.stop_tool(kafka_member)
+        local.stop_tool(kafka_member)

@@ -17,7 +17,7 @@ import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 from kazoo.client import KazooClient
@@ -34,21 +34,8 @@ pytestmark = pytest.mark.integration
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def local() -> Iterator[ProjectCluster]:
-    with ProjectCluster(brokers=1, partitions=2) as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def zk(local: ProjectCluster) -> Iterator[KazooClient]:
-    client = local.kazoo_client()
-    client.start()
-    yield client
-    client.stop()
-    client.close()
+#: ``local`` (tests/integration/conftest.py): two partitions per auto-created topic
+LOCAL_PARTITIONS = 2
 
 
 def produce_per_partition(cluster: ProjectCluster, topic: str, counts: Dict[int, int], prefix: str = "m") -> None:
@@ -56,9 +43,9 @@ def produce_per_partition(cluster: ProjectCluster, topic: str, counts: Dict[int,
         cluster.produce(topic, produced_values(n, f"{prefix}{partition}"), partition=partition)
 
 
-def zk_offsets(zk: KazooClient, group: str, topic: str) -> Dict[int, int]:
+def zk_offsets(local_zk: KazooClient, group: str, topic: str) -> Dict[int, int]:
     base = f"/consumers/{group}/offsets/{topic}"
-    return {int(p): int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)} if zk.exists(base) else {}
+    return {int(p): int(local_zk.get(f"{base}/{p}")[0]) for p in local_zk.get_children(base)} if local_zk.exists(base) else {}
 
 
 def status(capsys: pytest.CaptureFixture[str], cluster: ProjectCluster, group: str, fmt: str,
@@ -80,14 +67,14 @@ def report(capsys: pytest.CaptureFixture[str], name: str, text: str) -> None:
 # --------------------------------------------------------------------------- figures
 
 
-def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: ProjectCluster, zk: KazooClient,
+def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: ProjectCluster, local_zk: KazooClient,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     topic = local.create_topic(unique("t-lag"), partitions=2)
     produce_per_partition(local, topic, {0: 30, 1: 20})
     group = unique("g-lag")
-    GroupClient(zk, group, f"{group}_writer").commit_offsets({(topic, 0): 12})  # partition 1: nothing committed
+    GroupClient(local_zk, group, f"{group}_writer").commit_offsets({(topic, 0): 12})  # partition 1: nothing committed
 
-    exporter = LagExporter(zk, groups=[group], window=3, interval_s=1.0)
+    exporter = LagExporter(local_zk, groups=[group], window=3, interval_s=1.0)
     try:
         ours = exporter.poll_once()[group]
     finally:
@@ -107,16 +94,16 @@ def test_exporter_figures_equal_kafkas_consumer_offset_checker(local: ProjectClu
         [(0, 12, 30, 18), (1, None, 20, None)]
 
 
-def test_exporter_watches_every_group_including_kafkas_own_consumers(local: ProjectCluster, zk: KazooClient,
+def test_exporter_watches_every_group_including_kafkas_own_consumers(local: ProjectCluster, local_zk: KazooClient,
                                                                      tmp_path: Path) -> None:
     topic = local.create_topic(unique("t-scala"), partitions=2)
     produce_per_partition(local, topic, {0: 12, 1: 8})
     group = unique("g-scala")
     scala = ScalaConsoleConsumer(local, group, topic, tmp_path)
-    exporter = LagExporter(zk, window=3, interval_s=1.0)  # no group named: every group under /consumers
+    exporter = LagExporter(local_zk, window=3, interval_s=1.0)  # no group named: every group under /consumers
     try:
         wait_until(lambda: len(scala.lines) >= 20, 60, "Kafka's ConsoleConsumer to print 20 messages")
-        wait_until(lambda: zk_offsets(zk, group, topic) == {0: 12, 1: 8}, 30, "Kafka's consumer to commit")
+        wait_until(lambda: zk_offsets(local_zk, group, topic) == {0: 12, 1: 8}, 30, "Kafka's consumer to commit")
         results = exporter.poll_once()
         assert group in results
         ours = results[group]
@@ -134,7 +121,7 @@ def test_exporter_watches_every_group_including_kafkas_own_consumers(local: Proj
 # --------------------------------------------------------------------------- Burrow's verdicts
 
 
-def test_groups_status_judges_healthy_stalled_and_stopped_groups(local: ProjectCluster, zk: KazooClient,
+def test_groups_status_judges_healthy_stalled_and_stopped_groups(local: ProjectCluster, local_zk: KazooClient,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     topic = local.create_topic(unique("t-burrow"), partitions=2)
     produce_per_partition(local, topic, {0: 20, 1: 20})
@@ -144,7 +131,7 @@ def test_groups_status_judges_healthy_stalled_and_stopped_groups(local: ProjectC
     try:
         drainer = Drainer(connector.create_message_streams({topic: 1})[topic])
         drainer.wait_for(40)
-        wait_until(lambda: zk_offsets(zk, group, topic) == {0: 20, 1: 20}, 30, "offsets committed at the log end")
+        wait_until(lambda: zk_offsets(local_zk, group, topic) == {0: 20, 1: 20}, 30, "offsets committed at the log end")
 
         # Healthy: a live member, caught up.
         healthy = status(capsys, local, group, "table")
@@ -156,7 +143,7 @@ def test_groups_status_judges_healthy_stalled_and_stopped_groups(local: ProjectC
         # Stalled: the member stays (owns its partitions) but stops consuming; messages keep arriving.
         drainer.stop()
         produce_per_partition(local, topic, {0: 10, 1: 10}, prefix="s")
-        wait_until(lambda: zk_offsets(zk, group, topic) == {0: 20, 1: 20}, 5, "committed offsets unchanged")
+        wait_until(lambda: zk_offsets(local_zk, group, topic) == {0: 20, 1: 20}, 5, "committed offsets unchanged")
         stalled = status(capsys, local, group, "table")
         report(capsys, "stalled", stalled)
         doc = json.loads(status(capsys, local, group, "json"))
@@ -201,7 +188,7 @@ def by_label(text: str, name: str, label: str, **labels: str) -> Dict[str, float
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())}
 
 
-def test_connector_serves_its_metrics_on_metrics_port(local: ProjectCluster, zk: KazooClient) -> None:
+def test_connector_serves_its_metrics_on_metrics_port(local: ProjectCluster, local_zk: KazooClient) -> None:
     topic = local.create_topic(unique("t-metrics"), partitions=2)
     produce_per_partition(local, topic, {0: 15, 1: 5})
     group = unique("g-metrics")
@@ -271,7 +258,7 @@ def by_partition(result: List[Dict[str, Any]]) -> Dict[int, float]:
 @pytest.mark.skipif(not os.access(PROMETHEUS, os.X_OK),
                     reason=f"{PROMETHEUS} is absent: install Debian's prometheus package "
                            "(apt-get install prometheus) to run this test")
-def test_prometheus_scrapes_the_exporter_and_a_connector(local: ProjectCluster, zk: KazooClient,
+def test_prometheus_scrapes_the_exporter_and_a_connector(local: ProjectCluster, local_zk: KazooClient,
                                                          tmp_path: Path) -> None:
     topic = local.create_topic(unique("t-prom"), partitions=2)
     produce_per_partition(local, topic, {0: 25, 1: 10})
@@ -297,7 +284,7 @@ def test_prometheus_scrapes_the_exporter_and_a_connector(local: ProjectCluster, 
         drainer = Drainer(connector.create_message_streams({topic: 1})[topic])
         drainer.wait_for(35)
         drainer.stop()
-        GroupClient(zk, group, f"{group}_writer").commit_offsets({(topic, 0): 20, (topic, 1): 4})
+        GroupClient(local_zk, group, f"{group}_writer").commit_offsets({(topic, 0): 20, (topic, 1): 4})
         kafka = offset_checker(local, group, topic)
         assert kafka == {0: (20, 25, 5), 1: (4, 10, 6)}
 

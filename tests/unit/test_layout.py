@@ -1,45 +1,39 @@
-"""The package layout: no import cycles, layers import only downwards, small modules, a small ``zkconsumer.testing``.
+"""The package layout, as each folder states it: what it may import, no cycles, no private reach-ins.
 
-Imports are read with :mod:`ast` from the source (nothing is imported), at module
-level and inside functions alike: an import moved into a function to dodge a
-cycle still counts. Imports under ``if TYPE_CHECKING:`` count for the layers (a
-lower layer must not know a higher one's types either) but not for cycles (they
-never run).
+Every folder of ``zkconsumer`` says in its ``__init__.py`` docstring, and every top-level module
+in its own docstring, what it may import, in a last paragraph ``May import: <names>.``; the
+rules are read from there (nothing here repeats them):
 
-Layers, lowest first (``LAYERS``; a module may import its own layer and the
-layers its row names, nothing else):
+* a name (``errors``, ``wire``, ``consumer``...) is that top-level module or folder of zkconsumer;
+  ``zkconsumer`` is the package's own ``__init__``;
+* ``the standard library only`` and ``nothing of zkconsumer``: nothing of zkconsumer;
+* ``anything but testing``: every folder and module but ``testing``;
+* ``what they may import``: also what the other names of the line may import, transitively;
+* ``the public names of the zkconsumer package``: ``from zkconsumer import N`` for N in its
+  ``__all__``;
+* a parenthesis is a comment. A clause that is none of these fails the test (a typo would
+  otherwise allow nothing, or everything).
 
-=============  ==================================================  =====================================
-layer          modules                                             may import
-=============  ==================================================  =====================================
-base           errors, config, properties_file, java_regex,        base
-               assignors (pure: no I/O, no other layer)
-zookeeper      zookeeper/ (ZooKeeper formats and calls)            base
-wire           wire/ (Kafka protocol, connections, decoding)       base
-security       security (SSL contexts, ZooKeeper ACLs)             base, zookeeper
-fetch          fetch/                                              base, zookeeper, wire, security
-exporters      monitoring.prometheus, .http, .push (metrics of a   base
-               connector, handed in duck-typed)
-core           the other top-level modules (connector_base,        base, zookeeper, wire, security,
-               zookeeper_connector, rebalancer, offsets, stream..) fetch, exporters
-coordinator    coordinator/                                        everything above but the entry point
-entry          connector (``ZookeeperConsumerConnector``: picks    core, coordinator and below
-               the ZooKeeper or the coordinator connector)
-admin          admin/                                              base, zookeeper, wire, core
-monitoring     the rest of monitoring/ (lag, Burrow, exporter)     admin and below
-package        zkconsumer (``__init__``), perf                     entry and below
-cli            cli/, __main__                                      anything but testing
-testing        testing/                                            testing, and the public names of
-                                                                   ``zkconsumer`` and ``zkconsumer.errors``
-=============  ==================================================  =====================================
+A module may always import its own folder (or itself). Imports are read with :mod:`ast` from
+the source (nothing is imported): at module level, inside functions and under
+``if TYPE_CHECKING:`` alike, for the rules and for cycles both (a cycle hidden under
+TYPE_CHECKING is still two modules that cannot be understood one without the other).
+
+Besides: no module imports a private name (``_x``, not ``__x__``) of another module, nor a
+private module (``wire/_speedups``, ``admin/_zk``) from outside its folder; no
+``from M import N`` where M only re-exports N (M, not a package ``__init__``, does not define
+N: import N from the module that does); no module over 600 lines; a small ``zkconsumer.testing``.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "zkconsumer"
@@ -50,135 +44,296 @@ MAX_MODULE_LINES = 600
 MAX_TESTING_LINES = 1500
 SIZE_CHECKED = ("zkconsumer", "spark_integration", "benchmarks")
 
-_BELOW_CORE = ("base", "zookeeper", "wire", "security", "fetch", "metrics", "offsets")
+#: Violations being fixed on other branches while this test was written (threads, ownership,
+#: layout). Each entry is one line of a failure message; empty this set as they merge (an entry
+#: that no longer occurs fails test_known_violations_still_occur, so it cannot go stale).
+KNOWN_VIOLATIONS: FrozenSet[str] = frozenset({
+    # the package's own __init__ states its rule on the layout branch
+    "zkconsumer: no 'May import:' line in its docstring",
+    # fetch/leader_finder.py types its manager under TYPE_CHECKING: manager.py imports leader_finder
+    # (threads branch)
+    "cycle: zkconsumer.fetch.leader_finder <-> zkconsumer.fetch.manager",
+    # consumer/stream.py reaches into wire/ for the C extension (layout branch)
+    "zkconsumer.consumer.stream imports private names of zkconsumer.wire.messageset",
+    # wire/group_protocol.py uses protocol.py's helpers (layout branch)
+    "zkconsumer.wire.group_protocol imports private names of zkconsumer.wire.protocol",
+    # java_regex/ shares its character-set helpers between its modules as privates (layout branch)
+    "zkconsumer.java_regex.classes imports private names of zkconsumer.java_regex.charsets",
+    "zkconsumer.java_regex.classes imports private names of zkconsumer.java_regex.scanner",
+    "zkconsumer.java_regex.parser imports private names of zkconsumer.java_regex.charsets",
+    "zkconsumer.java_regex.parser imports private names of zkconsumer.java_regex.scanner",
+    "zkconsumer.java_regex.scanner imports private names of zkconsumer.java_regex.charsets",
+})
 
-#: (layer, module prefixes, layers it may import besides its own). First matching row wins.
-LAYERS: Tuple[Tuple[str, Tuple[str, ...], Tuple[str, ...]], ...] = (
-    ("base", ("zkconsumer.errors", "zkconsumer.config", "zkconsumer.properties_file", "zkconsumer.java_regex",
-              "zkconsumer.assignors", "zkconsumer.structs", "zkconsumer.runtime", "zkconsumer.stopping"), ()),
-    ("zookeeper", ("zkconsumer.zookeeper",), ("base",)),
-    ("wire", ("zkconsumer.wire",), ("base",)),
-    ("security", ("zkconsumer.security",), ("base", "zookeeper")),
-    ("fetch", ("zkconsumer.fetch",), ("base", "zookeeper", "wire", "security")),
-    ("metrics", ("zkconsumer.metrics",), ("base",)),
-    ("offsets", ("zkconsumer.offsets",), ("base", "zookeeper", "wire", "security", "fetch")),
-    ("core", ("zkconsumer.consumer",), _BELOW_CORE),
-    ("rebalance", ("zkconsumer.rebalance",), _BELOW_CORE + ("core",)),
-    ("coordinator", ("zkconsumer.coordinator",), _BELOW_CORE + ("core",)),
-    ("entry", ("zkconsumer.connector",), _BELOW_CORE + ("core", "rebalance", "coordinator")),
-    ("admin", ("zkconsumer.admin",), _BELOW_CORE + ("core",)),
-    ("monitoring", ("zkconsumer.monitoring",), _BELOW_CORE + ("core", "admin")),
-    ("package", ("zkconsumer.perf",), _BELOW_CORE + ("core", "rebalance", "coordinator", "entry")),
-    ("cli", ("zkconsumer.cli", "zkconsumer.__main__"),
-     _BELOW_CORE + ("core", "rebalance", "coordinator", "entry", "admin", "monitoring", "package")),
-    ("testing", ("zkconsumer.testing",), ()),  # and PUBLIC_MODULES, see test_layers_import_only_downwards
-)
-
-#: What ``zkconsumer.testing`` may use of the consumer: the documented public names.
-PUBLIC_MODULES = ("zkconsumer", "zkconsumer.errors")
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
+MAY_IMPORT = re.compile(r"^\s*May import:(?P<rule>.*?)(?:\n\s*\n|\Z)", re.S | re.M)
+NOTHING = ("the standard library only", "nothing of zkconsumer")
+EVERYTHING_BUT_TESTING = "anything but testing"
+TRANSITIVE = "what they may import"
+PUBLIC_NAMES = "the public names of the zkconsumer package"
 
 
-def modules() -> Dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+@dataclass(frozen=True)
+class Import:
+    """One imported module: ``from target import names`` (``names`` empty for ``import target``)."""
+
+    importer: str
+    target: str
+    names: Tuple[str, ...]
+    line: int
+    typing_only: bool
 
 
-def layer_of(module: str) -> str:
-    if module == "zkconsumer":
-        return "package"
-    for name, prefixes, _allowed in LAYERS:
-        if any(module == p or module.startswith(p.rstrip(".") + ".") or (p.endswith(".") and module.startswith(p))
-               for p in prefixes):
-            return name
-    raise AssertionError(f"no layer for {module}")
+@dataclass(frozen=True)
+class Rule:
+    allowed: FrozenSet[str]
+    public_names: bool = False
 
 
-def allowed_layers(layer: str) -> Set[str]:
-    for name, _prefixes, allowed in LAYERS:
-        if name == layer:
-            return {layer, *allowed}
-    raise AssertionError(layer)
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _type_checking_lines(tree: ast.AST) -> Set[int]:
-    lines: Set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
+class Package:
+    """A package read from its sources: modules, their imports, definitions and ``May import`` rules."""
 
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.name = directory.name
+        self.paths: Dict[str, Path] = {}
+        for path in sorted(directory.rglob("*.py")):
+            self.paths[self._module_name(path)] = path
+        #: C extension modules (a ``.pyi`` stub beside their source): imported, never parsed
+        self.extensions = {self._module_name(p) for p in directory.rglob("*.pyi")
+                           if not p.with_suffix(".py").exists()}
+        self.trees = {m: ast.parse(p.read_text(encoding="utf-8")) for m, p in self.paths.items()}
 
-def imports(module: str, path: Path, known: Dict[str, Path]) -> Iterator[Tuple[str, int, bool, bool]]:
-    """``(imported module, line, inside a function, under TYPE_CHECKING)`` for each zkconsumer import."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    in_function: Set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            in_function.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    typing_only = _type_checking_lines(tree)
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(tree):
-        targets: List[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                source = ".".join(base + ([node.module] if node.module else []))
+    def _module_name(self, path: Path) -> str:
+        parts = list(path.relative_to(self.directory.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    def known(self, module: str) -> bool:
+        return module in self.paths or module in self.extensions
+
+    def is_package(self, module: str) -> bool:
+        return module in self.paths and self.paths[module].name == "__init__.py"
+
+    def top(self, module: str) -> str:
+        """The top-level name a module belongs to: ``wire`` for ``zkconsumer.wire.protocol``."""
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else self.name
+
+    def units(self) -> Dict[str, str]:
+        """Each top-level name (folder, module, the package itself) and the module holding its rule."""
+        units = {self.name: self.name}
+        for module in self.paths:
+            parts = module.split(".")
+            if len(parts) == 2:
+                units[parts[1]] = module
+        return units
+
+    # ------------------------------------------------------------------ imports
+
+    def imports(self, module: str) -> Iterator[Import]:
+        tree = self.trees[module]
+        typing_only: Set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                for child in node.body:
+                    typing_only.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = self._known_prefix(alias.name)
+                    if target:
+                        yield Import(module, target, (), node.lineno, node.lineno in typing_only)
+            elif isinstance(node, ast.ImportFrom):
+                source = self._resolve(module, node)
+                by_target: Dict[str, List[str]] = {}
+                for alias in node.names:  # ``from pkg import mod`` imports the module pkg.mod
+                    if self.known(f"{source}.{alias.name}"):
+                        by_target.setdefault(f"{source}.{alias.name}", [])
+                    else:
+                        by_target.setdefault(source, []).append(alias.name)
+                for target, names in by_target.items():
+                    if self.known(target) or (names and self._known_prefix(target)):
+                        resolved = target if self.known(target) else self._known_prefix(target)
+                        yield Import(module, resolved, tuple(names), node.lineno, node.lineno in typing_only)
+
+    def _resolve(self, module: str, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        base = module.split(".") if self.is_package(module) else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        return ".".join(base + ([node.module] if node.module else []))
+
+    def _known_prefix(self, dotted: str) -> str:
+        """The module of ``import a.b.c`` (``a.b`` when ``c`` is an attribute), or ``""`` if not ours."""
+        while dotted and not self.known(dotted):
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    def all_imports(self) -> List[Import]:
+        return [i for module in self.paths for i in self.imports(module) if i.target != module]
+
+    # ------------------------------------------------------------------ definitions
+
+    def defines(self, module: str) -> Set[str]:
+        """Names bound at module level by a def, a class or an assignment (not by an import)."""
+        found: Set[str] = set()
+
+        def targets(node: ast.AST) -> None:
+            for name in ast.walk(node):
+                if isinstance(name, ast.Name):
+                    found.add(name.id)
+
+        def visit(body: List[ast.stmt]) -> None:
+            for stmt in body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    found.add(stmt.name)
+                elif isinstance(stmt, ast.Assign):
+                    for target in stmt.targets:
+                        targets(target)
+                elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                    targets(stmt.target)
+                elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                    targets(stmt.target)
+                for field in ("body", "orelse", "finalbody"):
+                    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        visit(getattr(stmt, field, []))
+                for handler in getattr(stmt, "handlers", []):
+                    visit(handler.body)
+
+        visit(self.trees[module].body)
+        return found
+
+    def public_names(self) -> Set[str]:
+        """The package's ``__all__``."""
+        for stmt in self.trees[self.name].body:
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+                return set(ast.literal_eval(stmt.value))
+        return set()
+
+    # ------------------------------------------------------------------ rules
+
+    def rule_text(self, module: str) -> Optional[str]:
+        match = MAY_IMPORT.search(ast.get_docstring(self.trees[module]) or "")
+        return " ".join(match.group("rule").split()) if match else None
+
+    def rules(self) -> Tuple[Dict[str, Rule], List[str]]:
+        """Each top-level name's rule, and the names whose module states none."""
+        units = self.units()
+        raw: Dict[str, Tuple[Set[str], bool, bool]] = {}
+        missing = []
+        for unit, module in sorted(units.items()):
+            text = self.rule_text(module)
+            if text is None:
+                missing.append(unit)
+                continue
+            raw[unit] = self._parse(unit, text, set(units))
+        rules: Dict[str, Rule] = {}
+
+        def allowed(unit: str, seen: FrozenSet[str] = frozenset()) -> Set[str]:
+            names, transitive, _public = raw.get(unit, (set(), False, False))
+            result = set(names)
+            if transitive:
+                for name in names - seen - {unit}:
+                    result |= allowed(name, seen | {unit})
+            return result
+
+        for unit, (_names, _transitive, public) in raw.items():
+            rules[unit] = Rule(frozenset(allowed(unit)), public)
+        return rules, missing
+
+    def _parse(self, unit: str, text: str, units: Set[str]) -> Tuple[Set[str], bool, bool]:
+        text = re.sub(r"\([^)]*\)", "", text).replace("`", "").replace(":mod:", "").strip().rstrip(".").strip()
+        names: Set[str] = set()
+        transitive = public = False
+        for clause in (c.strip() for c in text.split(",")):
+            clause = re.sub(r"^and\s+", "", clause).strip()
+            if clause in NOTHING:
+                continue
+            if clause == EVERYTHING_BUT_TESTING:
+                names |= units - {"testing"}
+            elif clause == TRANSITIVE:
+                transitive = True
+            elif clause == PUBLIC_NAMES.replace("zkconsumer", self.name):
+                public = True
+            elif clause.removeprefix(f"{self.name}.") in units:
+                names.add(clause.removeprefix(f"{self.name}."))
             else:
-                source = node.module or ""
-            for alias in node.names:  # ``from pkg import mod`` imports the module pkg.mod
-                candidate = f"{source}.{alias.name}"
-                targets.append(candidate if candidate in known else source)
-        else:
+                raise AssertionError(f"{unit}: 'May import:' clause {clause!r} is not a name nor a known phrase")
+        return names, transitive, public
+
+
+# ---------------------------------------------------------------------------- the checks
+
+def rule_violations(package: Package) -> List[str]:
+    rules, missing = package.rules()
+    found = [f"{unit}: no 'May import:' line in its docstring" for unit in missing]
+    public = package.public_names()
+    for imp in package.all_imports():
+        unit, target_unit = package.top(imp.importer), package.top(imp.target)
+        rule = rules.get(unit)
+        if rule is None or unit == target_unit or target_unit in rule.allowed:
             continue
-        for target in targets:
-            while target and target not in known:  # ``import a.b.c`` of a non-module attribute: its module
-                target = target.rpartition(".")[0]
-            if target and target != module:
-                yield target, node.lineno, node.lineno in in_function, node.lineno in typing_only
+        if rule.public_names and imp.target == package.name and imp.names and set(imp.names) <= public:
+            continue
+        how = " (under TYPE_CHECKING)" if imp.typing_only else ""
+        found.append(f"{imp.importer} imports {imp.target}{how}: {unit} may not import {target_unit}")
+    return found
 
 
-def import_graph() -> Dict[str, Dict[str, Tuple[int, bool, bool]]]:
-    known = modules()
-    graph: Dict[str, Dict[str, Tuple[int, bool, bool]]] = {m: {} for m in known}
-    for module, path in known.items():
-        for target, line, in_function, typing_only in imports(module, path, known):
-            graph[module].setdefault(target, (line, in_function, typing_only))
-    return graph
+def private_violations(package: Package) -> List[str]:
+    found = []
+    for imp in package.all_imports():
+        private = sorted(name for name in imp.names if _private(name))
+        if private:
+            found.append(f"{imp.importer} imports private names of {imp.target} [{', '.join(private)}]")
+        folder = imp.target.rpartition(".")[0]
+        if _private(imp.target.rpartition(".")[2]) and imp.importer.rpartition(".")[0] != folder \
+                and imp.importer != folder:
+            found.append(f"{imp.importer} imports the private module {imp.target} from outside {folder}")
+    return found
 
 
-def cycles(edges: Dict[str, Set[str]]) -> List[List[str]]:
+def reexport_violations(package: Package) -> List[str]:
+    found = []
+    for imp in package.all_imports():
+        if not imp.names or imp.target not in package.paths or package.is_package(imp.target):
+            continue
+        defined = package.defines(imp.target)
+        found += [f"{imp.importer} imports {name} from {imp.target}, which does not define it"
+                  for name in imp.names if name not in defined]
+    return found
+
+
+def cycle_violations(package: Package) -> List[str]:
+    edges: Dict[str, Set[str]] = {m: set() for m in package.paths}
+    for imp in package.all_imports():
+        edges[imp.importer].add(imp.target)
+    return ["cycle: " + " <-> ".join(component) for component in strongly_connected(edges)]
+
+
+def strongly_connected(edges: Dict[str, Set[str]]) -> List[List[str]]:
     """Strongly connected components of more than one module (Tarjan, iterative)."""
     index: Dict[str, int] = {}
     low: Dict[str, int] = {}
     stack: List[str] = []
     on_stack: Set[str] = set()
     found: List[List[str]] = []
-    counter = 0
     for root in sorted(edges):
         if root in index:
             continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = counter
-        counter += 1
+        index[root] = low[root] = len(index)
         stack.append(root)
         on_stack.add(root)
+        work = [(root, iter(sorted(edges[root])))]
         while work:
             node, children = work[-1]
             child = next(children, None)
             if child is not None:
                 if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
+                    index[child] = low[child] = len(index)
                     stack.append(child)
                     on_stack.add(child)
                     work.append((child, iter(sorted(edges.get(child, ())))))
@@ -201,30 +356,105 @@ def cycles(edges: Dict[str, Set[str]]) -> List[List[str]]:
     return found
 
 
-def test_no_import_cycles_among_zkconsumer_modules() -> None:
-    graph = import_graph()
-    runtime = {m: {t for t, (_line, _fn, typing_only) in targets.items() if not typing_only}
-               for m, targets in graph.items()}
-    found = cycles(runtime)
-    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+CHECKS = (rule_violations, private_violations, reexport_violations, cycle_violations)
 
 
-def test_layers_import_only_downwards() -> None:
-    graph = import_graph()
-    violations = []
-    for module, targets in sorted(graph.items()):
-        layer = layer_of(module)
-        allowed = allowed_layers(layer)
-        for target, (line, in_function, _typing_only) in sorted(targets.items()):
-            if layer == "testing":
-                ok = layer_of(target) == "testing" or target in PUBLIC_MODULES
-            else:
-                ok = layer_of(target) in allowed
-            if not ok:
-                where = " (inside a function)" if in_function else ""
-                violations.append(f"{module}:{line} [{layer}] imports {target} [{layer_of(target)}]{where}")
-    assert not violations, "imports against the layers:\n" + "\n".join(violations)
+def all_violations(package: Package) -> Set[str]:
+    return {v for check in CHECKS for v in check(package)}
 
+
+@pytest.fixture(scope="module")
+def zkconsumer() -> Package:
+    return Package(PACKAGE)
+
+
+def key(violation: str) -> str:
+    """What KNOWN_VIOLATIONS holds of a violation: its text without the ``[details]``."""
+    return violation.split(" [", 1)[0]
+
+
+def new_violations(found: List[str]) -> List[str]:
+    return sorted(v for v in set(found) if key(v) not in KNOWN_VIOLATIONS)
+
+
+def test_every_folder_and_top_level_module_states_what_it_may_import(zkconsumer: Package) -> None:
+    rules, missing = zkconsumer.rules()
+    assert not new_violations([f"{unit}: no 'May import:' line in its docstring" for unit in missing])
+    assert {"wire", "consumer", "testing", "cli", "errors", "connector"} <= set(rules)
+    assert rules["errors"].allowed == frozenset() and rules["structs"].allowed == frozenset()
+    assert "testing" not in rules["cli"].allowed and "connector" in rules["cli"].allowed
+    assert rules["testing"].public_names and rules["testing"].allowed == {"errors"}
+    assert {"wire", "fetch", "offsets"} <= rules["connector"].allowed  # "and what they may import"
+
+
+@pytest.mark.parametrize("check, what", [
+    (rule_violations, "imports against the 'May import:' lines"),
+    (cycle_violations, "import cycles (TYPE_CHECKING imports included)"),
+    (private_violations, "private names or modules imported from another module"),
+    (reexport_violations, "names imported from a module that only re-exports them"),
+], ids=["may-import", "cycles", "private", "re-exports"])
+def test_the_package_obeys(zkconsumer: Package, check: Callable[[Package], List[str]], what: str) -> None:
+    found = new_violations(check(zkconsumer))
+    assert not found, f"{what}:\n" + "\n".join(found)
+
+
+def test_known_violations_still_occur(zkconsumer: Package) -> None:
+    """A fixed violation leaves KNOWN_VIOLATIONS, so the set cannot hide a new one under an old name."""
+    gone = sorted(KNOWN_VIOLATIONS - {key(v) for v in all_violations(zkconsumer)})
+    assert not gone, "fixed, remove from KNOWN_VIOLATIONS:\n" + "\n".join(gone)
+
+
+# ---------------------------------------------------------------------------- the checker itself
+
+def write_package(directory: Path, files: Dict[str, str]) -> Package:
+    for name, text in files.items():
+        path = directory / "pkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return Package(directory / "pkg")
+
+
+SYNTHETIC = {
+    "__init__.py": '"""The package.\n\nMay import: low, high.\n"""\n__all__ = ["Public"]\nfrom .high import Public\n',
+    "low.py": '"""Low.\n\nMay import: the standard library only.\n"""\n'
+              'from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .high import Public\n'
+              'def _helper() -> None: ...\n',
+    "high.py": '"""High.\n\nMay import: low (and only low).\n"""\nfrom .low import _helper\nclass Public: ...\n',
+    "wire/__init__.py": '"""Wire.\n\nMay import: low.\n"""\n',
+    "wire/_impl.py": "def fast() -> None: ...\n",
+    "wire/codec.py": "from . import _impl\n",
+    "user.py": '"""User.\n\nMay import: wire, and high.\n"""\nfrom .wire import _impl\nfrom .high import _helper as h\n',
+}
+
+
+def test_the_checker_finds_a_cycle_hidden_under_type_checking(tmp_path: Path) -> None:
+    package = write_package(tmp_path, SYNTHETIC)
+    assert cycle_violations(package) == ["cycle: pkg.high <-> pkg.low"]
+    assert [i.typing_only for i in package.imports("pkg.low")] == [True]
+
+
+def test_the_checker_finds_private_imports_but_not_a_folders_own(tmp_path: Path) -> None:
+    package = write_package(tmp_path, SYNTHETIC)
+    assert sorted(private_violations(package)) == [
+        "pkg.high imports private names of pkg.low [_helper]",
+        "pkg.user imports private names of pkg.high [_helper]",
+        "pkg.user imports the private module pkg.wire._impl from outside pkg.wire",
+    ]  # wire/codec.py's ``from . import _impl`` is its own folder's
+
+
+def test_the_checker_finds_re_exports_and_imports_against_the_rules(tmp_path: Path) -> None:
+    package = write_package(tmp_path, SYNTHETIC)
+    assert reexport_violations(package) == ["pkg.user imports _helper from pkg.high, which does not define it"]
+    assert rule_violations(package) == ["pkg.low imports pkg.high (under TYPE_CHECKING): low may not import high"]
+
+
+def test_the_checker_refuses_a_clause_it_does_not_know(tmp_path: Path) -> None:
+    package = write_package(tmp_path, {**SYNTHETIC, "low.py": '"""Low.\n\nMay import: errorz.\n"""\n'})
+    with pytest.raises(AssertionError, match="'errorz' is not a name nor a known phrase"):
+        package.rules()
+
+
+# ---------------------------------------------------------------------------- sizes
 
 def _python_files(top: str) -> Iterator[Path]:
     directory = ROOT / top
@@ -242,7 +472,7 @@ def test_no_module_is_over_600_lines() -> None:
     assert not too_long, "modules over 600 lines:\n" + "\n".join(too_long)
 
 
-def test_zkconsumer_testing_ships_only_local_cluster() -> None:
+def test_zkconsumer_testing_ships_only_local_cluster(zkconsumer: Package) -> None:
     """What ships in ``zkconsumer.testing`` is LocalCluster and its fault controls, nothing else.
 
     Every module there is reached from the package's ``__init__`` (LocalCluster, the Kafka
@@ -256,25 +486,16 @@ def test_zkconsumer_testing_ships_only_local_cluster() -> None:
     total = sum(_lines(p) for p in files)
     assert total < MAX_TESTING_LINES, "zkconsumer/testing: " + ", ".join(
         f"{p.relative_to(PACKAGE / 'testing')} {_lines(p)}" for p in files) + f"; total {total}"
-    graph = import_graph()
+    edges: Dict[str, Set[str]] = {}
+    for imp in zkconsumer.all_imports():
+        edges.setdefault(imp.importer, set()).add(imp.target)
     reached, todo = set(), ["zkconsumer.testing"]
     while todo:
         module = todo.pop()
         if module in reached:
             continue
         reached.add(module)
-        todo.extend(t for t in graph.get(module, ()) if t.startswith("zkconsumer.testing"))
-    shipped = {m for m in modules() if m.startswith("zkconsumer.testing.")}
+        todo.extend(t for t in edges.get(module, ()) if t.startswith("zkconsumer.testing"))
+    shipped = {m for m in zkconsumer.paths if m.startswith("zkconsumer.testing.")}
     assert shipped <= reached, f"not part of LocalCluster: {sorted(shipped - reached)}"
     assert not [p.name for p in files if re.search(r"^\s*(from|import) benchmarks", p.read_text(encoding="utf-8"), re.M)]
-
-
-def test_the_layer_table_covers_every_module() -> None:
-    for module in modules():
-        assert layer_of(module) in {name for name, _p, _a in LAYERS} | {"package"}
-    assert layer_of("zkconsumer.connector") == "entry"
-    assert layer_of("zkconsumer.consumer.connector") == "core"
-    assert layer_of("zkconsumer.coordinator.kafka_membership") == "coordinator"
-    assert layer_of("zkconsumer.zookeeper.group") == "zookeeper"
-    assert layer_of("zkconsumer.metrics.prometheus") == "metrics"
-    assert layer_of("zkconsumer.monitoring.lag") == "monitoring"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -196,18 +197,41 @@ def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto
     return rebalancer, fetchers, failures
 
 
-def settle(rebalancer: Rebalancer, state: RebalanceState = RebalanceState.STABLE, timeout: float = 5) -> None:
+@contextlib.contextmanager
+def rebalancing(rebalancer: Rebalancer) -> Iterator[Rebalancer]:
+    """The rebalancer started for the block, stopped after it whatever the block raised."""
+    rebalancer.start()
+    try:
+        yield rebalancer
+    finally:
+        rebalancer.stop()
+
+
+def wait_for(condition: Callable[[], bool], what: Callable[[], str] = lambda: "", timeout: float = 5) -> None:
+    """Polls ``condition`` every 10 ms; fails the test with ``what()`` if it is still false after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    while rebalancer.state is not state:
-        assert time.monotonic() < deadline, f"state stayed {rebalancer.state}, wanted {state}"
+    while not condition():
+        assert time.monotonic() < deadline, what()
         time.sleep(0.01)
+
+
+def settle(rebalancer: Rebalancer, state: RebalanceState = RebalanceState.STABLE, timeout: float = 5) -> None:
+    wait_for(lambda: rebalancer.state is state, lambda: f"state stayed {rebalancer.state}, wanted {state}", timeout)
+
+
+def consume_then_another_joins(rebalancer: Rebalancer, fetchers: FakeFetchers, group: FakeGroup, offset: int) -> None:
+    """Once the member owns all 4 partitions and has handed each out up to ``offset``, g_other joins
+    with one thread ("g_me-0" < "g_other-0": we keep 0 and 1, 2 and 3 move) and a rebalance is asked for."""
+    settle(rebalancer)
+    for info in fetchers.running:
+        info.consumed_offset = offset
+    group.join("g_other", {"t": 1})
+    rebalancer.request("member joined")
 
 
 def until_failed_attempts(rebalancer: Rebalancer, n: int, timeout: float = 5) -> None:
-    deadline = time.monotonic() + timeout
-    while rebalancer.status.failed_attempts < n:
-        assert time.monotonic() < deadline, f"{rebalancer.status.failed_attempts} failed attempts, wanted {n}"
-        time.sleep(0.01)
+    wait_for(lambda: rebalancer.status.failed_attempts >= n,
+             lambda: f"{rebalancer.status.failed_attempts} failed attempts, wanted {n}", timeout)
 
 
 @pytest.fixture
@@ -220,94 +244,65 @@ def group() -> FakeGroup:
 def test_initial_rebalance_claims_everything_and_starts_fetching(group: FakeGroup) -> None:
     group.offsets[("t", 2)] = 17
     rebalancer, fetchers, failures = build(group)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         assert rebalancer.wait_first_assignment(5)
         settle(rebalancer)
         assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}
         offsets = {(i.topic, i.partition): i.fetched_offset for i in fetchers.running}
         assert offsets == {("t", 0): INVALID_OFFSET, ("t", 1): INVALID_OFFSET, ("t", 2): 17, ("t", 3): INVALID_OFFSET}
-    finally:
-        rebalancer.stop()
     assert not failures
 
 
 def test_an_event_that_does_not_change_our_share_touches_nothing(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         before = (fetchers.starts, fetchers.stops, list(group.claims), list(group.releases))
         rebalancer.request("a watch fired")
         time.sleep(0.2)
         settle(rebalancer)
         assert (fetchers.starts, fetchers.stops, group.claims, group.releases) == before
-    finally:
-        rebalancer.stop()
 
 
 def test_only_partitions_that_move_are_released_and_retained_ones_keep_their_position(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, auto_commit=False)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
-        for info in fetchers.running:
-            info.consumed_offset = 5  # handed out, not committed
         kept = {i.partition: i for i in fetchers.running if i.partition in (0, 1)}
-        group.join("g_other", {"t": 1})  # "g_me-0" < "g_other-0": we keep 0 and 1
-        rebalancer.request("member joined")
-        deadline = time.monotonic() + 5
-        while len(fetchers.running) != 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        consume_then_another_joins(rebalancer, fetchers, group, 5)  # handed out, not committed; we keep 0 and 1
+        wait_for(lambda: len(fetchers.running) == 2)
         assert group.releases == [("t", 2), ("t", 3)]
         assert fetchers.stops == 0 and fetchers.removes == [[("t", 2), ("t", 3)]]  # only what moved stopped
         assert {i.partition: i for i in fetchers.running} == kept  # still fetched, same position and chunks
         assert {(i.partition, i.consumed_offset) for i in fetchers.running} == {(0, 5), (1, 5)}
         assert ("t", 0) not in group.offsets  # auto-commit off: nothing written behind the user's back
-    finally:
-        rebalancer.stop()
 
 
 def test_auto_commit_commits_before_releasing(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, auto_commit=True)
-    rebalancer.start()
-    try:
-        settle(rebalancer)
-        for info in fetchers.running:
-            info.consumed_offset = 9
-        group.join("g_other", {"t": 1})
-        rebalancer.request("member joined")
-        deadline = time.monotonic() + 5
-        while len(fetchers.running) != 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+    with rebalancing(rebalancer):
+        consume_then_another_joins(rebalancer, fetchers, group, 9)
+        wait_for(lambda: len(fetchers.running) == 2)
         assert group.offsets == {("t", p): 9 for p in range(4)}
-    finally:
-        rebalancer.stop()
 
 
 def test_a_conflicting_claim_is_retried_as_soon_as_the_owner_lets_go(group: FakeGroup) -> None:
     group.owner_nodes[("t", 3)] = "g_old-0"  # a departing member has not released yet
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
     started = time.monotonic()
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         time.sleep(0.2)
         assert rebalancer.state is RebalanceState.REBALANCING
         group.other_releases(("t", 3))
         settle(rebalancer)
         assert time.monotonic() - started < 2  # did not sleep the 5 s backoff
         assert group.owner_nodes[("t", 3)] == f"{ME}-0"
-    finally:
-        rebalancer.stop()
 
 
 def test_a_failed_attempt_releases_what_it_claimed_and_keeps_retrying_past_max_retries(group: FakeGroup) -> None:
     group.owner_nodes[("t", 3)] = "g_stuck-0"
     rebalancer, fetchers, _ = build(group, backoff_ms=20, max_retries=2)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         assert rebalancer.wait_first_assignment(5)  # released after max retries, not hung
         until_failed_attempts(rebalancer, 4)  # still retrying past rebalance.max.retries
         status = rebalancer.status
@@ -318,8 +313,6 @@ def test_a_failed_attempt_releases_what_it_claimed_and_keeps_retrying_past_max_r
         group.other_releases(("t", 3))
         settle(rebalancer)
         assert len(group.owner_nodes) == 4
-    finally:
-        rebalancer.stop()
 
 
 def test_observability_item1_every_failed_attempt_is_reported_to_on_attempt_failed(group: FakeGroup) -> None:
@@ -329,21 +322,17 @@ def test_observability_item1_every_failed_attempt_is_reported_to_on_attempt_fail
     group.owner_nodes[("t", 3)] = "g_stuck-0"
     rebalancer, _, _ = build(group, backoff_ms=20, max_retries=2,
                              on_attempt_failed=metrics.record_failed_rebalance_attempt)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         until_failed_attempts(rebalancer, 3)
         group.other_releases(("t", 3))
         settle(rebalancer)
         assert rebalancer.status.failed_attempts == 0
         assert metrics.failed_rebalance_attempts >= 3
-    finally:
-        rebalancer.stop()
 
 
 def test_session_loss_stops_delivery_and_restoration_rejoins(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         rebalancer.session_lost()
         settle(rebalancer, RebalanceState.DISCONNECTED)
@@ -352,8 +341,6 @@ def test_session_loss_stops_delivery_and_restoration_rejoins(group: FakeGroup) -
         rebalancer.session_restored()
         settle(rebalancer)
         assert len(fetchers.running) == 4 and len(group.owner_nodes) == 4
-    finally:
-        rebalancer.stop()
 
 
 def test_stop_joins_the_thread_even_while_waiting_on_a_conflict(group: FakeGroup) -> None:
@@ -370,8 +357,7 @@ def test_stop_joins_the_thread_even_while_waiting_on_a_conflict(group: FakeGroup
 def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
     committer = OffsetCommitter(group)  # type: ignore[arg-type]
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         group.owner_nodes[("t", 1)] = "g_intruder-0"  # taken over behind our back
         for info in fetchers.running:
@@ -380,17 +366,13 @@ def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(gro
         assert fenced == [("t", 1)]
         assert ("t", 1) not in group.offsets and group.offsets[("t", 0)] == 7
         rebalancer.ownership_lost(fenced)
-        deadline = time.monotonic() + 5
-        while ("t", 1) in {(i.topic, i.partition) for i in fetchers.running} or not fetchers.removes:
-            assert time.monotonic() < deadline, "still fetching a partition we lost"
-            time.sleep(0.01)
+        wait_for(lambda: ("t", 1) not in {(i.topic, i.partition) for i in fetchers.running} and bool(fetchers.removes),
+                 lambda: "still fetching a partition we lost")
         assert ("t", 1) not in rebalancer.status.owned
         group.other_releases(("t", 1))
         settle(rebalancer)
         assert group.owner_nodes[("t", 1)] == f"{ME}-0"
         assert len(fetchers.running) == 4
-    finally:
-        rebalancer.stop()
 
 
 def test_retained_partitions_keep_flowing_while_a_new_one_is_stuck(group: FakeGroup) -> None:
@@ -398,8 +380,7 @@ def test_retained_partitions_keep_flowing_while_a_new_one_is_stuck(group: FakeGr
     group.owner_nodes[("t", 2)] = "g_other-0"
     group.owner_nodes[("t", 3)] = "g_other-0"
     rebalancer, fetchers, _ = build(group, backoff_ms=50, max_retries=2)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         assert sorted(i.partition for i in fetchers.running) == [0, 1]
         del group.members_["g_other"]  # it leaves but is slow to release partition 2
@@ -410,14 +391,11 @@ def test_retained_partitions_keep_flowing_while_a_new_one_is_stuck(group: FakeGr
         group.other_releases(("t", 2))
         settle(rebalancer)
         assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
-    finally:
-        rebalancer.stop()
 
 
 def test_a_retained_partition_taken_behind_our_back_is_not_silently_kept(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, backoff_ms=50, auto_commit=False)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         group.owner_nodes[("t", 0)] = "g_intruder-0"  # no commit will notice: auto-commit is off
         group.join("g_other", {"t": 1})  # we keep 0 and 1 by assignment
@@ -428,30 +406,22 @@ def test_a_retained_partition_taken_behind_our_back_is_not_silently_kept(group: 
         group.other_releases(("t", 0))
         settle(rebalancer)
         assert sorted(i.partition for i in fetchers.running) == [0, 1]
-    finally:
-        rebalancer.stop()
 
 
 def test_after_our_member_node_vanished_the_owner_nodes_are_claimed_again_without_pausing(group: FakeGroup) -> None:
     """``rmr /consumers/<g>``: member and owner nodes gone; the member re-registers and re-creates its owner nodes."""
     rebalancer, fetchers, _ = build(group)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         before = (fetchers.starts, fetchers.stops)
         group.members_.clear()
         group.owner_nodes.clear()
         rebalancer.request("group node deleted")
-        deadline = time.monotonic() + 5
-        while len(group.owner_nodes) != 4:
-            assert time.monotonic() < deadline, "owner nodes not claimed again"
-            time.sleep(0.01)
+        wait_for(lambda: len(group.owner_nodes) == 4, lambda: "owner nodes not claimed again")
         settle(rebalancer)
         assert ME in group.members_
         assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}
         assert (fetchers.starts, fetchers.stops) == before  # delivery went on
-    finally:
-        rebalancer.stop()
 
 
 # ------------------------------------------------------------ "Correct under faults" items
@@ -470,16 +440,13 @@ def test_item1_orphaned_claims_a_claim_that_raises_releases_what_the_attempt_cre
 
     group.claim = claim  # type: ignore[method-assign]
     rebalancer, fetchers, _ = build(group, backoff_ms=2000)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         until_failed_attempts(rebalancer, 1)
         assert group.owner_nodes == {}  # released, although not recorded as owned
         assert rebalancer.status.owned == {} and fetchers.running == []
         rebalancer.request("retry now")
         settle(rebalancer)
         assert len(group.owner_nodes) == 4 and len(fetchers.running) == 4
-    finally:
-        rebalancer.stop()
 
 
 def test_item1_with_zookeeper_away_claims_that_raise_try_one_release_and_keep_the_rest_for_the_next_attempt(
@@ -505,8 +472,7 @@ def test_item1_with_zookeeper_away_claims_that_raise_try_one_release_and_keep_th
     group.claim = claim  # type: ignore[method-assign]
     group.release = release  # type: ignore[method-assign]
     rebalancer, fetchers, _ = build(group, backoff_ms=2000)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         until_failed_attempts(rebalancer, 1)
         assert len(release_tries) == 1  # the rest were kept in the books, untried
         group.join("g_other", {"t": 1})  # the next attempt: 0 and 1 stay ours, 2 and 3 go to the other member
@@ -515,8 +481,6 @@ def test_item1_with_zookeeper_away_claims_that_raise_try_one_release_and_keep_th
         settle(rebalancer)
         assert group.owner_nodes == {("t", 0): f"{ME}-0", ("t", 1): f"{ME}-0"}
         assert sorted(i.partition for i in fetchers.running) == [0, 1]
-    finally:
-        rebalancer.stop()
 
 
 def test_topic_watches_are_armed_before_the_partition_maps_are_read(group: FakeGroup) -> None:
@@ -524,20 +488,16 @@ def test_topic_watches_are_armed_before_the_partition_maps_are_read(group: FakeG
     read = group.partitions_for_topics
     group.partitions_for_topics = lambda topics: (calls.append("read"), read(topics))[1]  # type: ignore[method-assign]
     rebalancer, _, _ = build(group, watch_topics=lambda topics: calls.append("watch"))
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         assert calls[:2] == ["watch", "read"]
-    finally:
-        rebalancer.stop()
 
 
 def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: FakeGroup) -> None:
     from zkconsumer.errors import ZooKeeperUnavailableError
 
     rebalancer, _, _ = build(group, backoff_ms=20)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         claim = group.claim
         failures = [1]
@@ -552,13 +512,8 @@ def test_owner_nodes_are_confirmed_again_when_the_first_re_claim_fails(group: Fa
         group.members_.clear()
         group.owner_nodes.clear()
         rebalancer.request("group node deleted")
-        deadline = time.monotonic() + 5
-        while len(group.owner_nodes) != 4:
-            assert time.monotonic() < deadline, f"owner nodes not all claimed again: {group.owner_nodes}"
-            time.sleep(0.01)
+        wait_for(lambda: len(group.owner_nodes) == 4, lambda: f"owner nodes not all claimed again: {group.owner_nodes}")
         assert not failures
-    finally:
-        rebalancer.stop()
 
 
 def test_item2_a_failed_commit_in_pause_does_not_stall_the_rebalance(group: FakeGroup) -> None:
@@ -575,24 +530,15 @@ def test_item2_a_failed_commit_in_pause_does_not_stall_the_rebalance(group: Fake
     real_batch = group.commit_offsets_if_owner  # the one-multi path gives up (writes nothing) on the same error
     group.commit_offsets_if_owner = lambda entries, session=None: not broken[0] and real_batch(entries)  # type: ignore[method-assign]
     rebalancer, fetchers, _ = build(group, backoff_ms=100)
-    rebalancer.start()
-    try:
-        settle(rebalancer)
-        for info in fetchers.running:
-            info.consumed_offset = 9
-        group.join("g_other", {"t": 1})
-        rebalancer.request("member joined")
-        deadline = time.monotonic() + 5
-        while sorted(group.owner_nodes) != [("t", 0), ("t", 1)] or rebalancer.state is not RebalanceState.STABLE:
-            assert time.monotonic() < deadline, f"stalled: {rebalancer.status}"
-            time.sleep(0.01)
+    with rebalancing(rebalancer):
+        consume_then_another_joins(rebalancer, fetchers, group, 9)
+        wait_for(lambda: sorted(group.owner_nodes) == [("t", 0), ("t", 1)] and rebalancer.state is RebalanceState.STABLE,
+                 lambda: f"stalled: {rebalancer.status}")
         assert rebalancer.status.failed_attempts == 0 and group.releases == [("t", 2), ("t", 3)]
         broken[0] = False
         committer = OffsetCommitter(group)  # type: ignore[arg-type]
         committer.commit(rebalancer.owned_partitions())
         assert group.offsets == {("t", 0): 9, ("t", 1): 9}
-    finally:
-        rebalancer.stop()
 
 
 def test_item5_an_unsupported_pattern_fails_the_attempt_before_any_claim_or_release(
@@ -609,8 +555,7 @@ def test_item5_an_unsupported_pattern_fails_the_attempt_before_any_claim_or_rele
 
     monkeypatch.setattr(module, "topic_count_from_registration", from_registration)
     rebalancer, fetchers, _ = build(group, backoff_ms=100)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         claims, releases, running = list(group.claims), list(group.releases), list(fetchers.running)
         group.members_["g_java"] = Registration({"\\p{javaLowerCase}+": 1}, "white_list", "0", 1)
@@ -628,21 +573,16 @@ def test_item5_an_unsupported_pattern_fails_the_attempt_before_any_claim_or_rele
         rebalancer.request("member left")
         settle(rebalancer)
         assert rebalancer.status.last_error is None
-    finally:
-        rebalancer.stop()
 
 
 def test_item13a_zero_backoff_does_not_spin(group: FakeGroup) -> None:
     """rebalance.backoff.ms=0 and a claim that keeps conflicting: a bounded number of attempts."""
     group.owner_nodes[("t", 3)] = "g_stuck-0"
     rebalancer, _, _ = build(group, backoff_ms=0, max_retries=2)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         time.sleep(1.0)
         attempts = rebalancer.status.failed_attempts
         assert 1 <= attempts <= 20, f"{attempts} attempts in 1 s"
-    finally:
-        rebalancer.stop()
 
 
 def test_item13d_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGroup) -> None:
@@ -650,23 +590,19 @@ def test_item13d_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGr
     committer = OffsetCommitter(group)  # type: ignore[arg-type]
     rebalancer, fetchers, _ = build(group, auto_commit=False, committer=committer)
     committer.checkpoint("t", 0, 5)  # stored during an earlier ownership; the node was deleted since
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         assert ("t", 0) not in committer.committed()
         info = next(i for i in fetchers.running if i.partition == 0)
         info.consumed_offset = 5
         committer.commit(rebalancer.owned_partitions())
         assert group.offsets[("t", 0)] == 5
-    finally:
-        rebalancer.stop()
 
 
 def test_item13f_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) -> None:
     group.owner_nodes[("t", 3)] = "g_stuck-0"
     rebalancer, _, failures = build(group, backoff_ms=20, max_retries=2)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         assert rebalancer.wait_first_assignment(5)
         status = rebalancer.status
         assert status.gave_up and isinstance(status.error, ConsumerRebalanceFailedError)
@@ -674,8 +610,6 @@ def test_item13f_giving_up_is_reported_and_retrying_goes_on(group: FakeGroup) ->
         group.other_releases(("t", 3))
         settle(rebalancer)
         assert not rebalancer.status.gave_up and rebalancer.status.error is None
-    finally:
-        rebalancer.stop()
     assert not failures  # not a background failure: iterators are not failed by it
 
 
@@ -693,8 +627,7 @@ def test_item13e_a_partition_moving_between_our_streams_resumes_where_it_was(gro
         max_retries=2, backoff_ms=100, exclude_internal_topics=True, register=group.register,
         watch_topics=lambda topics: None, on_failure=lambda exc: None,
     )
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         assert rebalancer.status.owned == {("t", 0): f"{ME}-0", ("t", 1): f"{ME}-0",
                                            ("t", 2): f"{ME}-1", ("t", 3): f"{ME}-1"}
@@ -714,15 +647,12 @@ def test_item13e_a_partition_moving_between_our_streams_resumes_where_it_was(gro
         assert running[2].queue is queues[f"{ME}-0"] and running[2].fetched_offset == 7  # not re-read
         assert group.owner_nodes == {("t", 2): f"{ME}-0", ("t", 3): f"{ME}-1"}
         assert group.releases == [("t", 0), ("t", 1)]
-    finally:
-        rebalancer.stop()
 
 
 def test_scale_item2_a_new_event_while_waiting_for_a_peer_is_not_a_failed_attempt(group: FakeGroup) -> None:
     group.owner_nodes[("t", 3)] = "g_old-0"  # a peer still releasing
     rebalancer, fetchers, _ = build(group, backoff_ms=5000, max_retries=4)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         time.sleep(0.2)
         assert rebalancer.state is RebalanceState.REBALANCING
         rebalancer.request("another member joined")  # ends the wait: not a failure
@@ -733,34 +663,25 @@ def test_scale_item2_a_new_event_while_waiting_for_a_peer_is_not_a_failed_attemp
         settle(rebalancer)
         assert rebalancer.status.failed_attempts == 0 and not rebalancer.status.gave_up
         assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
-    finally:
-        rebalancer.stop()
 
 
 def test_scale_item2_retained_partitions_cost_one_read_and_are_not_claimed_again(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, auto_commit=False)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         claims = len(group.claims)
         group.join("g_other", {"t": 1})  # we keep 0 and 1
         rebalancer.request("member joined")
-        deadline = time.monotonic() + 5
-        while sorted(i.partition for i in fetchers.running) != [0, 1]:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_for(lambda: sorted(i.partition for i in fetchers.running) == [0, 1])
         settle(rebalancer)
         assert len(group.claims) == claims  # retained: not claimed again
         assert sorted(group.reads) == [("t", 0), ("t", 1)]  # one read each
         assert sorted(group.releases) == [("t", 2), ("t", 3)]
-    finally:
-        rebalancer.stop()
 
 
 def test_scale_item2_a_burst_of_joins_is_one_rebalance(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, auto_commit=False)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         before = rebalancer.status.rebalances
         claims = len(group.claims)
@@ -772,8 +693,6 @@ def test_scale_item2_a_burst_of_joins_is_one_rebalance(group: FakeGroup) -> None
         settle(rebalancer)
         assert rebalancer.status.rebalances == before + 1
         assert len(group.claims) == claims  # only released (4 partitions, 5 members): no intermediate claims
-    finally:
-        rebalancer.stop()
 
 
 def _three_peers_still_releasing(group: FakeGroup) -> List[TP]:
@@ -794,8 +713,7 @@ def _three_peers_still_releasing(group: FakeGroup) -> List[TP]:
 def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGroup) -> None:
     calls = _three_peers_still_releasing(group)
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         time.sleep(0.3)
         calls.clear()
         group.other_releases(("t", 2))
@@ -806,15 +724,12 @@ def test_scale_item2_a_wakeup_retries_only_the_nodes_that_changed(group: FakeGro
         settle(rebalancer)
         assert sorted(calls) == [("t", 1), ("t", 2), ("t", 3)]
         assert rebalancer.status.failed_attempts == 0
-    finally:
-        rebalancer.stop()
 
 
 def test_scale_a_new_event_does_not_claim_again_nodes_whose_holder_has_not_changed(group: FakeGroup) -> None:
     calls = _three_peers_still_releasing(group)
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         time.sleep(0.3)
         assert sorted(calls) == [("t", 0), ("t", 1), ("t", 2), ("t", 3)]
         calls.clear()
@@ -835,8 +750,6 @@ def test_scale_a_new_event_does_not_claim_again_nodes_whose_holder_has_not_chang
         settle(rebalancer)
         assert sorted(i.partition for i in fetchers.running) == [0, 1, 2, 3]
         assert rebalancer.status.failed_attempts == 0
-    finally:
-        rebalancer.stop()
 
 
 def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_for_quiet(
@@ -851,8 +764,7 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
     monkeypatch.setattr(module, "CALM_S", 0.3)
     rebalancer, _, _ = build(group)
     started = time.monotonic()
-    rebalancer.start()
-    try:
+    with rebalancing(rebalancer):
         settle(rebalancer)
         assert time.monotonic() - started >= 1.9  # waited for the burst of starts to end
         time.sleep(0.5)  # calm
@@ -862,8 +774,6 @@ def test_scale_the_first_event_after_a_calm_is_acted_on_at_once_a_burst_waits_fo
         while not group.releases:
             assert time.monotonic() - joined < 1.5, "the lone join waited for a quiet window"
             time.sleep(0.01)
-    finally:
-        rebalancer.stop()
 
 
 @pytest.mark.parametrize("backoff_ms", [0, 50, 100, 150, 2000])

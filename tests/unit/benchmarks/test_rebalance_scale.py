@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from benchmarks.assignment import expected_range_of_topics
 from benchmarks.rebalance.scale import (
     FOUR_LETTER_PACKETS,
     Change,
     Counters,
     EventResult,
     Run,
-    expected_range,
     member_packets,
 )
 
 
 def test_scale_item1_range_over_two_topics_matches_kafkas_layout() -> None:
     threads = {"a": ["g_m2-0", "g_m1-0", "g_m1-1"], "b": ["g_m1-0"]}
-    assert expected_range(threads, {"a": 4, "b": 2}) == {
+    assert expected_range_of_topics(threads, {"a": 4, "b": 2}) == {
         ("a", 0): "g_m1-0", ("a", 1): "g_m1-0", ("a", 2): "g_m1-1", ("a", 3): "g_m2-0",
         ("b", 0): "g_m1-0", ("b", 1): "g_m1-0"}
 

@@ -14,11 +14,12 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
-from test_fetcher_unit import FakeCluster, make_config, our_threads
 
 from zkconsumer.errors import CorruptMessageError
 from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager
+
+from .test_fetcher import FakeCluster, make_config, our_threads
 
 TP = Tuple[str, int]
 CAPACITY = 2

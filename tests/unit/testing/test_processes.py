@@ -14,7 +14,7 @@ import pytest
 
 from zkconsumer.testing.processes import JavaProcess, spawn, tail, terminate_all
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def alive(pid: int) -> bool:

@@ -1,0 +1,59 @@
+"""Kafka's partition assignments, written again from their definitions: the referee of tests and benchmarks.
+
+Independent of zkconsumer (it imports nothing of it), so a test or a benchmark that compares
+zkconsumer's owner nodes with these answers compares two implementations, not one with itself.
+The one copy: the benchmarks (``rebalance/``), the integration tests (``tests/integration/support.py``)
+and the simulator's checker (``tests/sim/expected.py``) all import it from here (the tests already
+import ``benchmarks``; nothing here imports the tests).
+
+* Range, per topic: threads in Java ``String`` order, partitions as integers; ``n = |P| // |C|``,
+  ``x = |P| % |C|``; thread ``i`` takes ``P[n*i + min(i, x) : ... + n + (1 if i < x else 0)]``.
+* RoundRobin: partitions sorted by Java's ``String.hashCode`` of ``"[topic,partition]"``,
+  element ``i`` to sorted thread ``i % |T|``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+
+
+def java_sorted(ids: Iterable[str]) -> List[str]:
+    """Thread ids in Java String order (UTF-16 code units; ASCII ids sort as in Python)."""
+    return sorted(ids, key=lambda s: s.encode("utf-16-be"))
+
+
+def java_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (signed 32 bits over UTF-16 units)."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def expected_range(thread_ids: Sequence[str], partitions: int) -> Dict[int, str]:
+    """Kafka's Range assignment of one topic's ``partitions`` over ``thread_ids`` (``{}`` without threads)."""
+    threads = java_sorted(thread_ids)
+    if not threads:
+        return {}
+    per, extra = divmod(partitions, len(threads))
+    result: Dict[int, str] = {}
+    for i, thread in enumerate(threads):
+        start = per * i + min(i, extra)
+        for p in range(start, start + per + (1 if i < extra else 0)):
+            result[p] = thread
+    return result
+
+
+def expected_range_of_topics(threads_by_topic: Mapping[str, Sequence[str]],
+                             partitions: Mapping[str, int]) -> Dict[Tuple[str, int], str]:
+    """Range over each topic of ``partitions`` with its subscribed thread ids: ``{(topic, partition): thread}``."""
+    return {(topic, p): thread for topic, count in partitions.items()
+            for p, thread in expected_range(threads_by_topic.get(topic, ()), count).items()}
+
+
+def expected_roundrobin(thread_ids: Sequence[str], topic: str, partitions: int) -> Dict[int, str]:
+    """Kafka's RoundRobin assignment of one topic's ``partitions`` over ``thread_ids``."""
+    threads = java_sorted(thread_ids)
+    ordered = sorted(range(partitions), key=lambda p: java_hash(f"[{topic},{p}]"))
+    return {p: threads[i % len(threads)] for i, p in enumerate(ordered)}

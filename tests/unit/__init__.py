@@ -1,0 +1,1 @@
+"""The unit tier: no ZooKeeper, no Kafka, no JVM; one folder per folder of zkconsumer/."""

@@ -1,0 +1,1 @@
+"""Unit tests of the top-level modules of zkconsumer (config, assignors, security, connector...)."""
