@@ -48,21 +48,9 @@ SIZE_CHECKED = ("zkconsumer", "spark_integration", "benchmarks")
 #: layout). Each entry is one line of a failure message; empty this set as they merge (an entry
 #: that no longer occurs fails test_known_violations_still_occur, so it cannot go stale).
 KNOWN_VIOLATIONS: FrozenSet[str] = frozenset({
-    # the package's own __init__ states its rule on the layout branch
-    "zkconsumer: no 'May import:' line in its docstring",
     # fetch/leader_finder.py types its manager under TYPE_CHECKING: manager.py imports leader_finder
     # (threads branch)
     "cycle: zkconsumer.fetch.leader_finder <-> zkconsumer.fetch.manager",
-    # consumer/stream.py reaches into wire/ for the C extension (layout branch)
-    "zkconsumer.consumer.stream imports private names of zkconsumer.wire.messageset",
-    # wire/group_protocol.py uses protocol.py's helpers (layout branch)
-    "zkconsumer.wire.group_protocol imports private names of zkconsumer.wire.protocol",
-    # java_regex/ shares its character-set helpers between its modules as privates (layout branch)
-    "zkconsumer.java_regex.classes imports private names of zkconsumer.java_regex.charsets",
-    "zkconsumer.java_regex.classes imports private names of zkconsumer.java_regex.scanner",
-    "zkconsumer.java_regex.parser imports private names of zkconsumer.java_regex.charsets",
-    "zkconsumer.java_regex.parser imports private names of zkconsumer.java_regex.scanner",
-    "zkconsumer.java_regex.scanner imports private names of zkconsumer.java_regex.charsets",
 })
 
 MAY_IMPORT = re.compile(r"^\s*May import:(?P<rule>.*?)(?:\n\s*\n|\Z)", re.S | re.M)

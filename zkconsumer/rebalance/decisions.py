@@ -20,7 +20,7 @@ deterministic simulator (``tests/sim``), which drives the real rebalancer.
 May import: the standard library's ``typing`` and ``enum``, and :mod:`zkconsumer.structs`
 (standard library only itself), nothing else. No kazoo, no
 sockets, no threads, no clock, no randomness of its own (a draw in ``[0, 1)`` is passed
-in): every answer is a function of the arguments. ``tests/unit/test_rebalance_decisions.py`` checks the imports.
+in): every answer is a function of the arguments. ``tests/unit/rebalance/test_decisions.py`` checks the imports.
 """
 
 from __future__ import annotations
