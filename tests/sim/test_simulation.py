@@ -27,7 +27,7 @@ from .world import Schedule, generate, generate_mixed, run
 #: 201810: an attempt under way when the session expired went on, through a retried request,
 #:     on the new session and claimed owner nodes there; dropping the lost session's books
 #:     forgot them, so they stayed held by a live member for good and the partition was never
-#:     owned by the member it was assigned to (settles). Fixed in OwnershipSteps._drop_everything.
+#:     owned by the member it was assigned to (settles). Fixed in Ownership.drop_everything.
 #: 2235: a commit's parent-node creation was retried onto a new session, then its multi
 #:     checked the owner nodes at versions known from the old session; a peer had re-created
 #:     one meanwhile (version 0 again), so the check passed and a non-owner's offset was

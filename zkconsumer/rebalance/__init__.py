@@ -6,8 +6,8 @@ module                       holds
 ``zookeeper_membership.py``  registration, the session lease, the watches and the rebalancer,
                              started and stopped in order (``group.membership=zookeeper``)
 ``rebalancer.py``            :class:`Rebalancer`: the rebalance loop on its own thread
-``ownership.py``             the steps of one attempt that touch owner nodes and fetchers:
-                             release, claim, relabel, restart the fetchers
+``ownership.py``             :class:`Ownership`: what this member owns and the steps of an attempt
+                             that touch owner nodes and fetchers: release, claim, relabel, install
 ``decisions.py``             every decision of an attempt, as pure functions of plain data
 ===========================  ===================================================================
 

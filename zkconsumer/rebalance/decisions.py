@@ -1,6 +1,6 @@
 """What a member decides in a rebalance, as pure functions of plain data (no I/O).
 
-:class:`~zkconsumer.rebalance.rebalancer.Rebalancer` (and its :class:`~zkconsumer.rebalance.ownership.OwnershipSteps`)
+:class:`~zkconsumer.rebalance.rebalancer.Rebalancer` (and the :class:`~zkconsumer.rebalance.ownership.Ownership` it builds)
 does the talking: reading members, topics and owner nodes, claiming, releasing, committing,
 waiting. Every *decision* it makes between those steps is one of the functions here, fed
 what was read and what the member holds, and answering what to do next:

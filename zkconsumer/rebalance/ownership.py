@@ -1,11 +1,24 @@
-"""Claiming, installing and releasing one member's partitions: the ZooKeeper owner-node
-bookkeeping of :class:`zkconsumer.rebalance.rebalancer.Rebalancer`.
+"""Claiming, installing and releasing one member's partitions: the owner-node and fetcher
+bookkeeping of one group member (the half of Kafka's ``ZKRebalancerListener`` that acts on
+ZooKeeper's owner nodes, the fetchers and the streams).
 
-:class:`OwnershipSteps` is a base class of the rebalancer: its state (``_nodes``, the owner
-nodes this session may hold; ``_owned``/``_registry``, what is installed and fetched;
-``_carried``, consumed offsets of partitions moving between our own streams) is set up by
-``Rebalancer.__init__``, and its methods run on the rebalancer thread only (``_cond`` guards
-what other threads read). See the rebalancer's module docstring for the protocol.
+:class:`Ownership` is built by :class:`~zkconsumer.rebalance.rebalancer.Rebalancer`, which
+decides *what* this member should own; an :class:`Ownership` makes it so. It holds, and is the
+only object that changes, what the member owns:
+
+* ``_registry``: the installed partitions, each with its :class:`PartitionTopicInfo` (what is
+  fetched and delivered; Kafka's ``topicRegistry``), and ``_owned``, their owning thread ids;
+* ``_nodes``: the owner nodes this session may hold (a superset of ``_owned``);
+* ``_carried``: consumed offsets of partitions moving between our own streams, to resume from;
+* ``_held_by_peer``: partitions a claim last found held by a peer, whose node has not changed;
+* ``_fetching``: whether the fetchers were given partitions;
+* ``_wakeup`` and ``_waiting``: the event a claim wait blocks on, and whether one waits.
+
+Threads: every method runs on the rebalancer thread, except :meth:`Ownership.owned_partitions`,
+:meth:`Ownership.owned_snapshot` and :meth:`Ownership.interrupt`. Other threads read only under
+the lock the rebalancer lends (its condition, which also guards its signals); this object
+writes ``_registry``, ``_owned`` and ``_waiting`` only under it. See the rebalancer's module
+docstring for the protocol.
 """
 
 from __future__ import annotations
@@ -22,13 +35,16 @@ from ..consumer.stream import KafkaStream, clear_streams, revoke_partitions
 from ..errors import ZkConsumerError
 from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
+from ..runtime import Runtime
 from ..structs import INVALID_OFFSET, TopicPartition
 from ..zookeeper.group import GroupClient
 from . import decisions as decide
 
 log = logging.getLogger("zkconsumer.rebalance.rebalancer")
 
-#: Offset of a partition whose position ``auto.offset.reset`` must decide.
+#: Reads committed offsets (``None``: none committed) of the partitions given.
+OffsetReader = Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]
+
 
 class ChangeFlag:
     """One watched owner node's flag: set when the node changed; also wakes the shared ``wakeup``."""
@@ -49,46 +65,155 @@ class ChangeFlag:
         return self._event.is_set()
 
 
-class OwnershipSteps:
+class Ownership:
     """Release what moves away, claim what is new (waiting, bounded, for peers still releasing),
-    install it for fetching; on a lost session, drop everything without touching ZooKeeper."""
+    install it for fetching; on a lost session, drop everything without touching ZooKeeper.
 
-    # Set by Rebalancer.__init__.
-    _group: GroupClient
-    _consumer_id: str
-    _cond: threading.Condition
-    _wakeup: Optional[threading.Event]
-    _registry: Dict[TopicPartition, PartitionTopicInfo]
-    _owned: Dict[TopicPartition, str]
-    _nodes: Dict[TopicPartition, str]
-    _carried: Dict[TopicPartition, int]
-    #: Partitions last found held by a peer: holder, the flag the finding read's watch sets, session.
-    _held_by_peer: Dict[TopicPartition, Tuple[str, "ChangeFlag", Optional[int]]]
-    #: Set by every flag (a watched node changed) and, while an attempt waits, by a new event.
-    _claim_wakeup: threading.Event
-    _fetching: bool
-    _streams: List[KafkaStream]
-    _fetchers: FetcherControl
-    _committer: OffsetCommitter
-    _auto_commit: bool
-    _listener: Optional[ConsumerRebalanceListener]
-    _fetch_size: int
-    _backoff_s: float
-    _max_retries: int
-    _clock: Callable[[], float]
-    _queue_for: Callable[[str, str], ChunkQueue]
-    _read_offsets: Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]
+    ``group``: the member's ZooKeeper calls (owner nodes; ``consumer_id``, ``session_id``).
+    ``fetchers``, ``streams``, ``queue_for(topic, thread_id)`` and ``fetch_size``: where an
+    installed partition is fetched to and delivered from. ``committer`` and ``auto_commit``:
+    offsets committed before partitions move. ``read_offsets``: committed offsets of newly
+    claimed partitions. ``listener``: told before partitions are released and before fetching
+    starts. ``claim_backoff_s`` × ``claim_retries`` bounds a wait for a peer still releasing
+    (``rebalance.backoff.ms`` and ``rebalance.max.retries``, already floored by the caller);
+    ``clock`` measures it and ``runtime`` gives the event it waits on.
+
+    What it borrows from the rebalancer, which owns it: ``lock``, the rebalancer's condition
+    (held whenever ``_registry``, ``_owned`` or ``_waiting`` change, and by every reader on
+    another thread); ``new_event()``, called with ``lock`` held: has an event arrived that makes
+    the current attempt's view stale (ends a claim wait)?; ``session_lost()``, called with
+    ``lock`` held: has a session loss been signalled that the rebalancer thread has not acted on
+    yet (nothing is then ours to commit)?
+    """
+
+    def __init__(
+        self,
+        *,
+        group: GroupClient,
+        fetchers: FetcherControl,
+        streams: Iterable[KafkaStream],
+        queue_for: Callable[[str, str], ChunkQueue],
+        fetch_size: int,
+        committer: OffsetCommitter,
+        auto_commit: bool,
+        read_offsets: OffsetReader,
+        listener: Optional[ConsumerRebalanceListener],
+        claim_backoff_s: float,
+        claim_retries: int,
+        clock: Callable[[], float],
+        runtime: Runtime,
+        lock: threading.Condition,
+        new_event: Callable[[], bool],
+        session_lost: Callable[[], bool],
+    ) -> None:
+        self._group = group
+        self._consumer_id = group.consumer_id
+        self._fetchers = fetchers
+        self._streams = list(streams)
+        self._queue_for = queue_for
+        self._fetch_size = fetch_size
+        self._committer = committer
+        self._auto_commit = auto_commit
+        self._read_offsets = read_offsets
+        self._listener = listener
+        self._backoff_s = claim_backoff_s
+        self._max_retries = claim_retries
+        self._clock = clock
+        self._lock = lock
+        self._new_event = new_event
+        self._session_lost = session_lost
+
+        self._registry: Dict[TopicPartition, PartitionTopicInfo] = {}
+        self._owned: Dict[TopicPartition, str] = {}
+        self._nodes: Dict[TopicPartition, str] = {}
+        self._carried: Dict[TopicPartition, int] = {}
+        #: Partitions last found held by a peer: holder, the flag the finding read's watch sets, session.
+        self._held_by_peer: Dict[TopicPartition, Tuple[str, ChangeFlag, Optional[int]]] = {}
+        self._fetching = False
+        #: Set by every flag (a watched node changed) and, while a claim waits, by :meth:`interrupt`.
+        self._wakeup = runtime.event()
+        self._waiting = False
+
+    # ------------------------------------------------------------- what is owned
+
+    @property
+    def owned(self) -> Mapping[TopicPartition, str]:
+        """The partitions owned and installed, with their thread ids: the live mapping, for the rebalancer thread."""
+        return self._owned
+
+    @property
+    def fetching(self) -> bool:
+        """Whether partitions were given to the fetchers (rebalancer thread)."""
+        return self._fetching
+
+    def next_step(self, mine: Mapping[TopicPartition, str], confirm_owners: bool) -> decide.Step:
+        """What an attempt whose share is ``mine`` must do, given what is owned (:func:`decisions.next_step`)."""
+        return decide.next_step(mine, self._owned, self._fetching, set(self._nodes), confirm_owners)
 
     def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
-        raise NotImplementedError
+        """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot.
+
+        Any thread; the contract of :meth:`Rebalancer.owned_partitions
+        <zkconsumer.rebalance.rebalancer.Rebalancer.owned_partitions>`: nothing
+        while ``session_lost()`` says a loss is signalled and not yet acted on.
+        """
+        with self._lock:
+            if self._session_lost():
+                return []
+            return [(info, self._owned[tp]) for tp, info in self._registry.items() if tp in self._owned]
+
+    def owned_snapshot(self) -> Dict[TopicPartition, str]:
+        """A copy of :attr:`owned`; any thread."""
+        with self._lock:
+            return dict(self._owned)
+
+    def interrupt(self) -> None:
+        """A new event arrived: end a claim wait under way at once. Any thread; call with ``lock`` held."""
+        if self._waiting:
+            self._wakeup.set()
+
+    def ownership_lost(self, partitions: Iterable[TopicPartition]) -> None:
+        """A fenced commit reported ``partitions`` owned by someone else: those this session no longer
+        holds (ZooKeeper says) stop counting as owned; the next attempt stops delivering them."""
+        lost = self._really_lost(partitions)
+        with self._lock:
+            for tp in lost:
+                self._owned.pop(tp, None)
+
+    def reclaim(self, mine: Mapping[TopicPartition, str]) -> bool:
+        """Confirm our owner nodes after our member node had vanished; ``False`` if one is now someone else's.
+
+        A deleted member node usually went with the whole group (``rmr
+        /consumers/<g>``): claiming re-creates owner nodes deleted with it and
+        confirms those that are still ours, without pausing delivery. If a
+        claim raises, the attempt fails and the next one confirms again.
+        """
+        return all(self._group.claim(tp[0], tp[1], mine[tp]) is None for tp in sorted(mine))
 
     def _really_lost(self, partitions: Iterable[TopicPartition]) -> List[TopicPartition]:
-        raise NotImplementedError
+        """Those of ``partitions`` whose owner node this session no longer holds (ZooKeeper says).
 
-    def _pending_locked(self) -> bool:
-        raise NotImplementedError
+        A fence can be stale (it compared against an ownership snapshot taken
+        before a relabel); never give up a partition we still hold. If
+        ZooKeeper cannot tell, count it lost: the next attempt's claim decides.
+        """
+        lost = []
+        for tp in sorted(partitions):
+            try:
+                held = self._group.holds(tp[0], tp[1])
+            except (KazooException, ZkConsumerError) as exc:
+                log.info("%s: cannot check ownership of %s-%d (%s); treating it as lost", self._consumer_id,
+                         tp[0], tp[1], exc)
+                held = False
+            if held:
+                log.info("%s: %s-%d is still ours (a commit raced a rebalance); keeping it", self._consumer_id, *tp)
+            else:
+                lost.append(tp)
+        return lost
 
-    def _pause(self, mine: Mapping[TopicPartition, str]) -> None:
+    # ------------------------------------------------------------- one attempt
+
+    def pause(self, mine: Mapping[TopicPartition, str]) -> None:
         """Stop delivering the partitions that move, then commit what was handed out.
 
         A partition moves when it is not assigned to us any more, goes to
@@ -96,7 +221,7 @@ class OwnershipSteps:
         keep fetching, with their queued chunks. A failed commit is logged and
         the rebalance goes on: unwritten offsets stay pending for the next commit.
         """
-        with self._cond:
+        with self._lock:
             moving = decide.moving(self._registry, mine, self._owned)
         self._revoke(moving)
         if self._auto_commit and self._registry:
@@ -110,7 +235,7 @@ class OwnershipSteps:
             if fenced:  # taken over behind our back: not ours to keep delivering or to retain
                 lost = self._really_lost(fenced)
                 self._revoke(lost)
-                with self._cond:
+                with self._lock:
                     for tp in lost:
                         self._owned.pop(tp, None)
         moved = {tp: info for tp, info in self._registry.items() if info.revoked}
@@ -121,7 +246,7 @@ class OwnershipSteps:
             for topic, partition in moved:
                 by_topic.setdefault(topic, set()).add(partition)
             self._listener.before_releasing_partitions(by_topic)
-        with self._cond:
+        with self._lock:
             for tp in moved:
                 self._registry.pop(tp, None)
                 self._owned.pop(tp, None)
@@ -129,15 +254,15 @@ class OwnershipSteps:
 
     def _revoke(self, tps: Iterable[TopicPartition]) -> None:
         """Stop fetching ``tps`` and drop their chunks (queued or being iterated); others flow on."""
-        with self._cond:
+        with self._lock:
             infos = [self._registry[tp] for tp in tps if tp in self._registry and not self._registry[tp].revoked]
         if not infos:
             return
         self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
         revoke_partitions(self._streams, infos)
 
-    def _take_ownership(self, mine: Mapping[TopicPartition, str],
-                        assignment: Mapping[TopicPartition, str]) -> Optional[bool]:
+    def take_ownership(self, mine: Mapping[TopicPartition, str],
+                       assignment: Mapping[TopicPartition, str]) -> Optional[bool]:
         """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
 
         ``None`` (*superseded*, not a failure): a new event arrived while waiting
@@ -173,7 +298,6 @@ class OwnershipSteps:
 
         retained = decide.retained(mine, set(self._registry), self._owned)
         claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
-        wakeup = self._claim_wakeup
         flags: Dict[TopicPartition, ChangeFlag] = {}  # conflicting nodes whose holder's read set a watch
         try:
             conflicts: Dict[TopicPartition, str] = {}
@@ -194,7 +318,7 @@ class OwnershipSteps:
                 if known is not None:  # held by a peer, and its node unchanged since: no request
                     holders[tp], flags[tp] = known
                 else:
-                    flags[tp] = ChangeFlag(wakeup)
+                    flags[tp] = ChangeFlag(self._wakeup)
             holders.update(self._claim_all([tp for tp in sorted(mine) if tp in flags and tp not in holders],
                                            mine, flags, look_first=True))
             for tp, holder in sorted(holders.items()):
@@ -209,7 +333,7 @@ class OwnershipSteps:
                         retained.discard(tp)
                         self._revoke([tp])
                         self._forget(tp)
-            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed, wakeup, flags)
+            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed, flags)
             if conflicts:
                 log.info("%s: partitions still owned by others%s: %s", self._consumer_id,
                          " (a new event came: looking again)" if superseded else "",
@@ -346,35 +470,36 @@ class OwnershipSteps:
             infos[tp] = PartitionTopicInfo(tp[0], tp[1], self._queue_for(tp[0], thread_id), offset, self._fetch_size)
         if infos:
             self._fetchers.start_connections(infos.values())
-        with self._cond:
+        with self._lock:
             self._registry.update(infos)
             self._owned.update(claimed)
             self._fetching = bool(self._registry)
 
     def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
-                        claimed: List[TopicPartition], wakeup: threading.Event,
-                        flags: Dict[TopicPartition, "ChangeFlag"]) -> bool:
+                        claimed: List[TopicPartition], flags: Dict[TopicPartition, ChangeFlag]) -> bool:
         """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
 
         Moves each partition it manages to claim from ``conflicts`` to
         ``claimed`` at once (so a later failure still releases it). A peer
         still releasing is waited for, not failed on: the wait lasts up to
         ``rebalance.backoff.ms`` × ``rebalance.max.retries`` (the time Kafka's
-        consumer spends retrying before it gives up; at least
-        :data:`MIN_BACKOFF_S`). A new rebalance event ends the wait at once
-        (the view is stale) and the method returns ``True``.
+        consumer spends retrying before it gives up; at least the rebalancer's
+        :data:`~zkconsumer.rebalance.rebalancer.MIN_BACKOFF_S`). A new rebalance
+        event (:meth:`interrupt`) ends the wait at once (the view is stale) and
+        the method returns ``True``.
         """
         deadline = decide.claim_deadline(self._clock(), self._backoff_s, self._max_retries)
         # ``flags``: a watch per conflicting node (set by the claim's read), set once it changed;
-        # ``wakeup``: any of them changed, or a new event arrived.
+        # ``_wakeup``: any of them changed, or (while ``_waiting``) a new event arrived.
         stale_checked: Set[TopicPartition] = set()
-        with self._cond:
-            self._wakeup = wakeup
+        wakeup = self._wakeup
+        with self._lock:
+            self._waiting = True
         try:
             while conflicts:
                 wakeup.clear()
-                with self._cond:
-                    if self._pending_locked():
+                with self._lock:
+                    if self._new_event():
                         return True
                 # One watch per conflicting node, armed by the claim that met it: a wakeup retries
                 # only the nodes that changed, so N conflicts cost O(N) requests, not O(N) per deletion.
@@ -405,16 +530,16 @@ class OwnershipSteps:
                     else:
                         conflicts[tp] = still_held_by
         finally:
-            with self._cond:
-                self._wakeup = None
+            with self._lock:
+                self._waiting = False
         return False
 
     def _forget(self, tp: TopicPartition) -> None:
-        with self._cond:
+        with self._lock:
             self._owned.pop(tp, None)
             self._registry.pop(tp, None)
 
-    def _drop_everything(self, why: str) -> None:
+    def drop_everything(self, why: str) -> None:
         """Stop fetching and forget ownership without touching ZooKeeper (the session is gone).
 
         The owner nodes in the books stay there, to be released or confirmed by the next attempt.
@@ -424,7 +549,7 @@ class OwnershipSteps:
             self._fetchers.stop_connections()
             self._fetching = False
         clear_streams(self._streams)
-        with self._cond:
+        with self._lock:
             for info in self._registry.values():
                 info.revoked = True
             self._registry = {}

@@ -69,10 +69,9 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Callable, Iterable, List, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException
 
@@ -87,7 +86,7 @@ from ..runtime import THREADS, Runtime, Task
 from ..structs import INVALID_OFFSET, TopicPartition
 from ..zookeeper.group import GroupClient
 from . import decisions as decide
-from .ownership import ChangeFlag, OwnershipSteps
+from .ownership import OffsetReader, Ownership
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +128,14 @@ class _Signals:
     lost: Set[TopicPartition] = field(default_factory=set)
 
 
-class Rebalancer(OwnershipSteps):
+class Rebalancer:
     """Runs rebalances for one member on one thread; see the module docstring.
+
+    It decides what this member should own and when; its :class:`~.ownership.Ownership`
+    (built here, and only used from here) owns the partitions, owner nodes and fetcher
+    state and carries the decision out. The rebalancer keeps the signals, the state
+    machine and its counters, the registration and burst bookkeeping, and the condition
+    (lent to the :class:`~.ownership.Ownership`) that guards what other threads read of either.
 
     ``queue_for(topic, thread_id)`` gives the queue that feeds the stream of
     ``thread_id`` for ``topic``. ``watch_topics(topics)`` is called in each
@@ -163,30 +168,22 @@ class Rebalancer(OwnershipSteps):
         listener: Optional[ConsumerRebalanceListener] = None,
         on_rebalanced: Optional[Callable[[float], None]] = None,
         on_attempt_failed: Optional[Callable[[], None]] = None,
-        read_offsets: Optional[Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]] = None,
+        read_offsets: Optional[OffsetReader] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
         runtime: Runtime = THREADS,
     ) -> None:
         self._runtime = runtime
         self._group = group
-        self._read_offsets = read_offsets if read_offsets is not None else group.read_offsets
         self._consumer_id = group.consumer_id
         self._topic_count = topic_count
         self._assignor = assignor
-        self._queue_for = queue_for
-        self._streams = list(streams)
-        self._fetchers = fetchers
-        self._committer = committer
-        self._auto_commit = auto_commit
-        self._fetch_size = fetch_size
         self._max_retries = max(1, max_retries)
         self._backoff_s = max(MIN_BACKOFF_S, backoff_ms / 1000.0)
         self._exclude_internal = exclude_internal_topics
         self._register = register
         self._watch_topics = watch_topics
         self._on_failure = on_failure
-        self._listener = listener
         self._on_rebalanced = on_rebalanced
         self._on_attempt_failed = on_attempt_failed  # called on this thread after each failed attempt (metrics)
         self._clock = clock
@@ -197,21 +194,15 @@ class Rebalancer(OwnershipSteps):
         self._state = RebalanceState.STARTING
         self._first_done = runtime.event()
         self._thread: Optional[Task] = None
-        # Set by any signal while an attempt waits for owner nodes to be deleted.
-        self._wakeup: Optional[threading.Event] = None
-        self._claim_wakeup = runtime.event()  # see OwnershipSteps: any watched conflicting node changed
-        self._held_by_peer: Dict[TopicPartition, Tuple[str, ChangeFlag, Optional[int]]] = {}
+        self._ownership = Ownership(
+            group=group, fetchers=fetchers, streams=streams, queue_for=queue_for, fetch_size=fetch_size,
+            committer=committer, auto_commit=auto_commit,
+            read_offsets=read_offsets if read_offsets is not None else group.read_offsets, listener=listener,
+            claim_backoff_s=self._backoff_s, claim_retries=self._max_retries, clock=clock, runtime=runtime,
+            lock=self._cond, new_event=self._pending_locked, session_lost=self._session_lost_locked,
+        )
         self._needs_register = False
         self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
-
-        # Owned by the rebalancer thread (read elsewhere only via snapshots under _cond).
-        self._registry: Dict[TopicPartition, PartitionTopicInfo] = {}
-        self._owned: Dict[TopicPartition, str] = {}
-        # Owner nodes this session may hold (a superset of _owned): released when not assigned to us.
-        self._nodes: Dict[TopicPartition, str] = {}
-        # Consumed offsets of partitions moving between our own streams, to resume from.
-        self._carried: Dict[TopicPartition, int] = {}
-        self._fetching = False
         self._rebalances = 0
         self._failed_attempts = 0
         self._last_error: Optional[str] = None
@@ -261,8 +252,7 @@ class Rebalancer(OwnershipSteps):
     def _notify(self) -> None:
         """Wake the thread, wherever it waits; call with ``_cond`` held."""
         self._cond.notify_all()
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self._ownership.interrupt()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -287,15 +277,12 @@ class Rebalancer(OwnershipSteps):
     def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
         """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot.
 
-        Nothing while a session loss is signalled and not yet acted on: the
-        lost session's partitions are not ours to commit, even before the
+        Any thread. Nothing while a session loss is signalled and not yet acted
+        on: the lost session's partitions are not ours to commit, even before the
         rebalancer thread has dropped them (a commit then would be checked
         against the *new* session, which may have re-claimed them since).
         """
-        with self._cond:
-            if self._signals.session_lost:
-                return []
-            return [(info, self._owned[tp]) for tp, info in self._registry.items() if tp in self._owned]
+        return self._ownership.owned_partitions()
 
     @property
     def state(self) -> RebalanceState:
@@ -307,7 +294,7 @@ class Rebalancer(OwnershipSteps):
         with self._cond:
             return RebalanceStatus(
                 state=self._state,
-                owned=dict(self._owned),
+                owned=self._ownership.owned_snapshot(),
                 rebalances=self._rebalances,
                 failed_attempts=self._failed_attempts,
                 last_error=self._last_error,
@@ -344,37 +331,13 @@ class Rebalancer(OwnershipSteps):
     def _apply_session_signals(self, signals: _Signals) -> bool:
         """Act on lost partitions and session loss/restoration; ``False`` while the session is still lost."""
         if signals.lost and not signals.session_lost:
-            really_lost = self._really_lost(signals.lost)
-            with self._cond:  # no longer ours: the next attempt must not count them as owned
-                for tp in really_lost:
-                    self._owned.pop(tp, None)
+            self._ownership.ownership_lost(signals.lost)  # the next attempt must not count them as owned
         if signals.session_lost:
-            self._drop_everything("ZooKeeper session lost")
+            self._ownership.drop_everything("ZooKeeper session lost")
             self._set_state(RebalanceState.DISCONNECTED)
         if signals.session_restored:
             self._needs_register = True
         return not (signals.session_lost and not signals.session_restored)
-
-    def _really_lost(self, partitions: Iterable[TopicPartition]) -> List[TopicPartition]:
-        """Those of ``partitions`` whose owner node this session no longer holds (ZooKeeper says).
-
-        A fence can be stale (it compared against an ownership snapshot taken
-        before a relabel); never give up a partition we still hold. If
-        ZooKeeper cannot tell, count it lost: the next attempt's claim decides.
-        """
-        lost = []
-        for tp in sorted(partitions):
-            try:
-                held = self._group.holds(tp[0], tp[1])
-            except (KazooException, ZkConsumerError) as exc:
-                log.info("%s: cannot check ownership of %s-%d (%s); treating it as lost", self._consumer_id,
-                         tp[0], tp[1], exc)
-                held = False
-            if held:
-                log.info("%s: %s-%d is still ours (a commit raced a rebalance); keeping it", self._consumer_id, *tp)
-            else:
-                lost.append(tp)
-        return lost
 
     def _settle_burst(self, quiet: Optional[float] = None) -> List[str]:
         """Let a burst of events finish: wait until none came for ``quiet`` s (:data:`QUIET_S` if
@@ -424,6 +387,10 @@ class Rebalancer(OwnershipSteps):
         s = self._signals
         return s.rebalance or s.session_lost or s.stop
 
+    def _session_lost_locked(self) -> bool:
+        """Is a session loss signalled and not yet acted on? Call under ``_cond``."""
+        return self._signals.session_lost
+
     def _rebalance_until_done(self, reasons: List[str]) -> None:
         failures = 0
         while True:
@@ -472,7 +439,7 @@ class Rebalancer(OwnershipSteps):
                     self._state = RebalanceState.RETRYING
             if done:
                 self._refused_patterns.clear()
-                log.info("%s owns %d partitions after %.3fs", self._consumer_id, len(self._owned), duration)
+                log.info("%s owns %d partitions after %.3fs", self._consumer_id, len(self._ownership.owned), duration)
                 if self._on_rebalanced is not None:
                     self._on_rebalanced(duration)
                 self._first_done.set()
@@ -521,32 +488,23 @@ class Rebalancer(OwnershipSteps):
         mine = assignors.owned_by(assignment, self._consumer_id)
         with self._cond:
             pending = self._pending_locked()
-        if decide.supersede(pending, self._early_supersedes, MAX_EARLY_SUPERSEDES, mine, self._owned):
+        ownership = self._ownership
+        if decide.supersede(pending, self._early_supersedes, MAX_EARLY_SUPERSEDES, mine, ownership.owned):
             # A new event arrived while this view was read: act on the next one instead (no
             # request spent on a stale view; a burst of joins costs one move, not one per join).
             self._early_supersedes += 1
             return None
         self._early_supersedes = 0
 
-        step = decide.next_step(mine, self._owned, self._fetching, set(self._nodes), self._confirm_owners)
-        if step is decide.Step.NOTHING or (step is decide.Step.CONFIRM and self._reclaimed(mine)):
+        step = ownership.next_step(mine, self._confirm_owners)
+        if step is decide.Step.NOTHING or (step is decide.Step.CONFIRM and ownership.reclaim(mine)):
             self._confirm_owners = False
             log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
             return True
         self._confirm_owners = False  # the full path below claims every assigned partition
-        log.info("%s rebalancing: %d partitions assigned to it, %d owned", self._consumer_id, len(mine), len(self._owned))
-        self._pause(mine)
-        return self._take_ownership(mine, assignment)
-
-    def _reclaimed(self, mine: Mapping[TopicPartition, str]) -> bool:
-        """Confirm our owner nodes after our member node had vanished; ``False`` if one is now someone else's.
-
-        A deleted member node usually went with the whole group (``rmr
-        /consumers/<g>``): claiming re-creates owner nodes deleted with it and
-        confirms those that are still ours, without pausing delivery. If a
-        claim raises, the attempt fails and the next one confirms again.
-        """
-        return all(self._group.claim(tp[0], tp[1], mine[tp]) is None for tp in sorted(mine))
+        log.info("%s rebalancing: %d partitions assigned to it, %d owned", self._consumer_id, len(mine), len(ownership.owned))
+        ownership.pause(mine)
+        return ownership.take_ownership(mine, assignment)
 
     def _refuse_pattern(self, consumer_id: str, exc: UnsupportedPatternError) -> UnsupportedPatternError:
         """Log (at ERROR, once per member and pattern) that ``consumer_id``'s pattern blocks the rebalance."""
