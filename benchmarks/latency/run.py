@@ -209,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             plan = schedule([int(r) for r in args.rates.split(",")], args.settings.split(","),
                             args.kinds.split(","), args.mode)
             log(f"{args.mode}: {len(plan)} phases of {args.warmup:.0f} s warm-up + {args.seconds:.0f} s, "
-                f"about {len(plan) * (args.warmup + args.seconds + PHASE_OVERHEAD_S) / 60:.0f} min")
+                f"about {max(1, round(len(plan) * (args.warmup + args.seconds + PHASE_OVERHEAD_S) / 60))} min")
             for position, (rate, setting, kinds) in enumerate(plan, 1):
                 log(f"phase {position}/{len(plan)}: rate {rate} msg/s, {setting}, {'+'.join(kinds)}")
                 try:
