@@ -1,9 +1,17 @@
 """The latency benchmark's driver: phases per rate and setting, the table, the JSON file.
 
-For each rate and each setting (defaults, tuned) a new 6-partition topic gets one worker of
-every kind (:mod:`.workers`) reading it at once, then the stamped producer
-(:mod:`.producer`) for warm-up + window + 1 s. Workers keep the messages stamped inside the
-window; load and steal are read over the phase.
+A phase is a new 6-partition topic, its workers (:mod:`.workers`) reading it, and the stamped
+producer (:mod:`.producer`) for warm-up + window + 1 s. Workers keep the messages stamped
+inside the window; load and steal are read over the phase. Which workers share a phase is the
+mode (:func:`schedule`):
+
+* ``isolated`` (the default): for each rate and setting, one phase per consumer kind, with only
+  the floor beside it; the kinds' order is rotated from one rate and setting to the next, so no
+  kind always runs first (the broker least warm) or last. On a 2-core machine, every kind at
+  once saturates it by itself (load 4-9, the floor's own p99 about 1 s at 1,000 msg/s): the
+  figures then measure the machine, not the consumers.
+* ``together``: every kind reading the same topic at once, one phase per rate and setting
+  (the same messages for all; honest only with a core or so to spare per process).
 """
 
 from __future__ import annotations
@@ -17,9 +25,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.report import read_cpu_times, steal_percent
+from benchmarks.report import read_cpu_times, rotate, steal_percent
 from benchmarks.runner import ROOT, child_env, log
 
 from .stamps import now_us
@@ -27,14 +35,37 @@ from .workers import KINDS, PARTITIONS, Launcher, Window, finish, wait_ready
 
 RATES = (1000, 10000, 100000)
 SETTINGS = ("defaults", "tuned")
+MODES = ("isolated", "together")
 READY_TIMEOUT = 90.0
 DRAIN_S = 3.0
+#: Starting the workers, their joins, the drain: what a phase takes beyond warm-up + window (about).
+PHASE_OVERHEAD_S = 8.0
+
+
+def schedule(rates: Sequence[int], settings: Sequence[str], kinds: Sequence[str],
+             mode: str) -> List[Tuple[int, str, List[str]]]:
+    """The phases in run order: ``(rate, setting, the kinds reading that phase's topic)``.
+
+    ``together``: one phase per rate and setting with ``kinds`` as given. ``isolated``: one
+    phase per rate, setting and kind other than the floor, each with the floor beside it; the
+    kinds' order rotated by one from one rate and setting to the next.
+    """
+    plan: List[Tuple[int, str, List[str]]] = []
+    consumers = [k for k in kinds if k != "floor"]
+    for i, (rate, setting) in enumerate((r, s) for r in rates for s in settings):
+        if mode == "together":
+            plan.append((rate, setting, list(kinds)))
+        elif not consumers:
+            plan.append((rate, setting, ["floor"]))
+        else:
+            plan.extend((rate, setting, ["floor", kind]) for kind in rotate(consumers, i))
+    return plan
 
 
 def phase(cluster: Any, launcher: Launcher, rate: int, setting: str, kinds: Sequence[str], warmup: float,
           seconds: float) -> Dict[str, Any]:
-    """One rate and setting: every kind reading the same new topic at once; the phase's record."""
-    topic = f"lat-{rate}-{setting}-{launcher.counter}"
+    """One rate and setting: ``kinds`` reading the same new topic at once; the phase's record."""
+    topic = f"lat-{rate}-{setting}-{kinds[-1] if len(kinds) <= 2 else 'all'}-{launcher.counter}"
     cluster.create_topic(topic, partitions=PARTITIONS)
     cluster.wait_for_leaders(topic)
     window_file = launcher.directory / f"{topic}.window"
@@ -62,25 +93,38 @@ def phase(cluster: Any, launcher: Launcher, rate: int, setting: str, kinds: Sequ
                 w.process.wait(10)
     produced = json.loads(producer.stdout.strip().splitlines()[-1])
     steal = steal_percent(cpu0, cpu1)
-    return {"rate": rate, "setting": setting, "topic": topic, "producer": produced,
+    return {"rate": rate, "setting": setting, "kinds": list(kinds), "topic": topic, "producer": produced,
             "expected": int(rate * seconds), "load": [round(load0, 2), round(load1, 2)],
             "steal_pct": None if steal is None else round(steal, 2), "results": results}
 
 
 def format_table(phases: Sequence[Dict[str, Any]]) -> str:
-    """One row per rate, setting and kind: p50, p99, p99.9, max (ms), p99 minus the floor's, CPU s per million."""
-    head = (f"{'rate':>7} {'setting':<9} {'consumer':<17} {'count':>8} {'p50':>8} {'p99':>8} {'p99.9':>8} "
-            f"{'max':>8} {'p99-floor':>9} {'CPU s/M':>8}  load   steal")
+    """One row per phase and kind: p50, p99, p99.9, max (ms), p99 minus its phase's floor's, CPU s per million.
+
+    ``#`` is the phase's place in the run; each phase's own floor row comes first.
+    """
+    head = (f"{'#':>3} {'rate':>7} {'setting':<9} {'consumer':<17} {'count':>8} {'p50':>8} {'p99':>8} "
+            f"{'p99.9':>8} {'max':>8} {'p99-floor':>9} {'CPU s/M':>8}  load   steal")
     lines = [head, "-" * len(head)]
     for ph in phases:
         floor = next((r for r in ph["results"] if r["kind"] == "floor"), None)
         for r in ph["results"]:
             over = (r["p99_ms"] - floor["p99_ms"]) if floor and r["p99_ms"] is not None and floor["p99_ms"] else None
             lines.append(
-                f"{ph['rate']:>7} {ph['setting']:<9} {r['kind']:<17} {r['count']:>8} {_ms(r['p50_ms'])} "
+                f"{ph.get('position', ''):>3} {ph['rate']:>7} {ph['setting']:<9} {r['kind']:<17} {r['count']:>8} "
+                f"{_ms(r['p50_ms'])} "
                 f"{_ms(r['p99_ms'])} {_ms(r['p999_ms'])} {_ms(r['max_ms'])} {_ms(over, 9)} "
                 f"{_ms(r['cpu_s_per_m'])}  {ph['load'][1]:<5} {ph['steal_pct']}")
     return "\n".join(lines)
+
+
+def in_table_order(phases: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``phases`` by rate and setting as run, and within each by kind in :data:`KINDS` order (not run order)."""
+    def key(ph: Dict[str, Any]) -> Tuple[int, int]:
+        first = next(i for i, p in enumerate(phases) if (p["rate"], p["setting"]) == (ph["rate"], ph["setting"]))
+        return first, max(KINDS.index(k) for k in ph.get("kinds", ["floor"]))
+
+    return sorted(phases, key=key)
 
 
 def _ms(value: Optional[float], width: int = 8) -> str:
@@ -113,7 +157,11 @@ def parse(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench_latency", description=__doc__)
     parser.add_argument("--rates", default=",".join(map(str, RATES)))
     parser.add_argument("--settings", default=",".join(SETTINGS))
-    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help="the consumers (isolated mode always adds the floor to each phase)")
+    parser.add_argument("--mode", choices=MODES, default="isolated",
+                        help="isolated: a phase per kind, only the floor beside it (default); "
+                             "together: every kind on one topic at once")
     parser.add_argument("--seconds", type=float, default=60.0, help="measured window per phase")
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--quick", action="store_true", help="10 s windows after a 5 s warm-up")
@@ -123,6 +171,9 @@ def parse(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.warmup = 10.0, 5.0
+    unknown = set(args.kinds.split(",")) - set(KINDS)
+    if unknown:
+        parser.error(f"unknown kinds {sorted(unknown)}; known: {','.join(KINDS)}")
     return args
 
 
@@ -136,6 +187,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     record: Dict[str, Any] = {"command": " ".join(["scripts/bench_latency", *(argv if argv is not None else sys.argv[1:])]),
                               "commit": commit(), "date": started.isoformat(timespec="seconds"),
                               "machine": machine(), "seconds": args.seconds, "warmup": args.warmup,
+                              "mode": "rebalance" if args.rebalance else args.mode,
                               "partitions": PARTITIONS, "value_bytes": 100}
     out = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / (
         f"latency-{'rebalance-' if args.rebalance else ''}{started.strftime('%Y%m%dT%H%M%SZ')}.json")
@@ -154,19 +206,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             phases: List[Dict[str, Any]] = []
             record["phases"] = phases
-            for rate in (int(r) for r in args.rates.split(",")):
-                for setting in args.settings.split(","):
-                    log(f"rate {rate} msg/s, {setting}: {args.warmup:.0f} s warm-up + {args.seconds:.0f} s")
-                    try:
-                        phases.append(phase(cluster, launcher, rate, setting, args.kinds.split(","), args.warmup,
-                                            args.seconds))
-                    except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
-                        log(f"rate {rate}, {setting} failed: {exc}")  # recorded; the other phases still run
-                        record.setdefault("failed", []).append({"rate": rate, "setting": setting, "error": str(exc)})
-                        continue
-                    print(format_table(phases[-1:]), flush=True)
-                    save(out, record)
-            print("\n" + format_table(phases))
+            plan = schedule([int(r) for r in args.rates.split(",")], args.settings.split(","),
+                            args.kinds.split(","), args.mode)
+            log(f"{args.mode}: {len(plan)} phases of {args.warmup:.0f} s warm-up + {args.seconds:.0f} s, "
+                f"about {max(1, round(len(plan) * (args.warmup + args.seconds + PHASE_OVERHEAD_S) / 60))} min")
+            for position, (rate, setting, kinds) in enumerate(plan, 1):
+                log(f"phase {position}/{len(plan)}: rate {rate} msg/s, {setting}, {'+'.join(kinds)}")
+                try:
+                    phases.append({"position": position,
+                                   **phase(cluster, launcher, rate, setting, kinds, args.warmup, args.seconds)})
+                except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
+                    log(f"phase {position} failed: {exc}")  # recorded; the other phases still run
+                    record.setdefault("failed", []).append({"position": position, "rate": rate, "setting": setting,
+                                                            "kinds": kinds, "error": str(exc)})
+                    continue
+                print(format_table(phases[-1:]), flush=True)
+                save(out, record)
+            print("\n" + format_table(in_table_order(phases)))
     save(out, record)
     log(f"saved {out}; work directory {directory}{'' if args.keep else ' (removed)'}")
     if not args.keep:

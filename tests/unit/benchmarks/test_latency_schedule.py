@@ -1,0 +1,46 @@
+"""The latency benchmark's phase plan: isolated phases each with their own floor, the order rotated."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from benchmarks.latency.run import format_table, in_table_order, schedule
+
+ALL = ["floor", "zkconsumer", "zkconsumer-batch", "kafka", "confluent"]
+
+
+def test_isolated_gives_every_kind_its_own_phase_with_the_floor():
+    plan = schedule([1000, 10000], ["defaults", "tuned"], ALL, "isolated")
+    assert len(plan) == 2 * 2 * 4
+    assert all(kinds[0] == "floor" and len(kinds) == 2 for _, _, kinds in plan)
+    per_pair = Counter((rate, setting) for rate, setting, _ in plan)
+    assert set(per_pair.values()) == {4}
+
+
+def test_isolated_rotates_which_kind_goes_first():
+    plan = schedule([1000, 10000], ["defaults", "tuned"], ALL, "isolated")
+    firsts = [plan[i][2][1] for i in range(0, len(plan), 4)]
+    assert firsts == ["zkconsumer", "zkconsumer-batch", "kafka", "confluent"]
+
+
+def test_isolated_adds_the_floor_and_together_keeps_the_kinds():
+    assert schedule([1000], ["defaults"], ["kafka"], "isolated") == [(1000, "defaults", ["floor", "kafka"])]
+    assert schedule([1000], ["defaults"], ["floor"], "isolated") == [(1000, "defaults", ["floor"])]
+    assert schedule([1000, 10000], ["tuned"], ALL, "together") == [(1000, "tuned", ALL), (10000, "tuned", ALL)]
+
+
+def _result(kind, p99):
+    return {"kind": kind, "count": 10, "p50_ms": 1.0, "p99_ms": p99, "p999_ms": p99, "max_ms": p99,
+            "cpu_s_per_m": 1.0}
+
+
+def test_the_table_subtracts_each_phases_own_floor_and_lists_kinds_in_order():
+    phases = [{"position": 1, "rate": 1000, "setting": "defaults", "kinds": ["floor", "kafka"], "load": [0, 1.5],
+               "steal_pct": 0.1, "results": [_result("floor", 5.0), _result("kafka", 8.0)]},
+              {"position": 2, "rate": 1000, "setting": "defaults", "kinds": ["floor", "zkconsumer"],
+               "load": [0, 1.2], "steal_pct": 0.1, "results": [_result("floor", 2.0), _result("zkconsumer", 9.0)]}]
+    ordered = in_table_order(phases)
+    assert [p["position"] for p in ordered] == [2, 1]
+    rows = format_table(ordered).splitlines()[2:]
+    assert "zkconsumer" in rows[1] and rows[1].split()[9] == "7.0"
+    assert "kafka" in rows[3] and rows[3].split()[9] == "3.0"
