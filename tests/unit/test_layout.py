@@ -55,7 +55,7 @@ _BELOW_CORE = ("base", "zookeeper", "wire", "security", "fetch", "metrics", "off
 #: (layer, module prefixes, layers it may import besides its own). First matching row wins.
 LAYERS: Tuple[Tuple[str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     ("base", ("zkconsumer.errors", "zkconsumer.config", "zkconsumer.properties_file", "zkconsumer.java_regex",
-              "zkconsumer.assignors", "zkconsumer.structs", "zkconsumer.runtime", "zkconsumer.stopping"), ()),
+              "zkconsumer.assignors", "zkconsumer.structs", "zkconsumer.threads"), ()),
     ("zookeeper", ("zkconsumer.zookeeper",), ("base",)),
     ("wire", ("zkconsumer.wire",), ("base",)),
     ("security", ("zkconsumer.security",), ("base", "zookeeper")),

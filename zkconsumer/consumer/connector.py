@@ -66,7 +66,7 @@ from ..fetch.manager import FetcherManager
 from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingListener
 from ..offsets.committer import AutoCommitter, OffsetCommitter
 from ..offsets.storage import make_offset_storage
-from ..stopping import ParallelStops
+from ..threads import ParallelStops
 from ..zookeeper import server_order
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client

@@ -26,8 +26,8 @@ import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..fetch.handoff import PartitionTopicInfo
-from ..runtime import THREADS, Runtime
 from ..structs import TopicPartition
+from ..threads import THREADS, Runtime
 from ..zookeeper.group import GroupClient
 from .storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
 
