@@ -341,7 +341,7 @@ class ConsumerConnectorBase(abc.ABC):
             if committer is not None:
                 stops.run("autocommit", committer.stop)
             stops.run("coordination", self._stop_coordination)
-            stops.run("fetchers", self._fetchers.shutdown)
+            stops.run("fetchers", self._fetchers.stop)
             if not stops.wait("fetchers", deadline):
                 log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
             clear_streams(self._streams)
