@@ -24,12 +24,13 @@ The result is a dict (what ``zkconsumer perf`` prints as JSON)::
     start_time, end_time,         # wall clock, ISO 8601
     topic, group, threads, batch, accelerated, timed_out, warmup_ms
 
-May import: errors, config, wire, consumer, connector.
+May import: errors, config, threads, wire, consumer, connector.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 import resource
 import sys
@@ -40,6 +41,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .config import ConsumerConfig
 from .consumer.stream import KafkaStream
 from .errors import ConsumerTimeoutError
+from .threads import ShutdownableThread
 from .wire.messageset import ACCELERATED
 
 __all__ = ["run_perf", "kafka_style_lines", "current_rss_mb", "peak_rss_mb"]
@@ -159,24 +161,24 @@ def run_perf(config: ConsumerConfig, topic: str, messages: int, threads: int = 1
             on_streams(list(streams))
         if warmup_ms > 0:
             time.sleep(warmup_ms / 1000.0)
-        stop_sampling = threading.Event()
-        sampler = None
+        sampler: Optional[ShutdownableThread] = None
         if rss_interval_s:
             def sample() -> None:
-                while not stop_sampling.wait(rss_interval_s):
+                assert sampler is not None
+                while not sampler.wait(rss_interval_s):
                     rss = current_rss_mb()
                     if rss is not None:
                         samples.append(round(rss, 1))
-            sampler = threading.Thread(target=sample, name="zkconsumer-perf-rss", daemon=True)
+            sampler = ShutdownableThread("zkconsumer-perf-rss", sample)
         start_wall, start, cpu_start = time.time(), time.perf_counter(), time.process_time()
         if sampler is not None:
             sampler.start()
         if batch:
-            workers = [threading.Thread(target=_consume_batches, args=(s, counter, max_batch_rows),
-                                        name=f"zkconsumer-perf-{i}") for i, s in enumerate(streams)]
+            workers = [ShutdownableThread(f"zkconsumer-perf-{i}", functools.partial(
+                _consume_batches, s, counter, max_batch_rows)) for i, s in enumerate(streams)]
         else:
-            workers = [threading.Thread(target=_consume_messages, args=(s, counter, len(streams) == 1),
-                                        name=f"zkconsumer-perf-{i}") for i, s in enumerate(streams)]
+            workers = [ShutdownableThread(f"zkconsumer-perf-{i}", functools.partial(
+                _consume_messages, s, counter, len(streams) == 1)) for i, s in enumerate(streams)]
         if len(workers) == 1:
             workers[0].run()  # in this thread: no extra thread competing for the GIL
             workers = []
@@ -191,9 +193,8 @@ def run_perf(config: ConsumerConfig, topic: str, messages: int, threads: int = 1
             timed_out = True
             end = time.perf_counter() - max(0, config.consumer_timeout_ms) / 1000.0
         cpu = time.process_time() - cpu_start
-        stop_sampling.set()
         if sampler is not None:
-            sampler.join()
+            sampler.stop()
     for w in workers:  # the connector's shutdown ended their streams
         w.join()
     seconds = max(end - start, 1e-9)

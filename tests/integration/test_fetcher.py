@@ -156,7 +156,7 @@ def test_every_message_exactly_once_in_order_from_three_brokers_with_two_fetcher
             assert m["fetcher"] == f"zkconsumer-fetcher-fetcher-it-{fetcher_id(topic, p, 2)}-broker-{m['leader']}"
             assert (m["high_watermark"], m["fetched_offset"], m["fetch_lag"]) == (500, 500, 0)
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
     assert errors == [] and our_threads() == []
 
@@ -193,7 +193,7 @@ def test_leader_killed_while_producing_loses_and_duplicates_nothing(
         leaders = {m["leader"] for m in manager.metrics()["partitions"].values()}
         assert victim not in leaders
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
         cluster.start_broker(victim)
     assert errors == [] and our_threads() == []
@@ -218,7 +218,7 @@ def test_offset_out_of_range_resets_per_auto_offset_reset(
         assert collector.offsets((topic, 0)) == list(range(first, 15))
         assert collector.values((topic, 0))[-5:] == [b"new-%d" % i for i in range(5)]
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
 
 
@@ -234,7 +234,7 @@ def test_negative_offset_is_placed_per_auto_offset_reset(cluster, make_topic, li
         wait_until(lambda: all(collector.count((topic, p)) >= 7 for p in range(2)), 30, "14 messages")
         assert all(collector.offsets((topic, p)) == list(range(7)) for p in range(2))
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
 
 
@@ -256,7 +256,7 @@ def test_message_larger_than_fetch_size_becomes_one_error_chunk(
         assert collector.values((topic, 0)) == [b"small-0"]
         assert manager.metrics()["partitions"][f"{topic}-0"]["stalled"] is True
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
 
 
@@ -279,7 +279,7 @@ def test_compressed_batches_from_kafka_python(cluster, make_topic, live_brokers,
         assert collector.offsets((topic, 0)) == list(range(777, 2000))
         assert collector.values((topic, 0)) == values[777:]
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
 
 
@@ -301,7 +301,7 @@ def test_compressed_sets_from_kafkas_own_java_producer(cluster, make_topic, live
         assert collector.values((topic, 0)) == [line.encode() for line in lines]
         assert collector.offsets((topic, 0)) == list(range(200))
     finally:
-        manager.shutdown()
+        manager.stop()
         collector.stop()
 
 
@@ -332,4 +332,4 @@ def test_stop_connections_is_prompt_while_fetchers_are_blocked_on_full_queues(
             got += len(c.messages)
         assert got == 900
     finally:
-        manager.shutdown()
+        manager.stop()

@@ -132,7 +132,7 @@ class Kernel:
 
 
 class SimTask:
-    """A greenlet standing for one thread; joinable (:class:`zkconsumer.runtime.Task`)."""
+    """A greenlet standing for one thread; joinable (:class:`zkconsumer.threads.Task`)."""
 
     def __init__(self, kernel: Kernel, target: Callable[[], None], name: str, owner: str = "") -> None:
         self.kernel = kernel
@@ -253,7 +253,7 @@ class SimLock:
 
 
 class SimRuntime:
-    """:class:`zkconsumer.runtime.Runtime` on the kernel."""
+    """:class:`zkconsumer.threads.Runtime` on the kernel."""
 
     def __init__(self, kernel: Kernel, owner: str = "") -> None:
         self.kernel = kernel

@@ -47,11 +47,7 @@ SIZE_CHECKED = ("zkconsumer", "spark_integration", "benchmarks")
 #: Violations being fixed on other branches while this test was written (threads, ownership,
 #: layout). Each entry is one line of a failure message; empty this set as they merge (an entry
 #: that no longer occurs fails test_known_violations_still_occur, so it cannot go stale).
-KNOWN_VIOLATIONS: FrozenSet[str] = frozenset({
-    # fetch/leader_finder.py types its manager under TYPE_CHECKING: manager.py imports leader_finder
-    # (threads branch)
-    "cycle: zkconsumer.fetch.leader_finder <-> zkconsumer.fetch.manager",
-})
+KNOWN_VIOLATIONS: FrozenSet[str] = frozenset()
 
 MAY_IMPORT = re.compile(r"^\s*May import:(?P<rule>.*?)(?:\n\s*\n|\Z)", re.S | re.M)
 NOTHING = ("the standard library only", "nothing of zkconsumer")

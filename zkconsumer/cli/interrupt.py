@@ -40,6 +40,7 @@ import time
 from types import FrameType
 from typing import Callable, Mapping, Optional, Tuple
 
+from ..threads import ShutdownableThread
 from .common import EXIT_INTERRUPTED
 
 __all__ = ["DEFAULT_GRACE_S", "GRACE_ENV", "InterruptPolicy", "grace_from_environment"]
@@ -86,7 +87,7 @@ class InterruptPolicy:
         self._previous_nudge: object = None
         self._previous_wakeup_fd = -1
         self._pipe: Optional[Tuple[int, int]] = None
-        self._watcher: Optional[threading.Thread] = None
+        self._watcher: Optional[ShutdownableThread] = None
         self._main_ident = threading.get_ident()
         self._handled = threading.Event()  # the main thread's SIGINT handler has run
         self._interrupted = threading.Event()  # a SIGINT arrived (seen by either thread)
@@ -119,7 +120,7 @@ class InterruptPolicy:
         self._previous_wakeup_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
         self._previous_nudge = signal.signal(NUDGE, _ignore)
-        self._watcher = threading.Thread(target=self._watch, name="zkconsumer-interrupt-watcher", daemon=True)
+        self._watcher = ShutdownableThread("zkconsumer-interrupt-watcher", self._watch, wake=self._wake_watcher)
         self._watcher.start()
         self._installed = True
 
@@ -144,15 +145,20 @@ class InterruptPolicy:
         signal.set_wakeup_fd(self._previous_wakeup_fd)
         assert self._pipe is not None and self._watcher is not None
         read_fd, write_fd = self._pipe
-        try:
-            os.write(write_fd, _STOP)
-        except OSError:
-            pass
-        self._watcher.join(1.0)
-        if not self._watcher.is_alive():
+        if self._watcher.stop(1.0):
             os.close(read_fd)
             os.close(write_fd)
             self._pipe = None
+
+    def _wake_watcher(self) -> None:
+        """The watcher's stop request: a stop byte in its pipe (never blocks: the pipe's write end is non-blocking)."""
+        pipe = self._pipe
+        if pipe is None:
+            return
+        try:
+            os.write(pipe[1], _STOP)
+        except OSError:
+            pass
 
     # ------------------------------------------------------------------ main thread
 

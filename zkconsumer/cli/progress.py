@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, TextIO, Tuple
 
+from ..threads import ShutdownableThread
+
 __all__ = ["TerminalCaps", "terminal_caps", "StatusLine", "RateTicker", "format_count", "format_rate",
            "format_duration"]
 
@@ -185,8 +187,7 @@ class RateTicker:
         self._render = render
         self._interval_s = interval_s
         self._clock = clock
-        self._stopped = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: Optional[ShutdownableThread] = None
         self._start = clock()
         self._last: Tuple[int, float] = (0, self._start)
 
@@ -194,7 +195,7 @@ class RateTicker:
         if self._status.enabled and self._thread is None:
             self._start = self._clock()
             self._last = (0, self._start)
-            self._thread = threading.Thread(target=self._run, name="zkconsumer-cli-progress", daemon=True)
+            self._thread = ShutdownableThread("zkconsumer-cli-progress", self._run)
             self._thread.start()
         return self
 
@@ -210,11 +211,13 @@ class RateTicker:
         self._status.draw(self._render(counts, now - self._start, (counts[0] - last_messages, now - last_at)))
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval_s):
+        thread = self._thread
+        assert thread is not None
+        while not thread.wait(self._interval_s):
             self.tick()
 
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(JOIN_TIMEOUT_S)
+    def stop(self, timeout: Optional[float] = JOIN_TIMEOUT_S) -> bool:
+        """Stop and join the thread (within ``timeout``) and erase the line; ``True`` once the thread ended."""
+        ended = self._thread is None or self._thread.stop(timeout)
         self._status.clear()
+        return ended

@@ -66,7 +66,7 @@ from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingList
 from ..offsets.committer import AutoCommitter, OffsetCommitter
 from ..offsets.retry import commit_retrying
 from ..offsets.storage import make_offset_storage
-from ..stopping import ParallelStops
+from ..threads import ParallelStops
 from ..zookeeper import server_order
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
@@ -364,7 +364,7 @@ class ConsumerConnectorBase(abc.ABC):
             if committer is not None:
                 stops.run("autocommit", committer.stop)
             stops.run("coordination", self.membership.stop)
-            stops.run("fetchers", self._fetchers.shutdown)
+            stops.run("fetchers", self._fetchers.stop)
             if not stops.wait("fetchers", deadline):
                 log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
             clear_streams(self._streams)

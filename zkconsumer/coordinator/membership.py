@@ -63,6 +63,7 @@ from ..consumer.membership import RebalanceState, RebalanceStatus
 from ..errors import ConfigurationError, ZkConsumerError
 from ..offsets.storage import Generation
 from ..structs import TopicPartition
+from ..threads import ShutdownableThread
 from ..wire.broker_errors import error_for_code
 from ..wire.group_protocol import (
     COORDINATOR_MOVED_CODES,
@@ -204,7 +205,7 @@ class GroupMembership:
         self._next_heartbeat = 0.0
         self._last_heartbeat_ok = 0.0
         self._first_done = threading.Event()
-        self._threads: List[threading.Thread] = []
+        self._threads: List[ShutdownableThread] = []
 
         self._state = RebalanceState.STARTING
         self._rebalances = 0
@@ -217,9 +218,8 @@ class GroupMembership:
     def start(self) -> None:
         """Start the membership and heartbeat threads (the first JoinGroup goes out at once)."""
         self._threads = [
-            threading.Thread(target=self._guarded(self._run), name=f"zkconsumer-coordinator-{self._name}", daemon=True),
-            threading.Thread(target=self._guarded(self._heartbeats), name=f"zkconsumer-heartbeat-{self._name}",
-                             daemon=True),
+            ShutdownableThread(f"zkconsumer-coordinator-{self._name}", self._guarded(self._run)),
+            ShutdownableThread(f"zkconsumer-heartbeat-{self._name}", self._guarded(self._heartbeats)),
         ]
         for thread in self._threads:
             thread.start()
@@ -256,8 +256,7 @@ class GroupMembership:
         self._join_channel.interrupt()
         self._heartbeat_channel.interrupt()
         for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join()
+            thread.stop()  # joined (not when called from that thread); both bodies watch the flag set above
         with self._cond:
             self._state = RebalanceState.STOPPED
             self._generation = None

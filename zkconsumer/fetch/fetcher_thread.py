@@ -61,6 +61,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from ..errors import BrokerError, CorruptMessageError, MessageSizeTooLargeError, ZkConsumerError
 from ..structs import TopicPartition
+from ..threads import ShutdownableThread
 from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
 from ..wire.messageset import decode_message_set
@@ -125,13 +126,13 @@ class _PartitionState:
         return (self.info.topic, self.info.partition)
 
 
-class FetcherThread(threading.Thread):
+class FetcherThread(ShutdownableThread):
     """Fetches a set of partitions from one broker (Kafka's ConsumerFetcherThread).
 
     Created and owned by :class:`FetcherManager`; partitions come and go through
-    :meth:`add_partitions` / :meth:`remove_partitions`; :meth:`request_stop` then
-    ``join()`` ends it. ``hand_back(infos)`` is called (from this thread, with no
-    lock held) with partitions whose leader must be looked up again.
+    :meth:`add_partitions` / :meth:`remove_partitions`; :meth:`stop` (or
+    :meth:`request_stop` then :meth:`join`) ends it. ``hand_back(infos)`` is called
+    (from this thread, with no lock held) with partitions whose leader must be looked up again.
     """
 
     def __init__(self, key: FetcherKey, config: Any, connection: BrokerConnection,
@@ -139,7 +140,7 @@ class FetcherThread(threading.Thread):
                  on_error: Callable[[BaseException], None],
                  deliverable: Callable[[], bool] = lambda: True, stats: Optional[FetchStats] = None) -> None:
         name = f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}"
-        super().__init__(name=f"{name}-{key.connection}" if key.connection else name, daemon=True)
+        super().__init__(f"{name}-{key.connection}" if key.connection else name)
         self.key = key
         self._config = config
         self._conn = connection
@@ -157,7 +158,6 @@ class FetcherThread(threading.Thread):
         self.stats = stats if stats is not None else FetchStats()
         self._response_messages = 0
         self._response_errors: List[str] = []
-        self.stopping = False
 
     # ------------------------------------------------------------------ control (other threads)
 
@@ -204,9 +204,9 @@ class FetcherThread(threading.Thread):
                     for tp, st in self._partitions.items()}
 
     def request_stop(self) -> None:
-        """Make the thread end soon: wakes its waits and aborts its socket."""
+        """Make the thread end soon: wakes its waits and aborts its socket (never blocks on the network)."""
+        super().request_stop()
         with self._cond:
-            self.stopping = True
             self._cond.notify_all()
         self._conn.abort()
 

@@ -82,12 +82,13 @@ from ..assignors import java_string_hash
 from ..errors import ConsumerShutdownError
 from ..security import broker_ssl_context
 from ..structs import TopicPartition
+from ..threads import ShutdownableThread
 from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
 from .fetch_stats import FetchStats
 from .fetcher_thread import FetcherKey, FetcherThread
 from .handoff import PartitionTopicInfo
-from .leader_finder import LeaderFinder
+from .leader_finder import LeaderFinder, LeaderFinderHost
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..zookeeper.zkformat import Broker
@@ -170,7 +171,7 @@ class FetcherManager:
 
     Usage (by the rebalancer): ``start_connections(infos)`` after claiming
     partitions, ``stop_connections()`` before releasing them (and before clearing
-    the queues), repeated any number of times; ``shutdown()`` at the end.
+    the queues), repeated any number of times; :meth:`stop` at the end.
 
     ``brokers()`` returns the live brokers (from ZooKeeper ``/brokers/ids``) to
     bootstrap metadata requests; it is called on every LeaderFinder pass and may
@@ -216,7 +217,7 @@ class FetcherManager:
 
         May be called again without :meth:`stop_connections` to add partitions; a
         partition given again with a different info object is removed first.
-        Raises ConsumerShutdownError after :meth:`shutdown`.
+        Raises ConsumerShutdownError after :meth:`stop`.
         """
         infos = list(infos)
         with self._lifecycle:
@@ -238,7 +239,7 @@ class FetcherManager:
             if self._leader_finder is None:
                 self._generation += 1
                 self._leader_finder = LeaderFinder(
-                    self, f"zkconsumer-leader-finder-{self._config.client_id}-{self._generation}")
+                    self._finder_host(), f"zkconsumer-leader-finder-{self._config.client_id}-{self._generation}")
                 self._leader_finder.start()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
@@ -262,7 +263,7 @@ class FetcherManager:
                         self._leaders.pop(tp, None)
                         self._announced.pop(tp, None)
                     self._leaderless -= tps
-            self._shutdown_idle_fetchers()
+            self._stop_idle_fetchers()
 
     def stop_connections(self) -> None:
         """Stop the LeaderFinder and every fetcher, join them all, forget every partition.
@@ -274,21 +275,17 @@ class FetcherManager:
         with self._lifecycle:
             finder, self._leader_finder = self._leader_finder, None
             if finder is not None:
-                finder.request_stop()
-                finder.join()
+                finder.stop()
             with self._fetchers_lock:
                 fetchers = list(self._fetchers.values())
                 self._fetchers.clear()
-            for fetcher in fetchers:
-                fetcher.request_stop()
-            for fetcher in fetchers:
-                fetcher.join()
+            _stop_all(fetchers)
             with self._cond:
                 self._partitions.clear()
                 self._leaderless.clear()
                 self._leaders.clear()
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
         """Stop everything (as :meth:`stop_connections`); idempotent; later starts raise."""
         with self._lifecycle:
             self._shut_down = True
@@ -342,6 +339,14 @@ class FetcherManager:
 
     # ------------------------------------------------------------------ used by the threads
 
+    def _finder_host(self) -> LeaderFinderHost:
+        """What the LeaderFinder may do with this manager (see :class:`LeaderFinderHost`)."""
+        return LeaderFinderHost(
+            wait_for_leaderless=self._wait_for_leaderless, assign_leaders=self._assign_leaders,
+            stop_idle_fetchers=self._stop_idle_fetchers, backoff=self._backoff, report=self._report,
+            brokers=self._brokers, connect=self._connect, wake=self._wake,
+            backoff_ms=int(self._config.refresh_leader_backoff_ms))
+
     @staticmethod
     def _by_tp(infos: Iterable[PartitionTopicInfo]) -> Dict[TopicPartition, PartitionTopicInfo]:
         return {(info.topic, info.partition): info for info in infos}
@@ -364,17 +369,17 @@ class FetcherManager:
         return BrokerConnection(host, port, c.client_id, c.socket_timeout_ms, c.socket_receive_buffer_bytes,
                                 self._ssl_context, reuse_buffer=True)
 
-    def _wait_for_leaderless(self, stop: threading.Event) -> Set[TopicPartition]:
-        """Block until some partition lacks a leader; returns them (empty set when stopping)."""
+    def _wait_for_leaderless(self, finder: ShutdownableThread) -> Set[TopicPartition]:
+        """Block until some partition lacks a leader; returns them (empty set when ``finder`` is stopping)."""
         with self._cond:
-            while not self._leaderless and not stop.is_set():
+            while not self._leaderless and not finder.stopping:
                 self._cond.wait()
-            return set() if stop.is_set() else set(self._leaderless)
+            return set() if finder.stopping else set(self._leaderless)
 
-    def _backoff(self, stop: threading.Event) -> None:
+    def _backoff(self, finder: ShutdownableThread) -> None:
         seconds = self._config.refresh_leader_backoff_ms / 1000.0
         if self._sleep is time.sleep:
-            stop.wait(seconds)
+            finder.wait(seconds)
         else:
             self._sleep(seconds)
 
@@ -388,7 +393,7 @@ class FetcherManager:
                     self._leaders.pop(tp, None)
             self._cond.notify_all()
 
-    def _assign_leaders(self, metadata: MetadataResponse, stop: threading.Event) -> None:
+    def _assign_leaders(self, metadata: MetadataResponse, finder: ShutdownableThread) -> None:
         """Give every leaderless partition that has a live leader to its fetcher thread."""
         found: Dict[TopicPartition, FetcherKey] = {}  # connection 0 until spread below
         num = max(1, int(self._config.num_consumer_fetchers))
@@ -401,7 +406,7 @@ class FetcherManager:
                         leader.node_id, leader.host, leader.port, fetcher_id(topic.topic, pm.partition, num))
         with self._fetchers_lock:
             with self._cond:
-                if stop.is_set():
+                if finder.stopping:
                     return
                 picked = {tp: (self._partitions[tp], found[tp]) for tp in self._leaderless if tp in found}
                 self._leaderless.difference_update(picked)
@@ -436,13 +441,19 @@ class FetcherManager:
             fetcher.start()
         return fetcher
 
-    def _shutdown_idle_fetchers(self) -> None:
+    def _stop_idle_fetchers(self) -> None:
         """Stop and join fetchers left without partitions (Kafka's shutdownIdleFetcherThreads)."""
         with self._fetchers_lock:
             idle = [key for key, f in self._fetchers.items() if f.partition_count() == 0]
             fetchers = [self._fetchers.pop(key) for key in idle]
-        for fetcher in fetchers:
-            fetcher.request_stop()
-        for fetcher in fetchers:
-            fetcher.join()
+        _stop_all(fetchers)
+
+
+def _stop_all(threads: Sequence[ShutdownableThread]) -> None:
+    """Request every stop first (they end in parallel), then join each (as before: no bound of its own;
+    each fetcher's socket is aborted, so a join waits at most for the chunk being processed)."""
+    for thread in threads:
+        thread.request_stop()
+    for thread in threads:
+        thread.join()
 

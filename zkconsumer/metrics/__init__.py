@@ -13,5 +13,5 @@ module             holds
 A connector is handed in duck-typed, so nothing here knows the consumer's classes.
 Watching groups from outside (lag, Burrow's rules) is :mod:`zkconsumer.monitoring`.
 
-May import: errors, structs.
+May import: errors, structs, threads.
 """

@@ -40,6 +40,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from ..structs import TopicPartition
+from ..threads import ShutdownableThread
 
 __all__ = ["ConsumerMetrics", "MetricsReporter", "PauseTimingListener", "partition_lag"]
 
@@ -347,8 +348,7 @@ class MetricsReporter:
         self._interval_s = interval_s
         self._logger = logger
         self._level = level
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = ShutdownableThread(name, self._run)
 
     @property
     def running(self) -> bool:
@@ -357,11 +357,12 @@ class MetricsReporter:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop and join the thread (safe to call twice, or before :meth:`start`)."""
-        self._stopped.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+    def stop(self, timeout: Optional[float] = None) -> bool:
+        """Stop and join the thread (at most ``timeout`` s); ``True`` once it has ended.
+
+        Safe to call twice, or before :meth:`start`.
+        """
+        return self._thread.stop(timeout)
 
     def report_once(self) -> Optional[Mapping[str, Any]]:
         """Take and log one snapshot; returns it, or ``None`` if taking it failed (logged)."""
@@ -374,5 +375,5 @@ class MetricsReporter:
         return snap
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval_s):
+        while not self._thread.wait(self._interval_s):
             self.report_once()

@@ -344,7 +344,7 @@ class ConnectorInstrumentation:
             return
         self._closed = True
         if self.pusher is not None:
-            self.pusher.close()  # a last push while the connector's figures are still readable
+            self.pusher.stop()  # a last push while the connector's figures are still readable
         self.hooks.detach()
         if self.server is not None:
             self.server.close()

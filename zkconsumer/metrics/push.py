@@ -3,7 +3,7 @@
 
 :class:`Pusher` pushes (HTTP PUT, replacing the previous push of the same
 grouping key) every ``interval_s`` on its own thread and once more on
-:meth:`Pusher.close`, so the last counters of a member that ends are kept.
+:meth:`Pusher.stop`, so the last counters of a member that ends are kept.
 Push failures are logged and counted, never raised: monitoring must not stop a
 consumer.
 """
@@ -15,6 +15,8 @@ import threading
 from typing import Callable, Dict, Optional
 
 from prometheus_client import CollectorRegistry, push_to_gateway
+
+from ..threads import ShutdownableThread
 
 __all__ = ["Pusher", "DEFAULT_PUSH_INTERVAL_S"]
 
@@ -42,9 +44,8 @@ class Pusher:
         self._lock = threading.Lock()
         self.pushes = 0
         self.failures = 0
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"zkconsumer-metrics-push-{job}", daemon=True)
-        self._closed = False
+        self._thread = ShutdownableThread(f"zkconsumer-metrics-push-{job}", self._run)
+        self._stopped = False
 
     def start(self) -> "Pusher":
         self._thread.start()
@@ -65,16 +66,18 @@ class Pusher:
         return True
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval_s):
+        while not self._thread.wait(self._interval_s):
             self.push_once()
 
-    def close(self) -> None:
-        """Stop the thread (joined within a bound) and push a last time (idempotent)."""
+    def stop(self, timeout: Optional[float] = JOIN_TIMEOUT_S) -> bool:
+        """Stop the thread (joined within ``timeout``), then push a last time; ``True`` once the thread ended.
+
+        Idempotent: a second call neither joins nor pushes again.
+        """
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._stopped.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(JOIN_TIMEOUT_S)
+            if self._stopped:
+                return not self._thread.is_alive()
+            self._stopped = True
+        ended = self._thread.stop(timeout)
         self.push_once()
+        return ended

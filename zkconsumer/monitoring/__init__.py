@@ -14,7 +14,7 @@ module                 contents
 
 Metric names and the Grafana dashboard: ``docs/MONITORING.md``.
 
-May import: errors, structs, admin.
+May import: errors, structs, threads, admin.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from ..admin import BrokerOffsets, LogOffsets, list_groups
 from ..admin.snapshot import snapshot_group
 from ..errors import ZkConsumerError
 from ..structs import TopicPartition
+from ..threads import ShutdownableThread
 from .burrow import DEFAULT_WINDOW, GroupStatus, PartitionStatus
 from .lag import GroupLag, LagMonitor
 
@@ -95,8 +96,8 @@ class LagExporter:
         self._errors: Dict[str, int] = {}
         self._last_poll_s: Optional[float] = None
         self._last_duration_s: Optional[float] = None
-        self._stopped = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread = ShutdownableThread("zkconsumer-lag-exporter", self._run)
+        self._started = False
 
     # ------------------------------------------------------------------ polling
 
@@ -151,27 +152,26 @@ class LagExporter:
 
     def start(self) -> None:
         """Poll every ``interval_s`` on a daemon thread until :meth:`stop` (the first poll at once)."""
-        if self._thread is not None:
+        if self._started:
             raise RuntimeError("the exporter was already started")
-        self._thread = threading.Thread(target=self._run, name="zkconsumer-lag-exporter", daemon=True)
+        self._started = True
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stopped.is_set():
+        while not self._thread.stopping:
             try:
                 self.poll_once()
             except Exception:  # noqa: BLE001 - the exporter must outlive a bad poll
                 log.exception("lag exporter poll failed")
                 self._count_error("")
-            self._stopped.wait(self._interval_s)
+            self._thread.wait(self._interval_s)
 
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """Stop polling and join the thread (idempotent)."""
-        self._stopped.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
-            if self._thread.is_alive():
-                log.warning("lag exporter thread did not stop within %ss", timeout_s)
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> bool:
+        """Stop polling and join the thread (within ``timeout``; idempotent); ``True`` once it has ended."""
+        ended = self._thread.stop(timeout)
+        if not ended and self._started and not self._thread.is_current():
+            log.warning("lag exporter thread did not stop within %ss", timeout)
+        return ended
 
     # ------------------------------------------------------------------ reading
 

@@ -22,12 +22,11 @@ owner's offsets.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..fetch.handoff import PartitionTopicInfo
-from ..runtime import THREADS, Runtime
 from ..structs import TopicPartition
+from ..threads import THREADS, Runtime, ShutdownableThread
 from ..zookeeper.group import GroupClient
 from .storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
 
@@ -149,20 +148,17 @@ class AutoCommitter:
     def __init__(self, commit: Callable[[], object], interval_ms: int, name: str) -> None:
         self._commit = commit
         self._interval = interval_ms / 1000.0
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = ShutdownableThread(name, self._run)
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop and join the thread (idempotent)."""
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join()
+    def stop(self, timeout: Optional[float] = None) -> bool:
+        """Stop and join the thread (at most ``timeout`` s; idempotent); ``True`` once it has ended."""
+        return self._thread.stop(timeout)
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval):
+        while not self._thread.wait(self._interval):
             try:
                 self._commit()
             except Exception as exc:  # keep going: the next tick tries again

@@ -11,5 +11,5 @@ module                       holds
 ``decisions.py``             every decision of an attempt, as pure functions of plain data
 ===========================  ===================================================================
 
-May import: errors, config, structs, assignors, runtime, zookeeper, fetch, offsets, consumer.
+May import: errors, config, structs, assignors, threads, zookeeper, fetch, offsets, consumer.
 """

@@ -82,8 +82,8 @@ from ..consumer.topic_count import TopicCount, consumers_per_topic, topic_count_
 from ..errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
 from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
-from ..runtime import THREADS, Runtime, Task
 from ..structs import INVALID_OFFSET, TopicPartition
+from ..threads import THREADS, Runtime, Task
 from ..zookeeper.group import GroupClient
 from . import decisions as decide
 from .ownership import OffsetReader, Ownership
@@ -144,7 +144,7 @@ class Rebalancer:
     ``read_offsets(partitions)`` reads committed offsets (``None``: none) from
     wherever ``offsets.storage`` keeps them; ZooKeeper's by default.
     ``clock``, ``rng`` and ``runtime`` (its thread, condition and events:
-    :mod:`zkconsumer.runtime`) are what a deterministic simulation replaces.
+    :mod:`zkconsumer.threads`) are what a deterministic simulation replaces.
     """
 
     def __init__(

@@ -44,13 +44,13 @@ held until the rebalancer has rejoined.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Callable, Optional
 
 from kazoo.exceptions import KazooException
 
 from ..errors import ZkConsumerError
+from ..threads import ShutdownableThread
 from .heartbeat import KAFKA_INTERVAL, SessionHeartbeat, session_of
 
 log = logging.getLogger(__name__)
@@ -97,9 +97,8 @@ class SessionLease:
         self._last_proof = clock()
         # the session whose proofs count: the one the member joined with (None: the first one seen)
         self._accepted: Optional[int] = session_of(client)
-        self._stopped = threading.Event()
         self._lapsed = False  # the thread's view, for its log lines
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = ShutdownableThread(name, self._run)
 
     @property
     def timeout(self) -> float:
@@ -112,14 +111,11 @@ class SessionLease:
 
     def request_stop(self) -> None:
         """Ask the thread to end (returns at once)."""
-        self._stopped.set()
+        self._thread.request_stop()
 
     def stop(self, timeout: Optional[float] = None) -> bool:
         """Stop and join the thread (at most ``timeout`` s); ``True`` once it has ended."""
-        self._stopped.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._thread.stop(timeout)
 
     def valid(self) -> bool:
         """``True`` while the accepted session was proven alive less than one session timeout ago."""
@@ -175,7 +171,7 @@ class SessionLease:
         """
         self._lapsed = False
         wait = self.timeout / 3.0
-        while not self._stopped.wait(wait):
+        while not self._thread.wait(wait):
             try:
                 wait = self._round()
             except Exception:  # noqa: BLE001 - logged and retried: see above

@@ -295,4 +295,4 @@ def test_fetcher_manager_uses_the_security_context(tls: SslFiles) -> None:
     with pytest.raises(ConfigurationError, match="ssl.cafile"):
         FetcherManager(ssl_config(tls, **{"ssl.cafile": str(tls.client_key)}), list, pytest.fail)
     manager = FetcherManager(ssl_config(tls), list, pytest.fail)
-    manager.shutdown()
+    manager.stop()

@@ -112,7 +112,7 @@ def cluster() -> FakeCluster:
 def streams(cluster: FakeCluster):
     s = TwoStreams(cluster, per_partition=400)
     yield s
-    s.manager.shutdown()
+    s.manager.stop()
     assert our_threads() == []
     assert s.errors == []
 
@@ -199,7 +199,7 @@ def test_item3_an_error_chunk_waits_its_turn_behind_a_full_queue(cluster: FakeCl
         for p in (0, *B[1:]):
             s.check_exact(p, 100)
     finally:
-        s.manager.shutdown()
+        s.manager.stop()
 
 
 # --------------------------------------------------------------------------- the queue's side

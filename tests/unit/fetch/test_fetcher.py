@@ -278,7 +278,7 @@ def harness(cluster: FakeCluster, request: pytest.FixtureRequest):
     (2 per broker on the fake's 3 brokers)."""
     h = Harness(cluster, fetcher_connections=request.param)
     yield h
-    h.manager.shutdown()
+    h.manager.stop()
     assert our_threads() == []
 
 
@@ -319,7 +319,7 @@ def test_small_fetch_size_cuts_messages_and_loses_none(cluster: FakeCluster) -> 
         h.drain(lambda: h.has_all({("a", 0): 200, ("a", 1): 200}))
         h.check_exact({("a", 0): 200, ("a", 1): 200})
     finally:
-        h.manager.shutdown()
+        h.manager.stop()
 
 
 def test_leader_moves_rehome_partitions_without_loss_or_duplicates(cluster: FakeCluster, harness: Harness) -> None:
@@ -373,7 +373,7 @@ def test_offset_out_of_range_resets_per_auto_offset_reset(cluster: FakeCluster, 
         h.drain(lambda: h.has_all({("a", 0): 20 - first}))
         h.check_exact({("a", 0): 20 - first}, first=first)
     finally:
-        h.manager.shutdown()
+        h.manager.stop()
 
 
 def test_negative_offset_starts_per_auto_offset_reset(cluster: FakeCluster, harness: Harness) -> None:
@@ -404,7 +404,7 @@ def test_message_over_fetch_size_gives_one_error_chunk_and_no_refetching(cluster
         assert h.manager.metrics()["partitions"]["a-0"]["stalled"] is True
         assert len(h.error_chunks) == 1
     finally:
-        h.manager.shutdown()
+        h.manager.stop()
 
 
 def test_corrupt_message_delivers_the_good_prefix_then_one_error_chunk(cluster: FakeCluster, harness: Harness) -> None:
@@ -438,7 +438,7 @@ def test_stop_connections_wakes_a_fetcher_blocked_on_a_full_queue(cluster: FakeC
         chunk = queue.get(0)
         assert chunk.topic_info.fetched_offset == chunk.messages[-1][0] + 1
     finally:
-        h.manager.shutdown()
+        h.manager.stop()
 
 
 def test_restart_after_stop_continues_from_fetched_offset(cluster: FakeCluster, harness: Harness) -> None:
@@ -501,7 +501,7 @@ def test_leader_finder_retries_after_backoff_when_brokers_cannot_be_listed(clust
         assert chunk is not None and [m[0] for m in chunk.messages] == [0, 1, 2]
         assert calls["n"] >= 3 and sleeps[:2] == [0.25, 0.25]
     finally:
-        manager.shutdown()
+        manager.stop()
 
 
 def test_no_live_broker_answering_keeps_retrying(cluster: FakeCluster, harness: Harness) -> None:
@@ -531,8 +531,8 @@ def test_shutdown_is_idempotent_joins_everything_and_refuses_restart(cluster: Fa
     h.manager.start_connections(h.infos("a", range(3)))
     h.drain(lambda: h.has_all({("a", p): 1 for p in range(3)}))
     assert our_threads()
-    h.manager.shutdown()
-    h.manager.shutdown()
+    h.manager.stop()
+    h.manager.stop()
     assert our_threads() == []
     with pytest.raises(ConsumerShutdownError):
         h.manager.start_connections(h.infos("a", [0]))
@@ -541,7 +541,7 @@ def test_shutdown_is_idempotent_joins_everything_and_refuses_restart(cluster: Fa
 def test_stop_connections_without_start_is_harmless() -> None:
     manager = FetcherManager(make_config(), list, pytest.fail)
     manager.stop_connections()
-    manager.shutdown()
+    manager.stop()
     assert manager.metrics() == {"partitions": {}, "fetchers": {}, "partitions_without_leader": 0, "brokers": {}}
 
 
