@@ -35,8 +35,8 @@ from ..consumer.stream import KafkaStream, clear_streams, revoke_partitions
 from ..errors import ZkConsumerError
 from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
-from ..runtime import Runtime
 from ..structs import INVALID_OFFSET, TopicPartition
+from ..threads import Runtime
 from ..zookeeper.group import GroupClient
 from . import decisions as decide
 

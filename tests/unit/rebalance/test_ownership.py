@@ -8,8 +8,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.rebalance.ownership import Ownership
-from zkconsumer.runtime import THREADS
 from zkconsumer.structs import INVALID_OFFSET, TopicPartition
+from zkconsumer.threads import THREADS
 
 ME = "g_me"
 Watch = Optional[Callable[[object], None]]
