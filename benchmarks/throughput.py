@@ -14,6 +14,16 @@ rounds, each consumer from the log start as a new group member, for the same N:
 * ``perf-pure``: ``zkconsumer perf`` without the C extension;
 * ``kafka-python``: kafka-python's ``KafkaConsumer``, iterating.
 
+``--compare NAME=PATH`` (repeatable) adds, for each ``zkconsumer perf`` consumer chosen,
+the same consumer run from another checkout at PATH (same interpreter and packages,
+that tree's code; its C extension must be built there), as ``perf@NAME`` rows rotated
+into the same rounds: a before/after comparison on one broker, one topic, one machine
+state, instead of two runs whose machines differ.
+
+Before round 1, each topic is read once, unmeasured, by ``zkconsumer perf --batch``:
+right after the fill, the broker is still writing the log out, and whichever tool went
+first in round 1 paid for it.
+
 The slow ones (perf-pure, kafka-python) get ``--slow-messages`` N where given
 (the table's N column says so). Per run: the tool's own timed rate, whole-process
 CPU seconds per million messages and peak RSS (``wait4``), and the machine's steal
@@ -38,12 +48,13 @@ import os
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .report import Round, format_table, rotate, size_map, summarize
-from .runner import log
-from .tools import KAFKA_SERVER_HEAP, KAFKA_SERVER_JVM, Tool, produce, run_tool
+from .runner import ROOT, log
+from .tools import KAFKA_SERVER_HEAP, KAFKA_SERVER_JVM, Tool, produce, run_tool, tree_commit
 
 PARTITIONS = 6
 #: N per size (and for the slow tools): at the rates of the README's table, every tool's timed window lasts 10 s or more.
@@ -91,8 +102,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--kafka-jvm", choices=("script", "cluster"), default="script",
                         help="JVM options of Kafka's tool: kafka-consumer-perf-test.sh's (default) or "
                              "LocalCluster's light ones (C1 only, serial GC)")
+    parser.add_argument("--compare", action="append", default=[], metavar="NAME=PATH",
+                        help="also run each zkconsumer perf consumer from the checkout at PATH, as perf@NAME "
+                             "(repeatable; e.g. before=../zkconsumer-old)")
     parser.add_argument("--json", metavar="FILE", help="also write every measurement to FILE")
     args = parser.parse_args(argv)
+    for spec in args.compare:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"--compare {spec!r}: expected NAME=PATH")
+        if not (Path(path) / "zkconsumer" / "__init__.py").is_file():
+            parser.error(f"--compare {spec!r}: {path} is not a zkconsumer checkout (no zkconsumer/__init__.py)")
     known = {t.key for t in TOOLS + SCALING_TOOLS}
     unknown = sorted(set(args.skip) - known)
     if unknown:
@@ -101,6 +121,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 
 ATTEMPTS = 3
+
+
+def compared(tools: Sequence[Tool], specs: Sequence[str]) -> List[Tool]:
+    """``tools`` and, after them, each ``zkconsumer perf`` tool again for each ``NAME=PATH`` in ``specs``."""
+    out = list(tools)
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        commit = tree_commit(path)
+        out += [replace(t, key=f"{t.key}@{name}", label=f"{t.label} @ {name} ({commit})", tree=path)
+                for t in tools if t.kind.startswith("perf")]
+    return out
 
 
 def run_complete(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_jvm: str) -> Dict[str, Any]:
@@ -117,6 +148,12 @@ def run_complete(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_
             return m
         log(f"{tool.key}: only {m['messages']:,} of {n:,} messages (a 1 s gap ended it); again")
     raise RuntimeError(f"{tool.key} consumed fewer than {n:,} messages in {ATTEMPTS} attempts")
+
+
+def warm_up(cluster: Any, topic: str, n: int) -> None:
+    """Read ``n`` messages of ``topic`` once, unmeasured (see the module docstring)."""
+    log(f"warm-up read of {topic}")
+    run_tool(Tool("warm-up", "warm-up", "perf-batch"), cluster, "", topic, n, "script")
 
 
 def run_rounds(cluster: Any, java: str, topic: str, tools: Sequence[Tool], n: int, slow_n: int, rounds: int,
@@ -163,12 +200,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     catalogue = SCALING_TOOLS if args.scaling else TOOLS
-    tools = [t for t in catalogue if t.key not in args.skip]
+    tools = compared([t for t in catalogue if t.key not in args.skip], args.compare)
     brokers = 3 if args.scaling else 1
     java = find_java()
     began = time.monotonic()
     results: Dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "scaling": args.scaling,
-                               "brokers": brokers, "topics": []}
+                               "brokers": brokers, "topics": [], "commit": tree_commit(str(ROOT)),
+                               "compare": {t.key: {"path": t.tree, "commit": tree_commit(t.tree)}
+                                           for t in tools if t.tree}}
     report: List[str] = []
     with ProjectCluster(brokers=brokers, partitions=PARTITIONS, heap=KAFKA_SERVER_HEAP,
                         broker_jvm_options=KAFKA_SERVER_JVM) as cluster:
@@ -180,6 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 log(f"producing {max(n, slow_n):,} messages of {size} bytes ({codec}) to {topic}")
                 produced_in = produce(cluster, topic, max(n, slow_n), size, codec, PARTITIONS)
                 log(f"produced in {produced_in:.1f} s")
+                warm_up(cluster, topic, n)
                 what = f"{size} B {codec}"
                 rounds = run_rounds(cluster, java, topic, tools, n, slow_n, args.rounds, args.kafka_jvm, what)
                 title = (f"{size}-byte messages, compression {codec}: {PARTITIONS} partitions on {brokers} "
@@ -207,6 +247,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "Rates are each tool's own timed window; CPU is the whole process's (start-up and JIT included).",
         "",
     ]
+    if args.compare:
+        header[-1:-1] = ["", f"Rows without @ run this checkout ({tree_commit(str(ROOT))}); "
+                         + "; ".join(f"@{s.partition('=')[0]} runs {s.partition('=')[2]}" for s in args.compare) + "."]
     print("\n".join(header + ["\n\n".join(report)]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

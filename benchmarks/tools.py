@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -46,7 +48,8 @@ class Tool:
     ``fetchers`` are the consumer threads (streams) and ``num.consumer.fetchers``; ``processes``
     (perf kinds only) members of one group started together, each reading its share of the
     partitions (:func:`run_perf_processes`);
-    ``slow`` tools may get a smaller N (``--slow-messages``).
+    ``slow`` tools may get a smaller N (``--slow-messages``); ``tree`` (perf kinds only) is another
+    checkout whose ``zkconsumer`` the tool runs instead of this one's (``scripts/bench --compare``).
     """
 
     key: str
@@ -56,6 +59,7 @@ class Tool:
     fetchers: int = 1
     processes: int = 1
     slow: bool = False
+    tree: Optional[str] = None
 
 
 def run_tool(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_jvm: str) -> Dict[str, Any]:
@@ -69,7 +73,7 @@ def run_tool(tool: Tool, cluster: Any, java: str, topic: str, n: int, kafka_jvm:
     if tool.processes > 1:
         return run_perf_processes(cluster, topic, n, tool.processes, batch=tool.kind == "perf-batch")
     return run_perf(cluster, topic, n, batch=tool.kind == "perf-batch", pure=tool.kind == "perf-pure",
-                    streams=tool.streams, fetchers=tool.fetchers)
+                    streams=tool.streams, fetchers=tool.fetchers, tree=tool.tree)
 
 
 def run_kafka(cluster: Any, java: str, topic: str, n: int, jvm: str, threads: int = 1,
@@ -98,15 +102,38 @@ def _perf_argv(cluster: Any, topic: str, n: int, batch: bool, streams: int, fetc
 
 
 def run_perf(cluster: Any, topic: str, n: int, batch: bool, pure: bool = False, streams: int = 1,
-             fetchers: int = 1) -> Dict[str, Any]:
-    """``python -m zkconsumer perf`` (``--batch``: Arrow record batches; ``pure``: without the C extension)."""
+             fetchers: int = 1, tree: Optional[str] = None) -> Dict[str, Any]:
+    """``python -m zkconsumer perf`` (``--batch``: Arrow record batches; ``pure``: without the C extension;
+    ``tree``: the ``zkconsumer`` of that checkout, see :func:`tree_env`)."""
     argv = _perf_argv(cluster, topic, n, batch, streams, fetchers, f"bench-zk-{uuid.uuid4().hex[:8]}")
-    run = Run(argv, timeout=TIMEOUT, env=child_env({"ZKCONSUMER_PURE_PYTHON": "1"} if pure else None)).check()
+    env = child_env({"ZKCONSUMER_PURE_PYTHON": "1"} if pure else None)
+    run = Run(argv, timeout=TIMEOUT, env=tree_env(env, tree) if tree else env).check()
     data = json.loads(run.last_line())
     if data["accelerated"] == pure:
         raise RuntimeError(f"perf ran {'with' if pure else 'without'} the C extension; expected the opposite")
     return run.measurement(messages=data["messages"], msgs_per_sec=data["msgs_per_sec"],
                            mb_per_sec=data["mb_per_sec"], seconds=data["seconds"])
+
+
+def tree_env(env: Dict[str, str], tree: str) -> Dict[str, str]:
+    """``env`` with checkout ``tree`` first on PYTHONPATH, so a child imports that tree's ``zkconsumer``.
+
+    The same interpreter and packages run it; only the project's code differs. ValueError
+    unless ``tree`` holds a ``zkconsumer`` package.
+    """
+    if not (Path(tree) / "zkconsumer" / "__init__.py").is_file():
+        raise ValueError(f"{tree}: not a zkconsumer checkout (no zkconsumer/__init__.py)")
+    return dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(tree).resolve()), env.get("PYTHONPATH")])))
+
+
+def tree_commit(tree: str) -> str:
+    """The short commit a checkout is at (``?`` if git cannot say), with ``+`` if its files differ from it."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", tree, *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "?"
+    return commit + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def run_perf_processes(cluster: Any, topic: str, n: int, processes: int, batch: bool) -> Dict[str, Any]:
