@@ -43,6 +43,7 @@ class ZookeeperConsumerConnector(ConsumerConnectorBase):
     Construction connects to ZooKeeper (raising
     :class:`~zkconsumer.errors.ZooKeeperUnavailableError` naming
     ``zookeeper.connect`` if it cannot within ``zookeeper.connection.timeout.ms``).
+    If construction raises, nothing is left running (the ZooKeeper session is closed).
     :meth:`create_message_streams` (or :meth:`create_message_streams_by_filter`)
     registers the member, runs the first rebalance and returns the streams; it
     may be called once per connector, as in Kafka. :meth:`shutdown` is

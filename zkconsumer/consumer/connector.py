@@ -45,7 +45,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
@@ -103,7 +103,10 @@ class ConsumerConnectorBase(abc.ABC):
 
     Construction connects to ZooKeeper (raising :class:`ZooKeeperUnavailableError`
     naming ``zookeeper.connect`` if it cannot within
-    ``zookeeper.connection.timeout.ms``). :meth:`create_message_streams` (or
+    ``zookeeper.connection.timeout.ms``). If construction raises, nothing is left
+    running: the ZooKeeper session is closed and whatever was built is stopped
+    (threads joined, within the bounds of :meth:`shutdown`) before its exception
+    propagates unchanged. :meth:`create_message_streams` (or
     :meth:`create_message_streams_by_filter`) joins the group and returns the
     streams; it may be called once per connector, as in Kafka. :meth:`shutdown`
     is idempotent and joins every thread the connector started.
@@ -149,41 +152,58 @@ class ConsumerConnectorBase(abc.ABC):
         self._group: Optional[GroupClient] = None
         self._membership: Optional[Membership] = None  # set once the parts it uses exist
 
-        self._zk = self._connect_zookeeper()
-        self._group = GroupClient(
-            self._zk,
-            self.config.group_id,
-            self.consumer_id,
-            retry_timeout_s=self._session_timeout_s(),  # the granted timeout: past it the session is gone anyway
-            acl=security.zookeeper_acls(self.config),
-        )
-        self._group.note_session()
-        self._committer = OffsetCommitter(self._group, make_offset_storage(self.config, self._group))
-        self._fetchers = FetcherManager(
-            self.config,
-            brokers=lambda: self._group_client().brokers(self.config.security_protocol),
-            on_error=self._background_failure,
-            deliverable=self._deliverable,
-        )
-        self._membership = self._make_membership(Member(
-            config=self.config, consumer_id=self.consumer_id, zk=self._zk, heartbeat=self._heartbeat, group=self._group,
-            streams=self._streams, fetchers=self._fetchers, committer=self._committer, listener=self._listener,
-            metrics=self.metrics, failure=self._failure, closing=self._closing, join_done=self._join_done,
-            guard=self._guard, on_failure=self._background_failure, session_timeout_s=self._session_timeout_s,
-            heartbeat_mode=lambda: self.heartbeat_mode,
-        ))
         #: Prometheus metrics (``metrics_port``: served over HTTP, 0 = any free port; ``metrics_pushgateway``:
         #: pushed; ``metrics_registry``:
         #: a ``prometheus_client`` registry to register on); see :mod:`zkconsumer.metrics.prometheus`.
         self.prometheus: Any = None
-        if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
-            from ..metrics.prometheus import instrument_connector
-            try:
+
+        self._zk = self._connect_zookeeper()
+        # What stops each part built from here on, undone last first if a later step raises (the
+        # caller then has no connector to shut down): the session first of all.
+        undo: List[Tuple[str, Callable[[], None]]] = [("the ZooKeeper session", self._close_zookeeper)]
+        try:
+            self._group = GroupClient(
+                self._zk,
+                self.config.group_id,
+                self.consumer_id,
+                retry_timeout_s=self._session_timeout_s(),  # the granted timeout: past it the session is gone anyway
+                acl=security.zookeeper_acls(self.config),
+            )
+            self._group.note_session()
+            storage = make_offset_storage(self.config, self._group)
+            undo.append(("the offset storage", storage.close))
+            self._committer = OffsetCommitter(self._group, storage)
+            self._fetchers = FetcherManager(
+                self.config,
+                brokers=lambda: self._group_client().brokers(self.config.security_protocol),
+                on_error=self._background_failure,
+                deliverable=self._deliverable,
+            )
+            undo.append(("the fetchers", self._fetchers.stop))
+            self._membership = self._make_membership(Member(
+                config=self.config, consumer_id=self.consumer_id, zk=self._zk, heartbeat=self._heartbeat, group=self._group,
+                streams=self._streams, fetchers=self._fetchers, committer=self._committer, listener=self._listener,
+                metrics=self.metrics, failure=self._failure, closing=self._closing, join_done=self._join_done,
+                guard=self._guard, on_failure=self._background_failure, session_timeout_s=self._session_timeout_s,
+                heartbeat_mode=lambda: self.heartbeat_mode,
+            ))
+            undo.append(("the membership", self._membership.stop))
+            if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
+                from ..metrics.prometheus import instrument_connector
                 self.prometheus = instrument_connector(self, port=metrics_port, registry=metrics_registry,
                                                        push_gateway=metrics_pushgateway)
-            except BaseException:
-                self._close_zookeeper()
-                raise
+        except BaseException:
+            self._undo_construction(undo)
+            raise
+
+    def _undo_construction(self, undo: List[Tuple[str, Callable[[], None]]]) -> None:
+        """The constructor raised: stop what it built, last first; a step that fails is logged and the
+        others still run (the constructor's own exception is the one raised)."""
+        for what, stop in reversed(undo):
+            try:
+                stop()
+            except BaseException:  # noqa: BLE001 - must not replace the error that ended construction
+                log.exception("%s: construction failed; stopping %s failed too", self.consumer_id, what)
 
     # ------------------------------------------------------------------ public
 
