@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import threading
 from pathlib import Path
+from typing import Callable, List, Set
 
 import pytest
+from kazoo.client import KazooClient
 from support import (
     Drainer,
     ScalaConsoleConsumer,
@@ -22,6 +27,10 @@ from support import (
 
 from benchmarks.assignment import expected_range, expected_roundrobin
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
+from zkconsumer.consumer import connector as connector_module
+from zkconsumer.consumer.membership import Member, Membership
+from zkconsumer.offsets import storage as storage_module
+from zkconsumer.testing.probes import zookeeper_command
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
@@ -212,3 +221,73 @@ def test_streams_are_created_once_and_not_after_shutdown(cluster) -> None:
     late.shutdown()
     with pytest.raises(ConsumerShutdownError, match="after shutdown"):
         late.create_message_streams({topic: 1})
+
+
+
+class Refused(Exception):
+    """What a constructor step made to fail raises."""
+
+
+def os_threads() -> Set[str]:
+    """The process's thread ids as the kernel lists them: kazoo's and the native heartbeat's too."""
+    return set(os.listdir("/proc/self/task"))
+
+
+def server_sessions(cluster) -> Set[int]:
+    """The sessions the ZooKeeper server has a connection for (its ``cons``)."""
+    reply = zookeeper_command("127.0.0.1", cluster.zk_port, "cons")
+    return {int(sid, 16) for sid in re.findall(r"sid=0x([0-9a-f]+)", reply)}
+
+
+@pytest.mark.parametrize("fault", ["membership", "fetchers", "fetchers, then closing the storage", "metrics"])
+def test_a_constructor_that_raises_leaves_no_session_and_no_thread(cluster, monkeypatch, fault: str) -> None:
+    """Whatever step after the ZooKeeper connect raises, the caller (who has no connector to shut
+    down) gets that very exception and nothing keeps running: ZooKeeper no longer has the session,
+    every thread the constructor started has ended."""
+    error: BaseException = Refused(f"{fault}: made to fail")
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise error
+
+    def refuse_too(*args: object, **kwargs: object) -> object:
+        raise Refused("closing the storage failed too")
+
+    class UnbuildableMembership(ZookeeperConsumerConnector):
+        def _make_membership(self, member: Member) -> Membership:
+            raise error
+
+    opened: List[int] = []
+    connect = connector_module.ConsumerConnectorBase._connect_zookeeper
+
+    def connect_and_record(self: connector_module.ConsumerConnectorBase) -> KazooClient:
+        client = connect(self)
+        opened.append(client.client_id[0])
+        return client
+
+    monkeypatch.setattr(connector_module.ConsumerConnectorBase, "_connect_zookeeper", connect_and_record)
+    props = consumer_props(cluster, unique("g-unbuilt"))
+    make: Callable[[], object] = lambda: ZookeeperConsumerConnector(props)  # noqa: E731
+    if fault == "membership":  # the last step before the metrics
+        make = lambda: UnbuildableMembership(props)  # noqa: E731
+    elif fault.startswith("fetchers"):  # after a real Kafka offset storage was built
+        props.update({"offsets.storage": "kafka", "dual.commit.enabled": "true"})
+        monkeypatch.setattr(connector_module, "FetcherManager", refuse)
+        if fault.endswith("closing the storage"):  # a failing cleanup hides nothing and stops nothing else
+            monkeypatch.setattr(storage_module.KafkaOffsetStorage, "close", refuse_too)
+    else:  # a real bad argument, found only when the metrics are registered on it
+        make = lambda: ZookeeperConsumerConnector(props, metrics_registry=object())  # noqa: E731
+    threads, tids, sessions = set(threading.enumerate()), os_threads(), server_sessions(cluster)
+
+    with pytest.raises(BaseException) as raised:
+        make()
+
+    if fault == "metrics":
+        assert isinstance(raised.value, AttributeError)
+    else:
+        assert raised.value is error
+    [session] = opened
+    assert session not in sessions  # the constructor had a session of its own
+    wait_until(lambda: session not in server_sessions(cluster), 10, f"ZooKeeper to drop session 0x{session:x}")
+    wait_until(lambda: not [t for t in threading.enumerate() if t not in threads and t.is_alive()], 10,
+               "the Python threads the constructor started to end")
+    wait_until(lambda: not os_threads() - tids, 10, "every thread the constructor started (native ones too) to end")
