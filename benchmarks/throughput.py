@@ -18,7 +18,8 @@ rounds, each consumer from the log start as a new group member, for the same N:
 the same consumer run from another checkout at PATH (same interpreter and packages,
 that tree's code; its C extension must be built there), as ``perf@NAME`` rows rotated
 into the same rounds: a before/after comparison on one broker, one topic, one machine
-state, instead of two runs whose machines differ.
+state, instead of two runs whose machines differ. Their ``× this checkout`` column is the
+median of the per-round ratios to the same consumer of this checkout.
 
 Before round 1, each topic is read once, unmeasured, by ``zkconsumer perf --batch``:
 right after the fill, the broker is still writing the log out, and whichever tool went
@@ -177,6 +178,8 @@ def run_rounds(cluster: Any, java: str, topic: str, tools: Sequence[Tool], n: in
 def tables(rounds: List[Round], tools: Sequence[Tool], title: str, scaling: bool) -> Tuple[str, List[Dict[str, Any]]]:
     """The Markdown table of one topic and its rows as dicts."""
     columns = ["× Kafka", "× 1 stream"] if scaling else ["× Kafka", "× confluent"]
+    if any(tool.tree for tool in tools):
+        columns.append("× this checkout")
     rows = []
     for tool in tools:
         refs = {"× Kafka": "kafka-2x2" if scaling and (tool.streams > 1 or tool.processes > 1) else "kafka"}
@@ -184,6 +187,8 @@ def tables(rounds: List[Round], tools: Sequence[Tool], title: str, scaling: bool
             refs["× 1 stream"] = ONE_STREAM.get(tool.key, tool.key)
         else:
             refs["× confluent"] = "confluent"
+        if "× this checkout" in columns:  # a --compare row against the same consumer of this checkout
+            refs["× this checkout"] = tool.key.split("@")[0]
         row = summarize(rounds, tool.key, tool.label, refs)
         if row is not None:
             rows.append(row)

@@ -47,3 +47,20 @@ def test_tree_env_makes_a_child_import_that_trees_package(tmp_path: Path) -> Non
 def test_tree_env_refuses_a_directory_without_the_package(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a zkconsumer checkout"):
         tree_env({}, str(tmp_path))
+
+
+def test_compare_rows_get_a_ratio_to_the_same_consumer_of_this_checkout() -> None:
+    from benchmarks.throughput import tables
+
+    tools = compared([t for t in TOOLS if t.key == "perf"], [f"old={ROOT}"])
+
+    def run(rate: float) -> dict:
+        return {"messages": 10, "msgs_per_sec": rate, "mb_per_sec": 1.0, "seconds": 1.0, "cpu_seconds": 1.0,
+                "peak_rss_mb": 1.0, "steal_pct": 0.0}
+
+    rounds = [{"perf": run(100.0), "perf@old": run(90.0)}, {"perf": run(100.0), "perf@old": run(110.0)},
+              {"perf": run(100.0), "perf@old": run(95.0)}]
+    text, rows = tables(rounds, tools, "t", scaling=False)
+    assert "× this checkout" in text
+    old_row = next(r for r in rows if r["tool"] == "perf@old")
+    assert old_row["ratios"]["× this checkout"]["median"] == pytest.approx(0.95)
