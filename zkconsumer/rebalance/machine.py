@@ -227,7 +227,7 @@ def pause(consumer_id: str, mine: Mapping[TopicPartition, str], auto_commit: boo
                                           f"({type(result.error).__name__}: {result.error}); going on, they are "
                                           "written at the next commit"))
         else:
-            fenced = list(result)
+            fenced = list(result or [])
         if fenced:  # taken over behind our back: not ours to keep delivering or to retain
             lost = yield from _really_lost(consumer_id, fenced)
             yield from _call(Revoke(tuple(lost)))
