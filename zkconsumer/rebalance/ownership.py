@@ -3,7 +3,9 @@ bookkeeping of one group member (the half of Kafka's ``ZKRebalancerListener`` th
 ZooKeeper's owner nodes, the fetchers and the streams).
 
 :class:`Ownership` is built by :class:`~zkconsumer.rebalance.rebalancer.Rebalancer`, which
-decides *what* this member should own; an :class:`Ownership` makes it so. It holds, and is the
+decides *what* this member should own (the steps of an attempt decide in :mod:`.machine`, which
+yields effects); an :class:`Ownership` makes it so, executing every effect but the view's
+(:meth:`Ownership.run`). It holds, and is the
 only object that changes, what the member owns:
 
 * ``_registry``: the installed partitions, each with its :class:`PartitionTopicInfo` (what is

@@ -17,7 +17,9 @@ States (:class:`RebalanceState`) and transitions::
     any ──session_lost──▶ DISCONNECTED ──session_restored──▶ REBALANCING ◀─┘
     any ──stop──▶ STOPPED
 
-One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``):
+One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``); its steps are
+decided by the sans-I/O state machine :func:`zkconsumer.rebalance.machine.attempt`, which
+yields effects that this thread executes (the view's here, the others in the ownership):
 
 1. read members, their subscriptions and the partitions of the subscribed
    topics (topic watches are armed *before* the partitions are read, so a
@@ -133,10 +135,12 @@ class _Signals:
 class Rebalancer:
     """Runs rebalances for one member on one thread; see the module docstring.
 
-    It decides what this member should own and when; its :class:`~.ownership.Ownership`
-    (built here, and only used from here) owns the partitions, owner nodes and fetcher
-    state and carries the decision out. The rebalancer keeps the signals, the state
-    machine and its counters, the registration and burst bookkeeping, and the condition
+    It decides when to rebalance; what an attempt does is decided by :mod:`.machine`, whose
+    view effects (members, registration, topics, partitions, the assignor) it executes; its
+    :class:`~.ownership.Ownership` (built here, and only used from here) owns the partitions,
+    owner nodes and fetcher state and executes the other effects. The rebalancer keeps the
+    signals, the state machine and its counters, the :class:`~.effects.AttemptMemory`
+    (registration and supersede bookkeeping) and burst bookkeeping, and the condition
     (lent to the :class:`~.ownership.Ownership`) that guards what other threads read of either.
 
     ``queue_for(topic, thread_id)`` gives the queue that feeds the stream of
