@@ -25,8 +25,15 @@ import sys
 from pathlib import Path
 from typing import List, Tuple
 
-from .search import schedule_for
-from .world import Schedule, generate, generate_mixed, run
+#: The checkout this file is in: its zkconsumer is the one hashed (from ``tests/``, ``import
+#: zkconsumer`` would otherwise find whatever the virtualenv installed, maybe another checkout's).
+CHECKOUT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(CHECKOUT))
+
+import zkconsumer  # noqa: E402
+
+from .search import schedule_for  # noqa: E402
+from .world import Schedule, generate, generate_mixed, run  # noqa: E402
 
 SCHEDULES_DIR = Path(__file__).parent / "schedules"
 #: test_simulation's FOUND_BUGS + MODEL_FIXES (repeated: importing the test module needs pytest).
@@ -66,6 +73,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    if Path(zkconsumer.__file__).resolve().parents[1] != CHECKOUT:
+        sys.exit(f"zkconsumer was imported from {zkconsumer.__file__}, not from {CHECKOUT}: import sim.trace_hashes first")
     keys = ([f"seed {s}" for s in _seeds(args.seeds)] + [f"mixed {s}" for s in _seeds(args.mixed)]
             + [f"fixed {s}" for s in FIXED_SEEDS] + [f"file {p.name}" for p in sorted(SCHEDULES_DIR.glob("*.json"))])
     if args.workers > 1:
@@ -74,7 +83,7 @@ def main() -> int:
     else:
         rows = [digest(k) for k in keys]
     Path(args.out).write_text("".join(f"{k}\t{h}\n" for k, h in rows))
-    print(f"{len(rows)} schedules hashed into {args.out}", file=sys.stderr)
+    print(f"{len(rows)} schedules of {Path(zkconsumer.__file__).parent} hashed into {args.out}", file=sys.stderr)
     return 0
 
 
