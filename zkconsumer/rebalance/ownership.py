@@ -3,7 +3,9 @@ bookkeeping of one group member (the half of Kafka's ``ZKRebalancerListener`` th
 ZooKeeper's owner nodes, the fetchers and the streams).
 
 :class:`Ownership` is built by :class:`~zkconsumer.rebalance.rebalancer.Rebalancer`, which
-decides *what* this member should own; an :class:`Ownership` makes it so. It holds, and is the
+decides *what* this member should own (the steps of an attempt decide in :mod:`.machine`, which
+yields effects); an :class:`Ownership` makes it so, executing every effect but the view's
+(:meth:`Ownership.run`). It holds, and is the
 only object that changes, what the member owns:
 
 * ``_registry``: the installed partitions, each with its :class:`PartitionTopicInfo` (what is
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kazoo.exceptions import KazooException
 
@@ -38,12 +40,16 @@ from ..offsets.committer import OffsetCommitter
 from ..structs import INVALID_OFFSET, TopicPartition
 from ..threads import Runtime
 from ..zookeeper.group import GroupClient
-from . import decisions as decide
+from . import effects as fx
+from . import machine
 
 log = logging.getLogger("zkconsumer.rebalance.rebalancer")
 
 #: Reads committed offsets (``None``: none committed) of the partitions given.
 OffsetReader = Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional[int]]]
+
+#: The errors a step of :mod:`.machine` is sent as expected (it handles some); others it raises on.
+EXPECTED = (KazooException, ZkConsumerError)
 
 
 class ChangeFlag:
@@ -133,6 +139,9 @@ class Ownership:
         #: Set by every flag (a watched node changed) and, while a claim waits, by :meth:`interrupt`.
         self._wakeup = runtime.event()
         self._waiting = False
+        #: This step's watch flags, by partition (see :meth:`run`).
+        self._flags: Dict[TopicPartition, ChangeFlag] = {}
+        self._handlers = self._effect_handlers()
 
     # ------------------------------------------------------------- what is owned
 
@@ -145,10 +154,6 @@ class Ownership:
     def fetching(self) -> bool:
         """Whether partitions were given to the fetchers (rebalancer thread)."""
         return self._fetching
-
-    def next_step(self, mine: Mapping[TopicPartition, str], confirm_owners: bool) -> decide.Step:
-        """What an attempt whose share is ``mine`` must do, given what is owned (:func:`decisions.next_step`)."""
-        return decide.next_step(mine, self._owned, self._fetching, set(self._nodes), confirm_owners)
 
     def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
         """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot.
@@ -174,96 +179,26 @@ class Ownership:
 
     def ownership_lost(self, partitions: Iterable[TopicPartition]) -> None:
         """A fenced commit reported ``partitions`` owned by someone else: those this session no longer
-        holds (ZooKeeper says) stop counting as owned; the next attempt stops delivering them."""
-        lost = self._really_lost(partitions)
-        with self._lock:
-            for tp in lost:
-                self._owned.pop(tp, None)
-
-    def reclaim(self, mine: Mapping[TopicPartition, str]) -> bool:
-        """Confirm our owner nodes after our member node had vanished; ``False`` if one is now someone else's.
-
-        A deleted member node usually went with the whole group (``rmr
-        /consumers/<g>``): claiming re-creates owner nodes deleted with it and
-        confirms those that are still ours, without pausing delivery. If a
-        claim raises, the attempt fails and the next one confirms again.
-        """
-        return all(self._group.claim(tp[0], tp[1], mine[tp]) is None for tp in sorted(mine))
-
-    def _really_lost(self, partitions: Iterable[TopicPartition]) -> List[TopicPartition]:
-        """Those of ``partitions`` whose owner node this session no longer holds (ZooKeeper says).
-
-        A fence can be stale (it compared against an ownership snapshot taken
-        before a relabel); never give up a partition we still hold. If
-        ZooKeeper cannot tell, count it lost: the next attempt's claim decides.
-        """
-        lost = []
-        for tp in sorted(partitions):
-            try:
-                held = self._group.holds(tp[0], tp[1])
-            except (KazooException, ZkConsumerError) as exc:
-                log.info("%s: cannot check ownership of %s-%d (%s); treating it as lost", self._consumer_id,
-                         tp[0], tp[1], exc)
-                held = False
-            if held:
-                log.info("%s: %s-%d is still ours (a commit raced a rebalance); keeping it", self._consumer_id, *tp)
-            else:
-                lost.append(tp)
-        return lost
+        holds (ZooKeeper says) stop counting as owned; the next attempt stops delivering them
+        (:func:`.machine.lose`)."""
+        self.run(machine.lose(self._consumer_id, list(partitions)))
 
     # ------------------------------------------------------------- one attempt
 
     def pause(self, mine: Mapping[TopicPartition, str]) -> None:
-        """Stop delivering the partitions that move, then commit what was handed out.
+        """Stop delivering the partitions that move, then commit what was handed out (:func:`.machine.pause`).
 
         A partition moves when it is not assigned to us any more, goes to
         another of our streams, or was found taken from us. Retained partitions
         keep fetching, with their queued chunks. A failed commit is logged and
         the rebalance goes on: unwritten offsets stay pending for the next commit.
         """
-        with self._lock:
-            moving = decide.moving(self._registry, mine, self._owned)
-        self._revoke(moving)
-        if self._auto_commit and self._registry:
-            fenced: List[TopicPartition] = []
-            try:
-                fenced = self._committer.commit(self.owned_partitions())
-            except (KazooException, ZkConsumerError) as exc:
-                fenced = list(getattr(exc, "fenced", []) or [])
-                log.warning("%s: committing offsets before rebalancing failed (%s: %s); going on, they are "
-                            "written at the next commit", self._consumer_id, type(exc).__name__, exc)
-            if fenced:  # taken over behind our back: not ours to keep delivering or to retain
-                lost = self._really_lost(fenced)
-                self._revoke(lost)
-                with self._lock:
-                    for tp in lost:
-                        self._owned.pop(tp, None)
-        moved = {tp: info for tp, info in self._registry.items() if info.revoked}
-        # To another stream of ours: resume where it was.
-        self._carried.update(decide.carried({tp: info.consumed_offset for tp, info in moved.items()}, mine, self._owned))
-        if self._listener is not None and moved:
-            by_topic: Dict[str, Set[int]] = {}
-            for topic, partition in moved:
-                by_topic.setdefault(topic, set()).add(partition)
-            self._listener.before_releasing_partitions(by_topic)
-        with self._lock:
-            for tp in moved:
-                self._registry.pop(tp, None)
-                self._owned.pop(tp, None)
-            self._fetching = bool(self._registry)
-
-    def _revoke(self, tps: Iterable[TopicPartition]) -> None:
-        """Stop fetching ``tps`` and drop their chunks (queued or being iterated); others flow on."""
-        with self._lock:
-            infos = [self._registry[tp] for tp in tps if tp in self._registry and not self._registry[tp].revoked]
-        if not infos:
-            return
-        self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
-        revoke_partitions(self._streams, infos)
+        self.run(machine.pause(self._consumer_id, mine, self._auto_commit))
 
     def take_ownership(self, mine: Mapping[TopicPartition, str],
                        assignment: Mapping[TopicPartition, str]) -> Optional[bool]:
-        """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict.
+        """Release what moves away, claim what is new, start fetching; ``False`` if claims still conflict
+        (:func:`.machine.take_ownership` decides; this object carries it out).
 
         ``None`` (*superseded*, not a failure): a new event arrived while waiting
         for a peer to release; what was claimed is installed (it is ours in this
@@ -290,69 +225,149 @@ class Ownership:
         the books and released by the next attempt); retained ones keep being
         fetched: one partition stuck with a slow member does not stall the rest.
         """
-        leaving = decide.leaving(set(self._nodes), mine)
-        if leaving:
-            self._group.release_many(leaving)
-            for tp in leaving:
-                self._drop_node(tp)
+        return self.run(machine.take_ownership(self._consumer_id, mine, assignment, self._backoff_s,
+                                               self._max_retries))
 
-        retained = decide.retained(mine, set(self._registry), self._owned)
-        claimed: List[TopicPartition] = []  # newly confirmed ours in this attempt, not yet installed
-        flags: Dict[TopicPartition, ChangeFlag] = {}  # conflicting nodes whose holder's read set a watch
+    # ------------------------------------------------------------- the driver
+
+    def run(self, step: machine.Step[machine.T],
+            more: Optional[Mapping[type, Callable[[Any], Any]]] = None) -> machine.T:
+        """Run a step of :mod:`.machine` to its end, executing its effects here (and those of
+        ``more``, by effect type: the rebalancer's view); what it returns or raises."""
+        handlers = self._handlers if more is None else {**self._handlers, **more}
+        self._flags = {}
         try:
-            conflicts: Dict[TopicPartition, str] = {}
-            holders: Dict[TopicPartition, Optional[str]] = {}
-            # Still ours: re-read only if its watch fired (one taken behind our back is not kept).
-            kept = sorted(retained)
-            confirmed = {tp for tp, held in zip(kept, self._group.confirm_held_many(kept)) if held}
-            moving = [tp for tp in sorted(mine) if tp in self._nodes and tp not in retained]
-            relabelled = {tp for tp, done in zip(moving, self._group.relabel_many(
-                [(tp[0], tp[1], mine[tp]) for tp in moving])) if done}
-            for tp in sorted(mine):
-                if tp in confirmed:
-                    continue
-                if tp in relabelled:
-                    holders[tp] = None  # moved between our own streams: relabelled
-                    continue
-                known = self._known_holder(tp)
-                if known is not None:  # held by a peer, and its node unchanged since: no request
-                    holders[tp], flags[tp] = known
-                else:
-                    flags[tp] = ChangeFlag(self._wakeup)
-            holders.update(self._claim_all([tp for tp in sorted(mine) if tp in flags and tp not in holders],
-                                           mine, flags, look_first=True))
-            for tp, holder in sorted(holders.items()):
-                if holder is None:
-                    flags.pop(tp, None)
-                    self._nodes[tp] = mine[tp]
-                    if tp not in retained:
-                        claimed.append(tp)
-                else:
-                    conflicts[tp] = holder
-                    if tp in retained:
-                        retained.discard(tp)
-                        self._revoke([tp])
-                        self._forget(tp)
-            superseded = bool(conflicts) and self._wait_and_claim(conflicts, mine, claimed, flags)
-            if conflicts:
-                log.info("%s: partitions still owned by others%s: %s", self._consumer_id,
-                         " (a new event came: looking again)" if superseded else "",
-                         ", ".join(f"{t}-{p} ({h})" for (t, p), h in sorted(conflicts.items())))
-                if not superseded:
-                    return False  # the finally clause settles what was claimed
-
-            committed = self._read_offsets([tp for tp in claimed if tp not in self._carried])
-            if self._listener is not None:
-                by_topic: Dict[str, Dict[int, str]] = {}
-                for (topic, partition), thread_id in assignment.items():
-                    by_topic.setdefault(topic, {})[partition] = thread_id
-                self._listener.before_starting_fetchers(self._consumer_id, by_topic)
-            self._install({tp: mine[tp] for tp in claimed}, committed)
-            claimed = []
-            return None if conflicts else True
+            return machine.drive(step, lambda effect: handlers[type(effect)](effect), EXPECTED)
         finally:
-            if claimed:
-                self._abandon(claimed, mine)
+            self._flags = {}
+
+    def _effect_handlers(self) -> Dict[type, Callable[[Any], Any]]:
+        """What each effect (but the view's) does, here: every call on ZooKeeper, the fetchers, the
+        committer, the listener, the clock and the books."""
+        group = self._group
+        return {
+            fx.ReadBooks: lambda e: self._read_books(),
+            fx.Revoke: lambda e: self._revoke(e.tps),
+            fx.Commit: lambda e: self._committer.commit(self.owned_partitions()),
+            fx.Holds: lambda e: group.holds(e.tp[0], e.tp[1]),
+            fx.ReadRevoked: lambda e: {tp: info.consumed_offset for tp, info in self._registry.items() if info.revoked},
+            fx.Carry: lambda e: self._carried.update(e.offsets),
+            fx.Disown: self._disown,
+            fx.Forget: self._forget_all,
+            fx.BeforeReleasing: self._before_releasing,
+            fx.BeforeStarting: self._before_starting,
+            fx.ReadOffsets: lambda e: self._read_offsets(list(e.tps)),
+            fx.Install: lambda e: self._install(e.claims, e.committed),
+            fx.RecordNodes: self._record_nodes,
+            fx.DropNodes: self._drop_nodes,
+            fx.ReleaseMany: lambda e: group.release_many(list(e.tps)),
+            fx.Release: lambda e: group.release(e.tp[0], e.tp[1]),
+            fx.ReleaseStale: lambda e: group.release_stale(e.tp[0], e.tp[1], e.thread_id),
+            fx.ConfirmHeld: lambda e: group.confirm_held_many(list(e.tps)),
+            fx.Relabel: lambda e: group.relabel_many([(tp[0], tp[1], thread_id) for tp, thread_id in e.relabels]),
+            fx.KnownHolders: self._known_holders,
+            fx.Claim: self._claim_many,
+            fx.ClaimOne: lambda e: group.claim(e.tp[0], e.tp[1], e.thread_id),
+            fx.WatchDeletion: self._watch_deletion,
+            fx.Now: lambda e: self._clock(),
+            fx.BeginWait: lambda e: self._set_waiting(True),
+            fx.EndWait: lambda e: self._set_waiting(False),
+            fx.RearmWait: self._rearm_wait,
+            fx.Changed: lambda e: [tp for tp in e.tps if self._flags[tp].is_set()],
+            fx.Wait: lambda e: self._wakeup.wait(e.timeout) and None,
+            fx.Log: lambda e: log.log(e.level, e.text),
+        }
+
+    def _read_books(self) -> fx.Books:
+        with self._lock:
+            return fx.Books(delivered=list(self._registry), owned=dict(self._owned), nodes=dict(self._nodes),
+                            carried=set(self._carried), fetching=self._fetching)
+
+    def _disown(self, effect: fx.Disown) -> None:
+        with self._lock:
+            for tp in effect.tps:
+                self._owned.pop(tp, None)
+
+    def _forget_all(self, effect: fx.Forget) -> None:
+        with self._lock:
+            for tp in effect.tps:
+                self._registry.pop(tp, None)
+                self._owned.pop(tp, None)
+            if effect.update_fetching:
+                self._fetching = bool(self._registry)
+
+    def _before_releasing(self, effect: fx.BeforeReleasing) -> None:
+        if self._listener is not None:
+            self._listener.before_releasing_partitions(effect.partitions)
+
+    def _before_starting(self, effect: fx.BeforeStarting) -> None:
+        if self._listener is not None:
+            self._listener.before_starting_fetchers(effect.consumer_id, effect.assignment)
+
+    def _record_nodes(self, effect: fx.RecordNodes) -> None:
+        for tp, thread_id in effect.nodes:
+            if effect.overwrite:
+                self._nodes[tp] = thread_id
+            else:
+                self._nodes.setdefault(tp, thread_id)
+
+    def _holder(self, thread_id: str) -> fx.Holder:
+        return fx.Holder(thread_id, bool(assignors.owned_by({("", 0): thread_id}, self._consumer_id)))
+
+    def _known_holders(self, effect: fx.KnownHolders) -> Dict[TopicPartition, fx.Holder]:
+        known: Dict[TopicPartition, fx.Holder] = {}
+        for tp in effect.tps:
+            found = self._known_holder(tp)
+            if found is not None:
+                known[tp] = self._holder(found[0])
+                self._flags[tp] = found[1]
+        return known
+
+    def _claim_many(self, effect: fx.Claim) -> List[Optional[fx.Holder]]:
+        """Claim at once, each with a fresh flag whose watch the read that finds a holder arms.
+
+        ``look_first``: see :meth:`GroupClient.claim_many`. A partition found held by a peer is
+        remembered with its flag (:meth:`_known_holder`); a claimed one is forgotten. Our own
+        nodes of an earlier session are not remembered: the wait releases them.
+        """
+        tps = [tp for tp, _ in effect.claims]
+        for tp in tps:
+            self._flags[tp] = ChangeFlag(self._wakeup)
+        session = self._group.session_id
+        holders = self._group.claim_many([(tp[0], tp[1], thread_id, self._flags[tp].on_event)
+                                          for tp, thread_id in effect.claims], look_first=effect.look_first)
+        same_session = session is not None and session == self._group.session_id
+        for tp, holder in zip(tps, holders):
+            if holder is None or not same_session or assignors.owned_by({tp: holder}, self._consumer_id):
+                self._held_by_peer.pop(tp, None)
+            else:
+                self._held_by_peer[tp] = (holder, self._flags[tp], session)
+        for tp, holder in zip(tps, holders):
+            if holder is None:
+                self._flags.pop(tp, None)
+        return [None if holder is None else self._holder(holder) for holder in holders]
+
+    def _watch_deletion(self, effect: fx.WatchDeletion) -> None:
+        flag = self._flags[effect.tp] = ChangeFlag(self._wakeup)
+        self._group.watch_deletion(effect.tp[0], effect.tp[1], flag)  # type: ignore[arg-type]
+
+    def _set_waiting(self, waiting: bool) -> None:
+        with self._lock:
+            self._waiting = waiting
+
+    def _rearm_wait(self, _effect: fx.RearmWait) -> bool:
+        self._wakeup.clear()
+        with self._lock:
+            return self._new_event()
+
+    def _revoke(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``tps`` and drop their chunks (queued or being iterated); others flow on."""
+        with self._lock:
+            infos = [self._registry[tp] for tp in tps if tp in self._registry and not self._registry[tp].revoked]
+        if not infos:
+            return
+        self._fetchers.remove_partitions([(i.topic, i.partition) for i in infos])
+        revoke_partitions(self._streams, infos)
 
     def _known_holder(self, tp: TopicPartition) -> Optional[Tuple[str, ChangeFlag]]:
         """The peer that held ``tp`` when a claim last met it, if that node has not changed since.
@@ -372,73 +387,9 @@ class Ownership:
             return None
         return holder, flag
 
-    def _claim_all(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str],
-                   flags: Mapping[TopicPartition, ChangeFlag], look_first: bool = False
-                   ) -> Dict[TopicPartition, Optional[str]]:
-        """Claim ``tps`` at once (each read that finds a holder arms its flag's watch): the holders.
-
-        ``look_first``: see :meth:`GroupClient.claim_many` (for an attempt's
-        first claims, not for nodes whose deletion a watch just reported).
-        A partition found held by a peer is remembered with its flag
-        (:meth:`_known_holder`); a claimed one is forgotten. Our own nodes of an
-        earlier session are not remembered: the wait releases them.
-
-        If the claims raise part-way, the nodes they may have created are
-        released (or kept in the books for the next attempt) before the error
-        goes on: no attempt leaves an owner node nobody knows about.
-        """
-        session = self._group.session_id
-        try:
-            holders = self._group.claim_many([(tp[0], tp[1], mine[tp], flags[tp].on_event) for tp in tps],
-                                             look_first=look_first)
-        except BaseException:
-            self._release_or_keep([tp for tp in tps if tp not in self._nodes], mine)
-            raise
-        same_session = session is not None and session == self._group.session_id
-        for tp, holder in zip(tps, holders):
-            if holder is None or not same_session or assignors.owned_by({tp: holder}, self._consumer_id):
-                self._held_by_peer.pop(tp, None)
-            else:
-                self._held_by_peer[tp] = (holder, flags[tp], session)
-        return dict(zip(tps, holders))
-
-    def _release_or_keep(self, tps: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
-        """Release each of ``tps`` if this session holds it; never raises.
-
-        At the first release ZooKeeper does not make (away, refusing), that one
-        and the rest stay in the books (``_nodes``) untried: each try waits up
-        to the retry timeout, and with ZooKeeper away a hundred of them would
-        hold the rebalancer for minutes. The next attempt releases what is left
-        (releasing a node that is not ours, or gone, does nothing).
-        """
-        for i, tp in enumerate(tps):
-            try:
-                self._group.release(tp[0], tp[1])
-            except (KazooException, ZkConsumerError) as exc:
-                log.warning("%s: could not release %s-%d after a failed attempt (%s); the next attempt releases "
-                            "it and %d more", self._consumer_id, tp[0], tp[1], exc, len(tps) - i - 1)
-                for rest in tps[i:]:
-                    self._nodes.setdefault(rest, mine[rest])
-                return
+    def _drop_nodes(self, effect: fx.DropNodes) -> None:
+        for tp in effect.tps:
             self._drop_node(tp)
-
-    def _abandon(self, claimed: List[TopicPartition], mine: Mapping[TopicPartition, str]) -> None:
-        """Settle the nodes a failed attempt claimed but did not install; never raises.
-
-        A partition that only moved between our own streams stays ours and is
-        fetched from where it was (as a retained one is); every other one is
-        released. A release ZooKeeper refuses is retried by the next attempt
-        (the node stays in ``_nodes``).
-        """
-        keep = {tp: mine[tp] for tp in claimed if tp in self._carried}
-        if keep:
-            try:
-                self._install(keep, {})
-                claimed = [tp for tp in claimed if tp not in keep]
-            except (KazooException, ZkConsumerError) as exc:
-                log.warning("%s: could not resume %s (%s); releasing them", self._consumer_id,
-                            ", ".join(f"{t}-{p}" for t, p in sorted(keep)), exc)
-        self._release_or_keep(claimed, mine)
 
     def _drop_node(self, tp: TopicPartition) -> None:
         """The owner node of ``tp`` is no longer ours (released): forget everything about it."""
@@ -474,65 +425,6 @@ class Ownership:
             self._registry.update(infos)
             self._owned.update(claimed)
             self._fetching = bool(self._registry)
-
-    def _wait_and_claim(self, conflicts: Dict[TopicPartition, str], mine: Mapping[TopicPartition, str],
-                        claimed: List[TopicPartition], flags: Dict[TopicPartition, ChangeFlag]) -> bool:
-        """Retry conflicting claims as their owner nodes are deleted; ``True`` if a new event ended the wait.
-
-        Moves each partition it manages to claim from ``conflicts`` to
-        ``claimed`` at once (so a later failure still releases it). A peer
-        still releasing is waited for, not failed on: the wait lasts up to
-        ``rebalance.backoff.ms`` × ``rebalance.max.retries`` (the time Kafka's
-        consumer spends retrying before it gives up; at least the rebalancer's
-        :data:`~zkconsumer.rebalance.rebalancer.MIN_BACKOFF_S`). A new rebalance
-        event (:meth:`interrupt`) ends the wait at once (the view is stale) and
-        the method returns ``True``.
-        """
-        deadline = decide.claim_deadline(self._clock(), self._backoff_s, self._max_retries)
-        # ``flags``: a watch per conflicting node (set by the claim's read), set once it changed;
-        # ``_wakeup``: any of them changed, or (while ``_waiting``) a new event arrived.
-        stale_checked: Set[TopicPartition] = set()
-        wakeup = self._wakeup
-        with self._lock:
-            self._waiting = True
-        try:
-            while conflicts:
-                wakeup.clear()
-                with self._lock:
-                    if self._new_event():
-                        return True
-                # One watch per conflicting node, armed by the claim that met it: a wakeup retries
-                # only the nodes that changed, so N conflicts cost O(N) requests, not O(N) per deletion.
-                for tp, holder in sorted(conflicts.items()):
-                    if tp not in stale_checked and assignors.owned_by({tp: holder}, self._consumer_id):
-                        # Our own node from an earlier, expired session (ZOOKEEPER-1740); its
-                        # deletion fires the watch.
-                        self._group.release_stale(tp[0], tp[1], holder)
-                    stale_checked.add(tp)
-                    if tp not in flags:
-                        flags[tp] = ChangeFlag(wakeup)
-                        self._group.watch_deletion(tp[0], tp[1], flags[tp])  # type: ignore[arg-type]
-                changed = [tp for tp in sorted(conflicts) if flags[tp].is_set()]
-                if not changed:
-                    remaining = deadline - self._clock()
-                    if remaining <= 0:
-                        break
-                    wakeup.wait(remaining)
-                    continue
-                for tp in changed:
-                    flags[tp] = ChangeFlag(wakeup)  # armed again by this claim's read if still held
-                for tp, still_held_by in self._claim_all(changed, mine, flags).items():
-                    if still_held_by is None:
-                        del flags[tp]
-                        self._nodes[tp] = mine[tp]
-                        claimed.append(tp)
-                        del conflicts[tp]
-                    else:
-                        conflicts[tp] = still_held_by
-        finally:
-            with self._lock:
-                self._waiting = False
-        return False
 
     def _forget(self, tp: TopicPartition) -> None:
         with self._lock:

@@ -17,7 +17,9 @@ States (:class:`RebalanceState`) and transitions::
     any ──session_lost──▶ DISCONNECTED ──session_restored──▶ REBALANCING ◀─┘
     any ──stop──▶ STOPPED
 
-One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``):
+One rebalance attempt (compare Kafka's ``ZKRebalancerListener.rebalance``); its steps are
+decided by the sans-I/O state machine :func:`zkconsumer.rebalance.machine.attempt`, which
+yields effects that this thread executes (the view's here, the others in the ownership):
 
 1. read members, their subscriptions and the partitions of the subscribed
    topics (topic watches are armed *before* the partitions are read, so a
@@ -71,7 +73,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException
 
@@ -86,6 +88,8 @@ from ..structs import INVALID_OFFSET, TopicPartition
 from ..threads import THREADS, Runtime, Task
 from ..zookeeper.group import GroupClient
 from . import decisions as decide
+from . import effects as fx
+from . import machine
 from .ownership import OffsetReader, Ownership
 
 log = logging.getLogger(__name__)
@@ -131,10 +135,12 @@ class _Signals:
 class Rebalancer:
     """Runs rebalances for one member on one thread; see the module docstring.
 
-    It decides what this member should own and when; its :class:`~.ownership.Ownership`
-    (built here, and only used from here) owns the partitions, owner nodes and fetcher
-    state and carries the decision out. The rebalancer keeps the signals, the state
-    machine and its counters, the registration and burst bookkeeping, and the condition
+    It decides when to rebalance; what an attempt does is decided by :mod:`.machine`, whose
+    view effects (members, registration, topics, partitions, the assignor) it executes; its
+    :class:`~.ownership.Ownership` (built here, and only used from here) owns the partitions,
+    owner nodes and fetcher state and executes the other effects. The rebalancer keeps the
+    signals, the state machine and its counters, the :class:`~.effects.AttemptMemory`
+    (registration and supersede bookkeeping) and burst bookkeeping, and the condition
     (lent to the :class:`~.ownership.Ownership`) that guards what other threads read of either.
 
     ``queue_for(topic, thread_id)`` gives the queue that feeds the stream of
@@ -201,15 +207,17 @@ class Rebalancer:
             claim_backoff_s=self._backoff_s, claim_retries=self._max_retries, clock=clock, runtime=runtime,
             lock=self._cond, new_event=self._pending_locked, session_lost=self._session_lost_locked,
         )
-        self._needs_register = False
-        self._confirm_owners = False  # our member node had vanished: our owner nodes may have gone with it
+        self._auto_commit = auto_commit
+        #: needs_register, confirm_owners (our member node had vanished: our owner nodes may have gone
+        #: with it), early_supersedes (attempts in a row skipped because a new event came before acting)
+        self._memory = fx.AttemptMemory()
+        self._view = self._view_handlers()
         self._rebalances = 0
         self._failed_attempts = 0
         self._last_error: Optional[str] = None
         self._last_duration: Optional[float] = None
         self._gave_up: Optional[ConsumerRebalanceFailedError] = None
         self._refused_patterns: Set[Tuple[str, str]] = set()
-        self._early_supersedes = 0  # attempts in a row skipped because a new event came before acting
         self._last_event_at: Optional[float] = None  # when the rebalancer last took an event (bursts)
 
     # --------------------------------------------------------------- signals
@@ -336,7 +344,7 @@ class Rebalancer:
             self._ownership.drop_everything("ZooKeeper session lost")
             self._set_state(RebalanceState.DISCONNECTED)
         if signals.session_restored:
-            self._needs_register = True
+            self._memory.needs_register = True
         return not (signals.session_lost and not signals.session_restored)
 
     def _settle_burst(self, quiet: Optional[float] = None) -> List[str]:
@@ -461,50 +469,53 @@ class Rebalancer:
     # ---------------------------------------------------------- one attempt
 
     def _attempt(self) -> Optional[bool]:
-        """One attempt: ``True`` done, ``False`` failed, ``None`` superseded by a new event (not a failure)."""
-        members = self._group.members()
-        if self._needs_register or self._consumer_id not in members:
-            # A new session, or our node vanished (deleted by hand, a session race).
-            self._register()
-            self._needs_register = False
-            self._confirm_owners = True
-            members = self._group.members(fresh=True)  # our node's watch event may still be on its way
-        need_topics = any(reg.pattern != "static" for reg in members.values())
-        all_topics = self._group.all_topics() if need_topics else []
+        """One attempt: ``True`` done, ``False`` failed, ``None`` superseded by a new event (not a failure).
 
+        :func:`.machine.attempt` decides; the view's effects (members, topics, partitions, the
+        assignment) are executed here, the others by the :class:`~.ownership.Ownership`.
+        """
+        return self._ownership.run(
+            machine.attempt(self._memory, self._consumer_id, MAX_EARLY_SUPERSEDES, self._backoff_s,
+                            self._max_retries, self._auto_commit),
+            self._view)
+
+    def _view_handlers(self) -> Dict[type, Callable[[Any], Any]]:
+        group = self._group
+        return {
+            fx.ReadMembers: self._read_members,
+            fx.Register: lambda e: self._register(),
+            fx.ReadTopics: lambda e: group.all_topics(),
+            fx.Subscribe: self._subscribe,
+            fx.WatchTopics: lambda e: self._watch_topics(list(e.topics)),
+            fx.ReadPartitions: lambda e: group.partitions_for_topics(list(e.topics)),
+            fx.Assign: self._assign,
+            fx.CheckNewEvent: self._check_new_event,
+        }
+
+    def _read_members(self, effect: fx.ReadMembers) -> fx.Members:
+        members = self._group.members(fresh=True) if effect.fresh else self._group.members()
+        return fx.Members(members, {consumer_id: reg.pattern for consumer_id, reg in members.items()})
+
+    def _subscribe(self, effect: fx.Subscribe) -> fx.Subscriptions:
+        all_topics = list(effect.all_topics)
         counts: List[TopicCount] = []
-        for consumer_id, registration in members.items():
+        for consumer_id, registration in effect.members.registrations.items():
             try:
                 counts.append(topic_count_from_registration(consumer_id, registration, self._exclude_internal))
             except UnsupportedPatternError as exc:
                 raise self._refuse_pattern(consumer_id, exc) from exc
             except ZkConsumerError as exc:
                 log.warning("ignoring member %s: %s", consumer_id, exc)
-        consumers_for_topic = consumers_per_topic(counts, all_topics)
-        my_topics = list(self._topic_count.consumer_thread_ids(all_topics))
-        self._watch_topics(my_topics)  # armed before the read it guards: a later change fires it
-        partitions = self._group.partitions_for_topics(my_topics)
-        assignment = self._assignor(consumers_for_topic, partitions)
-        mine = assignors.owned_by(assignment, self._consumer_id)
-        with self._cond:
-            pending = self._pending_locked()
-        ownership = self._ownership
-        if decide.supersede(pending, self._early_supersedes, MAX_EARLY_SUPERSEDES, mine, ownership.owned):
-            # A new event arrived while this view was read: act on the next one instead (no
-            # request spent on a stale view; a burst of joins costs one move, not one per join).
-            self._early_supersedes += 1
-            return None
-        self._early_supersedes = 0
+        return fx.Subscriptions(consumers_per_topic(counts, all_topics),
+                                tuple(self._topic_count.consumer_thread_ids(all_topics)))
 
-        step = ownership.next_step(mine, self._confirm_owners)
-        if step is decide.Step.NOTHING or (step is decide.Step.CONFIRM and ownership.reclaim(mine)):
-            self._confirm_owners = False
-            log.debug("%s: assignment unchanged, nothing to do", self._consumer_id)
-            return True
-        self._confirm_owners = False  # the full path below claims every assigned partition
-        log.info("%s rebalancing: %d partitions assigned to it, %d owned", self._consumer_id, len(mine), len(ownership.owned))
-        ownership.pause(mine)
-        return ownership.take_ownership(mine, assignment)
+    def _assign(self, effect: fx.Assign) -> fx.Share:
+        assignment = self._assignor(effect.consumers_for_topic, effect.partitions)
+        return fx.Share(assignment, assignors.owned_by(assignment, self._consumer_id))
+
+    def _check_new_event(self, _effect: fx.CheckNewEvent) -> bool:
+        with self._cond:
+            return self._pending_locked()
 
     def _refuse_pattern(self, consumer_id: str, exc: UnsupportedPatternError) -> UnsupportedPatternError:
         """Log (at ERROR, once per member and pattern) that ``consumer_id``'s pattern blocks the rebalance."""
