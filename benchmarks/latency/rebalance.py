@@ -9,7 +9,11 @@ delivered per message). For each event, over the minute around it (30 s either s
 * per partition, the longest gap between consecutive deliveries (all members merged); a
   partition *moved* if more than one member delivered it in that minute;
 * the p99 latency of the messages stamped in that minute (first delivery of each);
-* for reference, the longest gap of any partition in the quiet stretch before the join.
+* for reference, the longest gap of any partition in the quiet stretch before the join;
+* the *hand-over* (:func:`handover`): from the moved partitions' last delivery by their old
+  owner to their first by the new one; how fast the partitions that stayed were delivered
+  during it, as a ratio to their own rate over the minute (``stayed x``: 1.0 undisturbed, 0
+  stopped), and their longest gap inside it.
 
 Members commit offsets every second (a moved partition resumes where its last owner
 committed, as in production), so duplicates after a move are possible; only first
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,6 +44,9 @@ RATE = 10000
 KINDS = ("zkconsumer", "kafka", "confluent")
 ZK_COMMIT = {"auto.commit.enable": "true", "auto.commit.interval.ms": "1000", "rebalance.backoff.ms": "2000",
              "zookeeper.session.timeout.ms": "6000"}
+#: How long before an event a moved partition's hand-over may begin (microseconds): the leaving
+#: member stops reading at its event, a member's own rebalance starts at most this early.
+LEAD = 2_000_000
 CONFLUENT_COMMIT = {"enable.auto.commit": "true", "auto.commit.interval.ms": "1000"}
 
 
@@ -140,6 +147,59 @@ def _gaps(rows: np.ndarray, start: int, end: int) -> Dict[int, Tuple[float, int]
     return out
 
 
+def _longest_gap_interval(times: np.ndarray, start: int, end: int) -> Tuple[int, int]:
+    """The (from, to) of the longest gap between consecutive ``times`` within [start, end]."""
+    bounded = np.concatenate([[start], np.sort(times), [end]])
+    i = int(np.argmax(np.diff(bounded)))
+    return int(bounded[i]), int(bounded[i + 1])
+
+
+def _member_change(rows: np.ndarray, after: int) -> Optional[Tuple[int, int]]:
+    """One partition's first hand-over after ``after``: (last delivery by the old member, first by the new one)."""
+    rows = rows[rows[:, 2] >= after]
+    rows = rows[np.argsort(rows[:, 2], kind="stable")]
+    changes = np.nonzero(rows[1:, 3] != rows[:-1, 3])[0]
+    if not len(changes):
+        return None
+    i = int(changes[0])
+    return int(rows[i, 2]), int(rows[i + 1, 2])
+
+
+def handover(rows: np.ndarray, at: int, half: int) -> Dict[str, Any]:
+    """What the partitions that stayed did while the ones that moved were handed over.
+
+    The hand-over runs from the earliest start to the latest end of the moved partitions'
+    changes of member after the event (from :data:`LEAD` before it; the minutes around two
+    events overlap, so a change before that belongs to the other event): each from its last
+    first-delivery by the old member to its first by the new one. Stayed partitions' deliveries inside it, as a rate against
+    their own rate over the whole window (1.0: undisturbed; 0: stopped, as a consumer that stops
+    every fetcher), and their longest gap inside it.
+    """
+    start, end = at - half, at + half
+    inside = rows[(rows[:, 2] >= start) & (rows[:, 2] < end)]
+    search = at - LEAD
+    moved, stayed = [], []
+    for p in np.unique(inside[:, 0]):
+        mine = inside[inside[:, 0] == p]
+        (moved if len(np.unique(mine[:, 3])) > 1 else stayed).append(mine)
+    if not moved or not stayed:
+        return {"handover_ms": None, "stayed_rate_ratio": None, "stayed_max_gap_in_handover_ms": None}
+    spans = [span for span in (_member_change(m, search) for m in moved) if span is not None]
+    if not spans:
+        return {"handover_ms": None, "stayed_rate_ratio": None, "stayed_max_gap_in_handover_ms": None}
+    h0, h1 = min(a for a, _ in spans), max(b for _, b in spans)
+    in_handover = sum(int(np.count_nonzero((m[:, 2] > h0) & (m[:, 2] < h1))) for m in stayed)
+    overall = sum(len(m) for m in stayed) / ((end - start) / 1e6)
+    during = in_handover / max((h1 - h0) / 1e6, 1e-6)
+    gaps = []
+    for m in stayed:
+        a, b = _longest_gap_interval(m[(m[:, 2] > h0) & (m[:, 2] < h1)][:, 2], h0, h1)
+        gaps.append((b - a) / 1000.0)
+    return {"handover_ms": round((h1 - h0) / 1000.0, 1), "stayed_delivered_in_handover": in_handover,
+            "stayed_rate_ratio": round(during / overall, 2) if overall else None,
+            "stayed_max_gap_in_handover_ms": round(max(gaps), 1)}
+
+
 def quiet_gap(rows: np.ndarray, start: int, end: int) -> float:
     gaps = _gaps(rows, start, end)
     return round(max(g for g, _ in gaps.values()), 1) if gaps else 0.0
@@ -156,21 +216,24 @@ def event_figures(rows: np.ndarray, at: int, half: int) -> Dict[str, Any]:
     return {"stayed": len(stayed), "moved": len(moved),
             "stayed_max_gap_ms": round(max(stayed), 1) if stayed else None,
             "moved_max_gap_ms": round(max(moved), 1) if moved else None,
-            "p99_ms": None if p99 is None else round(p99, 1), "messages": int(len(latencies))}
+            "p99_ms": None if p99 is None else round(p99, 1), "messages": int(len(latencies)),
+            **handover(rows, at, half)}
 
 
 def format_rebalance(results: Dict[str, Dict[str, Any]]) -> str:
     head = (f"{'consumer':<11} {'event':<6} {'stayed':>6} {'gap ms':>8} {'moved':>6} {'gap ms':>8} "
-            f"{'p99 ms':>8} {'quiet gap':>9}  load  steal")
+            f"{'p99 ms':>8} {'quiet gap':>9} {'handover':>8} {'stayed x':>8} {'its gap':>8}  load  steal")
     lines = [head, "-" * len(head)]
     for kind, r in results.items():
         for event in ("join", "leave"):
             e = r[event]
             lines.append(f"{kind:<11} {event:<6} {e['stayed']:>6} {_v(e['stayed_max_gap_ms'])} {e['moved']:>6} "
-                         f"{_v(e['moved_max_gap_ms'])} {_v(e['p99_ms'])} {r['quiet_max_gap_ms']:>9}  "
+                         f"{_v(e['moved_max_gap_ms'])} {_v(e['p99_ms'])} {r['quiet_max_gap_ms']:>9} "
+                         f"{_v(e.get('handover_ms'))} {_v(e.get('stayed_rate_ratio'), 2)} "
+                         f"{_v(e.get('stayed_max_gap_in_handover_ms'))}  "
                          f"{r['load']:<5} {r['steal_pct']}")
     return "\n".join(lines)
 
 
-def _v(value: Any) -> str:
-    return f"{value:>8.1f}" if value is not None else f"{'-':>8}"
+def _v(value: Any, decimals: int = 1) -> str:
+    return f"{value:>8.{decimals}f}" if value is not None else f"{'-':>8}"
