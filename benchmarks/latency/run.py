@@ -101,10 +101,11 @@ def phase(cluster: Any, launcher: Launcher, rate: int, setting: str, kinds: Sequ
 def format_table(phases: Sequence[Dict[str, Any]]) -> str:
     """One row per phase and kind: p50, p99, p99.9, max (ms), p99 minus its phase's floor's, CPU s per million.
 
-    ``#`` is the phase's place in the run; each phase's own floor row comes first.
+    ``#`` is the phase's place in the run; each phase's own floor row comes first, and carries
+    the phase's producer's acknowledgement p99 (``ack-p99``, ms; blank in older results).
     """
     head = (f"{'#':>3} {'rate':>7} {'setting':<9} {'consumer':<17} {'count':>8} {'p50':>8} {'p99':>8} "
-            f"{'p99.9':>8} {'max':>8} {'p99-floor':>9} {'CPU s/M':>8}  load   steal")
+            f"{'p99.9':>8} {'max':>8} {'p99-floor':>9} {'CPU s/M':>8}  load   steal  ack-p99")
     lines = [head, "-" * len(head)]
     for ph in phases:
         floor = next((r for r in ph["results"] if r["kind"] == "floor"), None)
@@ -114,7 +115,7 @@ def format_table(phases: Sequence[Dict[str, Any]]) -> str:
                 f"{ph.get('position', ''):>3} {ph['rate']:>7} {ph['setting']:<9} {r['kind']:<17} {r['count']:>8} "
                 f"{_ms(r['p50_ms'])} "
                 f"{_ms(r['p99_ms'])} {_ms(r['p999_ms'])} {_ms(r['max_ms'])} {_ms(over, 9)} "
-                f"{_ms(r['cpu_s_per_m'])}  {ph['load'][1]:<5} {ph['steal_pct']}")
+                f"{_ms(r['cpu_s_per_m'])}  {ph['load'][1]:<5} {ph['steal_pct']!s:<6} {_ack(ph, r['kind'])}")
     return "\n".join(lines)
 
 
@@ -125,6 +126,12 @@ def in_table_order(phases: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         return first, max(KINDS.index(k) for k in ph.get("kinds", ["floor"]))
 
     return sorted(phases, key=key)
+
+
+def _ack(phase: Dict[str, Any], kind: str) -> str:
+    """The producer's acknowledgement p99 (ms), on the floor's row of its phase only."""
+    ack = phase.get("producer", {}).get("ack_p99_ms")
+    return f"{ack:.1f}" if kind == "floor" and ack is not None else ""
 
 
 def _ms(value: Optional[float], width: int = 8) -> str:
