@@ -45,6 +45,7 @@ __all__ = [
     "assign_range",
     "assign_roundrobin",
     "get_assignor",
+    "is_thread_of",
     "java_string_hash",
     "java_string_key",
     "owned_by",
@@ -282,9 +283,14 @@ def owned_by(assignment: Mapping[TopicPartition, str], consumer_id: str) -> Assi
     >>> owned_by(a, "g_a-1")
     {('t', 1): 'g_a-1-0'}
     """
+    return {tp: thread for tp, thread in assignment.items() if is_thread_of(thread, consumer_id)}
+
+
+def is_thread_of(thread_id: str, consumer_id: str) -> bool:
+    """True when ``thread_id`` is one of ``consumer_id``'s threads: ``consumer_id + "-" + digits``.
+
+    >>> is_thread_of("g_a-10", "g_a"), is_thread_of("g_a-1-0", "g_a"), is_thread_of("g_a-1-0", "g_a-1")
+    (True, False, True)
+    """
     prefix = consumer_id + "-"
-    return {
-        tp: thread
-        for tp, thread in assignment.items()
-        if thread.startswith(prefix) and _THREAD_INDEX.fullmatch(thread[len(prefix) :])
-    }
+    return thread_id.startswith(prefix) and _THREAD_INDEX.fullmatch(thread_id[len(prefix) :]) is not None

@@ -156,7 +156,7 @@ def decode_assignment(data: bytes, member_id: str) -> Assignment:
                 share[(str(topic), int(partition))] = str(thread_id)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise AssignmentError(f"member {member_id} received an unreadable assignment: {bytes(data)[:200]!r}") from exc
-    foreign = [t for t in share.values() if t not in assignors.owned_by({("", 0): t}, member_id).values()]
+    foreign = [t for t in share.values() if not assignors.is_thread_of(t, member_id)]
     if foreign:
         raise AssignmentError(f"member {member_id} was assigned other members' thread ids: {sorted(set(foreign))}")
     return share

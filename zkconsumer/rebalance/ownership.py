@@ -312,7 +312,7 @@ class Ownership:
                 self._nodes.setdefault(tp, thread_id)
 
     def _holder(self, thread_id: str) -> fx.Holder:
-        return fx.Holder(thread_id, bool(assignors.owned_by({("", 0): thread_id}, self._consumer_id)))
+        return fx.Holder(thread_id, assignors.is_thread_of(thread_id, self._consumer_id))
 
     def _known_holders(self, effect: fx.KnownHolders) -> Dict[TopicPartition, fx.Holder]:
         known: Dict[TopicPartition, fx.Holder] = {}
@@ -338,7 +338,7 @@ class Ownership:
                                           for tp, thread_id in effect.claims], look_first=effect.look_first)
         same_session = session is not None and session == self._group.session_id
         for tp, holder in zip(tps, holders):
-            if holder is None or not same_session or assignors.owned_by({tp: holder}, self._consumer_id):
+            if holder is None or not same_session or assignors.is_thread_of(holder, self._consumer_id):
                 self._held_by_peer.pop(tp, None)
             else:
                 self._held_by_peer[tp] = (holder, self._flags[tp], session)
