@@ -2,9 +2,10 @@
 
 Independent of zkconsumer (it imports nothing of it), so a test or a benchmark that compares
 zkconsumer's owner nodes with these answers compares two implementations, not one with itself.
-The one copy: the benchmarks (``rebalance/``), the integration tests (``tests/integration/support.py``)
-and the simulator's checker (``tests/sim/expected.py``) all import it from here (the tests already
-import ``benchmarks``; nothing here imports the tests).
+The benchmarks (``rebalance/``) and the integration and unit tests import it from here (nothing
+here imports the tests). The simulator's checker (``tests/sim/expected.py``) is the one other
+copy: it runs from ``tests/`` (``scripts/simulate``), where the repository root and so this
+package are not importable, and it also follows the registrations' wildcard subscriptions.
 
 * Range, per topic: threads in Java ``String`` order, partitions as integers; ``n = |P| // |C|``,
   ``x = |P| % |C|``; thread ``i`` takes ``P[n*i + min(i, x) : ... + n + (1 if i < x else 0)]``.
