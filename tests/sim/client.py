@@ -265,14 +265,16 @@ class SimKazoo:
             failed: Optional[BaseException] = None
         except Exception as exc:  # kazoo's errors, returned to the caller
             answer, failed = None, exc
-        if op == "multi":
-            what = "; ".join(f"{o} {a['path']}{' v' + str(a['version']) if a.get('version', -1) != -1 else ''}"
-                             f"{' =' + a['value'].decode('utf-8', 'replace') if a.get('value') else ''}" for o, a in args["ops"])
-        else:
-            what = str(args.get("path"))
-        outcome = type(failed).__name__ if failed else (
-            "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
-        self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
+        if self.kernel.tracing:  # formatted only when someone keeps the trace
+            if op == "multi":
+                what = "; ".join(f"{o} {a['path']}{' v' + str(a['version']) if a.get('version', -1) != -1 else ''}"
+                                 f"{' =' + a['value'].decode('utf-8', 'replace') if a.get('value') else ''}"
+                                 for o, a in args["ops"])
+            else:
+                what = str(args.get("path"))
+            outcome = type(failed).__name__ if failed else (
+                "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
+            self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
         zxid = server.zxid
 
         def deliver() -> None:
