@@ -14,6 +14,7 @@ within ``LEAVE_S``.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import random
@@ -417,16 +418,30 @@ def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
     The ``zkconsumer`` logger's level and the global random generator (tenacity's jitter draws
     from it) are set for the run and restored after it, so the tests that run after the
     simulator in the same process see them as they were.
+
+    The cyclic garbage collector is off during the run and collects the run's young objects
+    once at its end. A run builds a world that lives for the whole run, tied in cycles
+    (closures, greenlets, bound methods), and drops small cycles as it goes: 3,000 to 25,000
+    objects to collect at its end. With the collector on, the world was promoted and traversed
+    again by every older-generation collection during the run: a fifth of a run's CPU time.
+    Nothing a collection may do acts on the simulation: no object of a run has a finalizer
+    that does (the suspended greenlets of killed tasks are not collected during a run: none
+    ever was, checked over 300 seeds), and the traces are the same (``trace_hashes``).
     """
     logger = logging.getLogger("zkconsumer")
     level, state = logger.level, random.getstate()
+    collecting = gc.isenabled()
     logger.setLevel(logging.CRITICAL)
     random.seed(schedule.seed)
+    gc.disable()
     try:
         return _play(schedule, keep_trace)
     finally:
         logger.setLevel(level)
         random.setstate(state)
+        if collecting:
+            gc.enable()
+            gc.collect(0)
 
 
 def _play(schedule: Schedule, keep_trace: bool) -> Outcome:
