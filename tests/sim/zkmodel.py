@@ -288,7 +288,7 @@ class Ensemble:
                 results.append(self._stage(sid, op, args, look, view, effects))
             except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError) as exc:
                 failed = i
-                results.append(exc)
+                results.append(exc.with_traceback(None))  # a result, as kazoo hands it back: no frames
                 break
         if failed is not None:
             return [RolledBackError() if i < failed else results[failed] if i == failed else RuntimeInconsistency()
