@@ -75,7 +75,13 @@ def check_exclusive(member: Member, ensemble: Ensemble, now: float) -> None:
         return
     tree = ensemble.leader.tree
     prefix = (member.consumer_id + "-").encode()  # a UTF-8 prefix of the bytes iff of the text
-    for tp, thread in sorted(believed.items()):
+    for tp in believed:  # the common case: every node held (in any order)
+        node = tree.get(_OWNER_PATHS.get(tp) or owner_path(tp))
+        if node is None or node.owner != sid or not node.data.startswith(prefix):
+            break
+    else:
+        return
+    for tp, thread in sorted(believed.items()):  # a breach: the first one in order is reported
         node = tree.get(owner_path(tp))
         if node is None or node.owner != sid or not node.data.startswith(prefix):
             holder = "nobody" if node is None else f"{node.data.decode()} (session 0x{node.owner:x})"
