@@ -421,12 +421,12 @@ def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
 
     The cyclic garbage collector is off during the run and collects the run's young objects
     once at its end. A run builds a world that lives for the whole run, tied in cycles
-    (closures, greenlets, bound methods), and drops small cycles as it goes: 3,000 to 25,000
+    (closures, greenlets, bound methods), and drops small cycles as it goes: thousands of
     objects to collect at its end. With the collector on, the world was promoted and traversed
     again by every older-generation collection during the run: a fifth of a run's CPU time.
-    Nothing a collection may do acts on the simulation: no object of a run has a finalizer
-    that does (the suspended greenlets of killed tasks are not collected during a run: none
-    ever was, checked over 300 seeds), and the traces are the same (``trace_hashes``).
+    When the collector runs does not change the run: the only objects whose collection would
+    run simulated code, the suspended greenlets of killed tasks, were never collected during a
+    run with it on (checked over 300 seeds), and the traces are the same (``trace_hashes``).
     """
     logger = logging.getLogger("zkconsumer")
     level, state = logger.level, random.getstate()
