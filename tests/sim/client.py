@@ -22,6 +22,7 @@ Latencies, drops and partitions come from the :class:`Network` (the schedule dec
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
@@ -32,6 +33,10 @@ from .zkmodel import Ensemble
 
 _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DELETED": EventType.DELETED,
                 "CHILD": EventType.CHILD}
+
+
+def _pong() -> None:
+    """A ping's answer: nothing to deliver."""
 
 
 class SimTimeoutError(Exception):
@@ -263,16 +268,18 @@ class SimKazoo:
         try:
             answer: Any = self.ensemble.execute(server, sid, op, args)
             failed: Optional[BaseException] = None
-        except Exception as exc:  # kazoo's errors, returned to the caller
-            answer, failed = None, exc
-        if op == "multi":
-            what = "; ".join(f"{o} {a['path']}{' v' + str(a['version']) if a.get('version', -1) != -1 else ''}"
-                             f"{' =' + a['value'].decode('utf-8', 'replace') if a.get('value') else ''}" for o, a in args["ops"])
-        else:
-            what = str(args.get("path"))
-        outcome = type(failed).__name__ if failed else (
-            "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
-        self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
+        except Exception as exc:  # kazoo's errors, returned to the caller (as kazoo's, without the model's frames)
+            answer, failed = None, exc.with_traceback(None)
+        if self.kernel.tracing:  # formatted only when someone keeps the trace
+            if op == "multi":
+                what = "; ".join(f"{o} {a['path']}{' v' + str(a['version']) if a.get('version', -1) != -1 else ''}"
+                                 f"{' =' + a['value'].decode('utf-8', 'replace') if a.get('value') else ''}"
+                                 for o, a in args["ops"])
+            else:
+                what = str(args.get("path"))
+            outcome = type(failed).__name__ if failed else (
+                "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
+            self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
         zxid = server.zxid
 
         def deliver() -> None:
@@ -286,15 +293,19 @@ class SimKazoo:
         now = self.kernel.now
         self._chan_time = max(self._chan_time, now + self.network.latency(now), self.frozen_until)
 
-        def arrive() -> None:
-            if conn != self._conn or self.dead:
-                return  # the connection is gone, and what was on its way with it
-            if self.network.cut(self.name, self.kernel.now):  # delayed, in order, until the link is back
-                self.kernel.at(self.network.cut_until(self.name), arrive)
-                return
-            self._last_answer = self.kernel.now
-            deliver()
-        self.kernel.at(self._chan_time, arrive)
+        self.kernel.at(self._chan_time, partial(self._reply_arrives, conn, deliver))
+
+    # The events below are methods bound with partial, not closures that reschedule themselves:
+    # such a closure is a reference cycle, left for the cyclic collector (see world.run).
+
+    def _reply_arrives(self, conn: int, deliver: Callable[[], None]) -> None:
+        if conn != self._conn or self.dead:
+            return  # the connection is gone, and what was on its way with it
+        if self.network.cut(self.name, self.kernel.now):  # delayed, in order, until the link is back
+            self.kernel.at(self.network.cut_until(self.name), partial(self._reply_arrives, conn, deliver))
+            return
+        self._last_answer = self.kernel.now
+        deliver()
 
     def _answer(self, xid: int, answer: Any, failed: Optional[BaseException], zxid: int) -> None:
         self.last_zxid = max(self.last_zxid, zxid)
@@ -358,31 +369,32 @@ class SimKazoo:
 
     def _ping(self, conn: int) -> None:
         """Every third of the timeout; a silent server is dropped after two thirds (read timeout)."""
-        def tick() -> None:
-            if conn != self._conn or self.closed or self.dead or self.state != KazooState.CONNECTED:
-                return
-            now = self.kernel.now
-            if now - self._last_answer > self.timeout * 2 / 3:
-                self.drop_connection("no answer within the read timeout")
-                return
-            if now >= self.frozen_until:
-                self._send_ping(conn)
-            self.kernel.at(now + self.timeout / 3, tick)
-        self.kernel.at(self.kernel.now + self.timeout / 3, tick)
+        self.kernel.at(self.kernel.now + self.timeout / 3, partial(self._ping_tick, conn))
+
+    def _ping_tick(self, conn: int) -> None:
+        if conn != self._conn or self.closed or self.dead or self.state != KazooState.CONNECTED:
+            return
+        now = self.kernel.now
+        if now - self._last_answer > self.timeout * 2 / 3:
+            self.drop_connection("no answer within the read timeout")
+            return
+        if now >= self.frozen_until:
+            self._send_ping(conn)
+        self.kernel.at(now + self.timeout / 3, partial(self._ping_tick, conn))
 
     def _send_ping(self, conn: int) -> None:
         now = self.kernel.now
+        self.kernel.at(now + self.network.latency(now), partial(self._ping_arrives, conn))
 
-        def arrive() -> None:
-            if conn != self._conn or self.dead or self.ensemble.paused:
-                return
-            if self.network.cut(self.name, self.kernel.now):
-                self.kernel.at(self.network.cut_until(self.name), arrive)
-                return
-            assert self.sid is not None
-            if self.ensemble.touch(self.sid):
-                self._reply(conn, lambda: None)
-        self.kernel.at(now + self.network.latency(now), arrive)
+    def _ping_arrives(self, conn: int) -> None:
+        if conn != self._conn or self.dead or self.ensemble.paused:
+            return
+        if self.network.cut(self.name, self.kernel.now):
+            self.kernel.at(self.network.cut_until(self.name), partial(self._ping_arrives, conn))
+            return
+        assert self.sid is not None
+        if self.ensemble.touch(self.sid):
+            self._reply(conn, _pong)
 
     def drop_connection(self, why: str) -> None:
         """The TCP connection broke (or was dropped): SUSPENDED, then reconnect."""

@@ -44,24 +44,46 @@ class Violation(Exception):
         self.detail = detail
 
 
+#: ``PATHS.owner(topic, partition)`` by partition: the checks look owner nodes up after every event.
+_OWNER_PATHS: Dict[TopicPartition, str] = {}
+
+
+def owner_path(tp: TopicPartition) -> str:
+    path = _OWNER_PATHS.get(tp)
+    if path is None:
+        path = _OWNER_PATHS[tp] = PATHS.owner(tp[0], tp[1])
+    return path
+
+
 def owner_node(ensemble: Ensemble, tp: TopicPartition) -> Optional[Node]:
-    return ensemble.leader.tree.get(PATHS.owner(tp[0], tp[1]))
+    return ensemble.leader.tree.get(owner_path(tp))
 
 
 def check_exclusive(member: Member, ensemble: Ensemble, now: float) -> None:
     """``exclusive`` for one member (see the table)."""
     if not member.live:
         return
+    believed = member.believed()  # a pure read: asked once
     if member.stale:
-        if member.believed():
+        if believed:
             return
         member.stale = False
+    if not believed:
+        return
     sid = member.client.sid
     if sid is None or not ensemble.alive(sid):
         return
-    for tp, thread in sorted(member.believed().items()):
-        node = owner_node(ensemble, tp)
-        if node is None or node.owner != sid or not node.data.decode().startswith(member.consumer_id + "-"):
+    tree = ensemble.leader.tree
+    prefix = (member.consumer_id + "-").encode()  # a UTF-8 prefix of the bytes iff of the text
+    for tp in believed:  # the common case: every node held (in any order)
+        node = tree.get(_OWNER_PATHS.get(tp) or owner_path(tp))
+        if node is None or node.owner != sid or not node.data.startswith(prefix):
+            break
+    else:
+        return
+    for tp, thread in sorted(believed.items()):  # a breach: the first one in order is reported
+        node = tree.get(owner_path(tp))
+        if node is None or node.owner != sid or not node.data.startswith(prefix):
             holder = "nobody" if node is None else f"{node.data.decode()} (session 0x{node.owner:x})"
             raise Violation("exclusive", f"t={now:.3f} {member.name} ({member.consumer_id}, session 0x{sid:x}) "
                                          f"delivers {tp[0]}-{tp[1]} as {thread} but its owner node is held by {holder}")
@@ -79,7 +101,7 @@ class OffsetWatch:
         self.kafka_caused = False
         self.now = 0.0
 
-    def __call__(self, zxid: int, effects: list, before: dict) -> None:  # type: ignore[type-arg]
+    def __call__(self, zxid: int, effects: list) -> None:  # type: ignore[type-arg]
         for _kind, path, node in effects:
             if node is None or "/offsets/" not in path or path.count("/") != 5:
                 continue

@@ -39,6 +39,8 @@ class Kernel:
         self.steps = 0
         self.failures: List[BaseException] = []  # exceptions that escaped a task or a callback
         self.ran: Set[str] = set()  # owners of the tasks that ran since the caller last cleared it
+        #: Whether anyone keeps the trace: callers skip formatting trace lines nobody reads.
+        self.tracing = False
 
     def clock(self) -> float:
         return self.now
@@ -46,10 +48,12 @@ class Kernel:
     def at(self, when: float, action: Callable[[], None]) -> None:
         """Run ``action`` at virtual time ``when`` (after everything already queued for that time)."""
         self._seq += 1
-        heapq.heappush(self._queue, (max(when, self.now), self._seq, action))
+        now = self.now
+        heapq.heappush(self._queue, (when if when > now else now, self._seq, action))
 
     def soon(self, action: Callable[[], None]) -> None:
-        self.at(self.now, action)
+        self._seq += 1
+        heapq.heappush(self._queue, (self.now, self._seq, action))
 
     def in_task(self) -> bool:
         return greenlet.getcurrent() is not self._root
@@ -67,12 +71,23 @@ class Kernel:
             self.failures.append(exc)
         return True
 
-    def run_until(self, done: Callable[[], bool], limit: float, check: Optional[Callable[[], None]] = None) -> bool:
-        """Run events until ``done()`` or virtual time passes ``limit``; ``check`` after every event."""
-        while not done():
-            if not self._queue or self._queue[0][0] > limit:
-                return done()
-            self.step()
+    def run_until(self, done: Optional[Callable[[], bool]], limit: float,
+                  check: Optional[Callable[[], None]] = None) -> bool:
+        """Run events until ``done()`` (never, if ``None``) or virtual time passes ``limit``;
+        ``check`` after every event. (:meth:`step`'s body, inlined: this loop is the simulator's.)"""
+        queue = self._queue
+        pop = heapq.heappop
+        failures = self.failures
+        while done is None or not done():
+            if not queue or queue[0][0] > limit:
+                return done is not None and done()
+            when, _, action = pop(queue)
+            self.now = when
+            self.steps += 1
+            try:
+                action()
+            except BlockedInCallback as exc:
+                failures.append(exc)
             if check is not None:
                 check()
         return True
@@ -90,8 +105,7 @@ class Kernel:
             raise BlockedInCallback("a callback (a kazoo thread) tried to block")
         if timeout is not None and timeout <= 0:
             return False
-        token = object()
-        state = {"token": token, "woken": False}
+        state = object()  # this wait, by identity
         me.sim_state = state  # type: ignore[attr-defined]
         if waiters is not None:
             waiters.append(me)
@@ -102,12 +116,14 @@ class Kernel:
                     self._resume(me, False)
             self.at(self.now + timeout, expire)
         woken = bool(self._root.switch())
-        if waiters is not None and me in waiters:
+        if waiters and me in waiters:
             waiters.remove(me)
         return woken
 
     def wake(self, waiters: List["greenlet.greenlet"]) -> None:
         """Wake every task blocked in ``waiters`` (each resumes as its own event, in order)."""
+        if not waiters:
+            return
         for g in list(waiters):
             state = getattr(g, "sim_state", None)
             if state is None:
@@ -240,7 +256,8 @@ class SimLock:
 
     def release(self) -> None:
         self._held = False
-        self._kernel.wake(self._waiters)
+        if self._waiters:
+            self._kernel.wake(self._waiters)
 
     def locked(self) -> bool:
         return self._held

@@ -100,7 +100,10 @@ class Member(SimProcess):
     # ------------------------------------------------------------- wiring
 
     def _queue_for(self, topic: str, thread_id: str) -> ChunkQueue:
-        return self._queues.setdefault(thread_id, ChunkQueue(4))
+        queue = self._queues.get(thread_id)
+        if queue is None:  # made only when missing (each has a lock and two conditions)
+            queue = self._queues[thread_id] = ChunkQueue(4)
+        return queue
 
     def _register(self) -> None:
         self.group.register(self.registration)

@@ -112,8 +112,9 @@ class Server:
     @staticmethod
     def _fire(watches: Dict[str, Set[int]], path: str, kind: str, notify: Notify) -> None:
         sessions = watches.pop(path, None)
-        for session in sorted(sessions or ()):
-            notify(session, kind, path)
+        if sessions:
+            for session in sorted(sessions):
+                notify(session, kind, path)
 
     def drop_watches(self, session: int) -> None:
         for table in (self.data_watches, self.child_watches):
@@ -148,8 +149,8 @@ class Ensemble:
         #: The client of each session (anything with ``watch_fired(kind, path)``): fired watches go there.
         self.clients: Dict[int, Any] = {}
         self.notify: Notify = self._deliver
-        #: Observers of committed changes: ``(zxid, effects, before)``, ``before`` the leader's nodes before.
-        self.observers: List[Callable[[int, List[Effect], Dict[str, Optional[Node]]], None]] = []
+        #: Observers of committed changes: ``(zxid, effects)``, called once the leader applied them.
+        self.observers: List[Callable[[int, List[Effect]], None]] = []
         #: The session whose request (or expiry) last changed each path.
         self.last_writer: Dict[str, int] = {}
         self._writer = 0
@@ -212,13 +213,11 @@ class Ensemble:
     def _commit(self, effects: List[Effect]) -> int:
         for _, path, _ in effects:
             self.last_writer[path] = self._writer
-        before = {path: (self.leader.tree[path].copy() if path in self.leader.tree else None)
-                  for _, path, _ in effects}
         self.zxid += 1
         self.log.append((self.zxid, effects))
         self.leader.apply(self.zxid, effects, self.notify)
         for observer in self.observers:
-            observer(self.zxid, effects, before)
+            observer(self.zxid, effects)
         return self.zxid
 
     def sync(self, server: Server, upto: Optional[int] = None) -> None:
@@ -289,7 +288,7 @@ class Ensemble:
                 results.append(self._stage(sid, op, args, look, view, effects))
             except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError) as exc:
                 failed = i
-                results.append(exc)
+                results.append(exc.with_traceback(None))  # a result, as kazoo hands it back: no frames
                 break
         if failed is not None:
             return [RolledBackError() if i < failed else results[failed] if i == failed else RuntimeInconsistency()
