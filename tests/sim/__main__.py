@@ -8,8 +8,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable, Optional
 
-from .search import run_many, schedule_for, shrink
+from .search import Report, run_many, schedule_for, shrink
 from .world import Schedule, run
 
 
@@ -36,6 +37,23 @@ def _play(schedule: Schedule) -> int:
     return 0 if outcome.ok else 1
 
 
+def _progress(every: int) -> Optional[Callable[[Report], None]]:
+    """A ``run_many`` progress callback printing a line every ``every`` schedules and each new failure."""
+    if every <= 0:
+        return None
+    state = {"next": every, "failures": 0}
+
+    def show(report: Report) -> None:
+        for seed, violation in report.failures[state["failures"]:]:
+            print(f"  failed seed {seed}: {violation}", flush=True)
+        state["failures"] = len(report.failures)
+        if report.runs >= state["next"]:
+            state["next"] = (report.runs // every + 1) * every
+            print(f"  {report.runs} schedules, {report.seconds:.0f}s, {report.runs / report.seconds:.1f}/s, "
+                  f"{len(report.failures)} failed", flush=True)
+    return show
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/simulate", description=__doc__)
     parser.add_argument("--schedules", type=int, default=10_000)
@@ -44,6 +62,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--replay")
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--progress", type=int, default=10_000, metavar="N",
+                        help="print a line every N schedules, and each failure as it is found (0: only the summary)")
     args = parser.parse_args()
     if args.replay:
         return _play(Schedule.from_json(Path(args.replay).read_text()))
@@ -55,7 +75,7 @@ def main() -> int:
                            text=True).stdout.strip()
     print(f"code: {head}{' with uncommitted changes' if dirty else ''}; load average before: {_load_average()}",
           flush=True)
-    report = run_many(args.first, args.schedules, workers=args.workers)
+    report = run_many(args.first, args.schedules, workers=args.workers, progress=_progress(args.progress))
     print(report.summary())
     print(f"load average after: {_load_average()}; steal: {_steal() - steal0} ticks of /proc/stat during the run")
     for seed, violation in report.failures[:20]:

@@ -136,18 +136,29 @@ def run_seeds(seeds: Iterable[int]) -> Report:
     return report
 
 
-def run_many(first: int, count: int, workers: int = 2, chunk: int = 250) -> Report:
-    """Seeds ``first .. first+count-1`` over ``workers`` processes; the merged report."""
+def run_many(first: int, count: int, workers: int = 2, chunk: int = 250,
+             progress: Optional[Callable[[Report], None]] = None) -> Report:
+    """Seeds ``first .. first+count-1`` over ``workers`` processes; the merged report.
+
+    ``progress``, if given, is called with the report so far after every finished chunk (its
+    ``seconds`` kept current), so a long run says how far it got and what failed as it goes.
+    """
     started = time.monotonic()
     chunks = [range(s, min(s + chunk, first + count)) for s in range(first, first + count, chunk)]
     total = Report()
+
+    def merge(part: Report) -> None:
+        total.merge(part)
+        if progress is not None:
+            total.seconds = time.monotonic() - started
+            progress(total)
     if workers <= 1:
         for c in chunks:
-            total.merge(run_seeds(c))
+            merge(run_seeds(c))
     else:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
             for part in pool.imap_unordered(run_seeds, chunks):
-                total.merge(part)
+                merge(part)
     total.seconds = time.monotonic() - started
     total.failures.sort()
     return total
