@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from benchmarks.latency.producer import linger_ms
 from benchmarks.latency.run import format_table, in_table_order, schedule
 
 ALL = ["floor", "zkconsumer", "zkconsumer-batch", "kafka", "confluent"]
@@ -44,3 +45,17 @@ def test_the_table_subtracts_each_phases_own_floor_and_lists_kinds_in_order():
     rows = format_table(ordered).splitlines()[2:]
     assert "zkconsumer" in rows[1] and rows[1].split()[9] == "7.0"
     assert "kafka" in rows[3] and rows[3].split()[9] == "3.0"
+
+
+def test_the_floor_row_carries_its_phases_producer_acknowledgement_p99():
+    phase = {"position": 1, "rate": 10000, "setting": "defaults", "kinds": ["floor", "kafka"], "load": [0, 1.5],
+             "steal_pct": 0.1, "producer": {"ack_p99_ms": 11.25},
+             "results": [_result("floor", 5.0), _result("kafka", 8.0)]}
+    floor_row, kafka_row = format_table([phase]).splitlines()[2:]
+    assert floor_row.split()[-1] == "11.2" and kafka_row.split()[-1] == "0.1"  # the kafka row ends at steal
+    older = {**phase, "producer": {"sent": 1}}  # results saved before the producer reported it
+    assert format_table([older]).splitlines()[2].split()[-1] == "0.1"
+
+
+def test_the_producer_lingers_longer_only_above_1000_messages_a_second():
+    assert [linger_ms(rate) for rate in (100, 1000, 1001, 10000, 100000)] == [1, 1, 5, 5, 5]
