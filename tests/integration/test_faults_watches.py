@@ -346,6 +346,29 @@ def test_members_watch_survives_its_node_deleted_and_created_again(chrooted: Cal
         watcher.stop()
 
 
+def test_members_watch_signals_a_member_that_registered_again_under_the_same_id(
+        chrooted: Callable[[], KazooClient]) -> None:
+    """The names are the same after the event, but the membership changed: a peer that read the
+    member in between saw no node (simulator seed 416496: it assigned every partition to itself
+    and, signalled nothing more, kept them from a member it had never seen). A transaction makes
+    the delete and the re-create one event, so the read after it finds the same names."""
+    client, other = chrooted(), chrooted()
+    paths = zkformat.GroupPaths("g")
+    other.create(paths.member("g_a"), b"{}", makepath=True)
+    signals = Signals()
+    watcher = GroupWatcher(client, paths, signals)
+    watcher.start()
+    read_after_arming(client)
+    try:
+        again = other.transaction()
+        again.delete(paths.member("g_a"))
+        again.create(paths.member("g_a"), b"{}")
+        assert all(r is True or isinstance(r, str) for r in again.commit())
+        signals.wait_for("group members changed (1 registered)")
+    finally:
+        watcher.stop()
+
+
 def test_topic_list_watch_signals_only_matching_topics(chrooted: Callable[[], KazooClient]) -> None:
     client, other = chrooted(), chrooted()
     signals = Signals()

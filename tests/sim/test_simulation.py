@@ -33,7 +33,12 @@ from .world import Schedule, generate, generate_mixed, run
 #:     one meanwhile (version 0 again), so the check passed and a non-owner's offset was
 #:     written (offsets-monotone). Fixed in commit_offsets_if_owner (and the same guard in
 #:     release_many and relabel_many, whose cached versions have the same hazard).
-FOUND_BUGS = [105, 201810, 2235]
+#: 416496: a member whose session expired registered again under the same id; a peer had read
+#:     the member list before and the member's node in between (gone), so it assigned itself every
+#:     partition, and the read its watch event then caused found the same names: no signal, no
+#:     rebalance, and the returning member waited on its share for good (settles). Fixed in
+#:     PathWatch (a children watch also compares the node's cversion).
+FOUND_BUGS = [105, 201810, 2235, 416496]
 SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).

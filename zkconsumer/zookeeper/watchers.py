@@ -29,7 +29,9 @@ Contract of every watch (:class:`PathWatch`):
   the connection drops. After reconnecting, each watch is armed again and
   compares what it reads with the last value it saw: a change made in the gap
   signals, an unchanged node does not (a member that merely moved to another
-  ZooKeeper server does not rebalance). After a session expiry every watch
+  ZooKeeper server does not rebalance). A children watch also compares the
+  node's ``cversion``: a member that left and registered again under the same
+  id leaves the same names, and is a change. After a session expiry every watch
   signals once, whatever it reads.
 
 Threads: callbacks run on kazoo's threads (watch events, request completions,
@@ -98,6 +100,10 @@ class PathWatch:
         self._name = name
         self._lock = threading.Lock()
         self._last: object = _UNSET
+        # A children watch's last cversion (ZooKeeper adds one per child created or deleted):
+        # a member that left and registered again under the same id between a watch event and
+        # the read it causes leaves the same names, but not the same cversion.
+        self._last_cversion: Optional[int] = None
         # Why the watch may have been lost: None (it was not), _CONNECTION (the connection dropped or a
         # request failed; the session lives on) or _SESSION (the session expired).
         self._gap: Optional[str] = None
@@ -167,7 +173,7 @@ class PathWatch:
         with self._lock:
             if generation == self._generation and not self._stopped:
                 self._snapshot = (value, answer[1])
-        self._deliver(value)
+        self._deliver(value, answer[1].cversion if self._children else None)
 
     def _on_exists(self, result: IAsyncResult) -> None:
         try:
@@ -192,16 +198,20 @@ class PathWatch:
             return
         log.error("cannot watch %s (%s): %r; retrying after the next reconnection", self._path, self._name, exc)
 
-    def _deliver(self, value: Value) -> None:
+    def _deliver(self, value: Value, cversion: Optional[int] = None) -> None:
+        """Signal if ``value`` differs from the last one seen, or (a children watch) the node's
+        children were created or deleted since (``cversion``), even into the same names."""
         with self._lock:
             if self._stopped:
                 return
             previous, self._last = self._last, value
+            previous_cversion, self._last_cversion = self._last_cversion, cversion
             gap, self._gap = self._gap, None
+        recreated = cversion is not None and previous_cversion is not None and cversion != previous_cversion
         if gap == _SESSION or (gap is not None and previous is _UNSET):
             # A new session (the group is rejoined anyway), or no baseline: what changed is unknown.
             self._signal(f"{self._name}: watch re-armed after it was lost")
-        elif previous is not _UNSET and previous != value:
+        elif previous is not _UNSET and (previous != value or recreated):
             reason = self._describe(previous, value)  # type: ignore[arg-type]
             if reason is not None:
                 self._signal(reason)
