@@ -195,7 +195,10 @@ class SimKazoo:
 
     def create_async(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> AsyncResult:
-        return self._request("create", {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath})
+        args = {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath}
+        if sequence:
+            args["sequence"] = True
+        return self._request("create", args)
 
     def set_async(self, path: str, value: bytes, version: int = -1) -> AsyncResult:
         return self._request("set", {"path": path, "value": value, "version": version})

@@ -323,7 +323,7 @@ class Ensemble:
                 raise BadVersionError()
             return True
         if op == "create":
-            if node is not None:
+            if node is not None and not args.get("sequence"):
                 raise NodeExistsError()
             parent = parent_of(path)
             if look(parent) is None:
@@ -332,6 +332,10 @@ class Ensemble:
                 self._stage(sid, "create", {"path": parent, "value": b"", "makepath": True}, look, view, effects)
             parent_node = look(parent)
             assert parent_node is not None
+            if args.get("sequence"):  # ZooKeeper names it by the parent's cversion, ten digits
+                path = f"{path}{parent_node.cversion:010d}"
+                if look(path) is not None:
+                    raise NodeExistsError()
             if parent_node.owner:
                 raise NoNodeError()  # ZooKeeper: NoChildrenForEphemerals; never met by these members
             created = Node(args.get("value", b""), owner=sid if args.get("ephemeral") else 0)

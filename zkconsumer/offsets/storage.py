@@ -230,9 +230,14 @@ class ZooKeeperOffsetStorage:
         writes would fail the same way).
         """
         outcome = CommitOutcome()
-        # The session the entries were handed out under: a try made on a later session is fenced
-        # (see GroupClient.commit_offset_if_owner; found by the simulator, tests/sim).
+        # The session the entries were handed out under (kept while the connection is only
+        # SUSPENDED): a write sent on a later session is fenced (GroupClient.commit_offset_if_owner;
+        # found by the simulator, tests/sim). None: no session now, so none of ours holds anything.
         session = self._group.session_id
+        if self._fenced and session is None:
+            outcome.fenced.extend(e.tp for e in entries if e.changed)
+            outcome.committed.extend(e.tp for e in entries if not e.changed)
+            return outcome
         written: Set[TopicPartition] = set()  # by a multi-operation of up to MAX_COMMIT_BATCH partitions
         changed = [e for e in entries if e.changed]
         for start in range(0, len(changed) if self._fenced else 0, MAX_COMMIT_BATCH):

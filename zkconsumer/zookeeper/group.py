@@ -41,7 +41,6 @@ import tenacity
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     AuthFailedError,
-    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     NoAuthError,
@@ -61,6 +60,7 @@ from ..errors import (
     ZooKeeperUnavailableError,
 )
 from . import zkformat
+from .fence import SessionFences
 from .offset_nodes import OffsetNodes
 from .zkcalls import BoundedZooKeeper
 
@@ -139,6 +139,7 @@ class GroupClient(OffsetNodes):
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
         self._brokers_session: Optional[int] = None
         self._confirmed_nodes = {}  # OwnerNodes.confirm_held()
+        self.fences = SessionFences(self.client, self.paths, consumer_id, acl)
 
     # ----------------------------------------------------------------- plumbing
 
@@ -175,9 +176,10 @@ class GroupClient(OffsetNodes):
 
     @property
     def session_id(self) -> Optional[int]:
-        """The current ZooKeeper session id (``None`` before the first connection)."""
-        client_id = self.client.client_id
-        return client_id[0] if client_id else None
+        """The ZooKeeper session this member holds, also while the connection is SUSPENDED
+        (:attr:`BoundedZooKeeper.session_id`); ``None`` before the first session and between a
+        lost session and the next."""
+        return self.client.session_id
 
     def _note_session(self) -> Optional[int]:
         """Remember the current session id as one of ours; returns it."""
@@ -221,6 +223,7 @@ class GroupClient(OffsetNodes):
         def step() -> bool:
             """One try; ``False`` when a node must go first (try again)."""
             foreign.clear()
+            self.fences.ensure(self.session_id)  # once per session: before any node of ours is made
             try:
                 self._create_ephemeral(path, registration)
                 return True
@@ -231,17 +234,12 @@ class GroupClient(OffsetNodes):
             except NoNodeError:
                 return False  # an earlier session's node just expired
             if self._ours(stat):
-                if data != registration:
-                    self.client.set(path, registration, version=stat.version)
-                return True
+                return data == registration or self._fenced_set(stat.ephemeralOwner, path, registration, stat.version)
             if not self._was_ours(stat):
                 foreign.append(stat.ephemeralOwner)
                 return False
             log.info("replacing %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
-            try:
-                self.client.delete(path, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
+            self._delete_of_session(path, stat)
             return False
 
         try:

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..structs import TopicPartition
 from . import zkformat
-from .owner_nodes import OwnerNodes
+from .owner_nodes import NOT_APPLIED, OwnerNodes
 
 log = logging.getLogger("zkconsumer.zookeeper.group")
 
-#: The most partitions one fenced multi-operation writes (two operations each; ZooKeeper
+#: The most partitions one fenced multi-operation writes (two operations each, and the session's
+#: fence check; ZooKeeper
 #: refuses a request over its 1 MB jute.maxbuffer, far above this many).
 MAX_COMMIT_BATCH = 500
 
@@ -93,13 +94,18 @@ class OffsetNodes(OwnerNodes):
         """Write ``offset`` only while this member holds the partition under this session: a fenced commit.
 
         ``session``: the session the offset was handed out under (the one the
-        commit began on). If the client is on another session by the time a
-        try is made, the write is fenced: a commit that began before a session
-        expiry and is retried after the member re-claimed the partition on a new
-        session would otherwise write the old incarnation's position over what
-        the new one read, and the committed offset would move backwards.
+        commit began on; ``None``: the client's session at the call). The write
+        is applied only while that session lives: the multi-operation that makes
+        it also checks the session's fence node (see the ``fence`` module), so
+        a try sent on a later session, even one decided before the reconnect, is
+        fenced. A commit that began before a session expiry and is retried
+        after the member re-claimed the partition on a new session would
+        otherwise write the old incarnation's position over what the new one
+        read, and the committed offset would move backwards. A connection that
+        is only SUSPENDED keeps its session: a commit retried across the blip
+        is not fenced by it.
 
-        The owner node must belong to the current session and name one of this
+        The owner node must belong to that session and name one of this
         member's thread ids: ``owner`` is the thread the caller saw, but a node
         relabelled meanwhile to another of our threads (a rebalance that kept the
         partition) is still ours, so a commit racing a relabel is not fenced.
@@ -120,16 +126,18 @@ class OffsetNodes(OwnerNodes):
 
         Residual window: another client deleting our node *and* recreating one
         at the same version between the read (or the watch's last word) and the
-        multi; only a foreign tool deleting a live member's node can start that.
+        multi, while our session lives; only a foreign tool deleting a live
+        member's node can start that.
         """
         owner_path = self.paths.owner(topic, partition)
         offset_path = self.paths.offset(topic, partition)
         data = zkformat.encode_offset(offset)
         outcome: List[bool] = [False]
+        began = self.session_id if session is None else session
 
         def step() -> bool:
             """One try; ``False`` when the owner was relabelled or the offset node appeared/vanished (try again)."""
-            if session is not None and self.session_id != session:
+            if began is None or self.session_id != began:
                 outcome[0] = False  # began on a session that is gone: not ours to write any more
                 return True
             version = self._held_version(owner_path)  # known held and unchanged: no read
@@ -140,7 +148,7 @@ class OffsetNodes(OwnerNodes):
                 except NoNodeError:
                     outcome[0] = False
                     return True
-                if not (self._ours(stat) and self._our_thread(current)):
+                if not (stat.ephemeralOwner == began and self._our_thread(current)):
                     outcome[0] = False
                     return True
                 self._remember_held(owner_path, stat, changed)  # the next commit needs no read
@@ -154,14 +162,20 @@ class OffsetNodes(OwnerNodes):
             if not exists and parent not in self._offset_parents:
                 self.client.ensure_path(parent, acl=self._acl)
                 self._offset_parents.add(parent)
-            transaction = self.client.transaction()
-            transaction.check(owner_path, version)
-            if exists:
-                transaction.set_data(offset_path, data)
-            else:
-                transaction.create(offset_path, data, acl=self._acl)
-            check, write = transaction.commit()
-            if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
+
+            def ops(transaction: Any) -> None:
+                transaction.check(owner_path, version)
+                if exists:
+                    transaction.set_data(offset_path, data)
+                else:
+                    transaction.create(offset_path, data, acl=self._acl)
+
+            results = self._fenced_multi(began, ops)
+            if results is None:
+                outcome[0] = False  # the session it began on is gone (its fence with it): fenced
+                return True
+            check, write = results
+            if isinstance(check, Exception) and not isinstance(check, NOT_APPLIED):
                 self._forget_held(owner_path)
                 return False  # the owner node changed since we read it (relabelled, or gone): look again
             if isinstance(write, NodeExistsError):
@@ -171,7 +185,7 @@ class OffsetNodes(OwnerNodes):
                 self._offset_nodes.discard(offset_path)
                 self._offset_parents.discard(parent)
                 return False  # the offset node (or its parent) vanished: go round again
-            if isinstance(write, Exception) and not isinstance(write, (RolledBackError, RuntimeInconsistency)):
+            if isinstance(write, Exception) and not isinstance(write, NOT_APPLIED):
                 raise write  # refused (NoAuth, ...): an error, not a lost ownership
             outcome[0] = True
             return True
@@ -195,13 +209,15 @@ class OffsetNodes(OwnerNodes):
         ``False`` means nothing was written (a multi-operation is all or
         nothing): a partition not held by this session under one of our thread
         ids, an owner node changed since it was read, an offset node that
-        appeared or vanished, ZooKeeper not answering or refusing. The caller
-        then commits partition by partition with :meth:`commit_offset_if_owner`,
-        which tells fenced from refused from unreachable. Never raises a
-        ZooKeeper error. At most :data:`MAX_COMMIT_BATCH` partitions per call.
-        ``session``: as for :meth:`commit_offset_if_owner` (another session now: ``False``).
+        appeared or vanished, the session gone, ZooKeeper not answering or
+        refusing. The caller then commits partition by partition with
+        :meth:`commit_offset_if_owner`, which tells fenced from refused from
+        unreachable. Never raises a ZooKeeper error. At most
+        :data:`MAX_COMMIT_BATCH` partitions per call. ``session``: as for
+        :meth:`commit_offset_if_owner` (its fence is checked by the same multi).
         """
-        if not entries or len(entries) > MAX_COMMIT_BATCH or (session is not None and self.session_id != session):
+        began = self.session_id if session is None else session
+        if not entries or len(entries) > MAX_COMMIT_BATCH or began is None or self.session_id != began:
             return False
         owners = [self.paths.owner(topic, partition) for topic, partition, _ in entries]
         offsets = [self.paths.offset(topic, partition) for topic, partition, _ in entries]
@@ -213,35 +229,40 @@ class OffsetNodes(OwnerNodes):
                                                for i in unknown])
             read_versions: Dict[int, int] = {}
             for i, outcome in zip(unknown, read):
-                if isinstance(outcome, Exception) or not (self._ours(outcome[1]) and self._our_thread(outcome[0])):
+                if isinstance(outcome, Exception) or not (outcome[1].ephemeralOwner == began
+                                                          and self._our_thread(outcome[0])):
                     return False  # fenced, gone or unanswered: decided partition by partition
                 self._remember_held(owners[i], outcome[1], watches[i][0])
                 read_versions[i] = outcome[1].version
             for parent in sorted({self.paths.offsets_topic(topic) for topic, _, _ in entries} - self._offset_parents):
                 self._retry(functools.partial(self.client.ensure_path, parent, acl=self._acl))
                 self._offset_parents.add(parent)
-            transaction = self.client.transaction()
-            for i, ((_, _, offset), owner, path) in enumerate(zip(entries, owners, offsets)):
-                known = versions[i]
-                transaction.check(owner, read_versions[i] if known is None else known)
-                data = zkformat.encode_offset(offset)
-                if path in self._offset_nodes:
-                    transaction.set_data(path, data)
-                else:
-                    transaction.create(path, data, acl=self._acl)
-            if session is not None and self.session_id != session:
-                # The reads or the parents' creation above were retried onto a new session: the
-                # versions known belong to the old one, and a node re-created since (by a peer
-                # that claimed it) has the same version 0 (found by the simulator, tests/sim).
-                return False
+
+            def ops(transaction: Any) -> None:
+                for i, ((_, _, offset), owner, path) in enumerate(zip(entries, owners, offsets)):
+                    known = versions[i]
+                    transaction.check(owner, read_versions[i] if known is None else known)
+                    data = zkformat.encode_offset(offset)
+                    if path in self._offset_nodes:
+                        transaction.set_data(path, data)
+                    else:
+                        transaction.create(path, data, acl=self._acl)
+
+            # The reads or the parents' creation above may have been retried onto a new session:
+            # the versions known belong to the old one, and a node re-created since (by a peer that
+            # claimed it) has the same version 0 (found by the simulator, tests/sim). The fence of
+            # the session the commit began on, checked by the same multi, refuses that write.
             with self.client.deadline(self._retry_timeout_s):
-                results = transaction.commit()
+                answered = self._fenced_multi(began, ops)
         except Exception as exc:  # anything unclear: the one-by-one path decides and reports it
             log.debug("committing %d offsets in one multi-operation failed (%s); one by one", len(entries), exc)
             return False
+        if answered is None:
+            return False  # the session is gone: the one-by-one path reports every partition fenced
+        results = answered
         if any(isinstance(result, Exception) for result in results):
             for owner, path, check, write in zip(owners, offsets, results[0::2], results[1::2]):
-                if isinstance(check, Exception) and not isinstance(check, (RolledBackError, RuntimeInconsistency)):
+                if isinstance(check, Exception) and not isinstance(check, NOT_APPLIED):
                     self._forget_held(owner)
                 if isinstance(write, NodeExistsError):
                     self._offset_nodes.add(path)

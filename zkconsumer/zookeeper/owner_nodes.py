@@ -14,16 +14,21 @@ import logging
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
 from kazoo.protocol.states import ZnodeStat
 
 from ..errors import MalformedZnodeError
 from . import zkformat
+from .fence import SessionFences
 from .zkcalls import BoundedZooKeeper
 
 log = logging.getLogger("zkconsumer.zookeeper.group")
 
 T = TypeVar("T")
+
+#: What a multi-operation answers for an operation that did not fail itself but was not applied
+#: because another one of the same multi failed.
+NOT_APPLIED = (RolledBackError, RuntimeInconsistency)
 
 #: :meth:`OwnerNodes.claim_many` lists a topic's owner nodes first only for this many claims in it or more
 #: (the listing costs one request; it saves one for each node it finds still held).
@@ -43,6 +48,8 @@ class OwnerNodes:
     #: Owner nodes known held by this session under one of our thread ids, from a read (or our
     #: own create) that set a data watch: path -> (session, set once the node changed, version).
     _confirmed_nodes: Dict[str, Tuple[Optional[int], threading.Event, int]]
+    #: The fence node of each of our sessions (see the ``fence`` module).
+    fences: SessionFences
 
     @property
     def session_id(self) -> Optional[int]:
@@ -106,6 +113,67 @@ class OwnerNodes:
         """A ``send`` for :meth:`_pipelined`: read ``path`` (setting ``watch`` if given)."""
         return functools.partial(self.client.raw.get_async, path, watch=watch)
 
+    # ------------------------------------------------------------ fenced writes
+
+    def _fenced_multi(self, session: Optional[int], build: Callable[[Any], None]) -> Optional[List[Any]]:
+        """One multi-operation, applied only while ``session`` lives: a ``check`` of its fence
+        node, then the operations ``build(transaction)`` adds.
+
+        Returns the results of ``build``'s operations (exceptions as values; all
+        of them :data:`NOT_APPLIED` or an error when any failed), or ``None``
+        when ``session`` is gone or is not the client's session (nothing was
+        written, and nothing decided under ``session`` may be). ``session`` is
+        the session the write was decided under (the one that read the nodes it
+        names), not whichever the client is on when the request leaves: a
+        request sent after a reconnect to a new session fails its check.
+        Raises kazoo's errors (a lost connection: the caller's retry decides).
+        """
+        fence = self.fences.ensure(session)
+        if fence is None:
+            return None
+        transaction = self.client.transaction()
+        transaction.check(fence, -1)
+        build(transaction)
+        results = transaction.commit()
+        if isinstance(results[0], Exception) and not isinstance(results[0], NOT_APPLIED):
+            return None  # the fence node is gone: so is the session
+        return list(results[1:])
+
+    def _fenced_single(self, session: Optional[int], build: Callable[[Any], None]) -> bool:
+        """:meth:`_fenced_multi` of one operation expecting a version: ``True`` if applied;
+        ``False`` if fenced, or the node is gone or at another version; other refusals raise."""
+        results = self._fenced_multi(session, build)
+        if results is None or isinstance(results[0], (NoNodeError, BadVersionError)):
+            return False
+        if isinstance(results[0], Exception):
+            raise results[0]
+        return True
+
+    def _fenced_set(self, session: Optional[int], path: str, data: bytes, version: int) -> bool:
+        """Set ``path`` at ``version`` while ``session`` lives (see :meth:`_fenced_single`)."""
+        return self._fenced_single(session, lambda t: t.set_data(path, data, version))
+
+    def _fenced_delete(self, session: Optional[int], path: str, version: int) -> bool:
+        """Delete ``path`` at ``version`` while ``session`` lives (see :meth:`_fenced_single`)."""
+        return self._fenced_single(session, lambda t: t.delete(path, version=version))
+
+    def _delete_of_session(self, path: str, stat: ZnodeStat) -> None:
+        """Delete the node read with ``stat`` while its session (an earlier one of ours) lives.
+
+        With that session's fence node known, only that very node can be deleted:
+        once its session is gone, so is the fence, and a node re-created at the
+        same version by another session is safe. A session whose fence is not
+        known (none was made) falls back to a delete at the version read.
+        """
+        owner = int(stat.ephemeralOwner)
+        if self.fences.path(owner) is not None:
+            self._fenced_delete(owner, path, stat.version)
+            return
+        try:
+            self.client.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+
     def claim(self, topic: str, partition: int, thread_id: str,
               watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
         """Make ``thread_id`` the owner of the partition.
@@ -135,11 +203,10 @@ class OwnerNodes:
                 current, stat = self.client.get(path, watch=watch) if watch is not None else self.client.get(path)
             except NoNodeError:
                 return False
-            if self._ours(stat):
-                if current != data:
-                    self.client.set(path, data, version=stat.version)
-            else:
+            if not self._ours(stat):
                 holder[0] = current.decode("utf-8", "replace")
+            elif current != data and not self._fenced_set(stat.ephemeralOwner, path, data, stat.version):
+                return False  # changed or gone since the read, or our session with it: look again
             return True
 
         self._until_done(step, f"claiming {path}")
@@ -230,12 +297,14 @@ class OwnerNodes:
             again.extend(i for i, _ in ours)
             ours = []
         if ours:
-            transaction = self.client.transaction()
-            for i, version in ours:
-                transaction.delete(paths[i], version=version)
+            def deletes(transaction: Any) -> None:
+                for i, version in ours:
+                    transaction.delete(paths[i], version=version)
+
             try:
                 with self.client.deadline(self._retry_timeout_s):
-                    deleted = not any(isinstance(result, Exception) for result in transaction.commit())
+                    results = self._fenced_multi(session, deletes)
+                deleted = results is not None and not any(isinstance(result, Exception) for result in results)
             except Exception:  # no clean answer (connection lost, refused...): one by one, as release() would
                 deleted = False
             if not deleted:
@@ -271,12 +340,7 @@ class OwnerNodes:
                 return False
             if not (self._ours(stat) and self._our_thread(current)):
                 return False
-            if current != data:
-                try:
-                    self.client.set(path, data, version=stat.version)
-                except (NoNodeError, BadVersionError):
-                    return False
-            return True
+            return current == data or self._fenced_set(stat.ephemeralOwner, path, data, stat.version)
 
         return self._retry(step)
 
@@ -305,15 +369,21 @@ class OwnerNodes:
                 versions[i] = outcome[1].version
                 done[i] = True if outcome[0] == datas[i] else None
         writes = [i for i in range(len(relabels)) if done[i] is None and versions[i] is not None]
-        if self.session_id != session:
-            writes = []  # a new session: versions of the old one could match a peer's node; one by one
-        for i, outcome in zip(writes, self._pipelined("relabelling", [
-                (paths[i], functools.partial(self.client.raw.set_async, paths[i], datas[i], version=versions[i]))
-                for i in writes])):
-            if isinstance(outcome, (NoNodeError, BadVersionError)):
-                done[i] = False
-            elif not isinstance(outcome, Exception):
-                done[i] = True
+        if writes and self.session_id == session:  # else the versions of the old session could match a peer's node
+            def sets(transaction: Any) -> None:
+                for i in writes:
+                    transaction.set_data(paths[i], datas[i], version=versions[i])
+
+            try:
+                with self.client.deadline(self._retry_timeout_s):
+                    results = self._fenced_multi(session, sets)
+            except Exception:  # no clean answer: one by one (relabel() retries)
+                results = None
+            for i, outcome in zip(writes, results or []):
+                if isinstance(outcome, (NoNodeError, BadVersionError)):
+                    done[i] = False
+                elif not isinstance(outcome, Exception):
+                    done[i] = True
         return [self.relabel(*relabels[i]) if outcome is None else outcome for i, outcome in enumerate(done)]
 
     def confirm_held_many(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
@@ -350,10 +420,7 @@ class OwnerNodes:
                 return
             if data == expected and not self._ours(stat) and self._was_ours(stat):
                 log.info("deleting %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
-                try:
-                    self.client.delete(path, version=stat.version)
-                except (NoNodeError, BadVersionError):
-                    pass
+                self._delete_of_session(path, stat)
 
         self._retry(step)
 
@@ -365,10 +432,7 @@ class OwnerNodes:
                 return
             if not self._ours(stat) or (expected is not None and data != expected):
                 return
-            try:
-                self.client.delete(path, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
+            self._fenced_delete(stat.ephemeralOwner, path, stat.version)
 
         self._retry(step)
 

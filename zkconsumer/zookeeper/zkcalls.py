@@ -139,6 +139,29 @@ class BoundedZooKeeper:
     def transaction(self) -> "_BoundedTransaction":
         return _BoundedTransaction(self, self.raw.transaction())
 
+    # ------------------------------------------------------------------ the session
+
+    @property
+    def session_id(self) -> Optional[int]:
+        """The ZooKeeper session this client holds, also while the connection is SUSPENDED.
+
+        kazoo's public ``client_id`` is ``None`` whenever the connection is not live,
+        although the session is: a blip (a leader election, a server restart, a
+        network hiccup) does not end it, and kazoo reconnects with the same id. The
+        id kazoo keeps for that (``_session_id``: set from the server's answer at
+        connect, kept across SUSPENDED, cleared when the session is LOST or the
+        client closed) is the one that says whose nodes are whose. ``None`` before
+        the first session, after a loss until the next one, and after ``close()``.
+        A client without that attribute (another implementation) falls back to
+        ``client_id``.
+        """
+        try:
+            session: Optional[int] = self.raw._session_id
+        except AttributeError:
+            client_id = self.raw.client_id
+            session = client_id[0] if client_id else None
+        return session or None
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.raw, name)
 

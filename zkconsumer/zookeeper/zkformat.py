@@ -117,6 +117,16 @@ class GroupPaths:
         return f"{self.ids}/{_segment('consumer id', consumer_id)}"
 
     @property
+    def fences(self) -> str:
+        """``/consumers/<g>/fences``: zkconsumer's per-session fence nodes (Kafka's consumer and
+        tools read only ``ids``, ``owners`` and ``offsets``, and ignore this)."""
+        return f"{self.root}/fences"
+
+    def fence_prefix(self, consumer_id: str) -> str:
+        """``/consumers/<g>/fences/<consumerId>-``: ZooKeeper appends a sequence number."""
+        return f"{self.fences}/{_segment('consumer id', consumer_id)}-"
+
+    @property
     def owners(self) -> str:
         """``/consumers/<g>/owners``"""
         return f"{self.root}/owners"

@@ -140,6 +140,8 @@ class VersionedZk(FakeZk):
         from kazoo.exceptions import NodeExistsError
 
         self.requests.append(("create", path))
+        if sequence:
+            path = f"{path}{len(self.nodes):010d}"
         if path in self.nodes:
             raise NodeExistsError()
         self.nodes[path] = data
@@ -182,25 +184,16 @@ class VersionedZk(FakeZk):
         del self.stats[path]
 
 
-def test_scale_item2_relabel_is_a_read_and_a_conditional_write_and_never_takes_anothers_node() -> None:
-    zk = VersionedZk()
-    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
-    path = "/consumers/g/owners/t/0"
-    assert group.claim("t", 0, "g_a-0") is None
-    zk.requests.clear()
-    assert group.relabel("t", 0, "g_a-1") is True
-    assert zk.requests == [("get", path), ("set", path)] and zk.nodes[path] == b"g_a-1"
-    # a tool deleted ours and another member created its own, at the same version: untouched
-    zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 1)
-    assert group.relabel("t", 0, "g_a-0") is False
-    group.release("t", 0)
-    assert zk.nodes[path] == b"g_b-0"
-
-
 class TxZk(VersionedZk):
+    """Multi-operations as ZooKeeper applies them: all or nothing; the failed operation gets its
+    error, those before it RolledBackError, those after it RuntimeInconsistency (kazoo's mapping)."""
+
     def exists(self, path: str, watch=None):
         self.requests.append(("exists", path))
-        return SimpleNamespace() if path in self.nodes else None
+        if path not in self.nodes:
+            return None
+        owner, version = self.stats.get(path, (0, 0))
+        return SimpleNamespace(ephemeralOwner=owner, version=version)
 
     def ensure_path(self, path: str, acl=None) -> None:
         self.requests.append(("exists", path))
@@ -211,42 +204,68 @@ class TxZk(VersionedZk):
 
         class Tx:
             def check(self, path: str, version: int) -> None:
-                ops.append(("check", path, version))
+                ops.append(("check", path, version, None))
 
             def set_data(self, path: str, data: bytes, version: int = -1) -> None:
-                ops.append(("set", path, data))
+                ops.append(("set", path, version, data))
 
             def create(self, path: str, data: bytes, acl=None, ephemeral=False, sequence=False) -> None:
-                ops.append(("create", path, data))
+                ops.append(("create", path, -1, data))
+
+            def delete(self, path: str, version: int = -1) -> None:
+                ops.append(("delete", path, version, None))
 
             def commit_async(self) -> _Done:
                 return _Done(self.commit, (), {})
 
             def commit(self):
-                from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+                from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
 
                 zk.requests.append(("multi", ""))
-                kind, path, version = ops[0]
-                if path not in zk.nodes or zk.stats[path][1] != version:
-                    return [BadVersionError(), RolledBackError()]
-                _, target, data = ops[1]
-                if ops[1][0] == "set" and target not in zk.nodes:
-                    return [RolledBackError(), NoNodeError()]
-                if ops[1][0] == "create" and target in zk.nodes:
-                    from kazoo.exceptions import NodeExistsError
-
-                    return [RolledBackError(), NodeExistsError()]
-                zk.stats.setdefault(target, (0, 0))
-                zk.nodes[target] = data
-                return [True, True]
+                nodes, stats = dict(zk.nodes), dict(zk.stats)
+                for i, (kind, path, version, data) in enumerate(ops):
+                    error = None
+                    if kind == "create":
+                        error = NodeExistsError() if path in nodes else None
+                    elif path not in nodes:
+                        error = NoNodeError()
+                    elif version != -1 and stats.get(path, (0, 0))[1] != version:
+                        error = BadVersionError()
+                    if error is not None:
+                        return [RolledBackError()] * i + [error] + [RuntimeInconsistency()] * (len(ops) - i - 1)
+                    if kind in ("create", "set"):
+                        owner, current = stats.get(path, (0, -1))
+                        nodes[path], stats[path] = data, (owner, current + 1)
+                    elif kind == "delete":
+                        del nodes[path], stats[path]
+                zk.nodes, zk.stats = nodes, stats
+                return [True] * len(ops)
 
         return Tx()
+
+
+def test_scale_item2_relabel_is_a_read_and_a_conditional_write_and_never_takes_anothers_node() -> None:
+    zk = TxZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    path = "/consumers/g/owners/t/0"
+    assert group.claim("t", 0, "g_a-0") is None
+    group.fences.establish()  # once per session, when the member registers
+    zk.requests.clear()
+    assert group.relabel("t", 0, "g_a-1") is True
+    # the write is conditional on the version read and on the session's fence node, in one multi
+    assert zk.requests == [("get", path), ("multi", "")] and zk.nodes[path] == b"g_a-1"
+    # a tool deleted ours and another member created its own, at the same version: untouched
+    zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 1)
+    assert group.relabel("t", 0, "g_a-0") is False
+    group.release("t", 0)
+    assert zk.nodes[path] == b"g_b-0"
 
 
 def test_scale_item2_a_commit_to_a_known_offset_node_is_a_read_and_one_multi_and_still_fenced() -> None:
     zk = TxZk()
     group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
     assert group.claim("t", 0, "g_a-0") is None
+    group.fences.establish()  # once per session, when the member registers
     zk.nodes["/consumers/g/offsets/t/0"] = b"5"
     zk.stats["/consumers/g/offsets/t/0"] = (0, 0)
     assert group.read_offset("t", 0) == 5
