@@ -22,6 +22,7 @@ from support import (
     produced_values,
     thread_ids_of,
     unique,
+    verify_consumer_rebalance,
     wait_until,
 )
 
@@ -54,7 +55,12 @@ def test_mixed_group_with_kafkas_consumer_settles_on_kafkas_assignment(cluster, 
                 return len(threads) == 3 and owners(zk, group, topic) == expected_of(threads)
 
             wait_until(settled, 60, f"owner znodes to settle on Kafka's {strategy} assignment")
+            # Our members' fence nodes sit beside ids/owners/offsets; Kafka's own check reads the
+            # owner of every partition, each one a registered thread of the group.
+            assert zk.get_children(f"/consumers/{group}/fences")
             threads = thread_ids_of(zk, group, topic)
+            owned, unowned = verify_consumer_rebalance(cluster, group)
+            assert unowned == [] and owned == {(topic, p): t for p, t in expected_of(threads).items()}
             assert sorted(t for t in threads if t.startswith(connector.consumer_id)) == sorted(s.thread_id for s in streams)
 
             values = produced_values(70)
