@@ -58,3 +58,39 @@ def expected_roundrobin(thread_ids: Sequence[str], topic: str, partitions: int) 
     threads = java_sorted(thread_ids)
     ordered = sorted(range(partitions), key=lambda p: java_hash(f"[{topic},{p}]"))
     return {p: threads[i % len(threads)] for i, p in enumerate(ordered)}
+
+
+# --------------------------------------------------------------------------- Kafka 0.9's consumer protocol
+# The broker-managed group's assignors (org.apache.kafka.clients.consumer.RangeAssignor and
+# RoundRobinAssignor at 0.9.0.1) assign partitions to *members* (their member ids), from the
+# topics each member's subscription lists.
+
+
+def expected_member_range(subscriptions: Mapping[str, Sequence[str]],
+                          partitions: Mapping[str, int]) -> Dict[str, List[Tuple[str, int]]]:
+    """RangeAssignor: per topic, the members subscribed to it in Java String order; each takes
+    ``n // m`` consecutive partitions and the first ``n % m`` one more. Member -> sorted partitions."""
+    out: Dict[str, List[Tuple[str, int]]] = {m: [] for m in subscriptions}
+    for topic, n in partitions.items():
+        members = java_sorted(m for m, topics in subscriptions.items() if topic in topics)
+        for i, m in enumerate(members):
+            start = n // len(members) * i + min(i, n % len(members))
+            out[m] += [(topic, p) for p in range(start, start + n // len(members) + (i < n % len(members)))]
+    return {m: sorted(ps) for m, ps in out.items()}
+
+
+def expected_member_roundrobin(subscriptions: Mapping[str, Sequence[str]],
+                               partitions: Mapping[str, int]) -> Dict[str, List[Tuple[str, int]]]:
+    """RoundRobinAssignor: every subscribed topic's partitions (topics in Java String order), over
+    the members in Java String order as a circle, a member not subscribed to the topic skipped."""
+    out: Dict[str, List[Tuple[str, int]]] = {m: [] for m in subscriptions}
+    members = java_sorted(subscriptions)
+    topics = java_sorted({t for ts in subscriptions.values() for t in ts if t in partitions})
+    i = 0
+    for topic in topics:
+        for p in range(partitions[topic]):
+            while topic not in subscriptions[members[i]]:
+                i = (i + 1) % len(members)
+            out[members[i]].append((topic, p))
+            i = (i + 1) % len(members)
+    return out

@@ -9,7 +9,7 @@ import pytest
 from offsets_support import MemberProcess, kafka_committed, produce_evenly, values
 from support import Drainer, consumer_props, produced_values, unique, wait_until
 
-from benchmarks.assignment import expected_range, expected_roundrobin
+from benchmarks.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer import (
     ConfigurationError,
     ConsumerShutdownError,
@@ -53,8 +53,7 @@ def group_assignment(members: Sequence[ZookeeperConsumerConnector], topic: str) 
 def test_members_split_partitions_per_the_assignor_and_a_third_rebalances_them(cluster, strategy: str) -> None:
     topic, group = unique("coord"), unique("g-coord")
     cluster.create_topic(topic, partitions=7, replication=1)
-    expected_of = {"range": lambda threads: expected_range(threads, 7),
-                   "roundrobin": lambda threads: expected_roundrobin(threads, topic, 7)}[strategy]
+    kafkas = {"range": expected_member_range, "roundrobin": expected_member_roundrobin}[strategy]
     props = coordinator_props(cluster, group, partition_assignment_strategy=strategy)
     produced: List[bytes] = []
     members: List[ZookeeperConsumerConnector] = []
@@ -67,8 +66,14 @@ def test_members_split_partitions_per_the_assignor_and_a_third_rebalances_them(c
                 members.append(member)
                 drainers.append(Drainer(member.create_message_streams({topic: 2})[topic]))
             wait_until(lambda: settled(members, 7, topic), 60, f"{count} members to settle")
-            threads = [f"{m.membership.member_id}-{i}" for m in members for i in range(2)]
-            assert group_assignment(members, topic) == expected_of(threads)
+            # Kafka's assignment of partitions to members, each spreading its share over its two streams
+            expected = kafkas({m.membership.member_id: [topic] for m in members}, {topic: 7})
+            assignment = group_assignment(members, topic)
+            for m in members:
+                mine = sorted(p for p, thread in assignment.items()
+                              if thread.rsplit("-", 1)[0] == m.membership.member_id)
+                assert [(topic, p) for p in mine] == expected[m.membership.member_id]
+                assert {assignment[p] for p in mine} == {f"{m.membership.member_id}-{i}" for i in range(min(2, len(mine)))}
             for m in members:  # status and metrics name the member's own streams, as with ZooKeeper membership
                 streams = {f"{m.consumer_id}-{i}" for i in range(2)}
                 assert set(m.status.owned.values()) <= streams and set(m.metrics_snapshot()["streams"]) <= streams

@@ -1,48 +1,44 @@
-"""What coordinator-managed members tell each other, and the leader's plan (pure, no I/O).
+"""A zkconsumer member in a broker-managed group: what it sends, the leader's plan, its streams' share.
 
-The broker's coordinator never looks inside a group's protocol bytes: members
-send opaque *metadata* with JoinGroup, the elected leader receives everyone's,
-computes the assignment and sends each member opaque *assignment* bytes with
-SyncGroup. zkconsumer's protocol (``protocol_type`` :data:`PROTOCOL_TYPE`, one
-protocol named after ``partition.assignment.strategy``: ``range`` or
-``roundrobin``):
+Pure functions, no I/O. The group speaks Kafka's standard consumer protocol
+(:mod:`~zkconsumer.coordinator.consumer_protocol`: ``protocol_type``
+``consumer``, protocols ``range`` and ``roundrobin``), so zkconsumer members,
+Kafka's Java ``KafkaConsumer``, kafka-python and confluent-kafka share one group,
+and whoever leads, each partition goes to the member Kafka's assignor names.
 
 metadata
-    The member's subscription, byte for byte the JSON its ZooKeeper registration
-    would hold (:func:`zkconsumer.zookeeper.zkformat.encode_registration`)::
+    Kafka's subscription: the topics the member reads now (a pattern
+    subscription: the topics it matches when it joins), and as ``user_data``
+    the member's ZooKeeper-style registration JSON (its stream counts and
+    pattern), which other clients ignore and a zkconsumer leader reads to
+    notice when a pattern member's topics change::
 
         {"version":1,"subscription":{"events":2},"pattern":"static","timestamp":"1700000000000"}
 
-    (``white_list``/``black_list`` patterns carry ``{regex: streams}``). The
-    timestamp is fixed for the connector's life: the coordinator compares a
+    The timestamp is fixed for the connector's life: the coordinator compares a
     rejoining member's metadata to decide whether the group must rebalance.
 
 assignment
-    The member's partitions and the thread id (stream) each goes to::
-
-        {"version":1,"partitions":{"events":{"0":"<member id>-0","1":"<member id>-1"}}}
-
-The plan is Kafka's: each member ``m`` subscribing ``n`` streams to a topic
-contributes thread ids ``m-0 .. m-(n-1)``, and the same pure assignors that
-ZooKeeper members run (:mod:`zkconsumer.assignors`) map partitions to thread
-ids, sorted as Java strings. Only the member ids differ: the coordinator
-assigns them (``<client.id>-<uuid>``).
+    Kafka's: the member's partitions. The member then spreads them over its own
+    streams (:func:`spread`): thread ids ``<member id>-<i>``, as a ZooKeeper
+    member numbers them, with the member's own assignor over its own threads.
 
 Worked example: members ``a`` (2 streams) and ``b`` (1 stream) on a 4-partition
-topic with Range: thread ids ``a-0, a-1, b-0``; ``a-0`` takes 0 and 1, ``a-1``
-takes 2, ``b-0`` takes 3.
+topic with Range: Kafka's assignor gives ``a`` partitions 0 and 1, ``b`` 2 and
+3; ``a`` spreads its two over its streams ``a-0`` and ``a-1``.
 
->>> subs = {"a": StaticTopicCount("a", {"t": 2}), "b": StaticTopicCount("b", {"t": 1})}
->>> shares = plan("range", subs, PlanInputs((), {"t": (0, 1, 2, 3)}))
+>>> subs = [("a", subscription_metadata(StaticTopicCount("a", {"t": 2}), ["t"], 1)),
+...         ("b", subscription_metadata(StaticTopicCount("b", {"t": 1}), ["t"], 1))]
+>>> shares = plan("range", subs, {"t": 4})
 >>> shares["a"], shares["b"]
-({('t', 0): 'a-0', ('t', 1): 'a-0', ('t', 2): 'a-1'}, {('t', 3): 'b-0'})
+([('t', 0), ('t', 1)], [('t', 2), ('t', 3)])
+>>> spread(StaticTopicCount("a", {"t": 2}), shares["a"], "range")
+{('t', 0): 'a-0', ('t', 1): 'a-1'}
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Mapping, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .. import assignors
 from ..assignors import Assignment, AssignmentError
@@ -50,113 +46,105 @@ from ..consumer.topic_count import StaticTopicCount, TopicCount, consumers_per_t
 from ..errors import MalformedZnodeError
 from ..structs import TopicPartition
 from ..zookeeper import zkformat
+from . import consumer_protocol
+from .consumer_protocol import PROTOCOL_TYPE
 
 __all__ = [
-    "ASSIGNMENT_VERSION", "PROTOCOL_TYPE", "PlanInputs", "decode_assignment", "decode_subscriptions",
-    "encode_assignment", "encode_subscription", "plan", "read_inputs",
+    "PROTOCOL_TYPE", "as_member", "decode_share", "member_topics", "pattern_members", "plan", "spread", "subscribed_topics",
+    "subscription_metadata",
 ]
 
-#: JoinGroup ``protocol_type`` of zkconsumer groups. A Java/kafka-python consumer
-#: (protocol type ``consumer``) cannot join the same group by mistake: the
-#: coordinator answers INCONSISTENT_GROUP_PROTOCOL.
-PROTOCOL_TYPE = "zkconsumer"
-ASSIGNMENT_VERSION = 1
+
+def subscribed_topics(count: TopicCount, all_topics: Sequence[str]) -> List[str]:
+    """The topics ``count`` reads among ``all_topics`` (a static subscription: its own topics)."""
+    return sorted(count.consumer_thread_ids(() if isinstance(count, StaticTopicCount) else all_topics))
 
 
-def encode_subscription(count: TopicCount, timestamp_ms: int) -> bytes:
-    """A member's JoinGroup metadata: its ZooKeeper registration JSON."""
-    return zkformat.encode_registration(count.subscription, count.pattern, timestamp_ms)
+def subscription_metadata(count: TopicCount, topics: Iterable[str], timestamp_ms: int) -> bytes:
+    """A zkconsumer member's JoinGroup metadata: Kafka's subscription of ``topics``, with the
+    member's registration JSON as ``user_data``."""
+    registration = zkformat.encode_registration(count.subscription, count.pattern, timestamp_ms)
+    return consumer_protocol.encode_subscription(topics, registration)
 
 
-def decode_subscriptions(members: Iterable[Tuple[str, bytes]], exclude_internal_topics: bool) -> Dict[str, TopicCount]:
-    """Every member's :class:`TopicCount` (thread ids ``<member id>-<i>``) from its metadata.
+def member_topics(members: Sequence[Tuple[str, bytes]]) -> Dict[str, List[str]]:
+    """Member id -> the topics its subscription lists (any consumer-protocol client); raises
+    :class:`~zkconsumer.assignors.AssignmentError` naming a member whose metadata is not one."""
+    return {member_id: consumer_protocol.decode_subscription(metadata, member_id)[0]
+            for member_id, metadata in members}
 
-    Raises :class:`~zkconsumer.assignors.AssignmentError` naming a member whose
-    metadata is not a subscription.
-    """
-    result: Dict[str, TopicCount] = {}
+
+def pattern_members(members: Sequence[Tuple[str, bytes]], exclude_internal_topics: bool
+                    ) -> Dict[str, Tuple[TopicCount, Set[str]]]:
+    """The zkconsumer members that subscribe by pattern: id -> (their subscription, the topics they
+    listed). Other clients' ``user_data`` is not a zkconsumer registration and is skipped."""
+    found: Dict[str, Tuple[TopicCount, Set[str]]] = {}
     for member_id, metadata in members:
-        try:
-            registration = zkformat.decode_registration(f"(JoinGroup metadata of member {member_id})", metadata)
-        except MalformedZnodeError as exc:
-            raise AssignmentError(f"member {member_id} sent metadata that is not a zkconsumer subscription: {exc}") from exc
-        result[member_id] = topic_count_from_registration(member_id, registration, exclude_internal_topics)
-    return result
+        topics, user_data = consumer_protocol.decode_subscription(metadata, member_id)
+        count = _zkconsumer_count(member_id, user_data, exclude_internal_topics)
+        if count is not None and not isinstance(count, StaticTopicCount):
+            found[member_id] = (count, set(topics))
+    return found
 
 
-@dataclass(frozen=True)
-class PlanInputs:
-    """What the leader read from the cluster to plan: it replans when this changes.
-
-    ``topics``: every topic name, read only when some member subscribes by
-    pattern (else empty). ``partitions``: the partition ids of each subscribed
-    topic that exists.
-    """
-
-    topics: Tuple[str, ...]
-    partitions: Mapping[str, Tuple[int, ...]]
-
-
-def read_inputs(subscriptions: Mapping[str, TopicCount], all_topics: Callable[[], Sequence[str]],
-                partitions_for_topics: Callable[[Iterable[str]], Mapping[str, Sequence[int]]]) -> PlanInputs:
-    """Read the topics and partitions ``subscriptions`` need, through the given readers."""
-    wildcard = any(not isinstance(count, StaticTopicCount) for count in subscriptions.values())
-    topics = tuple(sorted(all_topics())) if wildcard else ()
-    wanted = consumers_per_topic(subscriptions.values(), topics)
-    found = partitions_for_topics(list(wanted))
-    return PlanInputs(topics, {t: tuple(sorted(ps)) for t, ps in sorted(found.items())})
-
-
-def plan(protocol: str, subscriptions: Mapping[str, TopicCount], inputs: PlanInputs) -> Dict[str, Assignment]:
-    """Each member's share (member id -> partition -> thread id); every member gets an entry.
-
-    ``protocol`` names the assignor (``range`` or ``roundrobin``); RoundRobin
-    raises :class:`~zkconsumer.assignors.AssignmentError` when members
-    subscribe differently, as Kafka's does.
-    """
-    consumers = consumers_per_topic(subscriptions.values(), inputs.topics)
-    whole = assignors.get_assignor(protocol)(consumers, inputs.partitions)
-    shares: Dict[str, Assignment] = {member_id: {} for member_id in subscriptions}
-    for tp, thread_id in whole.items():
-        member_id, _ = assignors.split_thread_id(thread_id)
-        shares[member_id][tp] = thread_id
-    return shares
-
-
-def encode_assignment(share: Mapping[TopicPartition, str]) -> bytes:
-    """One member's SyncGroup assignment bytes (compact JSON, topics and partitions sorted).
-
-    >>> encode_assignment({("t", 1): "m-0", ("t", 0): "m-1"})
-    b'{"version":1,"partitions":{"t":{"0":"m-1","1":"m-0"}}}'
-    """
-    by_topic: Dict[str, Dict[str, str]] = {}
-    for (topic, partition), thread_id in sorted(share.items()):
-        by_topic.setdefault(topic, {})[str(partition)] = thread_id
-    document = {"version": ASSIGNMENT_VERSION, "partitions": by_topic}
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def decode_assignment(data: bytes, member_id: str) -> Assignment:
-    """This member's partitions from SyncGroup bytes; empty bytes mean "nothing" (the coordinator's filler).
-
-    Raises :class:`~zkconsumer.assignors.AssignmentError` for bytes that are not
-    an assignment, or that hand this member another member's thread id.
-
-    >>> decode_assignment(b'{"version":1,"partitions":{"t":{"0":"m-1"}}}', "m")
-    {('t', 0): 'm-1'}
-    """
-    if not data:
-        return {}
+def _zkconsumer_count(member_id: str, user_data: bytes, exclude_internal_topics: bool) -> Optional[TopicCount]:
+    if not user_data.startswith(b"{"):
+        return None
     try:
-        document = json.loads(bytes(data).decode("utf-8"))
-        partitions = document["partitions"]
-        share: Assignment = {}
-        for topic, entries in partitions.items():
-            for partition, thread_id in entries.items():
-                share[(str(topic), int(partition))] = str(thread_id)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise AssignmentError(f"member {member_id} received an unreadable assignment: {bytes(data)[:200]!r}") from exc
-    foreign = [t for t in share.values() if not assignors.is_thread_of(t, member_id)]
-    if foreign:
-        raise AssignmentError(f"member {member_id} was assigned other members' thread ids: {sorted(set(foreign))}")
+        registration = zkformat.decode_registration(f"(user data of member {member_id})", user_data)
+    except MalformedZnodeError:
+        return None
+    return topic_count_from_registration(member_id, registration, exclude_internal_topics)
+
+
+def plan(protocol: str, members: Sequence[Tuple[str, bytes]],
+         partition_counts: Mapping[str, int]) -> Dict[str, List[TopicPartition]]:
+    """Kafka's assignment: member id -> its partitions (every member gets an entry).
+
+    ``protocol`` names Kafka's assignor (``range`` or ``roundrobin``);
+    ``partition_counts``: each subscribed topic that exists and its partition
+    count (a topic missing from it is skipped, as Kafka skips a topic it has
+    no metadata for).
+    """
+    try:
+        assignor = consumer_protocol.ASSIGNORS[protocol]
+    except KeyError:
+        raise AssignmentError(f"unknown assignor {protocol!r}; expected range or roundrobin") from None
+    return assignor(member_topics(members), partition_counts)
+
+
+def spread(count: TopicCount, partitions: Iterable[TopicPartition], strategy: str) -> Assignment:
+    """This member's partitions over its own streams: partition -> thread id ``<member id>-<i>``.
+
+    ``strategy`` (``range``/``roundrobin``) spreads them as the ZooKeeper
+    assignors would with this member alone; a partition of a topic the member
+    has no stream for (an assignment from a leader that read an older
+    subscription) goes to its first stream of any topic, so nothing assigned is
+    left unread.
+    """
+    mine = sorted(set(partitions))
+    topics = sorted({topic for topic, _ in mine})
+    threads = consumers_per_topic([count], topics)
+    ids: Dict[str, List[int]] = {}
+    for topic, partition in mine:
+        ids.setdefault(topic, []).append(partition)
+    known = {topic: ps for topic, ps in ids.items() if threads.get(topic)}
+    share: Assignment = dict(assignors.get_assignor(strategy)({t: threads[t] for t in known}, known)) if known else {}
+    fallback = next((t for ts in threads.values() for t in ts), f"{count.consumer_id}-0")
+    for tp in mine:
+        share.setdefault(tp, fallback)
     return share
+
+
+def as_member(count: TopicCount, member_id: str, exclude_internal_topics: bool) -> TopicCount:
+    """``count`` with the coordinator's member id as its consumer id (its thread ids ``<member id>-<i>``)."""
+    registration = zkformat.encode_registration(count.subscription, count.pattern, 0)
+    return topic_count_from_registration(
+        member_id, zkformat.decode_registration(f"(subscription of member {member_id})", registration),
+        exclude_internal_topics)
+
+
+def decode_share(data: bytes, count: TopicCount, strategy: str) -> Assignment:
+    """This member's share from SyncGroup bytes, spread over its streams (:func:`spread`); ``count``
+    carries the member id (:func:`as_member`)."""
+    return spread(count, consumer_protocol.decode_assignment(data, count.consumer_id), strategy)

@@ -3,8 +3,11 @@
 ``ZookeeperConsumerConnector(config)`` uses it when ``group.membership=kafka``: the
 streams, ``commit_offsets()``, ``shutdown()``, ``status`` and ``metrics_snapshot()`` all
 behave the same as with ZooKeeper membership. What differs is who decides which member
-consumes what: the brokers' group coordinator, with the leader member running the same
-Range/RoundRobin assignors over thread ids ``<member id>-<i>`` (:mod:`.assignment`).
+consumes what: the brokers' group coordinator, with Kafka's standard consumer protocol
+(``protocol_type`` ``consumer``, assignors ``range`` and ``roundrobin``), so the group may
+mix zkconsumer members with Kafka's Java ``KafkaConsumer``, kafka-python and confluent-kafka,
+and whichever leads, the assignment is Kafka's; each zkconsumer member spreads its partitions
+over its own streams (:mod:`.assignment`).
 
 Wiring (the parts are those of the ZooKeeper connector, plus this package)::
 
@@ -32,17 +35,19 @@ LeaveGroup, so the others rebalance at once instead of after
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
-from ..consumer.topic_count import TopicCount
+from ..consumer.topic_count import StaticTopicCount, TopicCount
 from ..errors import RebalanceInProgressError
 from ..offsets.channel import CoordinatorChannel, connection_factory
 from ..offsets.storage import Generation, OffsetStorageError
 from ..wire.group_protocol import GroupMember
-from .assignment import decode_subscriptions, encode_assignment, encode_subscription, plan, read_inputs
+from . import consumer_protocol
+from .assignment import as_member, decode_share, pattern_members, plan, subscribed_topics, subscription_metadata
 from .delivery import Delivery
 from .membership import GroupMembership
 
@@ -85,6 +90,12 @@ class CoordinatorMembership:
     def generation(self) -> Optional[Generation]:
         """The group generation whose assignment this member consumes (``None`` while rebalancing)."""
         return None if self._membership is None else self._membership.generation
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether the coordinator made this member the leader of its current generation (the
+        member that computed everyone's assignment); ``False`` before it joined."""
+        return self._membership is not None and self._membership.is_leader
 
     @property
     def assignment(self) -> Dict[Tuple[str, int], str]:
@@ -142,12 +153,13 @@ class CoordinatorMembership:
             group_id=cfg.group_id,
             name=member.consumer_id,
             protocol=cfg.partition_assignment_strategy,
-            metadata=encode_subscription(count, int(time.time() * 1000)),
+            metadata=functools.partial(self._metadata, count, int(time.time() * 1000)),
             session_timeout_ms=cfg.session_timeout_ms,
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             join_channel=self._channel("membership", cfg.session_timeout_ms + cfg.offsets_channel_socket_timeout_ms),
             heartbeat_channel=self._channel("heartbeat", min(cfg.session_timeout_ms, cfg.offsets_channel_socket_timeout_ms)),
             plan=self._plan,
+            share_of=functools.partial(self._share_of, count),
             listener=self._delivery,
             precondition=self._zookeeper_members_gone,
             max_retries=cfg.rebalance_max_retries,
@@ -171,17 +183,48 @@ class CoordinatorMembership:
             name=name,
         )
 
+    def _metadata(self, count: TopicCount, timestamp_ms: int) -> bytes:
+        """JoinGroup metadata: Kafka's subscription of the topics ``count`` reads now."""
+        static = isinstance(count, StaticTopicCount)
+        topics = subscribed_topics(count, () if static else self._member.group.all_topics())
+        return subscription_metadata(count, topics, timestamp_ms)
+
+    def _share_of(self, count: TopicCount, data: bytes, member_id: str) -> Dict[Tuple[str, int], str]:
+        """This member's partitions (Kafka's assignment) spread over its streams."""
+        cfg = self._member.config
+        return dict(decode_share(data, as_member(count, member_id, cfg.exclude_internal_topics),
+                                 cfg.partition_assignment_strategy))
+
     def _plan(self, protocol: str, members: Sequence[GroupMember]) -> Tuple[List[Tuple[str, bytes]], Callable[[], bool]]:
-        """The leader's job: every member's share, from ZooKeeper's view of the topics."""
+        """The leader's job: Kafka's assignment over every member's subscription (any client's),
+        with the partition counts ZooKeeper lists.
+
+        ``still_valid()`` is false once a subscribed topic's partition count
+        changed, or a zkconsumer member subscribing by pattern would now list
+        other topics than it did (a topic created or deleted): the group rejoins,
+        and every member sends what it reads then.
+        """
         group = self._member.group
-        subscriptions = decode_subscriptions(((m.member_id, m.metadata) for m in members),
-                                             self._member.config.exclude_internal_topics)
-        inputs = read_inputs(subscriptions, group.all_topics, group.partitions_for_topics)
-        shares = plan(protocol, subscriptions, inputs)
-        assignments = [(member_id, encode_assignment(share)) for member_id, share in sorted(shares.items())]
+        listed = [(m.member_id, m.metadata) for m in members]
+        patterns = pattern_members(listed, self._member.config.exclude_internal_topics)
+
+        def counts() -> Dict[str, int]:
+            topics = {t for m in members for t in consumer_protocol.decode_subscription(m.metadata, m.member_id)[0]}
+            return {t: len(ps) for t, ps in group.partitions_for_topics(sorted(topics)).items()}
+
+        def patterns_moved() -> bool:
+            if not patterns:
+                return False
+            every = group.all_topics()
+            return any(set(subscribed_topics(count, every)) != topics for count, topics in patterns.values())
+
+        inputs = counts()
+        shares = plan(protocol, listed, inputs)
+        assignments = [(member_id, consumer_protocol.encode_assignment(share))
+                       for member_id, share in sorted(shares.items())]
 
         def still_valid() -> bool:
-            return read_inputs(subscriptions, group.all_topics, group.partitions_for_topics) == inputs
+            return counts() == inputs and not patterns_moved()
 
         return assignments, still_valid
 

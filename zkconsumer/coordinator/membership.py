@@ -55,7 +55,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar
+from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from kazoo.exceptions import KazooException
 
@@ -85,7 +85,7 @@ from ..wire.group_protocol import (
     error_name,
 )
 from ..wire.protocol import Request
-from .assignment import PROTOCOL_TYPE, decode_assignment
+from .consumer_protocol import PROTOCOL_TYPE
 
 __all__ = ["GroupMembership", "MembershipListener", "Planner"]
 
@@ -96,6 +96,9 @@ R = TypeVar("R")
 #: The leader's planner: ``(protocol, members) -> ([(member id, assignment bytes)], still_valid)``;
 #: ``still_valid()`` tells whether the inputs the plan was made from are unchanged.
 Planner = Callable[[str, Sequence[GroupMember]], Tuple[List[Tuple[str, bytes]], Callable[[], bool]]]
+#: This member's share from its SyncGroup bytes: ``(assignment bytes, member id) -> partition -> thread id``;
+#: raises a ZkConsumerError for bytes it cannot read.
+ShareOf = Callable[[bytes, str], Mapping[TopicPartition, str]]
 
 
 class Channel(Protocol):
@@ -135,9 +138,10 @@ class _Retry(Exception):
 
 _FATAL_JOIN_CODES = {
     INCONSISTENT_GROUP_PROTOCOL: ("partition.assignment.strategy",
-                                  "the group's live members use another protocol type or assignment strategy "
-                                  "(INCONSISTENT_GROUP_PROTOCOL): every member needs group.membership=kafka and the "
-                                  "same partition.assignment.strategy, and no other kind of consumer may use this group.id"),
+                                  "the group's live members support no assignment strategy in common with this "
+                                  "member's, or use another protocol type (INCONSISTENT_GROUP_PROTOCOL): give every "
+                                  "member a common partition.assignment.strategy (range or roundrobin); Kafka's "
+                                  "consumers, kafka-python and confluent-kafka may share the group"),
     INVALID_SESSION_TIMEOUT: ("session.timeout.ms",
                               "the coordinator refused it (INVALID_SESSION_TIMEOUT): it must lie within the brokers' "
                               "group.min.session.timeout.ms and group.max.session.timeout.ms (6000..30000 by default)"),
@@ -151,7 +155,10 @@ class GroupMembership:
     ``join_channel`` carries JoinGroup/SyncGroup (its socket timeout must
     exceed the session timeout: the coordinator holds a JoinGroup until the
     group has rejoined); ``heartbeat_channel`` carries Heartbeat and LeaveGroup.
-    ``plan`` runs when this member is elected leader. ``on_rebalanced(seconds)``
+    ``plan`` runs when this member is elected leader; ``share_of`` reads this
+    member's share from the SyncGroup answer. ``metadata`` is the JoinGroup
+    metadata, or a function giving it before each JoinGroup (a pattern
+    subscription lists the topics it matches then). ``on_rebalanced(seconds)``
     is called after each installed assignment.
     """
 
@@ -161,12 +168,13 @@ class GroupMembership:
         group_id: str,
         name: str,
         protocol: str,
-        metadata: bytes,
+        metadata: Union[bytes, Callable[[], bytes]],
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
         join_channel: Channel,
         heartbeat_channel: Channel,
         plan: Planner,
+        share_of: ShareOf,
         listener: MembershipListener,
         precondition: Callable[[], Optional[str]] = lambda: None,
         max_retries: int = 4,
@@ -186,6 +194,7 @@ class GroupMembership:
         self._join_channel = join_channel
         self._heartbeat_channel = heartbeat_channel
         self._plan = plan
+        self._share_of = share_of
         self._listener = listener
         self._precondition = precondition
         self._max_retries = max(1, max_retries)
@@ -351,8 +360,12 @@ class GroupMembership:
             raise _Retry(f"checking that the group may be joined: {exc}") from exc
         if waiting:
             raise _Retry(waiting)
+        try:
+            metadata = self._metadata() if callable(self._metadata) else self._metadata
+        except (ZkConsumerError, KazooException) as exc:
+            raise _Retry(f"reading the topics this member subscribes to: {exc}") from exc
         join = self._request(self._join_channel, JoinGroupRequest(
-            self.group_id, self._session_ms, self._member_id, PROTOCOL_TYPE, ((self._protocol, self._metadata),)))
+            self.group_id, self._session_ms, self._member_id, PROTOCOL_TYPE, ((self._protocol, metadata),)))
         self._check_join_code(join.error_code)
         self._member_id = join.member_id
         generation = Generation(join.generation_id, join.member_id)
@@ -377,7 +390,7 @@ class GroupMembership:
             self._coordinator_error(self._join_channel, code)
             raise _Retry(f"SyncGroup: {error_name(code)}")
         try:
-            share = decode_assignment(sync.assignment, generation.member_id)
+            share = self._share_of(sync.assignment, generation.member_id)
         except ZkConsumerError as exc:
             raise _Retry(str(exc)) from exc
         now = self._clock()

@@ -12,7 +12,7 @@ import pytest
 
 from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.consumer.stream import KafkaStream
-from zkconsumer.coordinator.assignment import encode_assignment
+from zkconsumer.coordinator.consumer_protocol import decode_assignment, encode_assignment
 from zkconsumer.coordinator.delivery import Delivery
 from zkconsumer.coordinator.membership import GroupMembership
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
@@ -133,14 +133,18 @@ class Harness:
         self.membership = GroupMembership(
             group_id="grp", name="me", protocol="range", metadata=b"{}",
             join_channel=FakeChannel(self.coordinator), heartbeat_channel=FakeChannel(self.coordinator),
-            plan=self.plan, listener=self.delivery, precondition=lambda: self.waiting,
+            plan=self.plan, share_of=self.share_of, listener=self.delivery, precondition=lambda: self.waiting,
             on_failure=self.failures.append, **options,
         )
 
     def plan(self, protocol: str, members: Iterable[g.GroupMember]):  # type: ignore[no-untyped-def]
-        assignments = [(m.member_id, encode_assignment({("t", p): f"{m.member_id}-0" for p in range(4)}))
-                       for m in members]
+        assignments = [(m.member_id, encode_assignment([("t", p) for p in range(4)])) for m in members]
         return assignments, lambda: self.valid
+
+    @staticmethod
+    def share_of(data: bytes, member_id: str) -> Dict[TP, str]:
+        """Every partition to the member's one stream."""
+        return {tp: f"{member_id}-0" for tp in decode_assignment(data, member_id)}
 
     def __enter__(self) -> "Harness":
         self.membership.start()
@@ -160,7 +164,7 @@ def test_joins_as_leader_installs_its_plan_and_heartbeats_its_generation() -> No
         assert {(r.generation_id, r.member_id) for r in h.coordinator.heartbeats()} == {(1, "member-1")}
         join = h.coordinator.joins()[0]
         assert (join.member_id, join.protocol_type, join.protocols, join.session_timeout_ms) == \
-            ("", "zkconsumer", (("range", b"{}"),), 6000)
+            ("", "consumer", (("range", b"{}"),), 6000)
     assert h.membership.status({}).state is RebalanceState.STOPPED and not h.failures
 
 
