@@ -250,3 +250,122 @@ def test_a_closed_pipe_at_random_moments_commits_exactly_what_was_written(
         if not ok:
             failures.append(f"seed {run_seed}: {run.describe(committed)}")
     assert not failures, f"{SEED_ENV}={seed}: {len(failures)} of {RUNS} runs:\n" + "\n".join(failures)
+
+
+# --------------------------------------------------------------------------- offsets reset --execute
+
+RESET_PARTITIONS = 40
+RESET_RUNS = 20
+
+
+@pytest.fixture(scope="module")
+def wide_topic(local: LocalCluster) -> Tuple[str, Dict[int, int]]:
+    """40 partitions with messages in (almost) every one: ``(topic, {partition: log end})``."""
+    name = new_topic(local, "t-reset", RESET_PARTITIONS)
+    placed = local.produce(name, [b"x"] * 400, keys=[str(i).encode() for i in range(400)])
+    ends: Dict[int, int] = {}
+    for p, _ in placed:
+        ends[p] = ends.get(p, 0) + 1
+    return name, ends
+
+
+def seeded_group(zk: KazooClient, topic: str, offset: int = 0) -> str:
+    group = unique("reset-atomic")
+    for p in range(RESET_PARTITIONS):
+        zk.create(f"/consumers/{group}/offsets/{topic}/{p}", str(offset).encode(), makepath=True)
+    return group
+
+
+def offsets_now(zk: KazooClient, group: str, topic: str) -> Dict[int, int]:
+    return {p: int(zk.get(f"/consumers/{group}/offsets/{topic}/{p}")[0]) for p in range(RESET_PARTITIONS)}
+
+
+def test_a_reset_refused_part_way_writes_nothing_and_says_so(
+        local: LocalCluster, local_zk: KazooClient, wide_topic: Tuple[str, Dict[int, int]]) -> None:
+    """One partition's offset node refuses the write (an ACL: readable, not writable without the
+    credential). The old reset wrote the partitions before it and then failed; now nothing is
+    written, and the command says so."""
+    from kazoo.security import ACL, Id, Permissions, make_digest_acl
+
+    topic, ends = wide_topic
+    group = seeded_group(local_zk, topic)
+    protected = f"/consumers/{group}/offsets/{topic}/20"
+    local_zk.set_acls(protected, [make_digest_acl("ops", "s3cret", all=True), ACL(Permissions.READ, Id("world", "anyone"))])
+    result = subprocess.run(interruptible_command("offsets", "reset", "--zookeeper", local.zk_connect, "--group", group,
+                                                  "--topic", topic, "--to", "latest", "--execute"),
+                            capture_output=True, env=cli_env(), timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert offsets_now(local_zk, group, topic) == {p: 0 for p in range(RESET_PARTITIONS)}
+    assert b"Nothing was written" in result.stdout + result.stderr, result.stdout + result.stderr
+    assert b"NoAuth" in result.stderr
+
+
+def test_a_reset_whose_offsets_changed_since_the_plan_writes_nothing(
+        local: LocalCluster, local_zk: KazooClient, wide_topic: Tuple[str, Dict[int, int]]) -> None:
+    """A commit lands between the plan and its execution (a shift computed from a value that no longer
+    holds): the reset is refused whole, naming the partition, and nothing else is written."""
+    from zkconsumer import admin
+
+    topic, ends = wide_topic
+    group = seeded_group(local_zk, topic, offset=1)
+    with admin.BrokerOffsets(local_zk) as log_offsets:
+        plan = admin.plan_reset(local_zk, group, topic, admin.parse_reset_target("shift:-1"), log_offsets)
+    local_zk.set(f"/consumers/{group}/offsets/{topic}/7", b"1")  # same value, new version: a commit
+    with pytest.raises(admin.AdminError, match=f"nothing was written.*{topic}/7 changed since the plan"):
+        admin.apply_reset(local_zk, plan)
+    assert offsets_now(local_zk, group, topic) == {p: 1 for p in range(RESET_PARTITIONS)}
+
+
+def interrupted_reset(local: LocalCluster, topic: str, group: str, sig: int) -> Tuple[bytes, Optional[int]]:
+    """Run ``offsets reset --to latest --execute`` and send it ``sig`` the moment partition 0's
+    offset changes in ZooKeeper (seen through a watch of the test's own session): the
+    middle of a reset that writes one partition at a time. Returns its output and status."""
+    watcher = local.kazoo_client()
+    try:
+        proc = subprocess.Popen(interruptible_command("offsets", "reset", "--zookeeper", local.zk_connect,
+                                                      "--group", group, "--topic", topic, "--to", "latest",
+                                                      "--execute"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env())
+
+        def changed(data: Optional[bytes], stat: object) -> bool:
+            if data is not None and data != b"0" and proc.poll() is None:
+                proc.send_signal(sig)
+                return False
+            return True
+
+        watcher.DataWatch(f"/consumers/{group}/offsets/{topic}/0", changed)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        return out, proc.returncode
+    finally:
+        watcher.stop()
+        watcher.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_reset_interrupted_while_it_writes_is_all_or_nothing_and_says_which(
+        local: LocalCluster, local_zk: KazooClient, wide_topic: Tuple[str, Dict[int, int]], sig: int) -> None:
+    """20 resets of 40 partitions, each interrupted the moment its first offset lands in ZooKeeper.
+    Every time, every partition has its new offset (the reset was one transaction: its first
+    write is all of them). Ctrl-C: the command says what was written, naming every partition
+    (the reset finished, or it was interrupted after the transaction was applied)."""
+    topic, ends = wide_topic
+    new = {p: ends.get(p, 0) for p in range(RESET_PARTITIONS)}
+    failures = []
+    for _ in range(RESET_RUNS):
+        group = seeded_group(local_zk, topic)
+        out, code = interrupted_reset(local, topic, group, sig)
+        now = offsets_now(local_zk, group, topic)
+        if now != new:
+            partial = sorted(p for p in now if now[p] != new[p] and new[p] != 0)
+            failures.append(f"{group}: exit {code}, not reset: partitions {partial}; output: {out[-600:]!r}")
+        elif sig == signal.SIGINT:
+            said = out.decode(errors="replace")
+            named = all(f"{topic}/{p}: 0 -> {new[p]}" in said for p in new if new[p])
+            if not (("Reset " in said or "offset(s) were written" in said) and named):
+                failures.append(f"{group}: exit {code}, reset but not said: {said[-600:]!r}")
+    assert not failures, f"{len(failures)} of {RESET_RUNS}:\n" + "\n".join(failures)
