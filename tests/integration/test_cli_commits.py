@@ -47,6 +47,7 @@ PAD = b"." * 1000
 #: unread makes the command's next write fail (it cannot have written everything ahead of the reader).
 PIPE_HOLDS_AT_MOST = 100
 RUNS = 50
+KILLED_RUNS = 20
 PARALLEL = 3
 SEED_ENV = "ZKCONSUMER_CLI_COMMITS_SEED"
 
@@ -103,9 +104,9 @@ class Run:
                 f"exit {self.returncode}; stderr: {self.stderr.decode(errors='replace')[-2000:]}")
 
 
-def start(local: LocalCluster, topic: str, group: str) -> "subprocess.Popen[bytes]":
+def start(local: LocalCluster, topic: str, group: str, *extra: str) -> "subprocess.Popen[bytes]":
     argv = ["consume", "--zookeeper", local.zk_connect, "--group", group, "--topic", topic, "--from-beginning",
-            "--timeout-ms", "5000"]  # a run the test forgot ends on its own
+            "--timeout-ms", "5000", *extra]  # a run the test forgot ends on its own
     return subprocess.Popen(interruptible_command(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=cli_env())
 
@@ -146,8 +147,10 @@ def ctrl_c_run(local: LocalCluster, topic: str, rng: random.Random) -> Run:
     long enough for the pipe to fill), or after a random delay; then read everything to the end."""
     mode = rng.choice(["reading", "pipe full", "delay"])
     lines, delay = rng.randrange(TOTAL), rng.uniform(0.3, 3.0)
-    run = Run(f"Ctrl-C ({mode}: after {lines if mode != 'delay' else f'{delay:.2f}s'})", unique("commits-int"))
-    proc = start(local, topic, run.group)
+    often = rng.random() < 0.5  # commits while running too, not only at exit
+    run = Run(f"Ctrl-C ({mode}: after {lines if mode != 'delay' else f'{delay:.2f}s'}"
+              f"{', commits every 50 ms' if often else ''})", unique("commits-int"))
+    proc = start(local, topic, run.group, *(["--property", "auto.commit.interval.ms=50"] if often else []))
     assert proc.stdout is not None
     fd, buffer = proc.stdout.fileno(), bytearray()
     timer: Optional[threading.Timer] = None
@@ -163,6 +166,26 @@ def ctrl_c_run(local: LocalCluster, topic: str, rng: random.Random) -> Run:
     finally:
         if timer is not None:
             timer.cancel()
+        run.data = bytes(buffer)
+    return finish(proc, run)
+
+
+def killed_run(local: LocalCluster, topic: str, rng: random.Random) -> Run:
+    """SIGKILL (no final commit) after a random number of lines read, the reader then pausing
+    long enough for the pipe to fill, with commits every 50 ms: what is committed is what the
+    periodic commits wrote while the command ran."""
+    lines = rng.randrange(TOTAL - PIPE_HOLDS_AT_MOST)
+    pause = rng.uniform(0.0, 0.3)
+    run = Run(f"SIGKILL after {lines} lines and a {pause:.2f}s pause", unique("commits-kill"))
+    proc = start(local, topic, run.group, "--property", "auto.commit.interval.ms=50")
+    assert proc.stdout is not None
+    fd, buffer = proc.stdout.fileno(), bytearray()
+    try:
+        if read_lines(fd, buffer, lines):
+            time.sleep(pause)
+            proc.kill()
+        read_to_end(fd, buffer)
+    finally:
         run.data = bytes(buffer)
     return finish(proc, run)
 
@@ -200,8 +223,8 @@ def contiguous(run: Run) -> None:
 
 def runs(seed: int, make: str, local: LocalCluster, topic: str) -> List[Tuple[int, Run]]:
     """``RUNS`` runs of ``make`` (``ctrl_c_run`` or ``closed_pipe_run``), each with its own seed."""
-    fn = ctrl_c_run if make == "ctrl_c" else closed_pipe_run
-    seeds = [random.Random(seed).randrange(1 << 32) + i for i in range(RUNS)]
+    fn = {"ctrl_c": ctrl_c_run, "closed_pipe": closed_pipe_run, "killed": killed_run}[make]
+    seeds = [random.Random(seed).randrange(1 << 32) + i for i in range(KILLED_RUNS if make == "killed" else RUNS)]
     with ThreadPoolExecutor(PARALLEL) as pool:
         results = list(pool.map(lambda s: fn(local, topic, random.Random(s)), seeds))
     return list(zip(seeds, results))
@@ -250,6 +273,23 @@ def test_a_closed_pipe_at_random_moments_commits_exactly_what_was_written(
         if not ok:
             failures.append(f"seed {run_seed}: {run.describe(committed)}")
     assert not failures, f"{SEED_ENV}={seed}: {len(failures)} of {RUNS} runs:\n" + "\n".join(failures)
+
+
+def test_commits_while_running_never_pass_what_was_written(
+        local: LocalCluster, local_zk: KazooClient, topic: str, seed: int) -> None:
+    """SIGKILL leaves only the commits made while the command ran (every 50 ms here). The reader
+    read everything written before the kill (to the end of the pipe), so for every partition
+    the committed offset is at most the end of what was received: a commit never counts a
+    message handed to the command and not yet written (at-least-once: it may be behind)."""
+    failures = []
+    for run_seed, run in runs(seed + 2, "killed", local, topic):
+        contiguous(run)
+        committed = committed_offsets(local_zk, run.group, topic)
+        ahead = {p: (committed[p], len(run.received.get(p, []))) for p in range(PARTITIONS)
+                 if (committed[p] or 0) > len(run.received.get(p, []))}
+        if ahead:
+            failures.append(f"seed {run_seed}: committed ahead of received {ahead}: {run.describe(committed)}")
+    assert not failures, f"{SEED_ENV}={seed}: {len(failures)} of {KILLED_RUNS} runs:\n" + "\n".join(failures)
 
 
 # --------------------------------------------------------------------------- offsets reset --execute
