@@ -170,6 +170,13 @@ def test_take_back_moves_the_position_of_the_unwritten_message_back() -> None:
     assert (info.consumed_offset, other.consumed_offset) == (7, 5)
 
 
+def test_take_back_finds_the_position_under_the_coordinators_membership_too() -> None:
+    info = SimpleNamespace(topic="t", partition=0, consumed_offset=4)
+    delivery = SimpleNamespace(to_commit=lambda: ("generation", [(info, "m-0")], False))
+    connector = SimpleNamespace(membership=SimpleNamespace(_delivery=delivery, joined=lambda: True))
+    assert take_back(connector, "t", 0, 3) and info.consumed_offset == 3
+
+
 def test_take_back_refuses_a_position_that_moved_on() -> None:
     info = SimpleNamespace(topic="t", partition=1, consumed_offset=9)
     assert not take_back(connector_owning(info), "t", 1, 7)
