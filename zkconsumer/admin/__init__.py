@@ -12,9 +12,9 @@ operation              Kafka counterpart / behaviour
 :func:`list_groups`    ``kafka-consumer-groups --list``: children of ``/consumers``
 :func:`describe_group` ``ConsumerOffsetChecker``: offset, log end, lag, owner per partition
 :func:`export_offsets` ``ExportZkOffsets``: ``/consumers/<g>/offsets/<t>/<p>:<offset>`` lines
-:func:`import_offsets` ``ImportZkOffsets``: write each line's offset to its path
+:func:`import_offsets` ``ImportZkOffsets``: write each line's offset to its path, all at once
 :func:`plan_reset`     (later Kafka's ``--reset-offsets``): compute, clamp, never write
-:func:`apply_reset`    write a plan, refusing while the group has live members
+:func:`apply_reset`    write a plan, all at once, refusing while the group has live members
 :func:`delete_group`   ``kafka-consumer-groups --delete``: refused while members are live
 =====================  ==================================================================
 
@@ -23,6 +23,10 @@ Writes refuse to run while the group has *live members* (children of
 commit, and deleting its nodes would corrupt its state. The check and the write
 are not atomic (ZooKeeper cannot make a multi-op depend on a node's children),
 so a member joining in between is not detected; the window is milliseconds.
+
+Imports and resets write all their offsets in one ZooKeeper multi-operation, each
+node as read when planned, or none (:mod:`.atomic`): interrupted, killed or
+refused, they leave every offset as it was.
 
 User errors raise subclasses of :class:`AdminError` (a ``ZkConsumerError``) with
 a one-line message; malformed offset nodes raise
@@ -44,6 +48,8 @@ submodule              contents
 :mod:`.reset`          :class:`ResetTarget`, :func:`parse_reset_target`, :func:`compute_reset`,
                        :class:`ResetRow`, :class:`ResetPlan`, :func:`plan_reset`,
                        :func:`apply_reset`
+:mod:`.atomic`         :func:`~.atomic.write_offsets`: many offset nodes in one multi-operation,
+                       all or nothing, and what an interrupted one did
 :mod:`.delete`         :func:`delete_group`
 =====================  ==================================================================
 

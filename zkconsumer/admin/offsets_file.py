@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from kazoo.client import KazooClient
 
 from ..zookeeper import zkformat
-from . import reads
+from . import atomic, reads
 from .errors import OffsetFileError
 from .reads import Progress, list_groups
 
@@ -101,21 +101,39 @@ def parse_export(text: str, source: str = "<input>") -> List[OffsetEntry]:
 
 
 def import_offsets(
-    zk: KazooClient, entries: Sequence[OffsetEntry], *, force: bool = False, progress: Optional[Progress] = None
+    zk: KazooClient, entries: Sequence[OffsetEntry], *, force: bool = False, progress: Optional[Progress] = None,
+    planned: Optional[List[atomic.OffsetWrite]] = None,
 ) -> int:
-    """Write every entry's offset to its node (created if missing); returns how many were written.
+    """Write every entry's offset to its node (created if missing), all in one ZooKeeper
+    multi-operation; returns how many were written (all of them).
 
     Refuses (:class:`GroupActiveError`, nothing written) if any group in
     ``entries`` has live members, unless ``force``: ImportZkOffsets does not
     check, but a live member would overwrite the imported offsets at its next commit.
+    All or nothing (:func:`.atomic.write_offsets`): without ``force`` the write also
+    requires every node unchanged since it was read just before (a commit in between
+    fails it, nothing written); with ``force`` existing nodes are overwritten whatever
+    they hold. A file too large for one request is refused (:class:`~.atomic.TooLargeError`).
+    ``progress(written, total)`` is called before (0) and after the write (all).
+    ``planned``, if given, receives the writes before they are sent (for a caller that is
+    interrupted and must say what happened: :func:`.atomic.applied`).
     """
     groups = sorted({e.group for e in entries})
     if not force:
         for group in groups:
             reads.refuse_if_live(zk, group, "import offsets")
-    clients = {group: reads.group_client(zk, group) for group in groups}
-    for i, entry in enumerate(entries):
-        clients[entry.group].commit_offset(entry.topic, entry.partition, entry.offset)
-        if progress is not None:
-            progress(i + 1, len(entries))
+    nodes = atomic.read_nodes(zk, [e.path for e in entries])
+    writes = []
+    for e in entries:
+        node = nodes[e.path]
+        version = None if node is None else (atomic.ANY_VERSION if force else node[1])
+        writes.append(atomic.OffsetWrite(e.group, e.topic, e.partition, e.offset,
+                                         None if node is None else node[0], version))
+    if planned is not None:
+        planned.extend(writes)
+    if progress is not None and entries:
+        progress(0, len(entries))
+    atomic.write_offsets(zk, writes)
+    if progress is not None and entries:
+        progress(len(entries), len(entries))
     return len(entries)

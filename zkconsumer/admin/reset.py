@@ -1,17 +1,23 @@
 """Offset resets: parse a target, plan the new offsets (clamped to the log, nothing
-written) and apply a plan (later Kafka's ``kafka-consumer-groups --reset-offsets``)."""
+written) and apply a plan (later Kafka's ``kafka-consumer-groups --reset-offsets``).
+
+A plan is applied all at once or not at all (:mod:`.atomic`: one ZooKeeper
+multi-operation), and only if every offset node is still as the plan found it:
+an interrupted or refused reset leaves every partition where it was, so running
+a ``shift:+N`` again never shifts some partitions twice.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 
 from ..wire.protocol import EARLIEST_TIME, LATEST_TIME
 from ..zookeeper import zkformat
-from . import reads
+from . import atomic, reads
 from .errors import AdminError, UnknownTopicError
 from .log_offsets import LogOffsets
 
@@ -107,17 +113,27 @@ class ResetRow:
 
 @dataclass(frozen=True)
 class ResetPlan:
-    """What :func:`apply_reset` would write; ``rows`` sorted by partition."""
+    """What :func:`apply_reset` would write; ``rows`` sorted by partition.
+
+    ``versions``: each partition's offset node version when planned (absent: no node),
+    which the write requires unchanged.
+    """
 
     group: str
     topic: str
     target: ResetTarget
     rows: List[ResetRow]
     group_exists: bool = True
+    versions: Dict[int, int] = field(default_factory=dict, compare=False)
 
     @property
     def changes(self) -> List[ResetRow]:
         return [r for r in self.rows if r.changes]
+
+    def writes(self) -> List[atomic.OffsetWrite]:
+        """The offset writes of the changed rows, each expecting its node as planned."""
+        return [atomic.OffsetWrite(self.group, r.topic, r.partition, r.new, r.current, self.versions.get(r.partition))
+                for r in self.changes if r.new is not None]
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -161,28 +177,33 @@ def plan_reset(
         (t, p), why = sorted(problems.items())[0]
         raise AdminError(f"cannot look up the log offsets of {t}/{p}: {why}")
     rows = []
+    versions: Dict[int, int] = {}
     for tp in tps:
-        current = client.read_offset(*tp)
+        current, version = atomic.planned(zk, group, *tp)
+        if version is not None:
+            versions[tp[1]] = version
         new, note = compute_reset(target, current, starts[tp], ends[tp])
         rows.append(ResetRow(tp[0], tp[1], current, new, starts[tp], ends[tp], note))
     exists = zk.retry(zk.exists, paths.root) is not None
-    return ResetPlan(group, topic, target, rows, exists)
+    return ResetPlan(group, topic, target, rows, exists, versions)
 
 
-def apply_reset(zk: KazooClient, plan: ResetPlan, progress: Optional[reads.Progress] = None) -> int:
-    """Write the plan's changed offsets; returns how many were written.
+def apply_reset(zk: KazooClient, plan: ResetPlan, progress: Optional[reads.Progress] = None) -> List[ResetRow]:
+    """Write the plan's changed offsets, all in one ZooKeeper multi-operation; returns the rows written
+    (every changed row).
 
-    Refuses with :class:`GroupActiveError` (nothing written) while the group has
-    live members. ``progress(written, total)`` is called after each write.
+    All or nothing (:func:`.atomic.write_offsets`): refuses with :class:`GroupActiveError`
+    while the group has live members and with :class:`~.atomic.TooLargeError` for a plan
+    one request cannot carry; raises :class:`~.atomic.OffsetsChangedError` if an offset
+    node changed since the plan; in each case nothing was written.
+    :class:`~.atomic.OutcomeUnknownError` and :class:`~.atomic.Interrupted` (Ctrl-C) say
+    what is known. ``progress(written, total)`` is called before (0) and after the write (all).
     """
     reads.refuse_if_live(zk, plan.group, "reset offsets")
-    client = reads.group_client(zk, plan.group)
     changes = plan.changes
-    written = 0
-    for row in changes:
-        assert row.new is not None
-        client.commit_offset(row.topic, row.partition, row.new)
-        written += 1
-        if progress is not None:
-            progress(written, len(changes))
-    return written
+    if progress is not None and changes:
+        progress(0, len(changes))
+    atomic.write_offsets(zk, plan.writes())
+    if progress is not None and changes:
+        progress(len(changes), len(changes))
+    return changes

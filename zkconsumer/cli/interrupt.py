@@ -28,6 +28,12 @@ SIGINT. Exits from the watcher use :func:`os._exit`: no cleanup can block them.
 
 Nothing is installed when :func:`zkconsumer.cli.run` is called as a function
 (tests, embedding applications): the caller owns its signal handlers.
+
+A command that must not be cut short between two of its own steps (``consume``: a
+message written and the record that it was written) takes the first Ctrl-C through an
+:class:`InterruptLatch` instead: while the latch is entered, that SIGINT only sets the
+latch, which the command polls at the points where stopping is safe; the grace period
+and the second Ctrl-C work as above.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from typing import Callable, Mapping, Optional, Tuple
 from ..threads import ShutdownableThread
 from .common import EXIT_INTERRUPTED
 
-__all__ = ["DEFAULT_GRACE_S", "GRACE_ENV", "InterruptPolicy", "grace_from_environment"]
+__all__ = ["DEFAULT_GRACE_S", "GRACE_ENV", "InterruptLatch", "InterruptPolicy", "grace_from_environment"]
 
 #: How long a command may clean up after the first Ctrl-C before it is ended anyway.
 DEFAULT_GRACE_S = 10.0
@@ -170,6 +176,15 @@ class InterruptPolicy:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # from now on the kernel ends the process at once
         raise KeyboardInterrupt
 
+    def _latched(self) -> None:
+        """An :class:`InterruptLatch` took the first SIGINT in the main thread (the command stops at its
+        next safe point): as :meth:`_on_sigint`, without raising."""
+        if self._handled.is_set():
+            return
+        self._handled.set()
+        self._interrupted.set()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     # ------------------------------------------------------------------ watcher thread
 
     def _watch(self) -> None:
@@ -210,6 +225,70 @@ class InterruptPolicy:
                     signal.pthread_kill(self._main_ident, NUDGE)
                 except (OSError, ValueError):
                     pass
+
+
+class InterruptLatch:
+    """The first Ctrl-C as a flag, not an exception: use as a context manager from the main thread.
+
+    While entered, the first SIGINT sets :attr:`is_set` and returns; nothing is raised,
+    so the code polling the latch decides where it stops (``consume`` stops only between
+    a message written and the record of it, never in between). Under an
+    :class:`InterruptPolicy` the grace period starts as for any first Ctrl-C and a second
+    ends the process at once (the policy's SIGINT handling is not restored on exit once
+    the latch was set); otherwise later SIGINTs go to the handler found on entry
+    (Python's default raises ``KeyboardInterrupt``), which exiting restores.
+
+    Entered outside the main thread, or with SIGINT ignored or at the kernel's default,
+    it installs nothing and stays unset (those SIGINTs never reach Python code).
+
+    The code waiting for the latch must wake up by itself: a latched SIGINT interrupts no
+    wait (poll it with a timeout).
+    """
+
+    def __init__(self) -> None:
+        self._set = False
+        self._installed = False
+        self._previous: object = None
+
+    @property
+    def is_set(self) -> bool:
+        """Whether a Ctrl-C arrived while the latch was entered."""
+        return self._set
+
+    def __enter__(self) -> "InterruptLatch":
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        previous = signal.getsignal(signal.SIGINT)
+        if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
+            return self
+        self._previous = previous
+        signal.signal(signal.SIGINT, self._on_sigint)
+        self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._installed:
+            return
+        self._installed = False
+        if signal.getsignal(signal.SIGINT) == self._on_sigint:
+            policy = getattr(self._previous, "__self__", None)
+            if self._set and isinstance(policy, InterruptPolicy):
+                signal.signal(signal.SIGINT, signal.SIG_DFL)  # as the policy leaves it after a first Ctrl-C
+            else:
+                signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+
+    def _on_sigint(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self._set:
+            # A later Ctrl-C: what the handler found on entry does with it (a policy's watcher has
+            # already seen it in its wakeup pipe and ends the process).
+            previous = self._previous
+            if callable(previous):
+                previous(signum, frame)
+            return
+        self._set = True
+        policy = getattr(self._previous, "__self__", None)
+        if isinstance(policy, InterruptPolicy):
+            policy._latched()
 
 
 def _ignore(signum: int, frame: Optional[FrameType]) -> None:

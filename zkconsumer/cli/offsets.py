@@ -6,9 +6,11 @@ import argparse
 import os
 import sys
 import tempfile
-from typing import List
+from typing import Any, List, Optional
 
 from .. import admin
+from ..admin import atomic
+from ..errors import ZooKeeperAccessError
 from .common import EXIT_OK, CliError, common_options, zookeeper
 from .output import FORMATS, TtyProgress, render_plan
 
@@ -110,14 +112,24 @@ def run_import(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
     entries = admin.parse_export(text, source)
     progress = TtyProgress("importing offsets", sys.stderr)
+    writes: List[atomic.OffsetWrite] = []
     with zookeeper(args) as zk:
         try:
-            written = admin.import_offsets(zk, entries, force=args.force, progress=progress)
-        finally:
-            progress.finish()
-    groups = sorted({e.group for e in entries})
-    sys.stdout.write(f"Imported {written} offsets into {len(groups)} group(s)"
-                     f"{': ' + ', '.join(groups) if groups else ''}.\n")
+            try:
+                written = admin.import_offsets(zk, entries, force=args.force, progress=progress, planned=writes)
+            finally:
+                progress.finish()
+            groups = sorted({e.group for e in entries})
+            sys.stdout.write(f"Imported {written} offsets into {len(groups)} group(s)"
+                             f"{': ' + ', '.join(groups) if groups else ''}.\n")
+            sys.stdout.flush()
+        except KeyboardInterrupt as exc:
+            sys.stderr.write(_interrupted_note(_outcome(zk, writes, exc) if writes else False,
+                                               [w.describe() for w in writes]))
+            raise
+        except ZooKeeperAccessError:
+            sys.stderr.write(NOTHING_WRITTEN)
+            raise
     return EXIT_OK
 
 
@@ -134,9 +146,47 @@ def run_reset(args: argparse.Namespace) -> int:
                         "Add --execute to apply.\n")
             return EXIT_OK
         progress = TtyProgress(f"resetting offsets of {args.group}", sys.stderr)
+        writes = plan.writes()
         try:
-            written = admin.apply_reset(zk, plan, progress)
-        finally:
-            progress.finish()
-    notes.write(f"Reset {written} offset(s) of group {args.group} topic {args.topic}.\n")
+            try:
+                written = admin.apply_reset(zk, plan, progress)
+            finally:
+                progress.finish()
+            notes.write(f"Reset {len(written)} offset(s) of group {args.group} topic {args.topic}, all in one "
+                        f"ZooKeeper transaction{':' if written else '.'}\n")
+            notes.write("".join(f"  {r.topic}/{r.partition}: {_text(r.current)} -> {r.new}\n" for r in written))
+            notes.flush()
+        except KeyboardInterrupt as exc:
+            notes.write(_interrupted_note(_outcome(zk, writes, exc), [w.describe() for w in writes]))
+            raise
+        except ZooKeeperAccessError:
+            notes.write(NOTHING_WRITTEN)
+            raise
     return EXIT_OK
+
+
+#: Said before an error that stopped an all-or-nothing write whose own message does not say so.
+NOTHING_WRITTEN = "Nothing was written: the write is all-or-nothing.\n"
+
+
+def _outcome(zk: Any, writes: List[atomic.OffsetWrite], interrupt: KeyboardInterrupt) -> Optional[bool]:
+    """Whether an interrupted all-or-nothing write happened: from ZooKeeper's answer if it came
+    (:class:`~zkconsumer.admin.atomic.Interrupted`), else read back from the nodes."""
+    if isinstance(interrupt, atomic.Interrupted) and interrupt.applied is not None:
+        return interrupt.applied
+    return atomic.applied(zk, writes)
+
+
+def _text(offset: Optional[int]) -> str:
+    return "none" if offset is None else str(offset)
+
+
+def _interrupted_note(applied: Optional[bool], writes: List[str]) -> str:
+    """What an interrupted all-or-nothing write did, in words, naming each write if it happened or may have."""
+    if applied is False:
+        return "Interrupted: nothing was written.\n"
+    listed = "".join(f"  {w}\n" for w in writes)
+    if applied:
+        return f"Interrupted after the write was applied: all {len(writes)} offset(s) were written:\n{listed}"
+    return (f"Interrupted before ZooKeeper answered: either all {len(writes)} offset(s) below were written or "
+            f"none was (one transaction); check with 'zkconsumer groups describe':\n{listed}")
