@@ -291,15 +291,14 @@ class SimKazoo:
             self._listeners.remove(listener)
 
     def get_async(self, path: str, watch: Optional[Callable[..., Any]] = None) -> AsyncResult:
-        return self._request("get", {"path": path}, watch, self._data_watchers)
+        return self._request("get", {"path": path}, watch, "data")
 
     def exists_async(self, path: str, watch: Optional[Callable[..., Any]] = None) -> AsyncResult:
-        return self._request("exists", {"path": path}, watch, self._data_watchers)
+        return self._request("exists", {"path": path}, watch, "data")
 
     def get_children_async(self, path: str, watch: Optional[Callable[..., Any]] = None,
                            include_data: bool = False) -> AsyncResult:
-        return self._request("get_children", {"path": path, "include_data": include_data}, watch,
-                             self._child_watchers)
+        return self._request("get_children", {"path": path, "include_data": include_data}, watch, "child")
 
     def create_async(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> AsyncResult:
@@ -334,11 +333,12 @@ class SimKazoo:
     # ------------------------------------------------------------ requests
 
     def _request(self, op: str, args: Dict[str, Any], watch: Optional[Callable[..., Any]] = None,
-                 table: Optional[Dict[str, List[Callable[[WatchedEvent], None]]]] = None) -> AsyncResult:
+                 table: str = "data") -> AsyncResult:
+        """``table``: which of the client's watcher tables a ``watch`` goes to ("data" or "child"),
+        looked up when the answer arrives (a reconnection replaces them meanwhile)."""
         result = AsyncResult(self)
         if watch is not None:
             args = dict(args, watch=True)
-            assert table is not None
             args["_watch"] = (watch, table)
         pause = self.faults.preemption() if self.faults.preempt > 0.0 else 0.0
         if pause > 0.0:
@@ -408,8 +408,11 @@ class SimKazoo:
 
         def deliver() -> None:
             if watch is not None and failed is None:  # kazoo registers the watcher with the answer
-                callback, table = watch
-                table.setdefault(args["path"], []).append(callback)
+                callback, kind = watch
+                table = self._child_watchers if kind == "child" else self._data_watchers
+                callbacks = table.setdefault(args["path"], [])
+                if callback not in callbacks:  # kazoo keeps a set per path: the same callback is called once
+                    callbacks.append(callback)
             self._answer(xid, answer, failed, zxid)
         self._reply(conn, deliver)
 
