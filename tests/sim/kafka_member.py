@@ -150,6 +150,8 @@ class KafkaMember(SimProcess):
                 self._register()
             except _Shutdown:
                 return
+            if self.state != "joining":  # asked to leave meanwhile: the leave has closed it
+                return
             self.state = "joined"
             self._watch(PATHS.ids, True)
             for topic in sorted(self.subscription):
