@@ -122,3 +122,30 @@ def test_a_preempted_thread_sends_its_request_on_the_new_session() -> None:
     kernel.run_until(lambda: "/w" in ensemble.leader.tree, kernel.now + 12.0)
     sessions.append(ensemble.leader.tree["/w"].owner)
     assert sessions == [client._session_id] and client._session_id != old
+
+
+def test_a_frozen_process_runs_nothing_and_its_session_expires_past_the_timeout() -> None:
+    kernel, ensemble, client, states = _world()
+    old = client._session_id
+    ran: List[float] = []
+
+    def thread() -> None:
+        while True:
+            ran.append(kernel.now)
+            kernel.sleep(0.5)
+    SimTask(kernel, thread, "t", owner="c")
+    kernel.run_until(None, kernel.now + 1.0)
+    start = kernel.now
+    client.frozen_until = kernel.frozen["c"] = start + 8.0  # past the 6 s session timeout
+
+    def tick() -> None:  # the session tracker
+        for sid in ensemble.expire_idle():
+            if sid == old:
+                kernel.at(kernel.now + 0.002, lambda: client.drop_connection("session expired"))
+        kernel.at(kernel.now + 0.5, tick)
+    tick()
+    kernel.run_until(lambda: client.connected and client._session_id != old, start + 20.0)
+    assert not [t for t in ran if start < t < start + 8.0]  # no thread of the process ran
+    assert not ensemble.alive(old)  # type: ignore[arg-type]
+    assert states[-3:] == [KazooState.SUSPENDED, KazooState.LOST, KazooState.CONNECTED]
+    assert min(t for t in ran if t > start) >= start + 8.0
