@@ -388,7 +388,7 @@ class World:
                 violation = Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {tp[0]}-{tp[1]}@{offset} "
                                                  f"while its owner node is held by {holder}")
                 path = zkformat.GroupPaths("g").owner(*tp)
-                if getattr(m, "kafka", False) or self.kafka_wrote(path):
+                if getattr(m, "kafka", False) or self.kafka_wrote(path) or self.kafka_deleted(path, sid):
                     self.kafka_finding(violation)
                 else:
                     raise violation
@@ -399,6 +399,12 @@ class World:
         """Was ``path`` last changed by a Kafka 0.8.2 member (its request, or its session's expiry)?"""
         client = self.ensemble.clients.get(self.ensemble.last_writer.get(path, 0))
         return bool(getattr(client, "kafka", False))
+
+    def kafka_deleted(self, path: str, session: Optional[int]) -> bool:
+        """Was ``path`` last deleted by a Kafka 0.8.2 member while ``session`` held it?"""
+        by, owner = self.ensemble.last_deleted.get(path, (0, 0))
+        client = self.ensemble.clients.get(by)
+        return session is not None and owner == session and bool(getattr(client, "kafka", False))
 
     def kafka_finding(self, violation: Violation) -> None:
         findings = self.outcome.kafka_findings
@@ -425,9 +431,13 @@ class World:
                     try:
                         check_exclusive(m, self.ensemble, self.kernel.now)
                     except Violation as violation:
-                        # Kafka's own only if Kafka's member last wrote the owner node of the partition breached.
-                        if not self.schedule.kafka or violation.tp is None or not self.kafka_wrote(
-                                zkformat.GroupPaths("g").owner(*violation.tp)):
+                        # Kafka's own only if Kafka's member last wrote the owner node of the partition
+                        # breached, or deleted it from under this member's session (it deletes the nodes
+                        # it had "whoever holds them now"; neither Kafka's consumer nor zkconsumer watches
+                        # its owner nodes, so the member delivers until its next rebalance).
+                        path = zkformat.GroupPaths("g").owner(*violation.tp) if violation.tp is not None else ""
+                        if not self.schedule.kafka or not path or not (
+                                self.kafka_wrote(path) or self.kafka_deleted(path, m.client.sid)):
                             raise
                         self.kafka_finding(violation)
             ran.clear()

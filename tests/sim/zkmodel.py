@@ -153,6 +153,9 @@ class Ensemble:
         self.observers: List[Callable[[int, List[Effect]], None]] = []
         #: The session whose request (or expiry) last changed each path.
         self.last_writer: Dict[str, int] = {}
+        #: For each path last deleted: (the session whose request or expiry deleted it, the node's
+        #: ephemeral owner then).
+        self.last_deleted: Dict[str, Tuple[int, int]] = {}
         self._writer = 0
 
     def _deliver(self, sid: int, kind: str, path: str) -> None:
@@ -211,8 +214,12 @@ class Ensemble:
     # ----------------------------------------------------------- the log
 
     def _commit(self, effects: List[Effect]) -> int:
-        for _, path, _ in effects:
+        tree = self.leader.tree
+        for kind, path, _ in effects:
             self.last_writer[path] = self._writer
+            if kind == "delete":
+                gone = tree.get(path)
+                self.last_deleted[path] = (self._writer, gone.owner if gone is not None else 0)
         self.zxid += 1
         self.log.append((self.zxid, effects))
         self.leader.apply(self.zxid, effects, self.notify)
