@@ -46,6 +46,11 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     old incarnation's offset on the new session, and the new owner's commit moved it back);
 #: commit-begun-while-zookeeper-paused (finding 1 again, seed 6177, with no freeze: ZooKeeper
 #:     paused past the session timeout, the commit began SUSPENDED);
+#: release-read-while-suspended-leaves-nodes-held (finding 1 by another door, seed 22572:
+#:     release_many's reads were answered, then the connection dropped before its thread judged
+#:     them; _ours() compared each node's owner with session_id, None while SUSPENDED, so the
+#:     member's own nodes looked foreign and were neither deleted nor retried; it counted them
+#:     released and held them for good, and its peer gave up claiming them: settles);
 #: relabel-sent-on-a-new-session (finding 2: relabel_many checked the session, then its
 #:     versioned set was sent on the new session after an expiry and matched a peer's node
 #:     re-created at version 0: the peer's owner node relabelled to this member's thread);
