@@ -211,7 +211,7 @@ class _Transaction:
 
     def create(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
                sequence: bool = False) -> None:
-        self._ops.append(("create", {"path": path, "value": value, "ephemeral": ephemeral}))
+        self._ops.append(("create", {"path": path, "value": value, "ephemeral": ephemeral, "sequence": sequence}))
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> None:
         self._ops.append(("set", {"path": path, "value": value, "version": version}))
@@ -302,7 +302,8 @@ class SimKazoo:
 
     def create_async(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> AsyncResult:
-        return self._request("create", {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath})
+        return self._request("create", {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath,
+                                        "sequence": sequence})
 
     def set_async(self, path: str, value: bytes, version: int = -1) -> AsyncResult:
         return self._request("set", {"path": path, "value": value, "version": version})

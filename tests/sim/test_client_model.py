@@ -149,3 +149,16 @@ def test_a_frozen_process_runs_nothing_and_its_session_expires_past_the_timeout(
     assert not ensemble.alive(old)  # type: ignore[arg-type]
     assert states[-3:] == [KazooState.SUSPENDED, KazooState.LOST, KazooState.CONNECTED]
     assert min(t for t in ran if t > start) >= start + 8.0
+
+
+def test_a_sequential_create_appends_the_parents_counter_and_returns_the_path() -> None:
+    kernel, ensemble, client, _ = _world()
+    sid = client._session_id or 0
+    first = ensemble.execute(ensemble.leader, sid, "create", {"path": "/f/c-", "makepath": True, "sequence": True,
+                                                               "ephemeral": True})
+    second = ensemble.execute(ensemble.leader, sid, "create", {"path": "/f/c-", "sequence": True, "ephemeral": True})
+    both = ensemble.execute(ensemble.leader, sid, "multi", {"ops": [
+        ("create", {"path": "/f/c-", "sequence": True}), ("create", {"path": "/f/c-", "sequence": True})]})
+    assert (first, second, both) == ("/f/c-0000000000", "/f/c-0000000001", ["/f/c-0000000002", "/f/c-0000000003"])
+    ensemble.expire(sid)
+    assert sorted(ensemble.leader.tree["/f"].children) == ["c-0000000002", "c-0000000003"]  # ephemerals gone

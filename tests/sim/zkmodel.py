@@ -330,7 +330,8 @@ class Ensemble:
                 raise BadVersionError()
             return True
         if op == "create":
-            if node is not None:
+            sequential = bool(args.get("sequence"))
+            if node is not None and not sequential:
                 raise NodeExistsError()
             parent = parent_of(path)
             if look(parent) is None:
@@ -341,9 +342,14 @@ class Ensemble:
             assert parent_node is not None
             if parent_node.owner:
                 raise NoNodeError()  # ZooKeeper: NoChildrenForEphemerals; never met by these members
+            parent_copy = parent_node.copy()
+            if sequential:  # ZooKeeper appends the parent's cversion, ten digits (it counts every child made)
+                path = f"{path}{parent_copy.cversion:010d}"
+                if look(path) is not None:
+                    raise NodeExistsError()
+            parent_copy.cversion += 1  # in this multi's view only: a later sequential create counts on
             created = Node(args.get("value", b""), owner=sid if args.get("ephemeral") else 0)
             view[path] = created
-            parent_copy = parent_node.copy()
             parent_copy.children.add(name_of(path))
             view[parent] = parent_copy
             effects.append(("create", path, created))
