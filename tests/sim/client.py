@@ -3,30 +3,45 @@ talking to :class:`~.zkmodel.Ensemble` over a simulated network.
 
 Behaves as kazoo 2.x does (read from its source):
 
+* ``client_id`` is ``(session id, password)`` only while CONNECTED (kazoo's ``_live``), ``None``
+  while SUSPENDED, after LOST and before the first connection; ``_session_id`` is kept across
+  SUSPENDED (it is what the client reconnects with) and is ``None`` from LOST until a new
+  session is established (kazoo's ``_reset()``);
 * requests made while disconnected wait in a queue and are sent once connected;
-* on a lost connection the state goes SUSPENDED, every request sent and not yet answered
-  fails with ``ConnectionLoss`` (it may well have been applied), every watch is dropped
-  and its callback called with an ``EventType.NONE`` event; the client then reconnects,
-  to any server whose state is not older than what it has seen;
-* if the session expired meanwhile, the state goes LOST (answered requests fail with
-  ``SessionExpiredError``, queued ones are dropped, watches dropped as above), and a new
-  session is opened: CONNECTED;
+* on a lost connection every request sent and not yet answered fails with ``ConnectionLoss``
+  (it may well have been applied), the state goes SUSPENDED, every watch is dropped and its
+  callback called with an ``EventType.NONE`` event; the client then reconnects, to any
+  server whose state is not older than what it has seen;
+* if the session expired meanwhile, the state goes LOST, the requests queued while
+  disconnected fail with ``SessionExpiredError`` (kazoo's ``_notify_pending`` drains the
+  queue before ``_reset()`` replaces it), watches are dropped as above; until the next
+  connection attempt (kazoo's connection retry) a new call fails at once with
+  ``SessionExpiredError``; then a new session is opened: CONNECTED;
+* watch callbacks run on the client's callback thread and ``rawlink`` callbacks on its
+  completion thread (:class:`_Worker`: in order, one at a time, never inline with the reply
+  that caused them), so a caller can see a later reply before an earlier watch fired;
+  state listeners run synchronously on the connection thread, as kazoo's do;
 * pings every third of the session timeout; a server that answered nothing for two thirds
   of it is dropped (ZooKeeper's Java client and kazoo alike);
 * an :class:`AsyncResult`'s ``get(timeout)`` raises the handler's timeout exception when
   no answer came in time: the request stays sent and may still be applied.
 
 Latencies, drops and partitions come from the :class:`Network` (the schedule decides).
+Two faults of the process around the client are drawn by the schedule (:class:`ClientFaults`):
+a calling thread descheduled between its decision and its request entering the queue
+(``preempt``), and the callback threads running late (``callback_lag``). A whole-process
+freeze (``frozen_until``) stops the client's connection and callback threads too.
 """
 
 from __future__ import annotations
 
 import random
+from collections import deque
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
 from .kernel import Kernel
 from .zkmodel import Ensemble
@@ -67,6 +82,81 @@ class Network:
         return self.partitioned.get(name, 0.0)
 
 
+class ClientFaults:
+    """Faults of the process around one client, drawn by the schedule (none by default).
+
+    ``preempt``: the probability that a thread making a request is descheduled between its
+    decision (what it read before the call) and the request entering kazoo's queue, for a
+    time drawn by :meth:`preemption` (sometimes across a reconnection, or a session expiry
+    and a new session). ``callback_lag``: the most a callback thread may lag behind the
+    connection thread per callback. Draws come from ``rng`` alone (not the network's), so a
+    schedule that draws none of these faults plays as it would without them.
+    """
+
+    def __init__(self, rng: Optional[random.Random] = None, preempt: float = 0.0, callback_lag: float = 0.0) -> None:
+        self.rng = rng or random.Random(0)
+        self.preempt = preempt
+        self.callback_lag = callback_lag
+
+    def preemption(self) -> float:
+        """Seconds the calling thread is descheduled before its request is queued (0: not at all)."""
+        if self.preempt <= 0.0 or self.rng.random() >= self.preempt:
+            return 0.0
+        roll = self.rng.random()
+        if roll < 0.6:
+            return self.rng.uniform(0.0001, 0.05)  # an ordinary time slice
+        if roll < 0.9:
+            return self.rng.uniform(0.05, 2.0)  # across a reconnection
+        return self.rng.uniform(2.0, 10.0)  # across a session expiry and a new session
+
+    def lag(self) -> float:
+        return self.rng.uniform(0.0, self.callback_lag) if self.callback_lag > 0.0 else 0.0
+
+
+class _Worker:
+    """One of kazoo's handler threads: the callback thread (watch callbacks) or the completion
+    thread (``rawlink`` callbacks). It runs what it is given in order, one at a time, after the
+    event that queued it (never inline with a reply), on the kernel's own greenlet: a callback
+    that blocks still raises :class:`~.kernel.BlockedInCallback`. Frozen with its process."""
+
+    def __init__(self, client: "SimKazoo") -> None:
+        self._client = client
+        self._items: Deque[Callable[[], Any]] = deque()
+        self._busy = False
+
+    def put(self, item: Callable[[], Any]) -> None:
+        self._items.append(item)
+        if not self._busy:
+            self._busy = True
+            self._next()
+
+    def _next(self) -> None:
+        client = self._client
+        lag = client.faults.lag()
+        if lag > 0.0:
+            client.kernel.at(client.kernel.now + lag, self._run)
+        else:
+            client.kernel.soon(self._run)
+
+    def _run(self) -> None:
+        client = self._client
+        if client.dead:  # kill -9: the thread is gone with its process
+            self._items.clear()
+            self._busy = False
+            return
+        if client.kernel.now < client.frozen_until:
+            client.kernel.at(client.frozen_until, self._run)
+            return
+        item = self._items.popleft()
+        try:
+            item()
+        finally:
+            if self._items:
+                self._next()
+            else:
+                self._busy = False
+
+
 class AsyncResult:
     """kazoo's ``IAsyncResult`` for one simulated request."""
 
@@ -93,7 +183,7 @@ class AsyncResult:
         self._done, self._value, self._exc = True, value, exc
         self._client.kernel.wake(self._waiters)
         for link in self._links:
-            link(self)  # kazoo's completion thread
+            self._client.completions.put(partial(link, self))  # kazoo's completion thread
 
     def get(self, block: bool = True, timeout: Optional[float] = None) -> Any:
         if not self._done:
@@ -106,7 +196,7 @@ class AsyncResult:
 
     def rawlink(self, callback: Callable[["AsyncResult"], None]) -> None:
         if self._done:
-            self._client.kernel.soon(lambda: callback(self))
+            self._client.completions.put(partial(callback, self))
         else:
             self._links.append(callback)
 
@@ -121,7 +211,7 @@ class _Transaction:
 
     def create(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
                sequence: bool = False) -> None:
-        self._ops.append(("create", {"path": path, "value": value, "ephemeral": ephemeral}))
+        self._ops.append(("create", {"path": path, "value": value, "ephemeral": ephemeral, "sequence": sequence}))
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> None:
         self._ops.append(("set", {"path": path, "value": value, "version": version}))
@@ -162,7 +252,16 @@ class SimKazoo:
         self._last_answer = 0.0
         self.closed = False
         self.dead = False  # kill -9: nothing of this client reaches anyone again
+        #: The whole process is stopped (SIGSTOP, a VM pause) until then: no request, ping or
+        #: callback of this client runs, and nothing it receives is read.
         self.frozen_until = 0.0
+        #: kazoo's EXPIRED_SESSION state: from the expiry's discovery to the next connection
+        #: attempt, a new call fails at once with ``SessionExpiredError``.
+        self._expired = False
+        self.faults = ClientFaults()
+        self._late_until = 0.0  # a request of the client's own threads (callbacks) is queued no earlier
+        self.callbacks = _Worker(self)  # kazoo's callback thread: watch callbacks
+        self.completions = _Worker(self)  # kazoo's completion thread: rawlink callbacks
 
     # ------------------------------------------------------------ kazoo's surface
 
@@ -172,7 +271,16 @@ class SimKazoo:
 
     @property
     def client_id(self) -> Optional[Tuple[int, bytes]]:
-        return None if self.sid is None else (self.sid, b"password")
+        """kazoo: ``(session id, password)`` while connected (``_live`` set), else ``None``."""
+        if self.state != KazooState.CONNECTED or self.sid is None:
+            return None
+        return (self.sid, b"password")
+
+    @property
+    def _session_id(self) -> Optional[int]:
+        """kazoo's ``_session_id``: kept across SUSPENDED, ``None`` from LOST until the next
+        session is established (and before the first)."""
+        return self.sid
 
     def add_listener(self, listener: Callable[[str], Any]) -> None:
         if listener not in self._listeners:
@@ -183,22 +291,19 @@ class SimKazoo:
             self._listeners.remove(listener)
 
     def get_async(self, path: str, watch: Optional[Callable[..., Any]] = None) -> AsyncResult:
-        return self._request("get", {"path": path}, watch, self._data_watchers)
+        return self._request("get", {"path": path}, watch, "data")
 
     def exists_async(self, path: str, watch: Optional[Callable[..., Any]] = None) -> AsyncResult:
-        return self._request("exists", {"path": path}, watch, self._data_watchers)
+        return self._request("exists", {"path": path}, watch, "data")
 
     def get_children_async(self, path: str, watch: Optional[Callable[..., Any]] = None,
                            include_data: bool = False) -> AsyncResult:
-        return self._request("get_children", {"path": path, "include_data": include_data}, watch,
-                             self._child_watchers)
+        return self._request("get_children", {"path": path, "include_data": include_data}, watch, "child")
 
     def create_async(self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> AsyncResult:
-        args = {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath}
-        if sequence:
-            args["sequence"] = True
-        return self._request("create", args)
+        return self._request("create", {"path": path, "value": value, "ephemeral": ephemeral, "makepath": makepath,
+                                        "sequence": sequence})
 
     def set_async(self, path: str, value: bytes, version: int = -1) -> AsyncResult:
         return self._request("set", {"path": path, "value": value, "version": version})
@@ -229,20 +334,37 @@ class SimKazoo:
     # ------------------------------------------------------------ requests
 
     def _request(self, op: str, args: Dict[str, Any], watch: Optional[Callable[..., Any]] = None,
-                 table: Optional[Dict[str, List[Callable[[WatchedEvent], None]]]] = None) -> AsyncResult:
+                 table: str = "data") -> AsyncResult:
+        """``table``: which of the client's watcher tables a ``watch`` goes to ("data" or "child"),
+        looked up when the answer arrives (a reconnection replaces them meanwhile)."""
         result = AsyncResult(self)
-        if self.closed or self.dead:
-            result.set_exception(ConnectionClosedError("closed"))
-            return result
         if watch is not None:
             args = dict(args, watch=True)
-            assert table is not None
             args["_watch"] = (watch, table)
-        if self.state == KazooState.CONNECTED:
+        pause = self.faults.preemption() if self.faults.preempt > 0.0 else 0.0
+        if pause > 0.0:
+            if self.kernel.in_task():  # the calling thread is descheduled inside the call, before kazoo's _call
+                self.kernel.sleep(pause)
+            else:  # one of the client's own threads: its request enters the queue late, after what it queued before
+                self._late_until = max(self.kernel.now + pause, self._late_until)
+                self.kernel.at(self._late_until, partial(self._call, op, args, result))
+                return result
+        elif self._late_until > self.kernel.now and not self.kernel.in_task():
+            self.kernel.at(self._late_until, partial(self._call, op, args, result))
+            return result
+        self._call(op, args, result)
+        return result
+
+    def _call(self, op: str, args: Dict[str, Any], result: AsyncResult) -> None:
+        """kazoo's ``_call``: fail at once when closed or in EXPIRED_SESSION, else queue (sent when connected)."""
+        if self.closed or self.dead:
+            result.set_exception(ConnectionClosedError("closed"))
+        elif self._expired:
+            result.set_exception(SessionExpiredError())
+        elif self.state == KazooState.CONNECTED:
             self._send(op, args, result)
         else:
             self._queue.append((op, args, result))
-        return result
 
     def _send(self, op: str, args: Dict[str, Any], result: AsyncResult) -> None:
         self._xid += 1
@@ -287,8 +409,11 @@ class SimKazoo:
 
         def deliver() -> None:
             if watch is not None and failed is None:  # kazoo registers the watcher with the answer
-                callback, table = watch
-                table.setdefault(args["path"], []).append(callback)
+                callback, kind = watch
+                table = self._child_watchers if kind == "child" else self._data_watchers
+                callbacks = table.setdefault(args["path"], [])
+                if callback not in callbacks:  # kazoo keeps a set per path: the same callback is called once
+                    callbacks.append(callback)
             self._answer(xid, answer, failed, zxid)
         self._reply(conn, deliver)
 
@@ -306,6 +431,9 @@ class SimKazoo:
             return  # the connection is gone, and what was on its way with it
         if self.network.cut(self.name, self.kernel.now):  # delayed, in order, until the link is back
             self.kernel.at(self.network.cut_until(self.name), partial(self._reply_arrives, conn, deliver))
+            return
+        if self.kernel.now < self.frozen_until:  # read, in order, once the process runs again
+            self.kernel.at(self.frozen_until, partial(self._reply_arrives, conn, deliver))
             return
         self._last_answer = self.kernel.now
         deliver()
@@ -329,9 +457,9 @@ class SimKazoo:
             callbacks = list(table.pop(path, []))
             if kind == "DELETED":
                 callbacks += self._child_watchers.pop(path, [])
-            event = WatchedEvent(_EVENT_TYPES[kind], KazooState.CONNECTED, path)
-            for callback in callbacks:
-                callback(event)
+            event = WatchedEvent(_EVENT_TYPES[kind], KeeperState.CONNECTED, path)
+            for callback in callbacks:  # kazoo: handler.dispatch_callback, to its callback thread
+                self.callbacks.put(partial(callback, event))
         self._reply(conn, deliver)
 
     # ------------------------------------------------------------ connection
@@ -351,10 +479,22 @@ class SimKazoo:
             if self.ensemble.paused or self.network.cut(self.name, now) or now < self.frozen_until:
                 self.kernel.at(max(now + 0.5, self.frozen_until), attempt)
                 return
+            if self._expired:
+                # kazoo's next connection attempt: CONNECTING (no listener is told; new calls are
+                # queued again), then the handshake opens a new session.
+                self._expired = False
+                self.kernel.at(now + self.network.latency(now) * 3, attempt)
+                return
             candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid]
             self.server = self.network.rng.choice(candidates)
             if self.sid is not None and not self.ensemble.alive(self.sid):
                 self._session_lost()
+                # EXPIRED_SESSION until kazoo's connection retry tries again: at once with another
+                # host to try, after its retry delay (0.1 s and jitter) with one.
+                self._expired = True
+                self.kernel.at(now + self.network.rng.choice((0.0, 0.0, self.network.rng.uniform(0.1, 0.5))),
+                               attempt)
+                return
             if self.sid is None:
                 self.sid = self.ensemble.open_session(self.timeout)
                 self.ensemble.clients[self.sid] = self
@@ -378,6 +518,9 @@ class SimKazoo:
         if conn != self._conn or self.closed or self.dead or self.state != KazooState.CONNECTED:
             return
         now = self.kernel.now
+        if now < self.frozen_until:  # the connection thread is stopped with its process
+            self.kernel.at(self.frozen_until, partial(self._ping_tick, conn))
+            return
         if now - self._last_answer > self.timeout * 2 / 3:
             self.drop_connection("no answer within the read timeout")
             return
@@ -403,20 +546,31 @@ class SimKazoo:
         """The TCP connection broke (or was dropped): SUSPENDED, then reconnect."""
         if self.state != KazooState.CONNECTED or self.dead:
             return
+        if self.kernel.now < self.frozen_until:  # noticed once the process runs again
+            self.kernel.at(self.frozen_until, partial(self.drop_connection, why))
+            return
         self._trace(f"{self.name} connection lost ({why})")
         self._conn += 1
-        self._set_state(KazooState.SUSPENDED)
+        # kazoo's _session_callback(CONNECTING): _live cleared, pending requests failed,
+        # listeners told SUSPENDED, watches dropped.
+        self.state = KazooState.SUSPENDED
         self._fail_pending(ConnectionLoss())
-        self._reset_watchers(KazooState.SUSPENDED)
+        self._set_state(KazooState.SUSPENDED)
+        self._reset_watchers(KeeperState.CONNECTING)
         self._connect()
 
     def _session_lost(self) -> None:
+        """kazoo's ``_session_callback(EXPIRED_SESSION)``: listeners told LOST, then
+        ``_notify_pending`` fails what was sent and what was queued with ``SessionExpiredError``,
+        then ``_reset()``: an empty queue, watches dropped, no session id."""
         self._trace(f"{self.name} session 0x{self.sid or 0:x} expired")
-        self.sid = None
-        self._queue = []
         self._set_state(KazooState.LOST)
         self._fail_pending(SessionExpiredError())
-        self._reset_watchers(KazooState.LOST)
+        queued, self._queue = self._queue, []
+        for _op, _args, result in queued:
+            result.set_exception(SessionExpiredError())
+        self._reset_watchers(KeeperState.EXPIRED_SESSION)
+        self.sid = None
 
     def _fail_pending(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
@@ -428,10 +582,11 @@ class SimKazoo:
                      for cb in table[path]]
         self._child_watchers, self._data_watchers = {}, {}
         event = WatchedEvent(EventType.NONE, state, None)
-        for callback in callbacks:
-            callback(event)
+        for callback in callbacks:  # kazoo: handler.dispatch_callback, to its callback thread
+            self.callbacks.put(partial(callback, event))
 
     def _set_state(self, state: str) -> None:
+        """kazoo's ``_make_state_change``: the listeners run synchronously on the connection thread."""
         self.state = state
         for listener in list(self._listeners):
             listener(state)

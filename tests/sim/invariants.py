@@ -38,10 +38,11 @@ PATHS = zkformat.GroupPaths(GROUP)
 class Violation(Exception):
     """An invariant broke: ``name`` (from the table above) and what was seen."""
 
-    def __init__(self, name: str, detail: str) -> None:
+    def __init__(self, name: str, detail: str, tp: Optional[TopicPartition] = None) -> None:
         super().__init__(f"{name}: {detail}")
         self.name = name
         self.detail = detail
+        self.tp = tp  # the partition it broke on, where there is one
 
 
 #: ``PATHS.owner(topic, partition)`` by partition: the checks look owner nodes up after every event.
@@ -86,7 +87,8 @@ def check_exclusive(member: Member, ensemble: Ensemble, now: float) -> None:
         if node is None or node.owner != sid or not node.data.startswith(prefix):
             holder = "nobody" if node is None else f"{node.data.decode()} (session 0x{node.owner:x})"
             raise Violation("exclusive", f"t={now:.3f} {member.name} ({member.consumer_id}, session 0x{sid:x}) "
-                                         f"delivers {tp[0]}-{tp[1]} as {thread} but its owner node is held by {holder}")
+                                         f"delivers {tp[0]}-{tp[1]} as {thread} but its owner node is held by {holder}",
+                            tp)
 
 
 class OffsetWatch:
@@ -108,14 +110,28 @@ class OffsetWatch:
             value = int(node.data)
             self.writes += 1
             previous = self.last.get(path)
-            writer = self.ensemble.clients.get(self.ensemble.last_writer.get(path, 0))
+            session = self.ensemble.last_writer.get(path, 0)
+            writer = self.ensemble.clients.get(session)
             kafka = bool(getattr(writer, "kafka", False))
             if previous is not None and value < previous and self.violation is None:
                 self.violation = Violation("offsets-monotone", f"t={self.now:.3f} {path} went from {previous} to {value}"
                                            + (" (written by Kafka's member)" if kafka else ""))
-                self.kafka_caused = kafka or self.last_kafka.get(path, False)
+                # Kafka's own when Kafka's member wrote the lower value, or when it wrote the higher one
+                # (its commits are not fenced) and the zkconsumer member that wrote below it held the
+                # partition's owner node under the session it wrote with: a rightful owner's position.
+                # A zkconsumer write without the owner node fails the run whoever wrote before it.
+                self.kafka_caused = kafka or (self.last_kafka.get(path, False) and self._holds(session, path))
             self.last[path] = value
             self.last_kafka[path] = kafka
+
+    def _holds(self, session: int, offset_path: str) -> bool:
+        node = self.ensemble.leader.tree.get(_owner_of_offset(offset_path))
+        return node is not None and session != 0 and node.owner == session
+
+
+def _owner_of_offset(path: str) -> str:
+    """``/consumers/g/offsets/t/p`` -> ``/consumers/g/owners/t/p``."""
+    return path.replace("/offsets/", "/owners/", 1)
 
 
 def check_settled(members: List[Member], ensemble: Ensemble, strategy: str) -> Optional[str]:

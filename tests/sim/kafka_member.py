@@ -100,17 +100,20 @@ class KafkaMember(SimProcess):
         def on_event(event: Any) -> None:
             if self.state != "joined" or event.type == "NONE":
                 return  # the connection dropped: re-armed once connected again (_on_state)
-            self.rebalance_event()
-            self._rearm(path, children)
+            # ZkClient's event thread re-reads (re-subscribing) before it calls the listener, which
+            # triggers the rebalance: a change after the trigger's read fires the watch again.
+            self._rearm(path, children, then=self.rebalance_event)
         self._callbacks[(path, children)] = on_event
         self._rearm(path, children)
 
-    def _rearm(self, path: str, children: bool) -> None:
+    def _rearm(self, path: str, children: bool, then: Optional[Callable[[], None]] = None) -> None:
         callback = self._callbacks[(path, children)]
         if children:
-            self.client.get_children_async(path, watch=callback)
+            result = self.client.get_children_async(path, watch=callback)
         else:
-            self.client.exists_async(path, watch=callback)
+            result = self.client.exists_async(path, watch=callback)
+        if then is not None:
+            result.rawlink(lambda _answered: then())
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:
@@ -149,6 +152,8 @@ class KafkaMember(SimProcess):
             try:
                 self._register()
             except _Shutdown:
+                return
+            if self.state != "joining":  # asked to leave meanwhile: the leave has closed it
                 return
             self.state = "joined"
             self._watch(PATHS.ids, True)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import heapq
 import threading
-from typing import Any, Callable, List, Optional, Set, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import greenlet
 
@@ -41,6 +42,9 @@ class Kernel:
         self.ran: Set[str] = set()  # owners of the tasks that ran since the caller last cleared it
         #: Whether anyone keeps the trace: callers skip formatting trace lines nobody reads.
         self.tracing = False
+        #: Processes stopped whole (SIGSTOP, a VM pause): owner -> virtual time it runs again.
+        #: None of its tasks resumes before then.
+        self.frozen: Dict[str, float] = {}
 
     def clock(self) -> float:
         return self.now
@@ -135,7 +139,13 @@ class Kernel:
     def _resume(self, g: "greenlet.greenlet", value: bool) -> None:
         if g.dead:
             return
-        self.ran.add(getattr(g, "sim_owner", ""))
+        owner = getattr(g, "sim_owner", "")
+        if self.frozen:
+            until = self.frozen.get(owner, 0.0)
+            if until > self.now:  # its process is stopped: the thread runs on once it is resumed
+                self.at(until, partial(self._resume, g, value))
+                return
+        self.ran.add(owner)
         if g:  # started: hand it the outcome of its wait
             g.switch(value)
         else:

@@ -143,6 +143,8 @@ class Member(SimProcess):
                 self.watcher.stop()
                 self.client.stop()
                 return
+            if self.state != "joining":  # asked to leave meanwhile (its thread was descheduled): the leave has closed it
+                return
             self.state = "joined"
             self.rebalancer.start()
         self.task = self.spawn(run, "join")

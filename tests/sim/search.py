@@ -8,6 +8,7 @@ Every candidate is a complete schedule, so the minimal one replays exactly with
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import time
 from dataclasses import dataclass, field
@@ -60,11 +61,19 @@ def shrink(schedule: Schedule, fails: Optional[Callable[[Schedule], bool]] = Non
             n = min(len(events), n * 2)
     # Then make the remaining faults shorter where they have a duration.
     for i, event in enumerate(list(events)):
-        if event[1] in ("cut", "pause", "slow", "lag") and event[3] > 1.0:
+        if event[1] in ("cut", "pause", "slow", "lag", "freeze") and event[3] > 1.0:
             shorter = events[:i] + [event[:3] + (round(event[3] / 2, 3),)] + events[i + 1:]
             if still_fails(shorter):
                 events = shorter
-    return schedule.replace_events(events)
+    minimal = schedule.replace_events(events)
+    # Then drop the process faults the failure does not need (so the schedule says which it needs).
+    for name in ("callback_lag", "preempt"):
+        if getattr(minimal, name) and runs[0] < budget:
+            runs[0] += 1
+            candidate = dataclasses.replace(minimal, **{name: 0.0})
+            if fails(candidate):
+                minimal = candidate
+    return minimal
 
 
 @dataclass

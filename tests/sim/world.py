@@ -14,6 +14,7 @@ within ``LEAVE_S``.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -23,7 +24,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from zkconsumer.zookeeper import zkformat
 
-from .client import Network
+from .client import ClientFaults, Network
 from .invariants import OffsetWatch, Violation, check_exclusive, check_settled, owner_node
 from .kafka_member import KafkaMember
 from .kernel import Kernel
@@ -49,9 +50,16 @@ class Schedule:
     events: Tuple[Event, ...]
     #: member indexes that run Kafka 0.8.2's own consumer (:mod:`.kafka_member`) instead of zkconsumer
     kafka: Tuple[int, ...] = ()
+    #: the probability that a thread is descheduled inside a ZooKeeper call, before its request
+    #: enters kazoo's queue (:class:`~.client.ClientFaults`); 0: never
+    preempt: float = 0.0
+    #: the most kazoo's callback and completion threads lag per callback (seconds); 0: none
+    callback_lag: float = 0.0
 
     def describe(self) -> str:
-        lines = [f"seed={self.seed} strategy={self.strategy} followers={self.followers} topics={dict(self.topics)}"]
+        lines = [f"seed={self.seed} strategy={self.strategy} followers={self.followers} topics={dict(self.topics)}"
+                 + (f" preempt={self.preempt}" if self.preempt else "")
+                 + (f" callback_lag={self.callback_lag}" if self.callback_lag else "")]
         for i, (sub, wildcard) in enumerate(self.specs):
             kind = "Kafka 0.8.2 " if i in self.kafka else ""
             lines.append(f"  {kind}member m{i}: " + (f"wildcard {wildcard!r} x{sub[0][1]}" if wildcard else f"{dict(sub)}"))
@@ -59,9 +67,11 @@ class Schedule:
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        return json.dumps({"seed": self.seed, "strategy": self.strategy, "topics": self.topics, "specs": self.specs,
-                           "followers": self.followers, "events": self.events, "kafka": self.kafka},
-                          separators=(",", ":"))
+        d: Dict[str, Any] = {"seed": self.seed, "strategy": self.strategy, "topics": self.topics, "specs": self.specs,
+                             "followers": self.followers, "events": self.events, "kafka": self.kafka}
+        if self.preempt or self.callback_lag:  # schedules without them stay as they were saved
+            d.update(preempt=self.preempt, callback_lag=self.callback_lag)
+        return json.dumps(d, separators=(",", ":"))
 
     @staticmethod
     def from_json(text: str) -> "Schedule":
@@ -70,10 +80,10 @@ class Schedule:
         def tup(x: Any) -> Any:
             return tuple(tup(i) for i in x) if isinstance(x, list) else x
         return Schedule(d["seed"], d["strategy"], tup(d["topics"]), tup(d["specs"]), d["followers"], tup(d["events"]),
-                        tup(d.get("kafka", [])))
+                        tup(d.get("kafka", [])), d.get("preempt", 0.0), d.get("callback_lag", 0.0))
 
     def replace_events(self, events: List[Event]) -> "Schedule":
-        return Schedule(self.seed, self.strategy, self.topics, self.specs, self.followers, tuple(events), self.kafka)
+        return dataclasses.replace(self, events=tuple(events))
 
 
 @dataclass
@@ -105,7 +115,7 @@ def generate_mixed(seed: int) -> Schedule:
     rng = random.Random(seed ^ 0x5EED)
     slots = range(len(base.specs))
     kafka = tuple(sorted(rng.sample(list(slots), k=max(1, len(base.specs) // 2))))
-    return Schedule(base.seed, base.strategy, base.topics, base.specs, base.followers, base.events, kafka)
+    return dataclasses.replace(base, kafka=kafka)
 
 
 def generate(seed: int, max_members: int = 32, wildcard: bool = True) -> Schedule:
@@ -145,7 +155,33 @@ def generate(seed: int, max_members: int = 32, wildcard: bool = True) -> Schedul
         else:
             events.append((t, kind, i))
     events.sort(key=lambda e: (e[0], e[1]))
-    return Schedule(seed, strategy, topics, tuple(specs), rng.choice((0, 0, 1, 2)), tuple(events))
+    followers = rng.choice((0, 0, 1, 2))
+    preempt, callback_lag = _process_faults(seed, n_slots, events)
+    return Schedule(seed, strategy, topics, tuple(specs), followers, tuple(events), (), preempt, callback_lag)
+
+
+#: The share of schedules that draw the faults of the member process (:func:`_process_faults`).
+PROCESS_FAULTS_SHARE = 0.5
+
+
+def _process_faults(seed: int, n_slots: int, events: List[Event]) -> Tuple[float, float]:
+    """Faults of a member's process, drawn after everything else from a generator of their own,
+    so a schedule that draws none is the schedule the seed made before they existed.
+
+    Returns ``(preempt, callback_lag)`` (see :class:`Schedule`) and adds ``freeze`` events to
+    ``events``: the member's whole process (its threads, its client's pings and reads) stops
+    for a while, sometimes longer than the session timeout.
+    """
+    rng = random.Random(seed * 31 + 0x7F)
+    if rng.random() >= PROCESS_FAULTS_SHARE:
+        return 0.0, 0.0
+    preempt = rng.choice((0.0, 0.02, 0.1, 0.3))
+    callback_lag = rng.choice((0.0, 0.0, 0.01, 0.3))
+    for _ in range(rng.choice((0, 0, 1, 1, 2))):
+        seconds = rng.uniform(0.2, 4.0) if rng.random() < 0.6 else rng.uniform(4.0, 12.0)
+        events.append((round(rng.uniform(0.5, HORIZON - 4), 3), "freeze", rng.randrange(n_slots), round(seconds, 3)))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return preempt, callback_lag
 
 
 class World:
@@ -252,11 +288,14 @@ class World:
             else:
                 m = Member(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub), wildcard,
                            self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
+            if self.schedule.preempt or self.schedule.callback_lag:
+                m.client.faults = ClientFaults(random.Random(member_seed * 13 + 5), self.schedule.preempt,
+                                               self.schedule.callback_lag)
             self.slots[i] = m
             self.members.append(m)
             m.join()
             self._app_tick(m)
-        elif kind in ("kill", "leave", "expire", "drop", "cut", "commit"):
+        elif kind in ("kill", "leave", "expire", "drop", "cut", "commit", "freeze"):
             m = self._member(args[0] % max(1, len(self.schedule.specs)))
             if m is None:
                 return
@@ -272,6 +311,9 @@ class World:
                 m.client.drop_connection("connection reset")
             elif kind == "cut":
                 self.network.partitioned[m.name] = self.kernel.now + args[1]
+            elif kind == "freeze":  # SIGSTOP of the whole process: its threads, its pings, its reads
+                until = max(m.client.frozen_until, self.kernel.now + args[1])
+                m.client.frozen_until = self.kernel.frozen[m.name] = until
             else:
                 m.commit()
         elif kind == "pause":
@@ -319,6 +361,9 @@ class World:
         """The application: hand out a few messages, sometimes commit (auto-commit is on too)."""
         if m.state in ("left", "killed", "join-failed"):
             return
+        if self.kernel.now < m.client.frozen_until:  # the application's thread is stopped too
+            self.kernel.at(m.client.frozen_until, lambda: self._app_tick(m))
+            return
         if m.state == "joined":
             for _ in range(self.rng.randint(0, 3)):
                 self._handout(m)
@@ -343,7 +388,7 @@ class World:
                 violation = Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {tp[0]}-{tp[1]}@{offset} "
                                                  f"while its owner node is held by {holder}")
                 path = zkformat.GroupPaths("g").owner(*tp)
-                if getattr(m, "kafka", False) or self.kafka_wrote(path):
+                if getattr(m, "kafka", False) or self.kafka_wrote(path) or self.kafka_deleted(path, sid):
                     self.kafka_finding(violation)
                 else:
                     raise violation
@@ -354,6 +399,12 @@ class World:
         """Was ``path`` last changed by a Kafka 0.8.2 member (its request, or its session's expiry)?"""
         client = self.ensemble.clients.get(self.ensemble.last_writer.get(path, 0))
         return bool(getattr(client, "kafka", False))
+
+    def kafka_deleted(self, path: str, session: Optional[int]) -> bool:
+        """Was ``path`` last deleted by a Kafka 0.8.2 member while ``session`` held it?"""
+        by, owner = self.ensemble.last_deleted.get(path, (0, 0))
+        client = self.ensemble.clients.get(by)
+        return session is not None and owner == session and bool(getattr(client, "kafka", False))
 
     def kafka_finding(self, violation: Violation) -> None:
         findings = self.outcome.kafka_findings
@@ -380,8 +431,13 @@ class World:
                     try:
                         check_exclusive(m, self.ensemble, self.kernel.now)
                     except Violation as violation:
-                        if not self.schedule.kafka or not any(
-                                self.kafka_wrote(zkformat.GroupPaths("g").owner(*tp)) for tp in m.believed()):
+                        # Kafka's own only if Kafka's member last wrote the owner node of the partition
+                        # breached, or deleted it from under this member's session (it deletes the nodes
+                        # it had "whoever holds them now"; neither Kafka's consumer nor zkconsumer watches
+                        # its owner nodes, so the member delivers until its next rebalance).
+                        path = zkformat.GroupPaths("g").owner(*violation.tp) if violation.tp is not None else ""
+                        if not self.schedule.kafka or not path or not (
+                                self.kafka_wrote(path) or self.kafka_deleted(path, m.client.sid)):
                             raise
                         self.kafka_finding(violation)
             ran.clear()

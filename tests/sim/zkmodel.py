@@ -153,6 +153,9 @@ class Ensemble:
         self.observers: List[Callable[[int, List[Effect]], None]] = []
         #: The session whose request (or expiry) last changed each path.
         self.last_writer: Dict[str, int] = {}
+        #: For each path last deleted: (the session whose request or expiry deleted it, the node's
+        #: ephemeral owner then).
+        self.last_deleted: Dict[str, Tuple[int, int]] = {}
         self._writer = 0
 
     def _deliver(self, sid: int, kind: str, path: str) -> None:
@@ -211,8 +214,12 @@ class Ensemble:
     # ----------------------------------------------------------- the log
 
     def _commit(self, effects: List[Effect]) -> int:
-        for _, path, _ in effects:
+        tree = self.leader.tree
+        for kind, path, _ in effects:
             self.last_writer[path] = self._writer
+            if kind == "delete":
+                gone = tree.get(path)
+                self.last_deleted[path] = (self._writer, gone.owner if gone is not None else 0)
         self.zxid += 1
         self.log.append((self.zxid, effects))
         self.leader.apply(self.zxid, effects, self.notify)
@@ -323,7 +330,8 @@ class Ensemble:
                 raise BadVersionError()
             return True
         if op == "create":
-            if node is not None and not args.get("sequence"):
+            sequential = bool(args.get("sequence"))
+            if node is not None and not sequential:
                 raise NodeExistsError()
             parent = parent_of(path)
             if look(parent) is None:
@@ -332,15 +340,16 @@ class Ensemble:
                 self._stage(sid, "create", {"path": parent, "value": b"", "makepath": True}, look, view, effects)
             parent_node = look(parent)
             assert parent_node is not None
-            if args.get("sequence"):  # ZooKeeper names it by the parent's cversion, ten digits
-                path = f"{path}{parent_node.cversion:010d}"
-                if look(path) is not None:
-                    raise NodeExistsError()
             if parent_node.owner:
                 raise NoNodeError()  # ZooKeeper: NoChildrenForEphemerals; never met by these members
+            parent_copy = parent_node.copy()
+            if sequential:  # ZooKeeper appends the parent's cversion, ten digits (it counts every child made)
+                path = f"{path}{parent_copy.cversion:010d}"
+                if look(path) is not None:
+                    raise NodeExistsError()
+            parent_copy.cversion += 1  # in this multi's view only: a later sequential create counts on
             created = Node(args.get("value", b""), owner=sid if args.get("ephemeral") else 0)
             view[path] = created
-            parent_copy = parent_node.copy()
             parent_copy.children.add(name_of(path))
             view[parent] = parent_copy
             effects.append(("create", path, created))
