@@ -78,6 +78,7 @@ class Member(SimProcess):
         topic_allowed = (lambda t: count.topic_filter.is_topic_allowed(t, True)) if wildcard is not None else None  # type: ignore[attr-defined]
         self.watcher = GroupWatcher(self.client, self.group.paths, self._signal, topic_allowed)  # type: ignore[arg-type]
         self.group.member_list = self.watcher.member_list
+        self.group.topic_data = self.watcher.topic_data
         self.committer = OffsetCommitter(self.group, runtime=runtime)
         self.fetchers = _Fetchers()
         self._queues: Dict[str, ChunkQueue] = {}

@@ -40,9 +40,9 @@ from .world import Schedule, generate, generate_mixed, run
 #:     PathWatch (a children watch also compares the node's cversion).
 FOUND_BUGS = [105, 201810, 2235, 416496]
 SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
-#: Shrunk schedules of findings still open (issue 38), each failing on the code it was found on:
-#: commit-begun-while-suspended (finding 1: a commit that begins while SUSPENDED records
-#:     session=None and skips the fence; after a freeze past the session timeout it wrote the
+#: Shrunk schedules of findings (issue 38), each failing on the code it was found on, fixed since:
+#: commit-begun-while-suspended (finding 1, seed 911: a commit that began while SUSPENDED recorded
+#:     session=None and skipped the fence; after a freeze past the session timeout it wrote the
 #:     old incarnation's offset on the new session, and the new owner's commit moved it back);
 #: commit-begun-while-zookeeper-paused (finding 1 again, seed 6177, with no freeze: ZooKeeper
 #:     paused past the session timeout, the commit began SUSPENDED);
@@ -51,15 +51,15 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     them; _ours() compared each node's owner with session_id, None while SUSPENDED, so the
 #:     member's own nodes looked foreign and were neither deleted nor retried; it counted them
 #:     released and held them for good, and its peer gave up claiming them: settles);
-#: relabel-sent-on-a-new-session (finding 2: relabel_many checked the session, then its
+#: relabel-sent-on-a-new-session (finding 2, seed 2006: relabel_many checked the session, then its
 #:     versioned set was sent on the new session after an expiry and matched a peer's node
-#:     re-created at version 0: the peer's owner node relabelled to this member's thread);
-#: topic-cache-read-before-its-watch-callback-ran (the topic partition map cache of
-#:     GroupClient._watched_get: the partitions watch signalled, the rebalance read the cache
-#:     before kazoo's callback thread ran the cache's own watch callback, so it used the old
-#:     partition count and was never signalled again).
-#: Once fixed, a schedule moves to ``schedules/`` (the strict xfail below fails when it passes).
-OPEN = sorted((Path(__file__).parent / "schedules" / "open").glob("*.json"))
+#:     re-created at version 0: the peer's owner node relabelled to this member's thread).
+#:     Findings 1 and 2 fixed by the session kazoo keeps across SUSPENDED (GroupClient.session_id)
+#:     and the per-session fence node every fenced multi checks (zookeeper/fence.py);
+#: topic-cache-read-before-its-watch-callback-ran (seed 2803: the partitions watch signalled, the
+#:     rebalance read GroupClient._watched_get's cache before kazoo's callback thread ran the cache's
+#:     own watch callback, so it used the old partition count and was never signalled again). Fixed
+#:     by GroupClient.topic_data: the map the signalling watch itself read.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
@@ -92,14 +92,6 @@ def test_shrunk_schedule_of_a_bug_found(path: Path) -> None:
     outcome = run(schedule)
     assert outcome.ok, f"{path.name}: {outcome.violation}\n{schedule.describe()}"
 
-
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="an open finding of issue 38: fails until fixed, then move the schedule to schedules/")
-@pytest.mark.parametrize("path", OPEN, ids=[p.stem for p in OPEN])
-def test_shrunk_schedule_of_an_open_finding(path: Path) -> None:
-    schedule = Schedule.from_json(path.read_text())
-    outcome = run(schedule)
-    assert outcome.ok, f"{path.name}: {outcome.violation}\n{schedule.describe()}"
 
 
 def _trace_digest(schedule: Schedule) -> str:
@@ -145,8 +137,6 @@ def test_ten_thousand_schedules() -> None:
         + [f"replay: scripts/simulate --seed {report.failures[0][0]}"])
 
 
-@pytest.mark.xfail(strict=False, reason="open findings of issue 38 (schedules/open) fail about 0.7% of schedules "
-                                        "on the current code; remove this mark once they are fixed")
 def test_a_fresh_range_of_seeds(capsys: pytest.CaptureFixture[str]) -> None:
     """Every invariant holds over ``ZKCONSUMER_SIM_FRESH`` (200) schedules from a seed drawn for this run
     (``ZKCONSUMER_SIM_FRESH_FIRST`` replays a run): CI searches, not only replays. The range is

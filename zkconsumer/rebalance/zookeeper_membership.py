@@ -131,6 +131,7 @@ class ZooKeeperMembership:
         )
         watcher = GroupWatcher(member.zk, group.paths, self._request_rebalance, topic_allowed)
         group.member_list = watcher.member_list  # the members' watch reads the list: no read of our own
+        group.topic_data = watcher.topic_data  # and the topics' watches their partition maps
         rebalancer = Rebalancer(
             group=group,
             topic_count=count,

@@ -128,6 +128,9 @@ class GroupClient(OffsetNodes):
         #: Where members() may take the member list from instead of reading it: the member ids and the
         #: ids node's stat, or None when that source cannot vouch for them now (GroupWatcher.member_list).
         self.member_list: Optional[Callable[[], Optional[Tuple[List[str], ZnodeStat]]]] = None
+        #: Where partitions_for_topics() may take a topic's partition map from instead of its own cache:
+        #: the map, or None when that source cannot vouch for it now (GroupWatcher.topic_data).
+        self.topic_data: Optional[Callable[[str], Optional[bytes]]] = None
         self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
         self._broker_cversion: Optional[int] = None
         self._broker_lock = threading.Lock()
@@ -357,17 +360,24 @@ class GroupClient(OffsetNodes):
     def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
         """Sorted partition ids of each topic that exists; missing or malformed topics are left out.
 
-        Each topic's node is read with a data watch and answered from that read
-        until the watch fires (the node changed or was deleted) or the session
-        changes: no request while nothing changed. A caller that armed its own
-        watch of the node before calling (:class:`~zkconsumer.zookeeper.watchers.GroupWatcher`)
-        still sees every change: both watches fire from the same event, ours first
-        marks the cache stale, on kazoo's one event thread.
+        A topic's map comes from :attr:`topic_data` when it can vouch for it (the
+        member's own watch of the node read it and has not fired since:
+        :meth:`~zkconsumer.zookeeper.watchers.GroupWatcher.topic_data`). Otherwise
+        the node is read with a data watch and answered from that read until the
+        watch fires or the session changes: no request while nothing changed.
+        That cache alone would not do for a rebalance that a watch of the same
+        node signalled: kazoo runs both watches' callbacks on its callback thread
+        in no set order, and the rebalance could read the cache before its
+        callback marked it stale, then never be signalled again (found by the
+        simulator). The watch's own snapshot is kept before its signal is sent.
         """
         result: Dict[str, List[int]] = {}
+        source = self.topic_data
         for topic in sorted(set(topics)):
             path = zkformat.topic_path(topic)
-            data = self._watched_get(path)
+            data = source(topic) if source is not None else None
+            if data is None:
+                data = self._watched_get(path)
             if data is None:
                 continue
             try:

@@ -274,6 +274,22 @@ class GroupWatcher:
             return None
         return [str(child) for child in snapshot[0]], snapshot[1]
 
+    def topic_data(self, topic: str) -> Optional[bytes]:
+        """The partition map of ``topic`` as its watch last read it, while that read stands
+        (:meth:`PathWatch.snapshot`); else ``None`` (read it yourself).
+
+        A change to the node is signalled only after the watch has read the new
+        map and kept it here (one thread does both), so a rebalance that the
+        signal starts reads the new map, whatever other callbacks kazoo's
+        callback thread has not run yet.
+        """
+        with self._lock:
+            watch = self._topic_watches.get(topic)
+        snapshot = watch.snapshot() if watch is not None else None
+        if snapshot is None or not isinstance(snapshot[0], bytes):
+            return None
+        return snapshot[0]
+
     def start(self) -> None:
         """Arm the watch of the group's members and, for a wildcard subscription, of the topic list."""
         self._members = PathWatch(self._client, self._paths.ids, children=True, describe=self._members_changed,
