@@ -59,7 +59,12 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #: topic-cache-read-before-its-watch-callback-ran (seed 2803: the partitions watch signalled, the
 #:     rebalance read GroupClient._watched_get's cache before kazoo's callback thread ran the cache's
 #:     own watch callback, so it used the old partition count and was never signalled again). Fixed
-#:     by GroupClient.topic_data: the map the signalling watch itself read.
+#:     by GroupClient.topic_data: the map the signalling watch itself read;
+#: offsets-read-while-own-commit-in-flight (seed 3864, a mixed group: Kafka 0.8.2's member deleted
+#:     a zkconsumer member's owner node; the member claimed it again on the same session and read
+#:     the partition's offset while its own earlier commit of it was still in flight; that commit
+#:     then wrote 5, and the new incarnation's commit moved the offset back to 1). Fixed in
+#:     OffsetCommitter.read_offsets: reads and commits of one member take turns.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout

@@ -56,8 +56,15 @@ class OffsetCommitter:
         return self._storage
 
     def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
-        """The committed offsets of ``partitions`` from the storage (``None``: none); raises on failure."""
-        return self._storage.read(partitions)
+        """The committed offsets of ``partitions`` from the storage (``None``: none); raises on failure.
+
+        Never while a commit of this member is in flight (they take turns): a
+        partition claimed again while an earlier commit of it was still being
+        written would otherwise start from the offset before that write, and its
+        next commit would move the offset back over it.
+        """
+        with self._lock:
+            return self._storage.read(partitions)
 
     def checkpoint(self, topic: str, partition: int, offset: int) -> None:
         """Record that the storage already holds ``offset`` for the partition."""
