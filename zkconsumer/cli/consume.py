@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from .common import EXIT_INTERRUPTED, EXIT_OK, CliError, common_options, positive_int
-from .handed_out import take_back
 from .interrupt import InterruptLatch
 from .progress import RateTicker, StatusLine, format_rate, terminal_caps
 from .sink import line_of, sink_for
@@ -175,11 +174,11 @@ class ConsumeLoop:
 
     Contract: a message counts (``count``, the committed offsets) once every byte of it
     was written; the committed offset of a partition never passes a message whose write
-    did not complete. Commits (:meth:`ZookeeperConsumerConnector.commit_offsets`, fenced
-    as every commit) are made only from this loop, between messages, where what the
-    stream handed out was all written: every ``commit_interval_s`` while running and once
-    at the end (:meth:`commit_written`), after taking back the message whose write failed
-    (:func:`~zkconsumer.cli.handed_out.take_back`).
+    did not complete. Commits (:meth:`ZookeeperConsumerConnector.commit_offsets`, fenced as
+    every commit) are made only from this loop, between messages, where what the stream
+    handed out was all written: every ``commit_interval_s`` while running, and once at the
+    end (:meth:`commit_written`) of the positions handed out with the message whose write
+    failed left out (explicit offsets).
 
     Stops after ``max_messages``, after ``idle_limit_s`` without a message, once ``stop()``
     (the Ctrl-C latch) is true, when the reader closed the pipe (quietly) and when writing
@@ -199,7 +198,7 @@ class ConsumeLoop:
         # stdout on the same terminal as the status line: erase it before each message.
         self._shared_terminal = status.enabled and terminal_caps(sys.stdout).tty
         self.count = 0
-        #: The message handed out whose write did not complete (taken back before the final commit).
+        #: The message handed out whose write did not complete (never committed).
         self.unwritten: Optional["MessageAndMetadata"] = None
         self.write_error: Optional[OSError] = None
 
@@ -267,13 +266,19 @@ class ConsumeLoop:
     def commit_written(self) -> None:
         """The final commit: every message written, none that was not.
 
-        If the position of the message whose write failed cannot be taken back, nothing more
-        is committed (what was written since the last commit is then consumed again).
+        The positions handed out (:meth:`ZookeeperConsumerConnector.positions`), with the
+        partition of the message whose write failed set back to that message. A position not
+        where that message left it (it cannot be, with this loop the only reader) commits
+        nothing more of that partition: consumed again, never lost.
         """
+        positions = self._connector.positions()
         unwritten = self.unwritten
-        if unwritten is not None and not take_back(self._connector, unwritten.topic, unwritten.partition,
-                                                   unwritten.offset):
-            log.warning("offsets written since the last commit are not committed: %s-%d at %d was handed out "
-                        "but not written", unwritten.topic, unwritten.partition, unwritten.offset)
-            return
-        self._connector.commit_offsets()
+        if unwritten is not None:
+            tp = (unwritten.topic, unwritten.partition)
+            if positions.get(tp) == unwritten.offset + 1:
+                positions[tp] = unwritten.offset
+            elif tp in positions:
+                log.warning("%s-%d: position %s, not %d after the message at %d; not committing it",
+                            tp[0], tp[1], positions.pop(tp), unwritten.offset + 1, unwritten.offset)
+        if positions:
+            self._connector.commit_offsets(positions)

@@ -63,9 +63,10 @@ from ..errors import (
 from ..fetch.handoff import ChunkQueue
 from ..fetch.manager import FetcherManager
 from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingListener
-from ..offsets.committer import AutoCommitter, OffsetCommitter
+from ..offsets.committer import AutoCommitter, OffsetCommitter, checked_offsets
 from ..offsets.retry import commit_retrying
 from ..offsets.storage import make_offset_storage
+from ..structs import TopicPartition
 from ..threads import ParallelStops
 from ..zookeeper import server_order
 from ..zookeeper.group import GroupClient
@@ -246,25 +247,34 @@ class ConsumerConnectorBase(abc.ABC):
                    lambda topic: topic_filter.is_topic_allowed(topic, exclude))
         return streams
 
-    def commit_offsets(self) -> None:
-        """Commit the offsets of every message handed to the application so far.
+    def commit_offsets(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
+        """Commit the offsets of every message handed to the application so far, or ``offsets``.
 
-        Writes only partitions whose offset changed since the last commit.
-        While ZooKeeper (or, with ``offsets.storage=kafka``, the offsets
-        coordinator) is unavailable, keeps retrying for up to
-        ``offsets.commit.timeout.ms``, as Kafka's consumer blocks until
-        ZooKeeper is back; then raises the retriable error (e.g.
-        :class:`ZooKeeperUnavailableError`); calling again later is safe.
-        Partitions found owned by another member (the session expired
-        meanwhile) are not written and stop being delivered; that is not an
-        error. Raises a background failure if one happened, and
-        :class:`ConsumerShutdownError` after (or during) :meth:`shutdown`.
-        Only :class:`ZkConsumerError` subclasses are raised.
+        ``offsets``: exactly these positions (partition -> next offset to consume) of the
+        partitions among them this member owns, fenced like every commit; with them,
+        an application usually turns ``auto.commit.enable`` off (it commits what was handed out).
+
+        Returns the partitions not written because this member does not own them
+        (of ``offsets``, or found owned by another member during the commit: the
+        session expired meanwhile; they stop being delivered; not an error).
+        Writes only partitions whose offset changed since the last commit. While
+        ZooKeeper (or, with ``offsets.storage=kafka``, the offsets coordinator) is
+        unavailable, keeps retrying for up to ``offsets.commit.timeout.ms``, as
+        Kafka's consumer blocks until ZooKeeper is back; then raises the retriable
+        error (e.g. :class:`ZooKeeperUnavailableError`); calling again is safe.
+        Raises a background failure if one happened, and :class:`ConsumerShutdownError`
+        after (or during) :meth:`shutdown`. Only :class:`ZkConsumerError` subclasses.
         """
+        chosen = None if offsets is None else checked_offsets(offsets)
         self._failure.raise_if_failed()
         if self._state is ConnectorState.SHUT_DOWN:
             raise ConsumerShutdownError("commit_offsets() after shutdown()")
-        self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0)
+        return self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0, offsets=chosen)
+
+    def positions(self) -> Dict[TopicPartition, int]:
+        """What :meth:`commit_offsets` would commit now (each owned partition's offset after the last message
+        handed out: Kafka's position); a snapshot."""
+        return self.membership.positions()
 
     @property
     def membership(self) -> Membership:
@@ -568,10 +578,18 @@ class ConsumerConnectorBase(abc.ABC):
         except ConsumerShutdownError:
             pass  # the final commit of shutdown() takes over
 
-    def _commit_retrying(self, budget_s: float, *, during_shutdown: bool = False) -> None:
-        """The membership's commit, retried through an outage (:func:`~zkconsumer.offsets.retry.commit_retrying`)."""
-        commit_retrying(self.membership.commit, budget_s, closing=self._closing, record=self.metrics.record_commit,
+    def _commit_retrying(self, budget_s: float, *, during_shutdown: bool = False,
+                         offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
+        """The membership's commit, retried through an outage (:func:`~zkconsumer.offsets.retry.commit_retrying`);
+        the partitions the last attempt did not write because this member does not own them."""
+        refused: List[TopicPartition] = []
+
+        def attempt() -> None:
+            refused[:] = self.membership.commit(offsets)
+
+        commit_retrying(attempt, budget_s, closing=self._closing, record=self.metrics.record_commit,
                         name=self.consumer_id, during_shutdown=during_shutdown)
+        return list(refused)
 
     def _background_failure(self, error: BaseException) -> None:
         """A background thread failed: make every iterator and commit raise it (as a ZkConsumerError)."""
@@ -579,3 +597,4 @@ class ConsumerConnectorBase(abc.ABC):
             log.error("%s: background failure: %r", self.consumer_id, error)
             for stream in self._streams:
                 stream.queue.wake_consumers()
+

@@ -158,8 +158,15 @@ class Membership(Protocol):
         Raises :class:`~zkconsumer.errors.ConsumerShutdownError` if ``shutdown()`` ended the join.
         """
 
-    def commit(self) -> None:
-        """One commit attempt of what was handed out (raises a :class:`~zkconsumer.errors.ZkConsumerError`)."""
+    def positions(self) -> Dict[TopicPartition, int]:
+        """What :meth:`commit` would commit now: each owned partition's offset after the last message
+        handed out (partitions whose position is not known yet are left out)."""
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
+        """One commit attempt of what was handed out, or of ``offsets`` (partition -> next offset to
+        consume) for the partitions among them this member owns; raises a
+        :class:`~zkconsumer.errors.ZkConsumerError`. Returns the partitions not written because this
+        member does not own them (of ``offsets``, or found taken over during the commit)."""
 
     def stop(self) -> None:
         """Stop (and join, bounded) whatever could change ownership or restart fetchers."""

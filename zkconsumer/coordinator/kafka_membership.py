@@ -38,13 +38,14 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import StaticTopicCount, TopicCount
 from ..errors import RebalanceInProgressError
 from ..offsets.channel import CoordinatorChannel, connection_factory
 from ..offsets.storage import Generation, OffsetStorageError
+from ..structs import TopicPartition
 from ..wire.group_protocol import GroupMember
 from . import consumer_protocol
 from .assignment import as_member, decode_share, pattern_members, plan, subscribed_topics, subscription_metadata
@@ -238,8 +239,16 @@ class CoordinatorMembership:
         return (f"waiting for the group's ZooKeeper-membership members to shut down before joining through the "
                 f"coordinator ({shown} registered under {group.paths.ids}; see docs/MIGRATION.md)")
 
-    def commit(self) -> None:
-        """Commit what was handed out, under the generation it was assigned in; never a silent no-op.
+    def positions(self) -> Dict[TopicPartition, int]:
+        if self._delivery is None:
+            return {}
+        _, owned, _ = self._delivery.to_commit()
+        return {(info.topic, info.partition): info.consumed_offset for info, _ in owned if info.consumed_offset >= 0}
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
+        """Commit what was handed out (or ``offsets``: those of them this member was assigned), under
+        the generation it was assigned in; never a silent no-op. Returns the partitions of ``offsets``
+        not assigned to this member (not written).
 
         While a rebalance is in progress (the assignment revoked, the next one
         not installed), what the revoked generation handed out is committed
@@ -251,13 +260,15 @@ class CoordinatorMembership:
         rejoins. Returns quietly only when nothing was handed out yet.
         """
         if self._delivery is None or self._membership is None:
-            return
+            return sorted(offsets or ())
         generation, owned, rebalancing = self._delivery.to_commit()
+        held = {(info.topic, info.partition) for info, _ in owned}
+        refused = sorted(tp for tp in offsets or () if tp not in held)
         if generation is None or not owned:
-            return  # nothing was handed out under any generation: nothing to commit
+            return refused  # nothing was handed out under any generation: nothing to commit
         fenced: List[Tuple[str, int]] = []
         try:
-            fenced = self._member.committer.commit(owned, generation)
+            fenced = self._member.committer.commit(owned, generation, offsets=offsets)
         except OffsetStorageError as exc:
             fenced = exc.fenced
             raise
@@ -274,6 +285,7 @@ class CoordinatorMembership:
                 "Call commit_offsets() again once the rebalance is over: it commits the partitions this member "
                 "still owns; the others are consumed again by their new owner from the last committed offset",
                 fenced)
+        return refused
 
     def on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: membership does not depend on the ZooKeeper session; only log."""

@@ -22,8 +22,9 @@ owner's offsets.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from ..errors import ConfigurationError
 from ..fetch.handoff import PartitionTopicInfo
 from ..structs import TopicPartition
 from ..threads import THREADS, Runtime, ShutdownableThread
@@ -86,8 +87,12 @@ class OffsetCommitter:
             return dict(self._checkpoints)
 
     def commit(self, owned: Iterable[Tuple[PartitionTopicInfo, str]],
-               generation: Generation = NO_GENERATION) -> List[TopicPartition]:
+               generation: Generation = NO_GENERATION,
+               offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
         """Commit the consumed offset of each ``(partition info, owning thread id)``.
+
+        ``offsets``: commit these instead (partition -> next offset to consume),
+        only for the partitions of ``owned`` among them; the others are left alone.
 
         Offsets that did not move since the last commit are not written to
         ZooKeeper; they are re-sent to Kafka (see the module docstring).
@@ -105,14 +110,15 @@ class OffsetCommitter:
         remembered all the same. A storage error with nothing fenced (e.g.
         :class:`~zkconsumer.errors.ZooKeeperUnavailableError`) is raised as it is.
         """
+        positions = [((info.topic, info.partition), info.consumed_offset if offsets is None
+                      else offsets.get((info.topic, info.partition), -1), owner) for info, owner in owned]
         with self._lock:
             resync = self._storage.out_of_sync()
             entries = [
-                CommitEntry(info.topic, info.partition, info.consumed_offset, owner,
-                            changed=(self._checkpoints.get((info.topic, info.partition)) != info.consumed_offset
-                                     or (info.topic, info.partition) in resync))
-                for info, owner in owned
-                if info.consumed_offset >= 0
+                CommitEntry(tp[0], tp[1], offset, owner,
+                            changed=self._checkpoints.get(tp) != offset or tp in resync)
+                for tp, offset, owner in positions
+                if offset >= 0
             ]
             if not self._storage.rewrites_unchanged:
                 entries = [e for e in entries if e.changed]
@@ -170,3 +176,18 @@ class AutoCommitter:
                 self._commit()
             except Exception as exc:  # keep going: the next tick tries again
                 log.warning("auto-commit failed, will retry in %.1fs: %r", self._interval, exc)
+
+def checked_offsets(offsets: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
+    """``offsets`` as ``{(topic, partition): offset}``; :class:`ConfigurationError` naming the first
+    entry that is not a ``(str, int)`` partition with a whole, non-negative offset (nothing is written)."""
+    checked: Dict[TopicPartition, int] = {}
+    for key, offset in dict(offsets).items():
+        ok_key = isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str) and key[0] \
+            and isinstance(key[1], int) and not isinstance(key[1], bool) and key[1] >= 0
+        if not ok_key:
+            raise ConfigurationError("offsets", f"{key!r} is not a (topic, partition) pair; nothing was committed")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ConfigurationError("offsets", f"the offset of {key[0]}-{key[1]} must be a whole number >= 0 (the "
+                                     f"next offset to consume), not {offset!r}; nothing was committed")
+        checked[(key[0], key[1])] = offset
+    return checked

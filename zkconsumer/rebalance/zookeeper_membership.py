@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.protocol.states import KazooState
@@ -24,6 +24,7 @@ from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowe
 from ..consumer.topic_count import TopicCount
 from ..errors import ConsumerShutdownError, ZooKeeperAccessError, ZooKeeperUnavailableError
 from ..offsets.storage import OffsetStorageError
+from ..structs import TopicPartition
 from ..zookeeper import zkformat
 from ..zookeeper.lease import SessionLease
 from ..zookeeper.watchers import GroupWatcher
@@ -174,19 +175,28 @@ class ZooKeeperMembership:
 
     # ----------------------------------------------------------------- committing
 
-    def commit(self) -> None:
-        """Commit what was handed out; partitions found owned by someone else are given up."""
+    def positions(self) -> Dict[TopicPartition, int]:
         if self._rebalancer is None:
-            return
+            return {}
+        return {(info.topic, info.partition): info.consumed_offset
+                for info, _ in self._rebalancer.owned_partitions() if info.consumed_offset >= 0}
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
+        """Commit what was handed out (or ``offsets``); partitions found owned by someone else are given up."""
+        if self._rebalancer is None:
+            return sorted(offsets or ())
+        owned = self._rebalancer.owned_partitions()
+        held = {(info.topic, info.partition) for info, _ in owned}
         fenced: List[Tuple[str, int]] = []
         try:
-            fenced = self._member.committer.commit(self._rebalancer.owned_partitions())
+            fenced = self._member.committer.commit(owned, offsets=offsets)
         except OffsetStorageError as exc:
             fenced = exc.fenced
             raise
         finally:
             if fenced:
                 self._rebalancer.ownership_lost(fenced)
+        return sorted(set(fenced) | {tp for tp in offsets or () if tp not in held})
 
     # ------------------------------------------------------ callbacks (signal only)
 

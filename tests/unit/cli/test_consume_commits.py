@@ -1,5 +1,5 @@
 """The pieces ``consume`` commits with: whole lines to a pipe (LineSink), Ctrl-C as a flag
-(InterruptLatch), a message taken back (take_back), and the loop's bookkeeping with a fake
+(InterruptLatch), and the loop's bookkeeping (the unwritten message left out of the final commit) with a fake
 connector. The promise against a real cluster: tests/integration/test_cli_commits.py.
 """
 
@@ -16,7 +16,6 @@ from typing import Any, Iterator, List, Optional
 import pytest
 
 from zkconsumer.cli.consume import ConsumeLoop, LoopSettings
-from zkconsumer.cli.handed_out import take_back
 from zkconsumer.cli.interrupt import InterruptLatch
 from zkconsumer.cli.progress import StatusLine
 from zkconsumer.cli.sink import LineSink, StreamSink, sink_for
@@ -93,14 +92,23 @@ def test_a_write_waiting_for_a_full_pipe_gives_up_once_stop_says_so_and_writes_n
 
 
 def test_a_write_finishes_once_the_reader_makes_room(pipe: List[int]) -> None:
-    fill(pipe[1])
-    reader = threading.Thread(target=lambda: (time.sleep(0.1), drain(pipe[0])))
-    reader.start()
+    filled = fill(pipe[1])
+    read: List[bytes] = []
+
+    def reader() -> None:  # reads exactly what filled the pipe, so the late line stays for the check
+        time.sleep(0.1)
+        os.set_blocking(pipe[0], True)
+        while sum(map(len, read)) < filled:
+            read.append(os.read(pipe[0], filled - sum(map(len, read))))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
     try:
         assert LineSink(pipe[1], stop=lambda: False, poll_interval_s=0.01).write_line(b"late")
     finally:
-        reader.join(5)
-    assert drain(pipe[0]).endswith(b"late\n")
+        thread.join(5)
+    assert b"".join(read) == b"\0" * filled
+    assert drain(pipe[0]) == b"late\n"
 
 
 def test_stop_is_not_asked_while_the_pipe_has_room(pipe: List[int]) -> None:
@@ -155,43 +163,6 @@ def test_an_ignored_sigint_stays_ignored() -> None:
     assert not latch.is_set and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
-# --------------------------------------------------------------------------- take_back
-
-
-def connector_owning(*infos: Any) -> Any:
-    rebalancer = SimpleNamespace(owned_partitions=lambda: [(info, "t-0") for info in infos])
-    return SimpleNamespace(membership=SimpleNamespace(_rebalancer=rebalancer, joined=lambda: True))
-
-
-def test_take_back_moves_the_position_of_the_unwritten_message_back() -> None:
-    info = SimpleNamespace(topic="t", partition=1, consumed_offset=8)
-    other = SimpleNamespace(topic="t", partition=0, consumed_offset=5)
-    assert take_back(connector_owning(other, info), "t", 1, 7)
-    assert (info.consumed_offset, other.consumed_offset) == (7, 5)
-
-
-def test_take_back_finds_the_position_under_the_coordinators_membership_too() -> None:
-    info = SimpleNamespace(topic="t", partition=0, consumed_offset=4)
-    delivery = SimpleNamespace(to_commit=lambda: ("generation", [(info, "m-0")], False))
-    connector = SimpleNamespace(membership=SimpleNamespace(_delivery=delivery, joined=lambda: True))
-    assert take_back(connector, "t", 0, 3) and info.consumed_offset == 3
-
-
-def test_take_back_refuses_a_position_that_moved_on() -> None:
-    info = SimpleNamespace(topic="t", partition=1, consumed_offset=9)
-    assert not take_back(connector_owning(info), "t", 1, 7)
-    assert info.consumed_offset == 9
-
-
-def test_take_back_of_a_partition_no_longer_owned_is_nothing_to_do() -> None:
-    assert take_back(connector_owning(), "t", 1, 7)
-
-
-def test_take_back_refuses_when_it_cannot_find_the_positions() -> None:
-    connector = SimpleNamespace(membership=SimpleNamespace(joined=lambda: True))
-    assert not take_back(connector, "t", 1, 7)
-
-
 # --------------------------------------------------------------------------- ConsumeLoop
 
 
@@ -215,14 +186,18 @@ class FakeStream:
 
 
 class FakeConnector:
+    """The connector's commit API: positions() and commit_offsets(offsets=None), as the real one."""
+
     def __init__(self, infos: List[Any]) -> None:
         self.infos = infos
         self.commits: List[dict] = []
-        rebalancer = SimpleNamespace(owned_partitions=lambda: [(i, "t-0") for i in infos])
-        self.membership = SimpleNamespace(_rebalancer=rebalancer, joined=lambda: True)
 
-    def commit_offsets(self) -> None:
-        self.commits.append({(i.topic, i.partition): i.consumed_offset for i in self.infos})
+    def positions(self) -> dict:
+        return {(i.topic, i.partition): i.consumed_offset for i in self.infos}
+
+    def commit_offsets(self, offsets: Optional[dict] = None) -> List[Any]:
+        self.commits.append(self.positions() if offsets is None else dict(offsets))
+        return []
 
 
 class FailingSink:

@@ -10,7 +10,7 @@ import pytest
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.offsets.committer import OffsetCommitter, checked_offsets
 from zkconsumer.offsets.storage import (
     NO_GENERATION,
     CommitEntry,
@@ -325,3 +325,29 @@ def test_zookeeper_storage_writes_a_large_commit_in_multi_operations_of_bounded_
     outcome = ZooKeeperOffsetStorage(group).write(entries(*many))  # type: ignore[arg-type]
     assert batches == [MAX_COMMIT_BATCH, 1] and len(outcome.committed) == MAX_COMMIT_BATCH + 1
     assert outcome.fenced == [] and outcome.error is None and group.writes == MAX_COMMIT_BATCH + 1
+
+
+def test_explicit_offsets_are_committed_as_given_and_only_for_the_partitions_named() -> None:
+    group = FakeGroup()
+    group.owners = {("t", 0): "me-0", ("t", 1): "me-0"}
+    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    infos = [PartitionTopicInfo("t", p, ChunkQueue(1), 30, 1024) for p in (0, 1)]
+    assert committer.commit([(info, "me-0") for info in infos], offsets={("t", 0): 12, ("t", 9): 5}) == []
+    assert group.offsets == {("t", 0): 12}  # t-1 not named: left alone; t-9 not owned: not written
+    committer.commit([(info, "me-0") for info in infos])  # the plain form: what was handed out
+    assert group.offsets == {("t", 0): 30, ("t", 1): 30}
+
+
+@pytest.mark.parametrize(("offsets", "says"), [
+    ({("t", 0): -1}, "t-0 must be a whole number >= 0"),
+    ({("t", 0): 1.5}, "t-0 must be a whole number >= 0"),
+    ({("t", 0): True}, "t-0 must be a whole number >= 0"),
+    ({"t": 3}, "'t' is not a (topic, partition) pair"),
+    ({("t", -2): 3}, "is not a (topic, partition) pair"),
+    ({("", 0): 3}, "is not a (topic, partition) pair"),
+])
+def test_explicit_offsets_that_are_not_positions_are_refused_naming_the_entry(offsets: dict, says: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        checked_offsets(offsets)
+    assert says in str(raised.value) and "nothing was committed" in str(raised.value)
+    assert checked_offsets({("t", 0): 0, ("u", 3): 7}) == {("t", 0): 0, ("u", 3): 7}
