@@ -10,6 +10,7 @@ are counted by the server itself (``cons``: packets received per session).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -26,7 +27,7 @@ from kazoo.protocol.states import KazooState
 from support import consumer_props, owners, unique, wait_until
 
 from benchmarks.rebalance.observe import read_counters
-from zkconsumer import ZookeeperConsumerConnector
+from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import heartbeat as heartbeat_module
 from zkconsumer.zookeeper.heartbeat import QUIET_AVAILABLE, SessionHeartbeat
@@ -331,57 +332,115 @@ def test_closing_against_a_hung_server_ends_within_the_silence_window(lone_zooke
 
 # ----------------------------------------------------------------------------- a paused leader
 
-PAUSE_S = 1.5
 COMMITTERS = 8
+PAUSE_SESSION_MS = 6000
 
 
-@pytest.mark.parametrize("mode", ["kafka", "quiet"])
-def test_a_leader_paused_for_1_5_s_under_8_committing_members_costs_no_reconnect_by_default(
-        lone_zookeeper: LocalCluster, mode: str) -> None:
-    """An fsync stall of the ZooKeeper leader, made by SIGSTOPping it for 1.5 s while 8 members
-    consume and commit (so each has writes outstanding), T = 6 s. By default (Kafka's margins: a
-    server is left after 2T/3 = 4 s of silence) no member drops its connection, none loses its
-    session. ``quiet`` leaves a server after T/6 = 1 s without an answer: there the same pause makes
-    members reconnect (each keeps its session) - the cost this test exists to keep out of the default."""
+class Committer:
+    """One member's application thread: commit after every message; each commit's start and end
+    (monotonic) and every exception ``commit_offsets()`` raised are recorded."""
+
+    def __init__(self, connector: ZookeeperConsumerConnector, stream, name: str) -> None:
+        self.connector, self.stream = connector, stream
+        self.commits: List[Tuple[float, float]] = []
+        self.failures: List[BaseException] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                for _ in self.stream:
+                    started = time.monotonic()
+                    try:
+                        self.connector.commit_offsets()
+                    except Exception as exc:  # noqa: BLE001 - a failed commit: the test reports it
+                        self.failures.append(exc)
+                    else:
+                        self.commits.append((started, time.monotonic()))
+                    if self.stop.is_set():
+                        return
+            except ConsumerTimeoutError:  # consumer.timeout.ms: nothing new yet
+                pass
+
+    def waited_through(self, start: float, end: float) -> int:
+        """Commits begun before ``start`` and ended at or after ``end`` (waiting all that time)."""
+        return sum(1 for began, ended in self.commits if began < start and ended >= end)
+
+    def after(self, moment: float) -> int:
+        """Commits begun after ``moment``."""
+        return sum(1 for began, _ in self.commits if began > moment)
+
+
+FINDING_1 = ("issue 38 finding 1: a commit retried while the connection is SUSPENDED reads the session as None "
+             "and reports its partitions fenced ('no longer owned'), so quiet's reconnects lose ownership")
+
+
+@pytest.mark.parametrize("effective, fraction", [
+    ("kafka/native", 0.5),
+    pytest.param("quiet/native", 0.5, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING_1)),
+    ("kafka/kazoo", 0.25),
+    ("kafka/kazoo", 0.5),
+])
+def test_a_leader_paused_under_8_committing_members_costs_no_commit_and_by_default_no_reconnect(
+        lone_zookeeper: LocalCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        effective: str, fraction: float) -> None:
+    """An fsync stall of the ZooKeeper leader, made by SIGSTOPping it for ``fraction`` of T
+    (T = 6 s) while 8 members consume and commit after every message, so each has a commit in
+    flight when it starts. Whatever the heartbeat: every member keeps its session, every member
+    had a commit waiting for ZooKeeper from the first half of the pause to its end, no commit fails (none raises, none is
+    fenced, no member rebalances or changes its partitions) and every member commits again after
+    it.
+
+    Reconnects, per heartbeat (:data:`HEARTBEATS`):
+
+    - ``kafka/native`` (the default, Kafka's margins: a server is left after 2T/3 = 4 s of
+      silence with a write outstanding): a pause of 0.5 T costs no member a reconnect (no
+      connection state change, no drop);
+    - ``quiet/native`` leaves a server after T/6 = 1 s without an answer: the same pause makes
+      members reconnect (each keeps its session), the cost this test keeps out of the default;
+    - ``kafka/kazoo`` (the fallback): kazoo pings T/3 less 0.01-0.4 s after the last request and
+      drops the connection when that ping is unanswered at the next such deadline, so with
+      commits flowing until the pause the server is left after 2T/3 less up to 0.8 s (3.2 s):
+      0.25 T costs no reconnect; at 0.5 T a member may reconnect (its session kept), which is
+      recorded, not asserted.
+    """
+    if effective.endswith("/kazoo"):
+        use_kazoos_pings(monkeypatch)
+    mode = effective.split("/")[0]
     cluster = lone_zookeeper
+    t = PAUSE_SESSION_MS / 1000.0
+    pause_s = fraction * t
     topic = unique("hb-pause")
     cluster.create_topic(topic, partitions=COMMITTERS)
     cluster.produce(topic, [f"m{i}" for i in range(COMMITTERS * 10)])
     group = unique(f"hb-pause-{mode}")
-    config = consumer_props(cluster, group, **{"zookeeper.session.timeout.ms": 6000, "zookeeper.heartbeat": mode})
+    config = consumer_props(cluster, group, **{"zookeeper.session.timeout.ms": PAUSE_SESSION_MS,
+                                               "zookeeper.heartbeat": mode})
     connectors = [ZookeeperConsumerConnector(config) for _ in range(COMMITTERS)]
     states: Dict[int, List[str]] = {i: [] for i in range(COMMITTERS)}
-    stop = threading.Event()
-    threads: List[threading.Thread] = []
+    committers: List[Committer] = []
+    producer_stop = threading.Event()
+    producer = None
+    zk = cluster.kazoo_client()
     try:
         streams = []
         for i, connector in enumerate(connectors):
             streams.append(connector.create_message_streams({topic: 1})[topic][0])
             connector.zk_client.add_listener(states[i].append)
-        zk = cluster.kazoo_client()
         wait_until(lambda: len(owners(zk, group, topic)) == COMMITTERS, 60, "every member to own a partition")
+        wait_until(lambda: all(c.status.rebalances >= 1 and len(c.status.owned) == 1 for c in connectors), 60,
+                   "every member to settle on its partition")
         sessions = [c.zk_client.client_id[0] for c in connectors]
         for connector in connectors:  # what runs is what was asked for, and it says so
-            assert connector.heartbeat_mode == f"{mode}/native"
-            assert connector.status.heartbeat == f"{mode}/native"
-            assert connector.metrics_snapshot()["zookeeper_heartbeat"] == f"{mode}/native"
-
-        def consume_and_commit(connector, stream) -> None:
-            while not stop.is_set():
-                try:
-                    for _ in stream:
-                        connector.commit_offsets()
-                        if stop.is_set():
-                            return
-                except Exception:  # noqa: BLE001 - consumer.timeout.ms: nothing new yet
-                    pass
-                time.sleep(0.01)
-
-        threads = [threading.Thread(target=consume_and_commit, args=(c, s), name=f"committer-{i}", daemon=True)
-                   for i, (c, s) in enumerate(zip(connectors, streams))]
-        for thread in threads:
-            thread.start()
-        producer_stop = threading.Event()
+            assert connector.heartbeat_mode == effective
+            assert connector.status.heartbeat == effective
+            assert connector.metrics_snapshot()["zookeeper_heartbeat"] == effective
+        rebalances = [c.status.rebalances for c in connectors]
+        owned = [dict(c.status.owned) for c in connectors]
+        committers = [Committer(c, s, f"committer-{i}") for i, (c, s) in enumerate(zip(connectors, streams))]
+        for committer in committers:
+            committer.thread.start()
 
         def produce() -> None:
             n = 0
@@ -392,29 +451,52 @@ def test_a_leader_paused_for_1_5_s_under_8_committing_members_costs_no_reconnect
 
         producer = threading.Thread(target=produce, name="producer", daemon=True)
         producer.start()
-        time.sleep(2.0)  # commits flowing
+        wait_until(lambda: all(len(c.commits) >= 3 for c in committers), 30, "every member to commit")
+        caplog.set_level(logging.WARNING, logger="zkconsumer")
         cluster.pause_zookeeper()
-        time.sleep(PAUSE_S)
+        paused = time.monotonic()
+        time.sleep(pause_s)
         cluster.resume_zookeeper()
+        resumed = time.monotonic()
         time.sleep(3.0)  # anything noticed late has happened by now
+        wait_until(lambda: all(c.after(resumed) >= 1 for c in committers), 30,
+                   "every member to commit again after the pause")
         producer_stop.set()
         producer.join(30)
+        for committer in committers:
+            committer.stop.set()
+        for committer in committers:
+            committer.thread.join(30)
         drops = [c.metrics_snapshot()["zookeeper_unanswered_drops"] for c in connectors]
-        reconnects = [sum(1 for s in states[i] if s != KazooState.CONNECTED) for i in range(COMMITTERS)]
+        changes = [list(states[i]) for i in range(COMMITTERS)]
         kept = [c.zk_client.client_id[0] == session for c, session in zip(connectors, sessions)]
-        zk.stop()
-        zk.close()
-        print(f"\n[leader pause {PAUSE_S}s, {mode}] drops={drops} state changes={reconnects} sessions kept={kept}")
-        assert all(kept), f"{mode}: sessions lost: {kept}"
-        if mode == "kafka":
-            assert drops == [0] * COMMITTERS and reconnects == [0] * COMMITTERS, (drops, reconnects)
-        else:
+        # waiting for ZooKeeper from the first half of the pause until it ended
+        in_flight = [c.waited_through(paused + pause_s / 2, resumed) for c in committers]
+        fenced = [r.getMessage() for r in caplog.records if "no longer owned" in r.getMessage()]
+        print(f"\n[leader pause {pause_s:.1f}s = {fraction} T, {effective}] drops={drops} "
+              f"state changes={[len(c) for c in changes]} sessions kept={kept} commits waiting through the "
+              f"pause={in_flight} commits after it={[c.after(resumed) for c in committers]}")
+        assert all(kept), f"{effective}: sessions lost: {kept}"
+        assert [c.failures for c in committers] == [[]] * COMMITTERS, "a commit failed"
+        assert fenced == [], fenced
+        assert [c.status.rebalances for c in connectors] == rebalances, "a member rebalanced"
+        assert [dict(c.status.owned) for c in connectors] == owned, "a member's partitions changed"
+        assert all(n == 1 for n in in_flight), f"not every member had a commit waiting through the pause: {in_flight}"
+        if effective == "kafka/native" or (effective == "kafka/kazoo" and fraction <= 0.25):
+            assert drops == [0] * COMMITTERS and changes == [[]] * COMMITTERS, (drops, changes)
+        elif effective == "quiet/native":
             assert sum(drops) >= 1, "quiet mode should have left the paused server (the test lost its teeth?)"
     finally:
-        stop.set()
-        if not cluster.zookeeper_running():
+        producer_stop.set()
+        for committer in committers:
+            committer.stop.set()
+        if cluster.zookeeper_running():
             cluster.resume_zookeeper()
-        for thread in threads:
-            thread.join(10)
+        if producer is not None:
+            producer.join(30)
+        for committer in committers:
+            committer.thread.join(10)
         for connector in connectors:
             connector.shutdown()
+        zk.stop()
+        zk.close()
