@@ -14,6 +14,10 @@ once the stream exists. Then it reads commands from stdin, one a line:
     which keeps the GIL: no other Python thread of the process runs meanwhile, kazoo's
     included, as in a long C call of an extension that does not release it, a long regular
     expression or a big ``sorted()``) and print ``STALLED <seconds it took>``.
+``STALL_REGEX <seconds>``
+    The same with a real application's C call: one ``re.match`` of a pattern that backtracks
+    exponentially (Python's regular expression engine keeps the GIL throughout), sized from a
+    short calibration to take at least ``seconds``; prints ``STALLED <seconds it took>``.
 ``REPORT``
     Print ``REPORT <json>``: the session id now, the heartbeat, every ZooKeeper connection state
     change seen by a listener since READY, the rebalances so far, the partitions owned, how many
@@ -31,6 +35,8 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import math
+import re
 import sys
 import threading
 import time
@@ -43,6 +49,21 @@ def hold_gil(seconds: float) -> float:
     """Hold the GIL for ``seconds`` in one C call; return how long it was held."""
     started = time.monotonic()
     ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))
+    return time.monotonic() - started
+
+
+def regex_holding_gil(seconds: float) -> float:
+    """Hold the GIL for at least ``seconds`` in one ``re.match`` (exponential backtracking); return how long."""
+    pattern = re.compile(r"(a+)+$")
+    base, took = 18, 0.0
+    while took < 0.05:  # calibrate: each extra character doubles the time
+        base += 2
+        started = time.monotonic()
+        pattern.match("a" * base + "b")
+        took = time.monotonic() - started
+    extra = max(0, math.ceil(math.log2(seconds / took)))
+    started = time.monotonic()
+    pattern.match("a" * (base + extra) + "b")
     return time.monotonic() - started
 
 
@@ -95,6 +116,8 @@ def main() -> None:
             command = line.split()
             if command[:1] == ["STALL"]:
                 print("STALLED", round(hold_gil(float(command[1])), 2), flush=True)
+            elif command[:1] == ["STALL_REGEX"]:
+                print("STALLED", round(regex_holding_gil(float(command[1])), 2), flush=True)
             elif command[:1] == ["REPORT"]:
                 status = connector.status
                 lease = getattr(connector.membership, "_lease", None)

@@ -92,9 +92,10 @@ class MemberProcess:
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
 
-    def stall(self, seconds: float) -> None:
-        """Ask for a GIL stall of ``seconds`` (its ``STALLED`` line is read by :meth:`stalled`)."""
-        self.send(f"STALL {seconds}")
+    def stall(self, seconds: float, how: str = "usleep") -> None:
+        """Ask for a GIL stall of ``seconds`` (its ``STALLED`` line is read by :meth:`stalled`): in
+        libc's ``usleep`` called with the GIL held, or in one long regular expression."""
+        self.send(f"STALL {seconds}" if how == "usleep" else f"STALL_REGEX {seconds}")
 
     def stalled(self) -> float:
         line = self.read()
@@ -134,10 +135,12 @@ STALL_SESSION_MS = 4000
 STALL_MESSAGES = 40
 
 
+@pytest.mark.parametrize("how", ["usleep", "regex"])
 def test_a_gil_stall_twice_the_session_timeout_keeps_the_default_members_session_partitions_and_lease(
-        cluster, make_topic) -> None:
-    """A process whose Python threads are all held up (one C call holds the GIL) for 2 T, as an
-    application's long regular expression or big sort would, while messages keep arriving.
+        cluster, make_topic, how: str) -> None:
+    """A process whose Python threads are all held up (one C call holds the GIL) for 2 T or more,
+    while messages keep arriving: in libc's ``usleep`` called with the GIL held, and in one
+    ``re.match`` that backtracks for that long (an application's long regular expression).
 
     This is the test that tells the native pinger from kazoo's (a SIGSTOP stops both: see the
     freeze test). kazoo must win the GIL to ping, so the member on kazoo's pings
@@ -170,7 +173,7 @@ def test_a_gil_stall_twice_the_session_timeout_keeps_the_default_members_session
             assert {owner for owner, _ in nodes[member.heartbeat].values()} == {member.session}
             assert len(nodes[member.heartbeat]) == 3 and before[member.heartbeat]["states"] == []
         for member in members:
-            member.stall(2 * t)
+            member.stall(2 * t, how)
         cluster.produce(topic, [f"during-{i}" for i in range(STALL_MESSAGES)])  # arrive while stalled
         produced += STALL_MESSAGES
         stalls = [member.stalled() for member in members]
@@ -186,7 +189,7 @@ def test_a_gil_stall_twice_the_session_timeout_keeps_the_default_members_session
         wait_until(lambda: native.report()["delivered"] >= produced, 30, "the default member to consume it all")
         after = native.report()
         lost = kazoo.report()
-        print(f"\n[GIL stall {stalls} s, T = {t} s] kafka/native: {after}\nkafka/kazoo: {lost}")
+        print(f"\n[GIL stall ({how}) {stalls} s, T = {t} s] kafka/native: {after}\nkafka/kazoo: {lost}")
         assert after["session"] == native.session, "the default member lost its session"
         assert ephemeral_nodes(zk, native.group, native.consumer_id, topic) == nodes["kafka/native"]
         assert after["states"] == [], "the default member's connection changed state"
