@@ -375,6 +375,28 @@ def test_kazoos_pings_leave_a_hung_server_once_a_ping_goes_unanswered(lone_zooke
     assert client.client_id[0] == session and KazooState.LOST not in states, states
 
 
+@pytest.mark.parametrize("hb_client", ["kafka/kazoo"], indirect=True)
+def test_kazoos_pings_keep_a_hung_server_while_requests_keep_coming(lone_zookeeper: LocalCluster,
+                                                                    hb_client) -> None:
+    """The fallback's limit, as documented: every request postpones kazoo's ping deadline (T/3 less
+    0.01-0.4 s after the last send) and kazoo has no request timeout, so a client that sends a
+    request every T/8 is still connected to a hung server past the window in which the native
+    thread leaves it (2T/3 plus :data:`SLACK_S`, previous tests). Where this test fails, the
+    fallback got better: update docs/guarantees.md."""
+    client, states, _ = hb_client
+    t = SESSION_MS / 1000.0
+    lone_zookeeper.pause_zookeeper()
+    paused = time.monotonic()
+    try:
+        while time.monotonic() - paused < silence_allowed("kafka/native") + SLACK_S + t / 8:
+            client.exists_async("/")  # queued; each is a write to the hung server, and postpones the ping
+            time.sleep(t / 8)
+        assert KazooState.SUSPENDED not in states, (
+            f"kazoo's pings left the hung server after all ({time.monotonic() - paused:.1f}s): {states}")
+    finally:
+        lone_zookeeper.resume_zookeeper()
+
+
 def test_closing_against_a_hung_server_ends_within_the_silence_window(lone_zookeeper: LocalCluster,
                                                                       hb_client) -> None:
     """kazoo's stop() waits for the server's answer to Close (it joins its thread, for at least
