@@ -3,8 +3,15 @@
 ``zookeeper.heartbeat=kafka`` (the default) keeps the margins of Kafka's own client: a ping
 after T/3 without traffic, from a native thread that needs no GIL (kazoo's own pings under
 ``ZKCONSUMER_PURE_PYTHON=1``), and a server dropped only after 2T/3 without a byte. The
-opt-in ``quiet`` pings after 0.7 T and drops a server after T/6 without an answer. Packets
-are counted by the server itself (``cons``: packets received per session).
+opt-in ``quiet`` pings after 0.7 T and drops a server after T/6 without an answer. The
+fallback, kazoo's own pings (``kafka/kazoo``: TLS, no C extension, ``ZKCONSUMER_PURE_PYTHON=1``),
+has tests of its own: a ping unanswered at kazoo's next ping deadline drops the server, and any
+request postpones that deadline. Packets are counted by the server itself (``cons``: packets
+received per session).
+
+Which test shows what: a SIGSTOP freezes every thread, the native pinger's too, so the freeze
+test shows the cadence's margin whoever pings; only the GIL stall tells the native pinger from
+kazoo's. The hung-server, close and leader-pause tests run each heartbeat, the fallback included.
 """
 
 from __future__ import annotations
