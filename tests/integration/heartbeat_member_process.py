@@ -2,7 +2,7 @@
 
 Usage::
 
-    python heartbeat_member_process.py '<properties as JSON>' <topic>
+    python heartbeat_member_process.py '<properties as JSON>' <topic> [<regex seconds>]
 
 Creates one connector with one stream of ``topic``, drains that stream on a thread of its own
 (recording every ``(partition, offset)`` handed out; it never commits) and prints
@@ -14,10 +14,11 @@ once the stream exists. Then it reads commands from stdin, one a line:
     which keeps the GIL: no other Python thread of the process runs meanwhile, kazoo's
     included, as in a long C call of an extension that does not release it, a long regular
     expression or a big ``sorted()``) and print ``STALLED <seconds it took>``.
-``STALL_REGEX <seconds>``
+``STALL_REGEX``
     The same with a real application's C call: one ``re.match`` of a pattern that backtracks
-    exponentially (Python's regular expression engine keeps the GIL throughout), sized from a
-    short calibration to take at least ``seconds``; prints ``STALLED <seconds it took>``.
+    exponentially (Python's regular expression engine keeps the GIL throughout), on an input
+    sized before the member connected to take at least ``<regex seconds>`` (about 1.4 to 2.3
+    times it); prints ``STALLED <seconds it took>``.
 ``REPORT``
     Print ``REPORT <json>``: the session id now, the heartbeat, every ZooKeeper connection state
     change seen by a listener since READY, the rebalances so far, the partitions owned, how many
@@ -52,18 +53,27 @@ def hold_gil(seconds: float) -> float:
     return time.monotonic() - started
 
 
-def regex_holding_gil(seconds: float) -> float:
-    """Hold the GIL for at least ``seconds`` in one ``re.match`` (exponential backtracking); return how long."""
-    pattern = re.compile(r"(a+)+$")
-    base, took = 18, 0.0
-    while took < 0.05:  # calibrate: each extra character doubles the time
-        base += 2
+PATTERN = re.compile(r"(?:a|aa)+$")  # on "a" * n + "b": Fibonacci(n) ways to fail, ~1.618 times n - 1's
+GROWTH = (1 + 5 ** 0.5) / 2
+
+
+def regex_length(seconds: float) -> int:
+    """An input length on which one ``PATTERN.match`` takes at least ``seconds`` (about 1.4 to 2.3
+    times it): calls on ever longer inputs until one takes a second, then extrapolated. Called
+    before the member connects (a short call does not predict a long one on a shared machine)."""
+    n, took = 20, 0.0
+    while took < 1.0:
+        n += 1
         started = time.monotonic()
-        pattern.match("a" * base + "b")
+        PATTERN.match("a" * n + "b")
         took = time.monotonic() - started
-    extra = max(0, math.ceil(math.log2(seconds / took)))
+    return n + max(0, math.ceil(math.log(1.4 * seconds / took, GROWTH)))
+
+
+def regex_holding_gil(length: int) -> float:
+    """Hold the GIL in one ``re.match`` that backtracks on an input of ``length``; return how long."""
     started = time.monotonic()
-    pattern.match("a" * (base + extra) + "b")
+    PATTERN.match("a" * length + "b")
     return time.monotonic() - started
 
 
@@ -80,6 +90,7 @@ class Recorder(logging.Handler):
 
 def main() -> None:
     props, topic = json.loads(sys.argv[1]), sys.argv[2]
+    length = regex_length(float(sys.argv[3])) if len(sys.argv) > 3 else 0
     connector = ZookeeperConsumerConnector(props)
     lock = threading.Lock()
     seen: Set[Tuple[int, int]] = set()
@@ -116,8 +127,8 @@ def main() -> None:
             command = line.split()
             if command[:1] == ["STALL"]:
                 print("STALLED", round(hold_gil(float(command[1])), 2), flush=True)
-            elif command[:1] == ["STALL_REGEX"]:
-                print("STALLED", round(regex_holding_gil(float(command[1])), 2), flush=True)
+            elif command[:1] == ["STALL_REGEX"] and length:
+                print("STALLED", round(regex_holding_gil(length), 2), flush=True)
             elif command[:1] == ["REPORT"]:
                 status = connector.status
                 lease = getattr(connector.membership, "_lease", None)

@@ -82,11 +82,15 @@ def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(c
 class MemberProcess:
     """``heartbeat_member_process.py`` as a child process: one member of its own group."""
 
-    def __init__(self, config: Dict[str, object], topic: str, pure_python: bool = False) -> None:
+    def __init__(self, config: Dict[str, object], topic: str, pure_python: bool = False,
+                 regex_seconds: float = 0.0) -> None:
+        """``regex_seconds``: the process sizes a regular expression that holds the GIL at least
+        that long before it connects (for ``stall(how="regex")``)."""
         script = Path(__file__).with_name("heartbeat_member_process.py")
         env = dict(os.environ, ZKCONSUMER_PURE_PYTHON="1" if pure_python else "0")
         self.group = str(config["group.id"])
-        self.process = subprocess.Popen([sys.executable, str(script), json.dumps(config), topic],
+        extra = [str(regex_seconds)] if regex_seconds else []
+        self.process = subprocess.Popen([sys.executable, str(script), json.dumps(config), topic, *extra],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         ready = self.read()
         assert ready[:1] == ["READY"], ready
@@ -102,7 +106,7 @@ class MemberProcess:
     def stall(self, seconds: float, how: str = "usleep") -> None:
         """Ask for a GIL stall of ``seconds`` (its ``STALLED`` line is read by :meth:`stalled`): in
         libc's ``usleep`` called with the GIL held, or in one long regular expression."""
-        self.send(f"STALL {seconds}" if how == "usleep" else f"STALL_REGEX {seconds}")
+        self.send(f"STALL {seconds}" if how == "usleep" else "STALL_REGEX")  # sized at start: regex_seconds
 
     def stalled(self) -> float:
         line = self.read()
@@ -147,7 +151,8 @@ def test_a_gil_stall_twice_the_session_timeout_keeps_the_default_members_session
         cluster, make_topic, how: str) -> None:
     """A process whose Python threads are all held up (one C call holds the GIL) for 2 T or more,
     while messages keep arriving: in libc's ``usleep`` called with the GIL held, and in one
-    ``re.match`` that backtracks for that long (an application's long regular expression).
+    ``re.match`` that backtracks for that long (an application's long regular expression; its
+    input is sized before the member connects, so the one call is the only stall).
 
     This is the test that tells the native pinger from kazoo's (a SIGSTOP stops both: see the
     freeze test). kazoo must win the GIL to ping, so the member on kazoo's pings
@@ -162,8 +167,10 @@ def test_a_gil_stall_twice_the_session_timeout_keeps_the_default_members_session
     """
     topic = make_topic(partitions=2)
     t = STALL_SESSION_MS / 1000.0
-    members = [MemberProcess(props(cluster, "kafka", STALL_SESSION_MS), topic),
-               MemberProcess(props(cluster, "kafka", STALL_SESSION_MS), topic, pure_python=True)]
+    regex_seconds = 2 * t if how == "regex" else 0.0
+    members = [MemberProcess(props(cluster, "kafka", STALL_SESSION_MS), topic, regex_seconds=regex_seconds),
+               MemberProcess(props(cluster, "kafka", STALL_SESSION_MS), topic, pure_python=True,
+                             regex_seconds=regex_seconds)]
     zk = KazooClient(hosts=cluster.zk_connect)
     zk.start(30)
     try:
