@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
+from types import CodeType
 from typing import Iterator, List
 
 import pytest
 
+from zkconsumer.cli import interrupt
 from zkconsumer.cli.interrupt import DEFAULT_GRACE_S, GRACE_ENV, InterruptPolicy, grace_from_environment
 
 
@@ -60,7 +63,8 @@ def test_a_command_that_ends_within_the_grace_is_not_cut_short() -> None:
         with pytest.raises(KeyboardInterrupt):
             interrupt_self()
     policy.cancel()  # what a finished process amounts to: the watchdog never fires
-    time.sleep(0.7)
+    # the watcher (the only caller of exit) has ended, so no exit can come later: no need to wait the grace out
+    assert [t for t in threading.enumerate() if t.name == "zkconsumer-interrupt-watcher"] == []
     assert exits == []
 
 
@@ -75,9 +79,24 @@ def test_without_ctrl_c_the_previous_handler_is_restored_and_no_thread_started()
     assert not policy.interrupted and not watchers[0].is_alive()
 
 
-def test_a_sigint_caught_by_another_thread_still_interrupts_a_main_thread_blocked_on_a_lock() -> None:
+def blocked_on(thread_ident: int, code: CodeType, line: int) -> bool:
+    """Whether ``thread_ident`` is executing ``line`` of ``code`` (its innermost Python frame)."""
+    frame = sys._current_frames().get(thread_ident)
+    return frame is not None and frame.f_code is code and frame.f_lineno == line
+
+
+def test_a_sigint_caught_by_another_thread_still_interrupts_a_main_thread_blocked_on_a_lock(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel may hand SIGINT to any thread; a main thread waiting on a lock without a timeout
-    (as kazoo's synchronous calls wait for ZooKeeper) must still get its KeyboardInterrupt now."""
+    (as kazoo's synchronous calls wait for ZooKeeper) must still get its KeyboardInterrupt now.
+
+    The signal is sent once the main thread is seen in ``lock.acquire()`` (its frame on that line
+    in consecutive looks, each after giving up the GIL, so it is not merely waiting for the GIL to
+    get there), and the wake-ups the watcher sends the main thread (the nudges) are counted: at
+    least one was needed, so the interrupt came from the nudge, not from the main thread happening
+    to run Python code."""
+    nudges: List[int] = []
+    monkeypatch.setattr(interrupt, "_ignore", lambda signum, frame: nudges.append(signum))
     exits: List[int] = []
     lock = threading.Lock()
     lock.acquire()
@@ -89,9 +108,15 @@ def test_a_sigint_caught_by_another_thread_still_interrupts_a_main_thread_blocke
 
     rescue = threading.Timer(20.0, rescue_the_wait)
     rescue.start()
+    main = threading.get_ident()
+    here = sys._getframe().f_code
+    acquire_line = [0]  # the line of the blocking acquire() below, set before the thread starts
 
     def deliver_here_once_main_waits() -> None:
-        time.sleep(0.5)  # the main thread is blocked in acquire() by now
+        seen = 0
+        while seen < 3 and not rescued.is_set():
+            seen = seen + 1 if blocked_on(main, here, acquire_line[0]) else 0
+            time.sleep(0.01)  # gives up the GIL: a main thread still on its way would get there
         signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
     other = threading.Thread(target=deliver_here_once_main_waits)
@@ -99,6 +124,7 @@ def test_a_sigint_caught_by_another_thread_still_interrupts_a_main_thread_blocke
     try:
         with policy:
             with pytest.raises(KeyboardInterrupt):
+                acquire_line[0] = sys._getframe().f_lineno + 2
                 other.start()  # the signal lands on that thread, not this one
                 lock.acquire()
     finally:
@@ -107,6 +133,7 @@ def test_a_sigint_caught_by_another_thread_still_interrupts_a_main_thread_blocke
         other.join(5)
         policy.cancel()
     assert not rescued.is_set(), "the main thread's wait was not interrupted: it ended only when the lock was freed"
+    assert len(nudges) >= 1 and set(nudges) == {interrupt.NUDGE}, nudges
     assert exits == []
 
 
