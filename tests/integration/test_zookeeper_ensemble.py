@@ -85,7 +85,12 @@ def assert_held_by(zk: KazooClient, session: int, group: str, consumer_id: str, 
 
 
 def committed(zk: KazooClient, group: str, topic: str) -> Dict[int, int]:
+    """The group's committed offsets of ``topic``, as the leader has them: this client may be on
+    another server than the member that committed, and a follower applies a write a moment after
+    the writer's own server answered it (ZooKeeper orders each client's view, not two clients'):
+    ``sync`` first."""
     base = f"/consumers/{group}/offsets/{topic}"
+    zk.sync(base)
     return {int(p): int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)} if zk.exists(base) else {}
 
 

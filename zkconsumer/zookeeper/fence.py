@@ -94,6 +94,13 @@ class SessionFences:
         self.establish()
         return self.path(session)
 
+    def discard(self, session: int, path: str) -> None:
+        """Forget ``path`` as the fence of ``session`` (it was found deleted while the session lives);
+        the next :meth:`ensure` makes another."""
+        with self._lock:
+            if self._by_session.get(session) == path:
+                del self._by_session[session]
+
     def forget(self) -> None:
         """Forget every fence (the client is closing)."""
         with self._lock:

@@ -127,17 +127,28 @@ class OwnerNodes:
         names), not whichever the client is on when the request leaves: a
         request sent after a reconnect to a new session fails its check.
         Raises kazoo's errors (a lost connection: the caller's retry decides).
+
+        A fence node found gone while the client is still on ``session`` was
+        deleted by someone else (a tool deleting the group under its live
+        members): the request was answered on that session, so it lives. A new
+        fence node is made for it and the operations are tried once more.
         """
-        fence = self.fences.ensure(session)
-        if fence is None:
-            return None
-        transaction = self.client.transaction()
-        transaction.check(fence, -1)
-        build(transaction)
-        results = transaction.commit()
-        if isinstance(results[0], Exception) and not isinstance(results[0], NOT_APPLIED):
-            return None  # the fence node is gone: so is the session
-        return list(results[1:])
+        for _ in range(2):
+            fence = self.fences.ensure(session)
+            if fence is None:
+                return None
+            transaction = self.client.transaction()
+            transaction.check(fence, -1)
+            build(transaction)
+            results = transaction.commit()
+            if not isinstance(results[0], Exception) or isinstance(results[0], NOT_APPLIED):
+                return list(results[1:])
+            if session is None or self.client.session_id != session:
+                return None  # the fence node is gone: so is the session
+            log.warning("the fence node %s of the live session 0x%x was deleted by another client; making another",
+                        fence, session)
+            self.fences.discard(session, fence)
+        return None
 
     def _fenced_single(self, session: Optional[int], build: Callable[[Any], None]) -> bool:
         """:meth:`_fenced_multi` of one operation expecting a version: ``True`` if applied;
