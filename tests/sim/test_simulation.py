@@ -38,7 +38,11 @@ from .world import Schedule, generate, generate_mixed, run
 #:     partition, and the read its watch event then caused found the same names: no signal, no
 #:     rebalance, and the returning member waited on its share for good (settles). Fixed in
 #:     PathWatch (a children watch also compares the node's cversion).
-FOUND_BUGS = [105, 201810, 2235, 416496]
+#: 1000408: a dropped watch's EventType.NONE event, run late by kazoo's callback thread after the
+#:     watch was re-armed, discarded the re-armed read's snapshot; the rebalance read the old
+#:     partition count from a cache (settles). Fixed in PathWatch._on_event (schedule
+#:     watch-drop-event-run-after-the-watch-was-re-armed below).
+FOUND_BUGS = [105, 201810, 2235, 416496, 1000408]
 SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #: Shrunk schedules of findings (issue 38), each failing on the code it was found on, fixed since:
 #: commit-begun-while-suspended (finding 1, seed 911: a commit that began while SUSPENDED recorded
@@ -65,6 +69,23 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     the partition's offset while its own earlier commit of it was still in flight; that commit
 #:     then wrote 5, and the new incarnation's commit moved the offset back to 1). Fixed in
 #:     OffsetCommitter.read_offsets: reads and commits of one member take turns.
+#: watch-drop-event-run-after-the-watch-was-re-armed (seed 1000408: partitions were added while
+#:     the member's replies were slow; its connection dropped before the watch event arrived and
+#:     came back on the same session; the state listener re-armed the topic's PathWatch at once,
+#:     and kazoo's lagging callback thread ran the dropped watch's EventType.NONE event only
+#:     after that, between the re-armed read and its answer. PathWatch took it for the loss of
+#:     its current watch: it discarded the answer's snapshot, so the signal of the new count came
+#:     with no map, and the rebalance read GroupClient's cache, whose own watch was dropped but
+#:     whose NONE callback had not run yet: the old count, and no signal ever again: settles).
+#:     Fixed in PathWatch._on_event: NONE events are ignored; the SUSPENDED/LOST listener, which
+#:     kazoo runs before it queues them, handles the loss.
+#: node-taken-by-kafka-then-claimed-and-released-by-a-peer (seed 1002949, a mixed group; a fault
+#:     of the harness's judgement, not of zkconsumer): Kafka 0.8.2's member, its rebalance going on
+#:     across its session's expiry, deleted m1's owner node of t0-5 ("whoever holds it now"); m0
+#:     claimed the free node and released it again; m1, which had created it and was descheduled
+#:     for seconds, then delivered t0-5 (exclusive). The breach is Kafka's, but only the path's
+#:     last deletion (m0's) was looked at. Fixed in World.kafka_deleted: any deletion of this
+#:     session's node by Kafka's member that the session has not undone by creating it again.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout

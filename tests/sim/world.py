@@ -401,10 +401,15 @@ class World:
         return bool(getattr(client, "kafka", False))
 
     def kafka_deleted(self, path: str, session: Optional[int]) -> bool:
-        """Was ``path`` last deleted by a Kafka 0.8.2 member while ``session`` held it?"""
-        by, owner = self.ensemble.last_deleted.get(path, (0, 0))
-        client = self.ensemble.clients.get(by)
-        return session is not None and owner == session and bool(getattr(client, "kafka", False))
+        """Did a Kafka 0.8.2 member delete ``session``'s node at ``path`` (its last deletion), and
+        ``session`` not create it again since? What other members did with the path after that
+        (claimed it in the hole, released it again) does not change who took it from ``session``
+        (seed 1002949: the node was deleted by Kafka's member, then claimed and released by a
+        peer, and only the last deletion, the peer's, was looked at)."""
+        if session is None:
+            return False
+        client = self.ensemble.clients.get(self.ensemble.deleted_from.get((path, session), 0))
+        return bool(getattr(client, "kafka", False))
 
     def kafka_finding(self, violation: Violation) -> None:
         findings = self.outcome.kafka_findings

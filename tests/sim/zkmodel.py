@@ -153,9 +153,10 @@ class Ensemble:
         self.observers: List[Callable[[int, List[Effect]], None]] = []
         #: The session whose request (or expiry) last changed each path.
         self.last_writer: Dict[str, int] = {}
-        #: For each path last deleted: (the session whose request or expiry deleted it, the node's
-        #: ephemeral owner then).
-        self.last_deleted: Dict[str, Tuple[int, int]] = {}
+        #: (path, ephemeral owner) -> the session whose request or expiry last deleted that owner's
+        #: node at that path, kept until that owner creates the node again: what others did with the
+        #: path since (created it in the hole, released it) does not hide who took it from the owner.
+        self.deleted_from: Dict[Tuple[str, int], int] = {}
         self._writer = 0
 
     def _deliver(self, sid: int, kind: str, path: str) -> None:
@@ -215,11 +216,14 @@ class Ensemble:
 
     def _commit(self, effects: List[Effect]) -> int:
         tree = self.leader.tree
-        for kind, path, _ in effects:
+        for kind, path, node in effects:
             self.last_writer[path] = self._writer
             if kind == "delete":
                 gone = tree.get(path)
-                self.last_deleted[path] = (self._writer, gone.owner if gone is not None else 0)
+                if gone is not None and gone.owner:
+                    self.deleted_from[(path, gone.owner)] = self._writer
+            elif kind == "create" and node is not None and node.owner:
+                self.deleted_from.pop((path, node.owner), None)
         self.zxid += 1
         self.log.append((self.zxid, effects))
         self.leader.apply(self.zxid, effects, self.notify)

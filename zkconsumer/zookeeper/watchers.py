@@ -219,14 +219,21 @@ class PathWatch:
     # ----------------------------------------------------------- callbacks
 
     def _on_event(self, event: WatchedEvent) -> None:
-        """kazoo's watch thread: a change fired the watch (re-arm and read), or kazoo dropped it."""
-        if self._stopped:
+        """kazoo's watch thread: a change fired the watch (re-arm and read), or kazoo dropped it.
+
+        A dropped watch (``EventType.NONE``) is ignored: :meth:`_on_state` has already handled
+        its loss. kazoo tells the state listeners SUSPENDED or LOST on the connection thread
+        *before* ``_reset_watchers`` queues the ``NONE`` events to the callback thread
+        (``KazooClient._session_callback``), and that thread may run them late: after the
+        connection came back, the watch was re-armed and even after the re-arming read was
+        answered. Taken then as the loss of the *current* watch, such an event discarded the
+        fresh snapshot (so the signal of a change read by that read carried no map, and the
+        rebalance fell back to a cache whose own watch was dropped but whose ``NONE`` callback
+        had not run yet: the old partition count, for good) and set a gap that nothing re-armed.
+        """
+        if self._stopped or event.type == EventType.NONE:
             return
         self._invalidate()
-        if event.type == EventType.NONE:  # kazoo drops watches on connection loss
-            with self._lock:
-                self._gap = self._gap or _CONNECTION
-            return  # re-armed by _on_state once connected
         self._arm()
 
     def _on_state(self, state: str) -> None:
