@@ -110,9 +110,9 @@ class OffsetCommitter:
         remembered all the same. A storage error with nothing fenced (e.g.
         :class:`~zkconsumer.errors.ZooKeeperUnavailableError`) is raised as it is.
         """
-        positions = [((info.topic, info.partition), info.consumed_offset if offsets is None
-                      else offsets.get((info.topic, info.partition), -1), owner) for info, owner in owned]
-        with self._lock:
+        with self._lock:  # positions read under the lock: a commit waiting for it must not write an older one
+            positions = [((info.topic, info.partition), info.consumed_offset if offsets is None
+                          else offsets.get((info.topic, info.partition), -1), owner) for info, owner in owned]
             resync = self._storage.out_of_sync()
             entries = [
                 CommitEntry(tp[0], tp[1], offset, owner,
