@@ -117,6 +117,8 @@ class Member(SimProcess):
         """``ZooKeeperMembership.on_zk_state``: signal only."""
         if state == KazooState.CONNECTED:
             self.group.note_session()
+        else:
+            self.group.connection_lost()
         if state == KazooState.LOST:
             self.stale = True  # for the checker: what it delivers now was owned by the lost session
             self._session_was_lost = True

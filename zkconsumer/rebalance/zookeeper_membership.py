@@ -209,6 +209,8 @@ class ZooKeeperMembership:
         member = self._member
         if state == KazooState.CONNECTED:
             member.group.note_session()  # a session of ours: its leftover nodes may be replaced later
+        else:
+            member.group.connection_lost()  # its watches are gone: so is what they kept valid
         if state == KazooState.LOST:
             self._session_was_lost = True
             log.warning("%s: ZooKeeper session expired", member.consumer_id)

@@ -138,9 +138,10 @@ class GroupClient(OffsetNodes):
         self._offset_parents: Set[str] = set()  # offsets/<topic> nodes ensured
         self._parents_seen: Set[str] = set()  # owners/<topic> nodes ensured (_ensure_parents)
         self._topic_lock = threading.Lock()
-        self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[int]]] = {}
+        self._connection_epoch = 0  # connection losses seen (connection_lost): a watch read before one is gone
+        self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[Tuple[int, int]]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
-        self._brokers_session: Optional[int] = None
+        self._brokers_session: Optional[Tuple[int, int]] = None
         self._confirmed_nodes = {}  # OwnerNodes.confirm_held()
         self.fences = SessionFences(self.client, self.paths, consumer_id, acl)
 
@@ -195,6 +196,23 @@ class GroupClient(OffsetNodes):
     def note_session(self) -> None:
         """Record the current session as ours (call on every new session; cheap, never blocks)."""
         self._note_session()
+
+    def connection_lost(self) -> None:
+        """The connection dropped (SUSPENDED or LOST): every read cache kept valid by a watch is stale.
+
+        Call from the state listener (kazoo's connection thread; never blocks). kazoo
+        drops every watch on a connection loss and tells each callback with an
+        event of type NONE, but on its callback thread, which may run after the
+        client has reconnected on the same session and a rebalance has read a
+        cache whose watch no longer exists.
+        """
+        self._connection_epoch += 1  # one writer (kazoo's connection thread); readers compare
+
+    def _connection(self) -> Optional[Tuple[int, int]]:
+        """What a watch-kept cache entry is valid for: this session, and no connection loss since
+        (``None`` without a session)."""
+        session = self.session_id
+        return None if session is None else (session, self._connection_epoch)
 
     def _was_ours(self, stat: ZnodeStat) -> bool:
         """Whether the node's ephemeral owner is a session this client holds or held."""
@@ -390,8 +408,8 @@ class GroupClient(OffsetNodes):
         """The node's data (``None``: no such node), from a cache kept valid by a data watch."""
         with self._topic_lock:
             cached = self._topic_cache.get(path)
-            session = self.session_id
-            if cached is not None and not cached[1].is_set() and cached[2] == session and session is not None:
+            connection = self._connection()
+            if cached is not None and not cached[1].is_set() and cached[2] == connection and connection is not None:
                 return cached[0]
             changed = threading.Event()
 
@@ -403,7 +421,7 @@ class GroupClient(OffsetNodes):
             except NoNodeError:
                 self._topic_cache.pop(path, None)  # no watch is set on a missing node: read again next time
                 return None
-            self._topic_cache[path] = (data, changed, session)
+            self._topic_cache[path] = (data, changed, connection)
             return cast(Optional[bytes], data)
 
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
@@ -418,7 +436,7 @@ class GroupClient(OffsetNodes):
         """
         with self._broker_lock:
             if self._brokers_fresh is not None and self._brokers_fresh.is_set() is False \
-                    and self._brokers_session == self.session_id and self._brokers_session is not None:
+                    and self._brokers_session == self._connection() and self._brokers_session is not None:
                 return self._decode_brokers(sorted(self._broker_cache), protocol)
             return self._read_brokers(protocol)
 
@@ -428,7 +446,7 @@ class GroupClient(OffsetNodes):
         def on_change(_event: object) -> None:
             changed.set()
 
-        session = self.session_id
+        session = self._connection()  # read before the request: a loss while it is out makes it stale
         try:
             ids, stat = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH, watch=on_change,
                                                                      include_data=True))

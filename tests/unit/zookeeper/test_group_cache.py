@@ -286,3 +286,20 @@ def test_scale_item2_a_commit_to_a_known_offset_node_is_a_read_and_one_multi_and
     zk.replace("/consumers/g/owners/t/0", b"g_b-0", (2, 0))
     assert group.commit_offset_if_owner("t", 0, 9, "g_a-0") is False
     assert zk.nodes["/consumers/g/offsets/t/0"] == b"8"
+
+
+def test_a_connection_loss_makes_every_watch_kept_cache_stale_before_its_watch_callback_runs() -> None:
+    """kazoo drops every watch when the connection drops, and tells their callbacks later, on its
+    callback thread; the state listener's connection_lost() (on the connection thread, first) is
+    what makes the next read go to ZooKeeper even if the client reconnected on the same session."""
+    zk = FakeZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    zk.add("/brokers/topics/t", json.dumps({"version": 1, "partitions": {"0": [0], "1": [0]}}).encode())
+    zk.add("/brokers/ids/0", json.dumps({"host": "h", "port": 9092, "version": 1}).encode())
+    assert group.partitions_for_topics(["t"]) == {"t": [0, 1]} and len(group.brokers()) == 1
+    zk.requests.clear()
+    assert group.partitions_for_topics(["t"]) == {"t": [0, 1]} and len(group.brokers()) == 1
+    assert zk.requests == []  # the watches stand: no request
+    group.connection_lost()  # SUSPENDED, then back on the same session; no watch callback has run
+    assert group.partitions_for_topics(["t"]) == {"t": [0, 1]} and len(group.brokers()) == 1
+    assert zk.requests == [("get", "/brokers/topics/t"), ("children", "/brokers/ids")]
