@@ -48,6 +48,11 @@ class ConsumerShutdownError(ZkConsumerError):
     """The connector was shut down; the requested operation cannot run."""
 
 
+class OperationCancelledError(ZkConsumerError):
+    """A multi-step operation (a rebalance attempt, the one-by-one claims of ``claim_many``) was
+    ended between two of its steps because its caller is stopping; what it already did stays done."""
+
+
 class MalformedZnodeError(ZkConsumerError):
     """A ZooKeeper node holds data that is not in the expected format.
 

@@ -86,6 +86,18 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     for seconds, then delivered t0-5 (exclusive). The breach is Kafka's, but only the path's
 #:     last deletion (m0's) was looked at. Fixed in World.kafka_deleted: any deletion of this
 #:     session's node by Kafka's member that the session has not undone by creating it again.
+#: shutdown-during-one-by-one-claims-after-an-expiry (seed 1006386: m0's session expired and its
+#:     rebalance on the new session met nodes its peers were releasing, so most of its claims went
+#:     through claim_many's one-by-one fallback; it was asked to leave meanwhile, yet the attempt
+#:     went on claiming node after node, each a retried step, several sent late by a descheduled
+#:     thread, then, once one claim ran out of time, released them one by one the same way:
+#:     shutdown-ends, more than 30 s after the leave);
+#: shutdown-during-a-slow-attempt-releasing-one-by-one (seed 1027365: a leave during the first
+#:     attempt's pipelined claims; its replies came after the pipeline's deadline over a slow link,
+#:     so every claim went one by one, and the attempt then released 20 nodes one by one:
+#:     shutdown-ends). Both fixed in Ownership.run and GroupClient.claim_many: once the rebalancer
+#:     is stopping, an attempt makes no further ZooKeeper step (claim, release, offset read, view
+#:     read) and leaves the nodes it created to the session close that ends the shutdown.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout

@@ -34,7 +34,7 @@ from kazoo.exceptions import KazooException
 from .. import assignors
 from ..consumer.membership import ConsumerRebalanceListener, FetcherControl
 from ..consumer.stream import KafkaStream, clear_streams, revoke_partitions
-from ..errors import ZkConsumerError
+from ..errors import OperationCancelledError, ZkConsumerError
 from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
 from ..structs import INVALID_OFFSET, TopicPartition
@@ -50,6 +50,16 @@ OffsetReader = Callable[[List[TopicPartition]], Mapping[TopicPartition, Optional
 
 #: The errors a step of :mod:`.machine` is sent as expected (it handles some); others it raises on.
 EXPECTED = (KazooException, ZkConsumerError)
+
+#: The effects that read or write ZooKeeper for an attempt (the view's, and taking ownership):
+#: once the rebalancer is stopping, each fails at once (:class:`OperationCancelledError`) instead of
+#: being carried out. Not the commit (the rebalance's commit is the application's data) nor the
+#: read of a fenced commit's partitions (it only decides what stops being delivered).
+CANCELLED_WHEN_STOPPING = (
+    fx.ReadMembers, fx.Register, fx.ReadTopics, fx.WatchTopics, fx.ReadPartitions,
+    fx.ReleaseMany, fx.Release, fx.ReleaseStale, fx.ConfirmHeld, fx.Relabel, fx.Claim, fx.ClaimOne,
+    fx.WatchDeletion, fx.ReadOffsets,
+)
 
 
 class ChangeFlag:
@@ -89,7 +99,14 @@ class Ownership:
     another thread); ``new_event()``, called with ``lock`` held: has an event arrived that makes
     the current attempt's view stale (ends a claim wait)?; ``session_lost()``, called with
     ``lock`` held: has a session loss been signalled that the rebalancer thread has not acted on
-    yet (nothing is then ours to commit)?
+    yet (nothing is then ours to commit)?; ``stopping()``, called with ``lock`` held: is the
+    rebalancer stopping (shutdown)? Then an attempt under way goes no further in ZooKeeper: each
+    of its remaining steps (:data:`CANCELLED_WHEN_STOPPING`), and each one-by-one claim of a
+    :class:`~zkconsumer.zookeeper.group.GroupClient` ``claim_many``, fails at once with
+    :class:`~zkconsumer.errors.OperationCancelledError`. What it claimed and did not install is
+    then neither released nor installed but kept in the books: the shutdown closes the session,
+    which deletes those nodes (a release one by one, each retried, could take a session timeout
+    per node with ZooKeeper slow, and a shutdown must end within its bound).
     """
 
     def __init__(
@@ -111,6 +128,7 @@ class Ownership:
         lock: threading.Condition,
         new_event: Callable[[], bool],
         session_lost: Callable[[], bool],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._group = group
         self._consumer_id = group.consumer_id
@@ -128,6 +146,7 @@ class Ownership:
         self._lock = lock
         self._new_event = new_event
         self._session_lost = session_lost
+        self._stopping_locked = stopping
 
         self._registry: Dict[TopicPartition, PartitionTopicInfo] = {}
         self._owned: Dict[TopicPartition, str] = {}
@@ -235,11 +254,22 @@ class Ownership:
         """Run a step of :mod:`.machine` to its end, executing its effects here (and those of
         ``more``, by effect type: the rebalancer's view); what it returns or raises."""
         handlers = self._handlers if more is None else {**self._handlers, **more}
+
+        def execute(effect: Any) -> Any:
+            if isinstance(effect, CANCELLED_WHEN_STOPPING) and self._stopping():
+                raise OperationCancelledError(f"{type(effect).__name__}: the rebalancer is stopping")
+            return handlers[type(effect)](effect)
+
         self._flags = {}
         try:
-            return machine.drive(step, lambda effect: handlers[type(effect)](effect), EXPECTED)
+            return machine.drive(step, execute, EXPECTED)
         finally:
             self._flags = {}
+
+    def _stopping(self) -> bool:
+        """Is the rebalancer stopping? Any thread."""
+        with self._lock:
+            return self._stopping_locked()
 
     def _effect_handlers(self) -> Dict[type, Callable[[Any], Any]]:
         """What each effect (but the view's) does, here: every call on ZooKeeper, the fetchers, the
@@ -335,7 +365,8 @@ class Ownership:
             self._flags[tp] = ChangeFlag(self._wakeup)
         session = self._group.session_id
         holders = self._group.claim_many([(tp[0], tp[1], thread_id, self._flags[tp].on_event)
-                                          for tp, thread_id in effect.claims], look_first=effect.look_first)
+                                          for tp, thread_id in effect.claims], look_first=effect.look_first,
+                                         cancelled=self._stopping)
         same_session = session is not None and session == self._group.session_id
         for tp, holder in zip(tps, holders):
             if holder is None or not same_session or assignors.is_thread_of(holder, self._consumer_id):

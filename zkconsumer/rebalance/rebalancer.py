@@ -206,6 +206,7 @@ class Rebalancer:
             read_offsets=read_offsets if read_offsets is not None else group.read_offsets, listener=listener,
             claim_backoff_s=self._backoff_s, claim_retries=self._max_retries, clock=clock, runtime=runtime,
             lock=self._cond, new_event=self._pending_locked, session_lost=self._session_lost_locked,
+            stopping=self._stopping_locked,
         )
         self._auto_commit = auto_commit
         #: needs_register, confirm_owners (our member node had vanished: our owner nodes may have gone
@@ -274,7 +275,12 @@ class Rebalancer:
         return self._first_done.wait(timeout)
 
     def stop(self) -> None:
-        """Stop the thread (joins it). Fetchers and owner nodes are left to the caller."""
+        """Stop the thread (joins it). Fetchers and owner nodes are left to the caller.
+
+        An attempt under way ends at its next ZooKeeper step (and between the one-by-one claims
+        of a claim): it neither claims, releases nor reads further; owner nodes it created and did
+        not install stay for the caller's session close to delete (see :class:`.ownership.Ownership`).
+        """
         with self._cond:
             self._signals.stop = True
             self._notify()
@@ -394,6 +400,10 @@ class Rebalancer:
         """Has a new event arrived that makes the current attempt's view stale? Call under ``_cond``."""
         s = self._signals
         return s.rebalance or s.session_lost or s.stop
+
+    def _stopping_locked(self) -> bool:
+        """Has :meth:`stop` been called? Call under ``_cond``."""
+        return self._signals.stop
 
     def _session_lost_locked(self) -> bool:
         """Is a session loss signalled and not yet acted on? Call under ``_cond``."""

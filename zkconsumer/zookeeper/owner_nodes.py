@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
 from kazoo.protocol.states import ZnodeStat
 
-from ..errors import MalformedZnodeError
+from ..errors import MalformedZnodeError, OperationCancelledError
 from . import zkformat
 from .fence import SessionFences
 from .zkcalls import BoundedZooKeeper
@@ -224,7 +224,7 @@ class OwnerNodes:
         return holder[0]
 
     def claim_many(self, claims: Sequence[Tuple[str, int, str, Optional[Callable[[object], None]]]],
-                   look_first: bool = False) -> List[Optional[str]]:
+                   look_first: bool = False, cancelled: Optional[Callable[[], bool]] = None) -> List[Optional[str]]:
         """:meth:`claim` of each ``(topic, partition, thread_id, watch)``, pipelined; the holders in order.
 
         The same outcome as calling :meth:`claim` for each in turn, in about two
@@ -241,6 +241,13 @@ class OwnerNodes:
         costs its read, not a create that fails and then the read. Worth it
         when claims are expected to meet peers still releasing (a rebalance's
         first claims); not after a watch reported the node deleted.
+
+        ``cancelled``: asked before each one-by-one :meth:`claim`; once it answers ``True``
+        (the caller is stopping), :class:`~zkconsumer.errors.OperationCancelledError` is raised
+        instead of going on (each such claim is retried and may take up to ``retry_timeout_s``
+        several times over: the pipelined part is bounded as a whole, the fallback only per claim).
+        The nodes created so far stay created: the caller settles them (its ``claim`` outcomes
+        are unknown to it, as after any error raised here).
         """
         paths = [self.paths.owner(topic, partition) for topic, partition, _, _ in claims]
         datas = [zkformat.encode_owner(thread_id) for _, _, thread_id, _ in claims]
@@ -263,6 +270,8 @@ class OwnerNodes:
             elif not self._ours(outcome[1]):
                 holders[i] = outcome[0].decode("utf-8", "replace")
         for i in sorted(again):
+            if cancelled is not None and cancelled():
+                raise OperationCancelledError(f"claiming {paths[i]} and the rest one by one: cancelled")
             topic, partition, thread_id, watch = claims[i]
             holders[i] = self.claim(topic, partition, thread_id, watch=watch)
         return holders

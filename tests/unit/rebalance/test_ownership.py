@@ -23,7 +23,8 @@ class OwnerNodes:
         self.session_id: Optional[int] = 1
         self.nodes: Dict[TopicPartition, str] = dict(peers or {})
 
-    def claim_many(self, claims: Sequence[Tuple[str, int, str, Watch]], look_first: bool = False) -> List[Optional[str]]:
+    def claim_many(self, claims: Sequence[Tuple[str, int, str, Watch]], look_first: bool = False,
+                   cancelled: Optional[Callable[[], bool]] = None) -> List[Optional[str]]:
         holders: List[Optional[str]] = []
         for topic, partition, thread_id, _watch in claims:
             holder = self.nodes.setdefault((topic, partition), thread_id)

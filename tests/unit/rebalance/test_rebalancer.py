@@ -73,7 +73,8 @@ class FakeGroup:
         self.claims.append((topic, partition))
         return None
 
-    def claim_many(self, claims: List[Tuple[str, int, str, Any]], look_first: bool = False) -> List[Optional[str]]:
+    def claim_many(self, claims: List[Tuple[str, int, str, Any]], look_first: bool = False,
+                   cancelled: Any = None) -> List[Optional[str]]:
         return [self.claim(topic, partition, thread_id, watch) for topic, partition, thread_id, watch in claims]
 
     def release_many(self, partitions: List[TP]) -> None:
@@ -352,6 +353,60 @@ def test_stop_joins_the_thread_even_while_waiting_on_a_conflict(group: FakeGroup
     rebalancer.stop()
     assert time.monotonic() - started < 2
     assert rebalancer.state is RebalanceState.STOPPED
+
+
+class StoppedWhileClaiming(FakeGroup):
+    """Claims as FakeGroup does, but the member is shut down while the claims are in flight:
+    ``claim_many`` returns only once its caller says it is stopping. Records every call
+    the attempt makes to ZooKeeper after that."""
+
+    def __init__(self, consumer_id: str, partitions: Dict[str, int]) -> None:
+        super().__init__(consumer_id, partitions)
+        self.stopper: Optional[threading.Thread] = None
+        self.rebalancer: Optional[Rebalancer] = None
+        self.after_stop: List[str] = []
+        self.stopped = False
+
+    def claim_many(self, claims: List[Tuple[str, int, str, Any]], look_first: bool = False,
+                   cancelled: Any = None) -> List[Optional[str]]:
+        holders = super().claim_many(claims, look_first)
+        assert self.rebalancer is not None and cancelled is not None
+        stopper = threading.Thread(target=self.rebalancer.stop)
+        stopper.start()
+        self.stopper = stopper
+        wait_for(cancelled, lambda: "the claims were not told the rebalancer is stopping")
+        self.stopped = True
+        return holders
+
+    def read_offsets(self, tps: Iterable[TP]) -> Dict[TP, Optional[int]]:
+        if self.stopped:
+            self.after_stop.append("read_offsets")
+        return super().read_offsets(tps)
+
+    def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
+        if self.stopped:
+            self.after_stop.append(f"release {topic}-{partition}")
+        super().release(topic, partition, thread_id)
+
+
+def test_a_stop_ends_the_attempt_between_its_steps_and_leaves_its_new_nodes_to_the_session_close() -> None:
+    """A shutdown during an attempt's claims: the attempt does nothing more in ZooKeeper (no offset
+    read, no release one by one: each could take a session timeout with ZooKeeper slow, past the
+    shutdown's bound); the nodes it created are deleted by the session close that follows."""
+    group = StoppedWhileClaiming(ME, {"t": 4})
+    group.join(ME, {"t": 1})
+    rebalancer, fetchers, failures = build(group)
+    group.rebalancer = rebalancer
+    rebalancer.start()
+    wait_for(lambda: group.stopper is not None)
+    assert group.stopper is not None
+    group.stopper.join(5)
+    assert not group.stopper.is_alive()
+    assert rebalancer.state is RebalanceState.STOPPED
+    assert group.after_stop == []
+    assert fetchers.running == []  # nothing installed: nothing delivered from nodes about to vanish
+    assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}  # left to the session close
+    assert not failures
 
 
 def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(group: FakeGroup) -> None:
