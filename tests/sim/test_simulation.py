@@ -97,7 +97,24 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     so every claim went one by one, and the attempt then released 20 nodes one by one:
 #:     shutdown-ends). Both fixed in Ownership.run and GroupClient.claim_many: once the rebalancer
 #:     is stopping, an attempt makes no further ZooKeeper step (claim, release, offset read, view
-#:     read) and leaves the nodes it created to the session close that ends the shutdown.
+#:     read) and leaves the nodes it created to the session close that ends the shutdown;
+#: owner-node-released-while-an-application-commit-was-in-flight (seed 1044265: m1's application
+#:     commit waited for the committer's lock behind the rebalancer's own commit, with the owned
+#:     partitions it had read before; the rebalancer's commit timed out, it released t0-3 (a fenced
+#:     delete on the live session), and m4 claimed it at once: version 0 again. m1's commit then
+#:     checked t0-3 at the version 0 it knew, descheduled for 1.4 s inside its multi call; the
+#:     session's fence passed (same session), the version matched m4's node, and it wrote 2 over
+#:     the partition m4 had just read as empty; m4 then committed 1: offsets-monotone). Fixed in
+#:     Ownership (releases wait for a commit in flight: OffsetCommitter.no_commit_in_flight) and
+#:     OwnerNodes.release_many/_delete_if_ours (a released node's known version is forgotten at
+#:     once, not when kazoo's callback thread runs our own watch's event);
+#: topic-watch-read-answered-then-connection-dropped-before-its-callback (seed 1027021: after m2's
+#:     session expired, the topic t1 PathWatch re-armed on CONNECTED; its read was answered (kazoo
+#:     registered the watch), then the connection dropped before kazoo's lagging completion thread
+#:     ran the read's callback. That callback ended the watch's gap, so the reconnection re-armed
+#:     nothing: the watch had gone with the connection, t1's new partitions were never signalled
+#:     to m2, which kept delivering what was now m4's, and m4 gave up: settles). Fixed in
+#:     PathWatch._deliver: only a read sent in the current generation ends a gap.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout

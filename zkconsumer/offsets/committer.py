@@ -22,7 +22,8 @@ owner's offsets.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigurationError
 from ..fetch.handoff import PartitionTopicInfo
@@ -66,6 +67,23 @@ class OffsetCommitter:
         """
         with self._lock:
             return self._storage.read(partitions)
+
+    @contextmanager
+    def no_commit_in_flight(self) -> Iterator[None]:
+        """No commit of this member is under way inside the ``with`` block (commits wait for its end).
+
+        For releasing owner nodes: a fenced commit checks the version of the
+        owner node it read (or knows) under this session, and a node we delete
+        and a peer re-creates has that same version 0 while our session lives,
+        so a commit decided before our release and sent after the peer's claim
+        would pass its check and write over the new owner's offset (found by the
+        simulator, seed 1044265: an application commit waiting for the lock
+        while the rebalancer released the partition). The release made here
+        waits for a commit in flight to be answered; a commit after it finds the
+        node gone or another's (the release forgets what it knew of the node).
+        """
+        with self._lock:
+            yield
 
     def checkpoint(self, topic: str, partition: int, offset: int) -> None:
         """Record that the storage already holds ``offset`` for the partition."""

@@ -290,8 +290,10 @@ class Ownership:
             fx.Install: lambda e: self._install(e.claims, e.committed),
             fx.RecordNodes: self._record_nodes,
             fx.DropNodes: self._drop_nodes,
-            fx.ReleaseMany: lambda e: group.release_many(list(e.tps)),
-            fx.Release: lambda e: group.release(e.tp[0], e.tp[1]),
+            # Never while a commit is in flight (see OffsetCommitter.no_commit_in_flight): it may have
+            # checked these nodes' versions, which a peer's re-created node would match.
+            fx.ReleaseMany: lambda e: self._releasing(group.release_many, list(e.tps)),
+            fx.Release: lambda e: self._releasing(group.release, e.tp[0], e.tp[1]),
             fx.ReleaseStale: lambda e: group.release_stale(e.tp[0], e.tp[1], e.thread_id),
             fx.ConfirmHeld: lambda e: group.confirm_held_many(list(e.tps)),
             fx.Relabel: lambda e: group.relabel_many([(tp[0], tp[1], thread_id) for tp, thread_id in e.relabels]),
@@ -307,6 +309,11 @@ class Ownership:
             fx.Wait: lambda e: self._wakeup.wait(e.timeout) and None,
             fx.Log: lambda e: log.log(e.level, e.text),
         }
+
+    def _releasing(self, release: Callable[..., None], *args: Any) -> None:
+        """``release(*args)`` (owner nodes of this session) with no commit of ours in flight."""
+        with self._committer.no_commit_in_flight():
+            release(*args)
 
     def _read_books(self) -> fx.Books:
         with self._lock:

@@ -329,8 +329,15 @@ class OwnerNodes:
                 deleted = False
             if not deleted:
                 again.extend(i for i, _ in ours)
-        for i in sorted(again):
-            self.release(*partitions[i])
+        try:
+            for i in sorted(again):
+                self.release(*partitions[i])
+        finally:
+            # Deleted (or maybe deleted) by us: our own data watch reports it only later, on kazoo's
+            # callback thread, and a peer's re-created node has the version known. A commit after
+            # this must read the node (see OffsetCommitter.no_commit_in_flight).
+            for path in paths:
+                self._forget_held(path)
 
     def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
         """Delete the owner node if this session holds it (repeat-safe).
@@ -454,7 +461,10 @@ class OwnerNodes:
                 return
             self._fenced_delete(stat.ephemeralOwner, path, stat.version)
 
-        self._retry(step)
+        try:
+            self._retry(step)
+        finally:
+            self._forget_held(path)  # as in release_many: a peer's re-created node has the version known
 
     def watch_deletion(self, topic: str, partition: int, deleted: threading.Event) -> bool:
         """Set ``deleted`` once the partition's owner node is gone; ``False`` if it already is.

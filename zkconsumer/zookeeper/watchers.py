@@ -164,7 +164,10 @@ class PathWatch:
         except NoNodeError:
             # Wait for the node's creation; exists() sets a watch on a missing node.
             if not self._stopped:
-                self._client.exists_async(self._path, watch=self._on_event).rawlink(self._on_exists)
+                with self._lock:
+                    sent = self._generation
+                self._client.exists_async(self._path, watch=self._on_event).rawlink(
+                    lambda answered: self._on_exists(answered, sent))
             return
         except KazooException as exc:
             self._failed(exc)
@@ -173,16 +176,16 @@ class PathWatch:
         with self._lock:
             if generation == self._generation and not self._stopped:
                 self._snapshot = (value, answer[1])
-        self._deliver(value, answer[1].cversion if self._children else None)
+        self._deliver(value, answer[1].cversion if self._children else None, generation)
 
-    def _on_exists(self, result: IAsyncResult) -> None:
+    def _on_exists(self, result: IAsyncResult, generation: int) -> None:
         try:
             stat = result.get()
         except KazooException as exc:
             self._failed(exc)
             return
         if stat is None:
-            self._deliver(None)
+            self._deliver(None, None, generation)
         else:
             self._arm()  # created between our read and exists(): read it again
 
@@ -198,15 +201,25 @@ class PathWatch:
             return
         log.error("cannot watch %s (%s): %r; retrying after the next reconnection", self._path, self._name, exc)
 
-    def _deliver(self, value: Value, cversion: Optional[int] = None) -> None:
+    def _deliver(self, value: Value, cversion: Optional[int], generation: int) -> None:
         """Signal if ``value`` differs from the last one seen, or (a children watch) the node's
-        children were created or deleted since (``cversion``), even into the same names."""
+        children were created or deleted since (``cversion``), even into the same names.
+
+        ``generation``: the :attr:`_generation` when the read that set the watch was sent. Only
+        a read whose watch still stands ends a gap. kazoo runs the read's callback on its
+        completion thread, possibly after the connection dropped again (``_on_state`` then
+        bumped the generation and noted the gap): the watch that read set is gone with that
+        connection, and the reconnection must re-arm it. Ending the gap there left the watch
+        unarmed for good (the simulator, seed 1027021: a partition-count change never seen).
+        """
         with self._lock:
             if self._stopped:
                 return
             previous, self._last = self._last, value
             previous_cversion, self._last_cversion = self._last_cversion, cversion
-            gap, self._gap = self._gap, None
+            gap = self._gap
+            if generation == self._generation:
+                self._gap = None
         recreated = cversion is not None and previous_cversion is not None and cversion != previous_cversion
         if gap == _SESSION or (gap is not None and previous is _UNSET):
             # A new session (the group is rejoined anyway), or no baseline: what changed is unknown.

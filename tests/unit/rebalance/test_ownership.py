@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from types import SimpleNamespace
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
+from zkconsumer.offsets.committer import OffsetCommitter
+from zkconsumer.offsets.storage import NO_GENERATION, CommitEntry, CommitOutcome, Generation
 from zkconsumer.rebalance.ownership import Ownership
 from zkconsumer.structs import INVALID_OFFSET, TopicPartition
 from zkconsumer.threads import THREADS
@@ -68,6 +72,10 @@ class Fetchers:
 
 
 class Checkpoints:
+    @contextlib.contextmanager
+    def no_commit_in_flight(self) -> Iterator[None]:
+        yield
+
     def checkpoint(self, topic: str, partition: int, offset: int) -> None:
         pass
 
@@ -76,14 +84,15 @@ class Checkpoints:
 
 
 def build(group: OwnerNodes, *, new_event: Callable[[], bool] = lambda: False,
-          session_lost: Callable[[], bool] = lambda: False) -> Tuple[Ownership, Fetchers, threading.Condition]:
+          session_lost: Callable[[], bool] = lambda: False,
+          committer: Any = None) -> Tuple[Ownership, Fetchers, threading.Condition]:
     fetchers = Fetchers()
     lock = threading.Condition()
     queue = ChunkQueue(2)
     ownership = Ownership(
         group=group,  # type: ignore[arg-type]
         fetchers=fetchers, streams=[], queue_for=lambda topic, thread_id: queue, fetch_size=1024,
-        committer=Checkpoints(),  # type: ignore[arg-type]
+        committer=committer if committer is not None else Checkpoints(),
         auto_commit=False, read_offsets=lambda tps: {tp: None for tp in tps}, listener=None,
         claim_backoff_s=5.0, claim_retries=2, clock=time.monotonic, runtime=THREADS,
         lock=lock, new_event=new_event, session_lost=session_lost,
@@ -141,3 +150,71 @@ def test_a_lost_session_drops_delivery_but_keeps_the_owner_nodes_for_the_next_at
     assert ownership.take_ownership(one, one) is True
     assert group.nodes == one  # the node no longer assigned to it was still in the books: released
     assert dict(ownership.owned) == one
+
+
+class BlockingStorage:
+    """Offset storage whose write waits until the test lets it end (a commit in flight)."""
+
+    name = "blocking"
+    rewrites_unchanged = False
+
+    def __init__(self, log: List[str]) -> None:
+        self.log = log
+        self.writing = threading.Event()
+        self.finish = threading.Event()
+
+    def read(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+        return {tp: None for tp in partitions}
+
+    def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
+        self.writing.set()
+        assert self.finish.wait(10)
+        self.log.append("commit written: " + ",".join(f"{e.topic}-{e.partition}" for e in entries))
+        return CommitOutcome(committed=[e.tp for e in entries])
+
+    def out_of_sync(self) -> set:  # type: ignore[type-arg]
+        return set()
+
+    def close(self) -> None:
+        pass
+
+
+class LoggedOwnerNodes(OwnerNodes):
+    def __init__(self, log: List[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def release_many(self, partitions: Sequence[TopicPartition]) -> None:
+        self.log.append("released: " + ",".join(f"{t}-{p}" for t, p in partitions))
+        super().release_many(partitions)
+
+
+def test_owner_nodes_are_released_only_once_a_commit_in_flight_was_answered() -> None:
+    """A fenced commit checks the version of each owner node it read under this session; a node we
+    delete and a peer re-creates has that version again. So a release waits for a commit in flight
+    (the simulator, seed 1044265: an application commit decided before the rebalancer released
+    the partition, sent after a peer re-claimed it, moved the peer's offset back)."""
+    log: List[str] = []
+    group = LoggedOwnerNodes(log)
+    storage = BlockingStorage(log)
+    committer = OffsetCommitter(SimpleNamespace(group="g"), storage=storage)  # type: ignore[arg-type]
+    ownership, _fetchers, _lock = build(group, committer=committer)
+    both = {("t", 0): ME + "-0", ("t", 1): ME + "-0"}
+    assert ownership.take_ownership(both, both) is True
+    for info, _thread in ownership.owned_partitions():
+        info.consumed_offset = 5
+
+    committing = threading.Thread(target=lambda: committer.commit(ownership.owned_partitions()))
+    committing.start()
+    assert storage.writing.wait(5)  # the commit of t-0 and t-1 is in flight
+    one = {("t", 0): ME + "-0"}
+    rebalancing = threading.Thread(target=lambda: ownership.take_ownership(one, one))
+    rebalancing.start()
+    rebalancing.join(0.3)
+    assert log == []  # t-1 is not released under the commit's feet
+    storage.finish.set()
+    committing.join(5)
+    rebalancing.join(5)
+    assert not committing.is_alive() and not rebalancing.is_alive()
+    assert log == ["commit written: t-0,t-1", "released: t-1"]
+    assert group.nodes == {("t", 0): ME + "-0"}

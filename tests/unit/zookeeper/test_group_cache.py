@@ -303,3 +303,32 @@ def test_a_connection_loss_makes_every_watch_kept_cache_stale_before_its_watch_c
     group.connection_lost()  # SUSPENDED, then back on the same session; no watch callback has run
     assert group.partitions_for_topics(["t"]) == {"t": [0, 1]} and len(group.brokers()) == 1
     assert zk.requests == [("get", "/brokers/topics/t"), ("children", "/brokers/ids")]
+
+
+def test_a_released_owner_nodes_known_version_is_forgotten_before_our_own_watch_event_runs() -> None:
+    """Our delete fires our own data watch, but kazoo runs its callback later (callback thread); a
+    peer meanwhile re-creates the node at the same version 0. A commit after the release must read
+    the node (and be fenced), not check the version it knew (the simulator, seed 1044265)."""
+    zk = TxZk()
+    group = GroupClient(zk, "g", "g_a")  # type: ignore[arg-type]
+    path = "/consumers/g/owners/t/0"
+    assert group.claim("t", 0, "g_a-0") is None
+    group.fences.establish()
+    assert group.commit_offset_if_owner("t", 0, 7, "g_a-0") is True  # its read set the watch
+    for release in ("one", "many"):
+        if release == "one":
+            group.release("t", 0)
+        else:
+            group.release_many([("t", 0)])
+        assert path not in zk.nodes
+        pending = zk.data_watches.pop(path, [])  # our own watch's event: not run yet
+        zk.nodes[path], zk.stats[path] = b"g_b-0", (2, 0)  # the peer's claim, version 0 again
+        zk.requests.clear()
+        assert group.commit_offset_if_owner("t", 0, 9, "g_a-0") is False
+        assert zk.requests[0] == ("get", path) and zk.nodes["/consumers/g/offsets/t/0"] == b"7"
+        for watch in pending:
+            watch(SimpleNamespace(type="DELETED", path=path))
+        # ours again for the next round
+        del zk.nodes[path], zk.stats[path]
+        assert group.claim("t", 0, "g_a-0") is None
+        assert group.commit_offset_if_owner("t", 0, 7, "g_a-0") is True

@@ -107,3 +107,37 @@ def test_a_late_none_event_does_not_undo_the_re_armed_watch(none_event: str) -> 
     assert signals == ["partitions of topic t changed"] * 2
     snapshot = watch.snapshot()
     assert snapshot is not None and snapshot[0] == OLD
+
+
+def test_a_read_answered_before_a_drop_and_run_after_it_does_not_end_the_gap() -> None:
+    """The re-arming read is answered (its watch set), then the connection drops again (kazoo drops
+    every watch) before the completion thread runs the read's callback: the reconnection must
+    re-arm the watch, or the next change is never seen (the simulator, seed 1027021)."""
+    client = FakeKazoo()
+    signals: List[str] = []
+    watch = PathWatch(client, "/brokers/topics/t", children=False, signal=signals.append, name="topic t",  # type: ignore[arg-type]
+                      describe=lambda previous, current: "partitions of topic t changed")
+    watch.start()
+    _answer(client.reads[0], OLD, 0)
+
+    # The first connection drops and comes back: the listener re-arms.
+    client.state(KazooState.SUSPENDED)
+    client.state(KazooState.CONNECTED)
+    assert len(client.reads) == 2
+    # The read is answered on the connection thread (kazoo registered its watcher then), but the
+    # connection drops again before the completion thread runs its callback: that watch is gone.
+    client.state(KazooState.SUSPENDED)
+    _answer(client.reads[1], OLD, 0)
+    assert watch.snapshot() is None
+    # Back again: the watch is armed once more.
+    client.state(KazooState.CONNECTED)
+    assert len(client.reads) == 3
+    _answer(client.reads[2], OLD, 0)
+    assert signals == []  # nothing changed
+    snapshot = watch.snapshot()
+    assert snapshot is not None and snapshot[0] == OLD
+
+    # That watch is live: the next change is read and signalled.
+    client.reads[2][1](WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/brokers/topics/t"))
+    _answer(client.reads[3], NEW, 1)
+    assert signals == ["partitions of topic t changed"]
