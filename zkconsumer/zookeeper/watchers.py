@@ -164,25 +164,29 @@ class PathWatch:
         except NoNodeError:
             # Wait for the node's creation; exists() sets a watch on a missing node.
             if not self._stopped:
-                self._client.exists_async(self._path, watch=self._on_event).rawlink(self._on_exists)
+                self._client.exists_async(self._path, watch=self._on_event).rawlink(
+                    lambda answered: self._on_exists(answered, generation))
             return
         except KazooException as exc:
             self._failed(exc)
             return
         value: Value = tuple(sorted(answer[0])) if self._children else answer[0]
         with self._lock:
-            if generation == self._generation and not self._stopped:
+            current = generation == self._generation
+            if current and not self._stopped:
                 self._snapshot = (value, answer[1])
-        self._deliver(value, answer[1].cversion if self._children else None)
+        self._deliver(value, answer[1].cversion if self._children else None, current=current)
 
-    def _on_exists(self, result: IAsyncResult) -> None:
+    def _on_exists(self, result: IAsyncResult, generation: int) -> None:
         try:
             stat = result.get()
         except KazooException as exc:
             self._failed(exc)
             return
         if stat is None:
-            self._deliver(None)
+            with self._lock:
+                current = generation == self._generation
+            self._deliver(None, current=current)
         else:
             self._arm()  # created between our read and exists(): read it again
 
@@ -198,15 +202,28 @@ class PathWatch:
             return
         log.error("cannot watch %s (%s): %r; retrying after the next reconnection", self._path, self._name, exc)
 
-    def _deliver(self, value: Value, cversion: Optional[int] = None) -> None:
+    def _deliver(self, value: Value, cversion: Optional[int] = None, current: bool = True) -> None:
         """Signal if ``value`` differs from the last one seen, or (a children watch) the node's
-        children were created or deleted since (``cversion``), even into the same names."""
+        children were created or deleted since (``cversion``), even into the same names.
+
+        ``current``: the read was sent after the last loss of the watch (:meth:`_invalidate`).
+        Only such a read closes a gap. kazoo runs a read's completion callback on its
+        completion thread, which may run it after the connection thread told the listeners
+        SUSPENDED or LOST (a read answered just before, or a process stalled meanwhile): the
+        watch that read set is gone. Taken as the re-arming read, it cleared the gap before the
+        connection was back, so :meth:`_on_state` did not re-arm on CONNECTED and the watch
+        stayed unset for good (a member missed a topic's new partitions; seed 2000153).
+        """
         with self._lock:
             if self._stopped:
                 return
             previous, self._last = self._last, value
             previous_cversion, self._last_cversion = self._last_cversion, cversion
-            gap, self._gap = self._gap, None
+            gap = self._gap
+            if current:
+                self._gap = None
+            else:
+                gap = None  # still open: compared as a plain change; the re-arming read closes it
         recreated = cversion is not None and previous_cversion is not None and cversion != previous_cversion
         if gap == _SESSION or (gap is not None and previous is _UNSET):
             # A new session (the group is rejoined anyway), or no baseline: what changed is unknown.
