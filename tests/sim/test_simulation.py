@@ -86,6 +86,21 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     for seconds, then delivered t0-5 (exclusive). The breach is Kafka's, but only the path's
 #:     last deletion (m0's) was looked at. Fixed in World.kafka_deleted: any deletion of this
 #:     session's node by Kafka's member that the session has not undone by creating it again.
+#: topic-watch-read-run-after-the-loss-not-re-armed (seed 2000153: m4 was frozen past its session
+#:     timeout just after its topic PathWatch's first read was answered; on waking, kazoo's
+#:     connection thread told the listeners SUSPENDED then LOST, and only then did the completion
+#:     thread run that read's callback. PathWatch took the old read for the re-arming one: it
+#:     closed the gap the LOST listener had opened, so on CONNECTED (new session) the watch was
+#:     not armed again; partitions added to t1 later were never signalled, and m4 kept its old
+#:     claims: settles). Fixed in PathWatch._deliver: only a read sent since the last loss of the
+#:     watch (its generation) closes the gap.
+#: kafka-set-watches-sent-late-by-a-preempted-thread (seed 2011709, a mixed group; a fault of the
+#:     simulator's Kafka 0.8.2 model, not of zkconsumer): the model re-armed its watches on a
+#:     reconnection with ordinary calls, which the preemption fault held back 8 s, while the
+#:     rebalance it triggered ran at once; the group changed meanwhile and no watch fired, so
+#:     Kafka's member k1 kept a stale assignment (t2-3 unowned). ZooKeeper's Java client sends
+#:     SetWatches itself, first on the new connection (primeConnection). Fixed in the model:
+#:     SimKazoo.set_watch_now, used by KafkaMember._on_state.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
