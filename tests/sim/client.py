@@ -333,14 +333,27 @@ class SimKazoo:
 
     # ------------------------------------------------------------ requests
 
+    def set_watch_now(self, path: str, watch: Callable[..., Any], children: bool) -> AsyncResult:
+        """ZooKeeper's Java client's ``SetWatches`` (a model for :mod:`.kafka_member`): its send thread
+        puts it first on a new connection (``ClientCnxn.primeConnection``), before any queued request.
+        No application thread sends it, so no preemption nor a callback's lateness delays it; call it
+        from a CONNECTED state listener (which runs on the connection, as the handshake does)."""
+        if children:
+            return self._request("get_children", {"path": path, "include_data": False}, watch, "child", prompt=True)
+        return self._request("exists", {"path": path}, watch, "data", prompt=True)
+
     def _request(self, op: str, args: Dict[str, Any], watch: Optional[Callable[..., Any]] = None,
-                 table: str = "data") -> AsyncResult:
+                 table: str = "data", prompt: bool = False) -> AsyncResult:
         """``table``: which of the client's watcher tables a ``watch`` goes to ("data" or "child"),
-        looked up when the answer arrives (a reconnection replaces them meanwhile)."""
+        looked up when the answer arrives (a reconnection replaces them meanwhile). ``prompt``: sent
+        by the client library itself as part of the connection (:meth:`set_watch_now`), never late."""
         result = AsyncResult(self)
         if watch is not None:
             args = dict(args, watch=True)
             args["_watch"] = (watch, table)
+        if prompt:
+            self._call(op, args, result)
+            return result
         pause = self.faults.preemption() if self.faults.preempt > 0.0 else 0.0
         if pause > 0.0:
             if self.kernel.in_task():  # the calling thread is descheduled inside the call, before kazoo's _call

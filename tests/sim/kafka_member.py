@@ -106,8 +106,16 @@ class KafkaMember(SimProcess):
         self._callbacks[(path, children)] = on_event
         self._rearm(path, children)
 
-    def _rearm(self, path: str, children: bool, then: Optional[Callable[[], None]] = None) -> None:
+    def _rearm(self, path: str, children: bool, then: Optional[Callable[[], None]] = None,
+               handshake: bool = False) -> None:
         callback = self._callbacks[(path, children)]
+        if handshake:
+            # The Java client's SetWatches, part of the reconnection (set_watch_now): armed before the
+            # rebalance it triggers reads anything. Sent as an ordinary call, a preempted thread could
+            # leave the watches unset for seconds while the rebalance read an older group, and the
+            # changes meanwhile never fired (seed 2011709: a Kafka member kept a stale assignment).
+            self.client.set_watch_now(path, callback, children)
+            return
         if children:
             result = self.client.get_children_async(path, watch=callback)
         else:
@@ -122,7 +130,7 @@ class KafkaMember(SimProcess):
             # ZooKeeper's Java client (under ZkClient) keeps a session's watches across a reconnection
             # and reports what changed meanwhile (kazoo drops them): re-arm, and look again.
             for key in list(self._callbacks):
-                self._rearm(*key)
+                self._rearm(*key, handshake=True)
             self.rebalance_event()
         if state == KazooState.CONNECTED and self.stale and self.state == "joined":
             # ZkClient: handleNewSession on its event thread, and every listener fires.

@@ -114,7 +114,22 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     ran the read's callback. That callback ended the watch's gap, so the reconnection re-armed
 #:     nothing: the watch had gone with the connection, t1's new partitions were never signalled
 #:     to m2, which kept delivering what was now m4's, and m4 gave up: settles). Fixed in
-#:     PathWatch._deliver: only a read sent in the current generation ends a gap.
+#:     PathWatch._deliver: only a read sent in the current generation ends a gap;
+#: topic-watch-read-run-after-the-loss-not-re-armed (seed 2000153: m4 was frozen past its session
+#:     timeout just after its topic PathWatch's first read was answered; on waking, kazoo's
+#:     connection thread told the listeners SUSPENDED then LOST, and only then did the completion
+#:     thread run that read's callback. PathWatch took the old read for the re-arming one: it
+#:     closed the gap the LOST listener had opened, so on CONNECTED (new session) the watch was
+#:     not armed again; partitions added to t1 later were never signalled, and m4 kept its old
+#:     claims: settles). Fixed in PathWatch._deliver: only a read sent since the last loss of the
+#:     watch (its generation) closes the gap.
+#: kafka-set-watches-sent-late-by-a-preempted-thread (seed 2011709, a mixed group; a fault of the
+#:     simulator's Kafka 0.8.2 model, not of zkconsumer): the model re-armed its watches on a
+#:     reconnection with ordinary calls, which the preemption fault held back 8 s, while the
+#:     rebalance it triggered ran at once; the group changed meanwhile and no watch fired, so
+#:     Kafka's member k1 kept a stale assignment (t2-3 unowned). ZooKeeper's Java client sends
+#:     SetWatches itself, first on the new connection (primeConnection). Fixed in the model:
+#:     SimKazoo.set_watch_now, used by KafkaMember._on_state.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout

@@ -174,7 +174,8 @@ class PathWatch:
             return
         value: Value = tuple(sorted(answer[0])) if self._children else answer[0]
         with self._lock:
-            if generation == self._generation and not self._stopped:
+            current = generation == self._generation
+            if current and not self._stopped:
                 self._snapshot = (value, answer[1])
         self._deliver(value, answer[1].cversion if self._children else None, generation)
 
@@ -220,6 +221,8 @@ class PathWatch:
             gap = self._gap
             if generation == self._generation:
                 self._gap = None
+            else:
+                gap = None  # still open: compared as a plain change; the re-arming read closes it
         recreated = cversion is not None and previous_cversion is not None and cversion != previous_cversion
         if gap == _SESSION or (gap is not None and previous is _UNSET):
             # A new session (the group is rejoined anyway), or no baseline: what changed is unknown.

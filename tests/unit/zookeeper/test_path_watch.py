@@ -141,3 +141,31 @@ def test_a_read_answered_before_a_drop_and_run_after_it_does_not_end_the_gap() -
     client.reads[2][1](WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/brokers/topics/t"))
     _answer(client.reads[3], NEW, 1)
     assert signals == ["partitions of topic t changed"]
+
+
+@pytest.mark.parametrize("lost", [KazooState.SUSPENDED, KazooState.LOST])
+def test_a_read_answered_before_the_loss_but_run_after_it_does_not_stop_the_re_arming(lost: str) -> None:
+    """The completion thread runs the first read's callback only after the connection thread told
+    the listeners of the loss (the answer came just before it; the process was stalled). That read's
+    watch is gone: the watch must still be armed again once the connection is back (seed 2000153)."""
+    client = FakeKazoo()
+    signals: List[str] = []
+    watch = PathWatch(client, "/brokers/topics/t", children=False, signal=signals.append, name="topic t",  # type: ignore[arg-type]
+                      describe=lambda previous, current: "partitions of topic t changed")
+    watch.start()
+    client.state(lost)
+    _answer(client.reads[0], OLD, 0)  # late: on the completion thread, after the listener
+    assert watch.snapshot() is None  # its watch was dropped: it stands for nothing now
+
+    client.state(KazooState.CONNECTED)
+    assert len(client.reads) == 2  # armed again
+    _answer(client.reads[1], OLD, 0)
+    snapshot = watch.snapshot()
+    assert snapshot is not None and snapshot[0] == OLD
+
+    # The re-armed watch is live: a change is read and signalled.
+    client.reads[1][1](WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/brokers/topics/t"))
+    _answer(client.reads[2], NEW, 1)
+    assert signals[-1] == "partitions of topic t changed"
+    snapshot = watch.snapshot()
+    assert snapshot is not None and snapshot[0] == NEW
