@@ -242,6 +242,8 @@ class SimKazoo:
         self.last_zxid = 0
         self._conn = 0  # connection generation: replies of an older connection are dropped
         self._chan_time = 0.0  # replies and events of this connection are delivered in order
+        #: What is on its way to us, in order, per connection generation (:meth:`_reply`).
+        self._inbox: Dict[int, Deque[Callable[[], None]]] = {}
         self._req_time = 0.0  # requests of this connection reach the server in order
         self._queue: List[Tuple[str, Dict[str, Any], AsyncResult]] = []
         self._pending: Dict[int, AsyncResult] = {}
@@ -433,21 +435,31 @@ class SimKazoo:
     def _reply(self, conn: int, deliver: Callable[[], None]) -> None:
         now = self.kernel.now
         self._chan_time = max(self._chan_time, now + self.network.latency(now), self.frozen_until)
-
-        self.kernel.at(self._chan_time, partial(self._reply_arrives, conn, deliver))
+        # The channel is a FIFO (one TCP stream, read in order by kazoo's connection thread): each
+        # arrival event delivers the *oldest* message still on its way, not the one it was made
+        # for. An arrival held back (a cut link, a frozen process) is scheduled again with a later
+        # sequence number than a message sent meanwhile for the very same time (``frozen_until``),
+        # so delivering "its own" message reordered the stream: a watch event overtook the answer
+        # of the read that set the watch, found no watcher, and was lost (seed 2025705).
+        self._inbox.setdefault(conn, deque()).append(deliver)
+        self.kernel.at(self._chan_time, partial(self._reply_arrives, conn))
 
     # The events below are methods bound with partial, not closures that reschedule themselves:
     # such a closure is a reference cycle, left for the cyclic collector (see world.run).
 
-    def _reply_arrives(self, conn: int, deliver: Callable[[], None]) -> None:
+    def _reply_arrives(self, conn: int) -> None:
+        """A message of connection ``conn`` arrives: its oldest on its way (:meth:`_reply`; one event
+        per message)."""
         if conn != self._conn or self.dead:
+            self._inbox.pop(conn, None)
             return  # the connection is gone, and what was on its way with it
         if self.network.cut(self.name, self.kernel.now):  # delayed, in order, until the link is back
-            self.kernel.at(self.network.cut_until(self.name), partial(self._reply_arrives, conn, deliver))
+            self.kernel.at(self.network.cut_until(self.name), partial(self._reply_arrives, conn))
             return
         if self.kernel.now < self.frozen_until:  # read, in order, once the process runs again
-            self.kernel.at(self.frozen_until, partial(self._reply_arrives, conn, deliver))
+            self.kernel.at(self.frozen_until, partial(self._reply_arrives, conn))
             return
+        deliver = self._inbox[conn].popleft()
         self._last_answer = self.kernel.now
         deliver()
 

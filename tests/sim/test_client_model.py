@@ -162,3 +162,22 @@ def test_a_sequential_create_appends_the_parents_counter_and_returns_the_path() 
     assert (first, second, both) == ("/f/c-0000000000", "/f/c-0000000001", ["/f/c-0000000002", "/f/c-0000000003"])
     ensemble.expire(sid)
     assert sorted(ensemble.leader.tree["/f"].children) == ["c-0000000002", "c-0000000003"]  # ephemerals gone
+
+
+def test_a_watch_event_sent_during_a_freeze_never_overtakes_the_answer_of_the_read_that_set_it() -> None:
+    """One TCP stream, read in order: kazoo adds the watcher when it reads the answer
+    (connection.py ``_read_response``) and looks it up when it reads the event
+    (``_read_watch_event``). A freeze holds both back; the event must still find its watcher
+    (seed 2025705: the model delivered the held-back answer after the event, which was lost)."""
+    kernel, ensemble, client, _ = _world()
+    other = ensemble.open_session(6.0)
+    ensemble.execute(ensemble.leader, other, "create", {"path": "/g", "value": b""})
+    events: List[Any] = []
+    read = client.get_children_async("/g", watch=events.append)
+    kernel.run_until(lambda: "/g" in ensemble.leader.child_watches, kernel.now + 1.0)
+    assert not read.ready()  # answered by the server, the answer still on its way
+    client.frozen_until = kernel.now + 2.0  # the process stops before it reads the answer
+    ensemble.execute(ensemble.leader, other, "create", {"path": "/g/x", "value": b""})  # fires the watch
+    kernel.run_until(lambda: read.ready() and bool(events), kernel.now + 5.0)
+    assert read.get() == []
+    assert [event.type for event in events] == [EventType.CHILD]
