@@ -130,6 +130,17 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     Kafka's member k1 kept a stale assignment (t2-3 unowned). ZooKeeper's Java client sends
 #:     SetWatches itself, first on the new connection (primeConnection). Fixed in the model:
 #:     SimKazoo.set_watch_now, used by KafkaMember._on_state.
+#: watch-event-overtook-its-reads-answer-across-a-freeze (seed 2025705; a fault of the simulator's
+#:     client model, not of zkconsumer): m1's members PathWatch re-armed (a read sent late by the
+#:     lagging callback thread, answered while m1's replies were slow), m1 froze with the answer
+#:     still on its way, and m0 registered again meanwhile, which fired the watch that read had
+#:     set. The model held the answer back to the freeze's end as a new kernel event, behind the
+#:     watch event already scheduled for that instant: the event arrived first, found no watcher
+#:     (kazoo registers it with the answer) and was dropped, so m1 never saw m0 again and kept every
+#:     partition; m0 gave up (settles). kazoo reads one TCP stream in order
+#:     (connection.py _read_socket; the watcher is added in _read_response, 446-450, and the event
+#:     looks it up in _read_watch_event, 359-374). Fixed in SimKazoo._reply/_reply_arrives: each
+#:     arrival delivers the oldest message of its connection still on its way.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
@@ -141,7 +152,10 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #: 113674: a Kafka 0.8.2 member asked to leave while its syncedRebalance retried through two
 #:         session expiries waited for its rebalance lock past the 30 s bound; the harness failed
 #:         the run on it instead of recording it as Kafka's own (shutdown-ends).
-MODEL_FIXES = [1079, 2039, 102503, 113674]
+#: 2025705: a reply held back by a freeze was delivered after a watch event sent later on the same
+#:          connection (the channel's FIFO broken by the model; schedule
+#:          watch-event-overtook-its-reads-answer-across-a-freeze above).
+MODEL_FIXES = [1079, 2039, 102503, 113674, 2025705]
 
 SCHEDULES = int(os.environ.get("ZKCONSUMER_SIM_SCHEDULES", "10000"))
 #: The fresh range searched on every run: how many schedules, and the first seed (drawn at random
