@@ -195,6 +195,7 @@ class AutoCommitter:
             except Exception as exc:  # keep going: the next tick tries again
                 log.warning("auto-commit failed, will retry in %.1fs: %r", self._interval, exc)
 
+
 def checked_offsets(offsets: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
     """``offsets`` as ``{(topic, partition): offset}``; :class:`ConfigurationError` naming the first
     entry that is not a ``(str, int)`` partition with a whole, non-negative offset (nothing is written)."""
