@@ -48,7 +48,7 @@ from ..offsets.storage import Generation, OffsetStorageError
 from ..structs import TopicPartition
 from ..wire.group_protocol import GroupMember
 from . import consumer_protocol
-from .assignment import as_member, decode_share, pattern_members, plan, subscribed_topics, subscription_metadata
+from .assignment import as_member, decode_share, member_topics, pattern_members, plan, subscribed_topics, subscription_metadata
 from .delivery import Delivery
 from .membership import GroupMembership
 
@@ -209,9 +209,10 @@ class CoordinatorMembership:
         listed = [(m.member_id, m.metadata) for m in members]
         patterns = pattern_members(listed, self._member.config.exclude_internal_topics)
 
+        subscribed = sorted({t for topics in member_topics(listed).values() for t in topics})
+
         def counts() -> Dict[str, int]:
-            topics = {t for m in members for t in consumer_protocol.decode_subscription(m.metadata, m.member_id)[0]}
-            return {t: len(ps) for t, ps in group.partitions_for_topics(sorted(topics)).items()}
+            return {t: len(ps) for t, ps in group.partitions_for_topics(subscribed).items()}
 
         def patterns_moved() -> bool:
             if not patterns:

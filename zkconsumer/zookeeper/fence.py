@@ -100,8 +100,3 @@ class SessionFences:
         with self._lock:
             if self._by_session.get(session) == path:
                 del self._by_session[session]
-
-    def forget(self) -> None:
-        """Forget every fence (the client is closing)."""
-        with self._lock:
-            self._by_session.clear()
