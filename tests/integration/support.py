@@ -338,3 +338,17 @@ def assert_nothing_lost(members: Sequence[Member], produced: Set[bytes], timeout
     assert fatal == [], f"members died: {fatal}"
     lost = produced - consumed()
     assert not lost, f"{len(lost)} of {len(produced)} acknowledged messages never consumed"
+
+
+def one_partition_each(first, second) -> Tuple[Tuple[str, int], Tuple[str, int]]:
+    """Wait until two members of a two-partition group own one partition each (by ``positions()``);
+    returns ``(first's, second's)``."""
+
+    def split() -> bool:
+        a, b = set(first.positions()), set(second.positions())
+        return len(a) == 1 and len(b) == 1 and a != b
+
+    wait_until(split, 60, "one partition each")
+    (mine,) = first.positions()
+    (theirs,) = second.positions()
+    return mine, theirs

@@ -12,7 +12,7 @@ from typing import Dict, Optional
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
-from support import Drainer, consumer_props, produced_values, unique, wait_until
+from support import Drainer, consumer_props, one_partition_each, produced_values, unique
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConfigurationError
@@ -62,14 +62,7 @@ def test_explicit_offsets_are_written_for_owned_partitions_and_refused_for_the_o
 
         second = ZookeeperConsumerConnector(props)  # the group rebalances: one partition each
         drainers.append(Drainer(second.create_message_streams({topic: 1})[topic]))
-
-        def one_each() -> bool:
-            a, b = set(first.positions()), set(second.positions())  # type: ignore[union-attr]
-            return len(a) == 1 and len(b) == 1 and a != b
-
-        wait_until(one_each, 60, "one partition each")
-        (mine,) = first.positions()
-        (theirs,) = second.positions()
+        mine, theirs = one_partition_each(first, second)
         before = read(theirs[1])
         assert first.commit_offsets({mine: 5, theirs: 9}) == [theirs]  # another member's: refused
         assert read(mine[1]) == 5 and read(theirs[1]) == before

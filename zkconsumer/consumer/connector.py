@@ -45,21 +45,13 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoAuthError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from .. import security
 from ..config import ConsumerConfig
-from ..errors import (
-    ConfigurationError,
-    ConsumerShutdownError,
-    ZkConsumerError,
-    ZooKeeperAccessError,
-    ZooKeeperUnavailableError,
-)
+from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError
 from ..fetch.handoff import ChunkQueue
 from ..fetch.manager import FetcherManager
 from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingListener
@@ -68,12 +60,13 @@ from ..offsets.retry import commit_retrying
 from ..offsets.storage import make_offset_storage
 from ..structs import TopicPartition
 from ..threads import ParallelStops
-from ..zookeeper import server_order
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
 from .membership import ConsumerRebalanceListener, Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
+from .pausing import Pauses
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
+from .zk_session import connect_zookeeper
 
 __all__ = ["ConnectorState", "ConsumerConnectorBase", "make_consumer_id"]
 
@@ -181,6 +174,8 @@ class ConsumerConnectorBase(abc.ABC):
                 deliverable=self._deliverable,
             )
             undo.append(("the fetchers", self._fetchers.stop))
+            self._pauses = Pauses(self._fetchers, self._streams, rebalance_listener)
+            self._listener.on_assigned = self._pauses.assigned
             self._membership = self._make_membership(Member(
                 config=self.config, consumer_id=self.consumer_id, zk=self._zk, heartbeat=self._heartbeat, group=self._group,
                 streams=self._streams, fetchers=self._fetchers, committer=self._committer, listener=self._listener,
@@ -275,6 +270,25 @@ class ConsumerConnectorBase(abc.ABC):
         """What :meth:`commit_offsets` would commit now (each owned partition's offset after the last message
         handed out: Kafka's position); a snapshot."""
         return self.membership.positions()
+
+    def pause(self, partitions: Iterable[TopicPartition] = (), *, streams: Iterable[KafkaStream] = ()) -> None:
+        """Stop fetching and handing out ``partitions`` (and every partition of ``streams``, now and after
+        rebalances) without leaving the group: the session, ownership and positions are kept, commits go on.
+
+        Returns once none of their messages can be handed out any more. Pausing a partition this
+        member does not own (yet) is allowed. A paused partition that moves to another member is no
+        longer paused, and the rebalance listener's optional ``paused_partitions_moved(partitions)``
+        is told. ValueError for anything that is not a ``(topic, partition)`` pair.
+        """
+        self._pauses.pause(partitions, streams)
+
+    def resume(self, partitions: Iterable[TopicPartition] = (), *, streams: Iterable[KafkaStream] = ()) -> None:
+        """Fetch and hand out ``partitions`` (and ``streams``) again, from the first message not handed out."""
+        self._pauses.resume(partitions, streams)
+
+    def paused(self) -> Set[TopicPartition]:
+        """The partitions paused by :meth:`pause` (one by one; not those paused through their stream)."""
+        return self._pauses.paused()
 
     @property
     def membership(self) -> Membership:
@@ -489,42 +503,7 @@ class ConsumerConnectorBase(abc.ABC):
     # ----------------------------------------------------------------- wiring
 
     def _connect_zookeeper(self) -> KazooClient:
-        cfg = self.config
-        security.check_config(cfg)  # bad ACL/TLS settings fail before a session is opened
-        auth = security.zookeeper_auth_data(cfg)
-        client = KazooClient(
-            hosts=cfg.zookeeper_connect,
-            timeout=cfg.zookeeper_session_timeout_ms / 1000.0,
-            connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
-            auth_data=auth,
-        )
-        heartbeat = SessionHeartbeat.install(client, cfg.zookeeper_heartbeat)
-        server_order.install(client)  # after a drop, every other server before the one just left
-        try:
-            client.start(timeout=cfg.zookeeper_connection_timeout_ms / 1000.0)
-        except KazooTimeoutError as exc:
-            close_client(client, heartbeat, self.consumer_id)
-            raise ZooKeeperUnavailableError(
-                f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
-                f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
-            ) from exc
-        try:
-            try:
-                security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
-            except NoAuthError as exc:
-                raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
-            except KazooException as exc:
-                raise ZooKeeperUnavailableError(
-                    f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
-                ) from exc
-        except BaseException:
-            close_client(client, heartbeat, self.consumer_id)
-            raise
-        self._heartbeat = heartbeat
-        log.info("%s: ZooKeeper session 0x%x, timeout %.1fs, heartbeat %s (zookeeper.heartbeat=%s)",
-                 self.consumer_id, client.client_id[0] if client.client_id else 0,
-                 heartbeat.negotiated_timeout() or cfg.zookeeper_session_timeout_ms / 1000.0, heartbeat.effective,
-                 cfg.zookeeper_heartbeat)
+        client, self._heartbeat = connect_zookeeper(self.config, self.consumer_id)
         client.add_listener(self._on_zk_state)
         return client
 

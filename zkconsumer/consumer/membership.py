@@ -85,7 +85,12 @@ class RebalanceStatus:
 
 
 class ConsumerRebalanceListener(Protocol):
-    """Hooks called by the rebalancer thread (Kafka's ``ConsumerRebalanceListener``)."""
+    """Hooks called by the rebalancer thread (Kafka's ``ConsumerRebalanceListener``).
+
+    A listener may also have ``paused_partitions_moved(partitions)`` (``{topic: {partition, ...}}``):
+    called after ``before_starting_fetchers`` with the partitions the application had paused
+    (``connector.pause``) that are no longer this member's, and so no longer paused.
+    """
 
     def before_releasing_partitions(self, partitions: Mapping[str, Set[int]]) -> None:
         """Called with the partitions that move, once they stopped being delivered and offsets were committed.

@@ -249,8 +249,8 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
                     raise StopIteration
                 if chunk.epoch != self._queue.epoch:  # type: ignore[union-attr]
                     continue  # queued before a rebalance cleared the queue: stale
-                if chunk.topic_info.revoked:  # type: ignore[union-attr]
-                    continue  # its partition moved away (taken before the rebalance dropped its chunks)
+                if chunk.topic_info.revoked or chunk.topic_info.paused:  # type: ignore[union-attr]
+                    continue  # its partition moved away or was paused (taken before its chunks were dropped)
                 error = chunk.error  # type: ignore[union-attr]
                 if error is None:
                     info = chunk.topic_info  # type: ignore[union-attr]
@@ -267,16 +267,16 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
             self._clear()
 
     def drop_revoked(self) -> None:
-        """Drop the current chunk if its partition was revoked; keep any other chunk where it is.
+        """Drop the current chunk if its partition was revoked or paused; keep any other chunk where it is.
 
-        The rebalancer sets ``info.revoked`` first, then calls this: a chunk
-        installed before is dropped here, one installed after is refused by
-        :meth:`_refill`, so no message of a revoked partition is handed out
+        The rebalancer (or a pause) sets ``info.revoked`` (``info.paused``) first, then
+        calls this: a chunk installed before is dropped here, one installed after is
+        refused by :meth:`_refill`, so no message of such a partition is handed out
         once this returns.
         """
         with self._lock:
             rest = self._take_rest()
-            if rest is not None and not rest[0].revoked:
+            if rest is not None and not rest[0].revoked and not rest[0].paused:
                 self._install(*rest)
 
     def _next_batch(self, arrow: Any, max_rows: Optional[int]) -> Optional["pyarrow.RecordBatch"]:
@@ -395,7 +395,7 @@ class KafkaStream:
         self._iterator.clear()
 
     def drop_revoked(self) -> None:
-        """Drop the chunk being iterated if its partition was revoked (``PartitionTopicInfo.revoked``)."""
+        """Drop the chunk being iterated if its partition was revoked or paused (``PartitionTopicInfo``)."""
         self._iterator.drop_revoked()
 
     @property
@@ -430,10 +430,18 @@ def revoke_partitions(streams: Iterable[KafkaStream], infos: Iterable[PartitionT
     returns, the ``consumed_offset`` of each of ``infos`` is final.
     """
     infos = list(infos)
-    if not infos:
-        return
     for info in infos:
         info.revoked = True
+    stop_delivering(streams, infos)
+
+
+def stop_delivering(streams: Iterable[KafkaStream], infos: Iterable[PartitionTopicInfo]) -> None:
+    """Drop the queued chunks of ``infos`` (each already marked ``revoked`` or ``paused``), then any
+    chunk of theirs a stream is iterating; other partitions' chunks are kept. Call with the
+    fetchers no longer fetching ``infos``: once this returns, no message of theirs is handed out."""
+    infos = list(infos)
+    if not infos:
+        return
     for queue in {id(info.queue): info.queue for info in infos}.values():
         queue.discard(infos)
     for stream in streams:

@@ -139,8 +139,8 @@ class Delivery:
             registry[tp] = (PartitionTopicInfo(tp[0], tp[1], queue, offset, self._fetch_size), thread_id)
         if self._listener is not None:
             by_topic: Dict[str, Dict[int, str]] = {}
-            for (topic, partition), thread_id in share.items():
-                by_topic.setdefault(topic, {})[partition] = thread_id
+            for (topic, partition), thread_id in share.items():  # the thread ids of the streams that deliver them
+                by_topic.setdefault(topic, {})[partition] = self._local(thread_id)
             self._listener.before_starting_fetchers(self._consumer_id, by_topic)
         with self._lock:
             self._generation = generation

@@ -246,7 +246,8 @@ class PartitionTopicInfo:
     iterator through the chunks it takes from ``queue``.
     """
 
-    __slots__ = ("topic", "partition", "queue", "consumed_offset", "fetched_offset", "fetch_size", "revoked", "_lock")
+    __slots__ = ("topic", "partition", "queue", "consumed_offset", "fetched_offset", "fetch_size", "revoked", "paused",
+                 "_lock")
 
     def __init__(self, topic: str, partition: int, queue: ChunkQueue, offset: int, fetch_size: int) -> None:
         self.topic = topic
@@ -257,6 +258,8 @@ class PartitionTopicInfo:
         self.fetch_size = fetch_size
         #: Set (never cleared) once the partition moved away from this info's stream: iterators drop its chunks.
         self.revoked = False
+        #: Set while the application paused the partition (see ``consumer/pausing.py``): iterators drop its chunks.
+        self.paused = False
         self._lock = threading.Lock()
 
     def enqueue(self, fetch_offset: int, messages: Sequence[RawMessage], should_abort: Callable[[], bool]) -> bool:
@@ -305,6 +308,13 @@ class PartitionTopicInfo:
     def enqueue_error(self, fetch_offset: int, error: BaseException, should_abort: Callable[[], bool]) -> bool:
         """Queue an error chunk that the iterator raises when it reaches it."""
         return self.queue.put(FetchedDataChunk(self, fetch_offset, (), error), should_abort)
+
+    def rewind_to_consumed(self) -> None:
+        """Move ``fetched_offset`` back to ``consumed_offset``: what was fetched but not handed out is
+        fetched again (a pause dropped it). Call only while no fetcher fetches the partition."""
+        with self._lock:
+            if self.consumed_offset >= 0:
+                self.fetched_offset = self.consumed_offset
 
     def reset_offsets(self, offset: int) -> None:
         """Move both positions to ``offset`` (``auto.offset.reset`` after OFFSET_OUT_OF_RANGE)."""

@@ -87,7 +87,7 @@ from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
 from .fetch_stats import FetchStats
 from .fetcher_thread import FetcherKey, FetcherThread
-from .handoff import PartitionTopicInfo
+from .handoff import ChunkQueue, PartitionTopicInfo
 from .leader_finder import LeaderFinder, LeaderFinderHost
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,6 +205,9 @@ class FetcherManager:
         self._leaders: Dict[TopicPartition, int] = {}
         self._announced: Dict[TopicPartition, int] = {}  # last leader logged per partition (LeaderFinder only)
         self._leader_finder: Optional[LeaderFinder] = None
+        #: What the application paused (:meth:`pause`): kept across stop/start, never fetched while here.
+        self._paused: Set[TopicPartition] = set()
+        self._paused_queues: Set[int] = set()  # ``id()`` of paused streams' queues
         self._shut_down = False
         self._generation = 0
         #: Cumulative per-broker fetch counters of every fetcher thread this manager ran.
@@ -233,8 +236,9 @@ class FetcherManager:
                     for tp, info in self._by_tp(infos).items():
                         if self._partitions.get(tp) is not info:
                             self._partitions[tp] = info
-                            self._leaderless.add(tp)
                             self._leaders.pop(tp, None)
+                            if not self._is_paused(tp, info):
+                                self._leaderless.add(tp)
                     self._cond.notify_all()
             if self._leader_finder is None:
                 self._generation += 1
@@ -264,6 +268,66 @@ class FetcherManager:
                         self._announced.pop(tp, None)
                     self._leaderless -= tps
             self._stop_idle_fetchers()
+
+    def pause(self, tps: Iterable[TopicPartition] = (), queues: Iterable[ChunkQueue] = ()) -> List[PartitionTopicInfo]:
+        """Stop fetching ``tps`` and every partition queued into ``queues`` (paused streams), until :meth:`resume`.
+
+        Pauses outlive :meth:`stop_connections` and rebalances: a paused partition (or one
+        of a paused stream) given again by :meth:`start_connections` is known but not
+        fetched. Returns the infos of the paused partitions this manager holds, once no chunk
+        of theirs can be queued any more (as :meth:`remove_partitions`); the caller sets their
+        ``paused`` flag and drops what was queued (``consumer/pausing.py``). :meth:`resume`
+        clears the flag before a partition can be fetched again.
+        """
+        tps, queue_ids = set(tps), {id(q) for q in queues}
+        with self._lifecycle:
+            with self._fetchers_lock:
+                with self._cond:
+                    self._paused |= tps
+                    self._paused_queues |= queue_ids
+                    held = {tp: info for tp, info in self._partitions.items()
+                            if tp in tps or id(info.queue) in queue_ids}
+                    self._leaderless -= set(held)
+                    for tp in held:
+                        self._leaders.pop(tp, None)
+                for fetcher in self._fetchers.values():
+                    fetcher.remove_partitions(held)
+            self._stop_idle_fetchers()
+        return list(held.values())
+
+    def resume(self, tps: Iterable[TopicPartition] = (), queues: Iterable[ChunkQueue] = ()) -> List[PartitionTopicInfo]:
+        """Undo :meth:`pause` for ``tps`` and ``queues``; fetching resumes from each ``fetched_offset``.
+
+        A partition still paused another way (its stream, or itself) stays paused.
+        Returns the infos that fetch again.
+        """
+        tps, queue_ids = set(tps), {id(q) for q in queues}
+        with self._lifecycle:
+            with self._cond:
+                self._paused -= tps
+                self._paused_queues -= queue_ids
+                woken = {tp: info for tp, info in self._partitions.items()
+                         if (tp in tps or id(info.queue) in queue_ids) and not self._is_paused(tp, info)
+                         and tp not in self._leaders}
+                for info in woken.values():
+                    info.paused = False  # before it can be fetched: no chunk of it is dropped as paused
+                self._leaderless |= set(woken)
+                self._cond.notify_all()
+        return list(woken.values())
+
+    def forget_paused(self, tps: Iterable[TopicPartition]) -> None:
+        """Drop partition pauses for good (the partitions left this member); stream pauses stay."""
+        with self._cond:
+            self._paused -= set(tps)
+
+    def paused(self) -> Set[TopicPartition]:
+        """The partitions paused one by one (not those paused through their stream)."""
+        with self._cond:
+            return set(self._paused)
+
+    def _is_paused(self, tp: TopicPartition, info: PartitionTopicInfo) -> bool:
+        """Caller holds ``_cond``."""
+        return tp in self._paused or id(info.queue) in self._paused_queues
 
     def stop_connections(self) -> None:
         """Stop the LeaderFinder and every fetcher, join them all, forget every partition.
@@ -299,8 +363,9 @@ class FetcherManager:
         ``fetch_lag`` (high watermark - fetched offset), ``consumer_lag`` (high
         watermark - consumed offset), ``leader`` (broker id or ``None``),
         ``fetcher`` (thread name or ``None``), ``stalled`` (an error chunk was
-        queued or parked) and ``parked`` (a fetched chunk waits for room in its
-        stream's queue: that stream is not being read fast enough).
+        queued or parked), ``parked`` (a fetched chunk waits for room in its
+        stream's queue: that stream is not being read fast enough) and ``paused``
+        (by the application: :meth:`pause`).
         ``fetchers``: ``{thread name: {"broker", "fetcher_id", "connection", "partitions", "alive"}}``.
         ``partitions_without_leader``: how many wait for the LeaderFinder.
         ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "held_back_waits", "errors": {kind: n}}}``,
@@ -313,6 +378,7 @@ class FetcherManager:
             infos = dict(self._partitions)
             leaders = dict(self._leaders)
             leaderless = len(self._leaderless)
+            paused = {tp for tp, info in infos.items() if self._is_paused(tp, info)}
         where: Dict[TopicPartition, Tuple[str, int, bool, bool]] = {}
         for key, snap in held.items():
             for tp, (_, hw, stalled, parked) in snap.items():
@@ -327,6 +393,7 @@ class FetcherManager:
                 "fetch_lag": max(0, hw - info.fetched_offset) if hw >= 0 and info.fetched_offset >= 0 else None,
                 "consumer_lag": max(0, hw - info.consumed_offset) if hw >= 0 and info.consumed_offset >= 0 else None,
                 "leader": leaders.get(tp), "fetcher": name, "stalled": stalled, "parked": parked,
+                "paused": tp in paused,
             }
         return {
             "partitions": partitions,
@@ -389,8 +456,9 @@ class FetcherManager:
             for info in infos:
                 tp = (info.topic, info.partition)
                 if self._partitions.get(tp) is info:
-                    self._leaderless.add(tp)
                     self._leaders.pop(tp, None)
+                    if not self._is_paused(tp, info):
+                        self._leaderless.add(tp)
             self._cond.notify_all()
 
     def _assign_leaders(self, metadata: MetadataResponse, finder: ShutdownableThread) -> None:

@@ -309,6 +309,9 @@ class PauseTimingListener:
     def __init__(self, inner: Any, metrics: ConsumerMetrics) -> None:
         self.inner = inner
         self._metrics = metrics
+        #: Called after the application's ``before_starting_fetchers`` with the same arguments (the
+        #: connector's pauses: ``consumer/pausing.py``), if set.
+        self.on_assigned: Optional[Callable[[str, Any], None]] = None
 
     def before_releasing_partitions(self, partitions: Any) -> None:
         self._metrics.partitions_released()
@@ -321,6 +324,8 @@ class PauseTimingListener:
                 self.inner.before_starting_fetchers(consumer_id, assignment)
         finally:
             self._metrics.fetchers_starting()
+            if self.on_assigned is not None:
+                self.on_assigned(consumer_id, assignment)
 
 
 class MetricsReporter:
