@@ -87,13 +87,21 @@ class RebalanceStatus:
 class ConsumerRebalanceListener(Protocol):
     """Hooks called by the rebalancer thread (Kafka's ``ConsumerRebalanceListener``).
 
-    A listener may also have ``paused_partitions_moved(partitions)`` (``{topic: {partition, ...}}``):
-    called after ``before_starting_fetchers`` with the partitions the application had paused
-    (``connector.pause``) that are no longer this member's, and so no longer paused.
+    Two optional methods, called if the listener has them (``partitions`` as ``{topic: {partition, ...}}``):
+
+    * ``partitions_lost(partitions)``: partitions taken from this member *without* a hand-over
+      (Kafka's ``onPartitionsLost``): its ZooKeeper session expired, a commit found another member
+      holding them, or the coordinator ended its generation. They already stopped being
+      delivered; what was handed out since the last commit was not committed and the new owner
+      delivers it again. ``before_releasing_partitions`` is never called for them.
+    * ``paused_partitions_moved(partitions)``: called after ``before_starting_fetchers`` with the
+      partitions the application had paused (``connector.pause``) that are no longer this
+      member's, and so no longer paused.
     """
 
     def before_releasing_partitions(self, partitions: Mapping[str, Set[int]]) -> None:
-        """Called with the partitions that move, once they stopped being delivered and offsets were committed.
+        """Called with the partitions that move (handed over in order), once they stopped being delivered
+        and offsets were committed.
 
         Called before their owner nodes are released. Partitions this member
         keeps are not included (they keep flowing); unlike Kafka's consumer,

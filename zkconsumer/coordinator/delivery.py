@@ -176,7 +176,12 @@ class Delivery:
             by_topic: Dict[str, Set[int]] = {}
             for topic, partition in registry:
                 by_topic.setdefault(topic, set()).add(partition)
-            self._listener.before_releasing_partitions(by_topic)
+            if commit:
+                self._listener.before_releasing_partitions(by_topic)
+            else:  # the generation is over: no hand-over, and what was not committed before is not now
+                told = getattr(self._listener, "partitions_lost", None)
+                if told is not None:
+                    told(by_topic)
         positions = {tp: info.consumed_offset for tp, (info, _) in registry.items() if info.consumed_offset >= 0}
         with self._lock:
             self._revoked = _Revoked(generation, positions, tuple(registry.values()))

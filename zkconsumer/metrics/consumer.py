@@ -318,6 +318,12 @@ class PauseTimingListener:
         if self.inner is not None:
             self.inner.before_releasing_partitions(partitions)
 
+    def partitions_lost(self, partitions: Any) -> None:
+        self._metrics.partitions_released()
+        told = getattr(self.inner, "partitions_lost", None)
+        if told is not None:
+            told(partitions)
+
     def before_starting_fetchers(self, consumer_id: str, assignment: Any) -> None:
         try:
             if self.inner is not None:

@@ -223,6 +223,14 @@ class BeforeReleasing:
 
 
 @dataclass(frozen=True)
+class PartitionsLost:
+    """Call the listener's ``partitions_lost`` (if there is a listener and it has one): partitions taken
+    from this member without a hand-over, their last positions not committed. Result: ``None``."""
+
+    partitions: Mapping[str, Set[int]]
+
+
+@dataclass(frozen=True)
 class BeforeStarting:
     """Call the listener's ``before_starting_fetchers`` (if there is a listener). Result: ``None``."""
 

@@ -66,6 +66,7 @@ from .effects import (
     Log,
     Members,
     Now,
+    PartitionsLost,
     Raised,
     ReadBooks,
     ReadMembers,
@@ -217,6 +218,7 @@ def pause(consumer_id: str, mine: Mapping[TopicPartition, str], auto_commit: boo
     failed commit is logged and the rebalance goes on: unwritten offsets stay pending.
     """
     books: Books = yield from _call(ReadBooks())
+    taken = {tp for tp in books.delivered if tp not in books.owned}  # found taken from us earlier (lose)
     yield from _call(Revoke(tuple(decide.moving(books.delivered, mine, books.owned))))
     if auto_commit and books.delivered:
         result = yield from _tried(Commit())
@@ -234,15 +236,25 @@ def pause(consumer_id: str, mine: Mapping[TopicPartition, str], auto_commit: boo
             yield from _call(Disown(tuple(lost)))
             for tp in lost:
                 books.owned.pop(tp, None)
+            taken.update(lost)
     moved: Dict[TopicPartition, int] = yield from _call(ReadRevoked())
     # To another stream of ours: resume where it was.
     yield from _call(Carry(tuple(decide.carried(moved, mine, books.owned))))
-    if moved:
-        by_topic: Dict[str, Set[int]] = {}
-        for topic, partition in moved:
-            by_topic.setdefault(topic, set()).add(partition)
-        yield from _call(BeforeReleasing(by_topic))
+    released = [tp for tp in moved if tp not in taken]
+    if released:  # handed over in order: their positions were committed above
+        yield from _call(BeforeReleasing(_by_topic(released)))
+    lost_now = [tp for tp in moved if tp in taken]
+    if lost_now:  # another member holds them already: nothing of ours was committed for them since
+        yield from _call(PartitionsLost(_by_topic(lost_now)))
     yield from _call(Forget(tuple(moved), update_fetching=True))
+
+
+def _by_topic(tps: Sequence[TopicPartition]) -> Dict[str, Set[int]]:
+    """``[(topic, partition)]`` -> ``{topic: {partition, ...}}``, as the listener takes them."""
+    by_topic: Dict[str, Set[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, set()).add(partition)
+    return by_topic
 
 
 @dataclass

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException
 
@@ -285,6 +285,7 @@ class Ownership:
             fx.Disown: self._disown,
             fx.Forget: self._forget_all,
             fx.BeforeReleasing: self._before_releasing,
+            fx.PartitionsLost: lambda e: self._partitions_lost(e.partitions),
             fx.BeforeStarting: self._before_starting,
             fx.ReadOffsets: lambda e: self._read_offsets(list(e.tps)),
             fx.Install: lambda e: self._install(e.claims, e.committed),
@@ -336,6 +337,11 @@ class Ownership:
     def _before_releasing(self, effect: fx.BeforeReleasing) -> None:
         if self._listener is not None:
             self._listener.before_releasing_partitions(effect.partitions)
+
+    def _partitions_lost(self, partitions: Mapping[str, Set[int]]) -> None:
+        told = getattr(self._listener, "partitions_lost", None)
+        if told is not None and partitions:
+            told(partitions)
 
     def _before_starting(self, effect: fx.BeforeStarting) -> None:
         if self._listener is not None:
@@ -482,8 +488,13 @@ class Ownership:
         with self._lock:
             for info in self._registry.values():
                 info.revoked = True
-            self._registry = {}
+            lost, self._registry = sorted(self._registry), {}
             self._owned = {}
+        if lost:  # their owner nodes went with the session: nothing since the last commit is committed
+            by_topic: Dict[str, Set[int]] = {}
+            for topic, partition in lost:
+                by_topic.setdefault(topic, set()).add(partition)
+            self._partitions_lost(by_topic)
         # ``_nodes`` is kept. The server deletes the lost session's nodes, but an attempt that was
         # under way when the session was lost may have gone on (a retried request) on the *new*
         # session and claimed nodes there: forgetting them would leave them held by this member

@@ -67,3 +67,34 @@ def test_item11_to_commit_covers_what_the_revoked_generation_handed_out_until_th
     generation, owned, rebalancing = d.to_commit()
     assert generation == g2 and not rebalancing
     assert [(i.topic, i.partition, i.consumed_offset) for i, _ in owned] == [("t", 1, 7)]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: List[Tuple[str, object]] = []
+
+    def before_releasing_partitions(self, partitions: object) -> None:
+        self.calls.append(("released", partitions))
+
+    def partitions_lost(self, partitions: object) -> None:
+        self.calls.append(("lost", partitions))
+
+    def before_starting_fetchers(self, consumer_id: str, assignment: object) -> None:
+        self.calls.append(("starting", assignment))
+
+
+def test_a_generation_ended_by_the_coordinator_is_lost_and_a_rejoin_releases() -> None:
+    """``revoke(commit=False)`` (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, a session presumed expired):
+    nothing handed over, so ``partitions_lost``; ``revoke(commit=True)``: ``before_releasing_partitions``.
+    ``before_starting_fetchers`` names the streams' thread ids (``<consumer id>-<n>``)."""
+    queues: Dict[Tuple[str, str], ChunkQueue] = {}
+    recorder = Recorder()
+    d = Delivery(consumer_id="c1", queue_for=lambda t, th: queues.setdefault((t, th), ChunkQueue(10)), streams=[],
+                 fetchers=FakeFetchers(), committer=FakeCommitter({}), auto_commit=True, fetch_size=1024,
+                 listener=recorder)
+    d.assign(Generation(1, "m1"), {("t", 0): "m1-0", ("t", 1): "m1-1"})
+    d.revoke(commit=True)
+    d.assign(Generation(2, "m1"), {("t", 1): "m1-1"})
+    d.revoke(commit=False)
+    assert recorder.calls == [("starting", {"t": {0: "c1-0", 1: "c1-1"}}), ("released", {"t": {0, 1}}),
+                              ("starting", {"t": {1: "c1-1"}}), ("lost", {"t": {1}})]

@@ -200,6 +200,32 @@ def test_a_partition_that_moves_is_paused_released_and_the_new_one_claimed_and_i
     assert kinds.index("Commit") < kinds.index("BeforeReleasing") < kinds.index("ReleaseMany") < kinds.index("Claim")
 
 
+def test_partitions_taken_from_us_are_reported_lost_and_only_the_others_released() -> None:
+    """``lose`` disowned t-1 (a fenced commit found a peer holding it); the pause's own commit finds
+    t-3 taken too. Neither was handed over: they go to ``partitions_lost``, never to
+    ``before_releasing_partitions``, which gets only t-2 (assigned away, committed, then released)."""
+    owned = {T0: ME + "-0", T2: ME + "-0", T3: ME + "-0"}
+    b = books(owned)
+    b.delivered.append(T1)  # delivered, no longer owned: disowned by lose()
+    world = World({T0: ME + "-0", T1: "g_peer-0", T2: ME + "-0", T3: "g_peer-0"}, b)
+    mine = {T0: ME + "-0", T3: ME + "-0"}
+
+    def execute(e: Any) -> Any:
+        if isinstance(e, fx.Commit):
+            world.effects.append(e)
+            return [T3]  # fenced: a peer holds t-3 now
+        if isinstance(e, fx.Holds):
+            world.effects.append(e)
+            return world.owners.get(e.tp) == ME + "-0"
+        return world(e)
+
+    machine.drive(machine.pause(ME, mine, True), execute, ())
+    assert world.of(fx.BeforeReleasing) == [fx.BeforeReleasing({"t": {2}})]
+    assert world.of(fx.PartitionsLost) == [fx.PartitionsLost({"t": {1, 3}})]
+    kinds = world.kinds()
+    assert kinds.index("Commit") < kinds.index("BeforeReleasing") < kinds.index("PartitionsLost") < kinds.index("Forget")
+
+
 def test_a_claim_conflict_is_waited_for_then_won() -> None:
     mine = {T2: ME + "-0", T3: ME + "-0"}
     world = World({T2: "g_peer-0"}, books({}), release_at={T2: 2.0})  # the peer releases t-2 two seconds in
