@@ -145,6 +145,10 @@ def run_seeds(seeds: Iterable[int]) -> Report:
     return report
 
 
+#: Schedules a worker process runs before it is replaced by a fresh one (bounds its memory).
+RECYCLE_EVERY = 5_000
+
+
 def run_many(first: int, count: int, workers: int = 2, chunk: int = 250,
              progress: Optional[Callable[[Report], None]] = None) -> Report:
     """Seeds ``first .. first+count-1`` over ``workers`` processes; the merged report.
@@ -161,11 +165,13 @@ def run_many(first: int, count: int, workers: int = 2, chunk: int = 250,
         if progress is not None:
             total.seconds = time.monotonic() - started
             progress(total)
-    if workers <= 1:
+    if workers <= 1 and count <= RECYCLE_EVERY:
         for c in chunks:
             merge(run_seeds(c))
     else:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        # Each worker is replaced after RECYCLE_EVERY schedules: a process running schedules for an
+        # hour grew to 7 GB (a run of 90,000 on one worker), and a long search must not eat the machine.
+        with multiprocessing.get_context("fork").Pool(max(1, workers), maxtasksperchild=max(1, RECYCLE_EVERY // chunk)) as pool:
             for part in pool.imap_unordered(run_seeds, chunks):
                 merge(part)
     total.seconds = time.monotonic() - started
