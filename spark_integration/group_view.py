@@ -26,6 +26,7 @@ from zkconsumer.admin import BrokerOffsets, UnknownTopicError
 from zkconsumer.security import broker_ssl_context, zookeeper_acls, zookeeper_auth_data
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
 from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.zookeeper.reachability import diagnose
 
 from .ranges import OffsetRange, TopicPartition, plan_ranges, resolve_start
 
@@ -69,7 +70,8 @@ def open_zookeeper(config: ConsumerConfig) -> KazooClient:
         client.close()
         raise ZooKeeperUnavailableError(
             f"could not connect to ZooKeeper at zookeeper.connect={config.zookeeper_connect!r} within "
-            f"zookeeper.connection.timeout.ms={config.zookeeper_connection_timeout_ms}"
+            f"zookeeper.connection.timeout.ms={config.zookeeper_connection_timeout_ms}: "
+            f"{diagnose(config.zookeeper_connect)}"
         ) from exc
     return client
 

@@ -62,7 +62,7 @@ value exactly as ``java.util.Properties`` read it (0.9.0.1 trims it first), and:
 Values given as Python ``bool``/``int`` need no spelling. Surrounding whitespace
 of a value that Kafka would read differently is reported as such in the error.
 
-May import: errors, properties_file.
+May import: errors, properties_file, connect_string.
 """
 
 from __future__ import annotations
@@ -73,8 +73,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
+from .connect_string import check_zookeeper_connect
 from .errors import ConfigurationError
-from .properties_file import parse_properties
+from .properties_file import parse_properties, parse_properties_with_lines
 
 __all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue", "parse_properties"]
 
@@ -349,14 +350,6 @@ def _parse(prop: Property, raw: PropertyValue) -> Any:
     return text
 
 
-def _check_zookeeper_connect(value: str) -> None:
-    hosts, slash, chroot = value.partition("/")
-    if not hosts or any(not h.strip() for h in hosts.split(",")):
-        raise ConfigurationError("zookeeper.connect", f"invalid value {value!r}: expected host:port[,host:port...][/chroot]")
-    if slash and chroot and (chroot.endswith("/") or "//" in chroot):
-        raise ConfigurationError("zookeeper.connect", f"invalid chroot in {value!r}: /{chroot}")
-
-
 def _check_consumer_id(value: Optional[str]) -> None:
     if value is not None and ("/" in value or value in (".", "..") or any(ord(c) < 32 for c in value)):
         raise ConfigurationError("consumer.id", f"invalid value {value!r}: it becomes a ZooKeeper node name")
@@ -370,7 +363,7 @@ def _check_zookeeper_auth(value: Optional[str]) -> None:
 
 
 def _check_combinations(v: Mapping[str, Any]) -> None:
-    _check_zookeeper_connect(v["zookeeper.connect"])
+    check_zookeeper_connect(v["zookeeper.connect"])
     _check_consumer_id(v["consumer.id"])
     _check_zookeeper_auth(v["zookeeper.auth"])
     if v["fetch.wait.max.ms"] > v["socket.timeout.ms"]:
@@ -399,7 +392,20 @@ def _check_combinations(v: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- names
 
 
+#: Properties of Kafka's newer clients (and what this consumer does instead), named in the error.
+_NEWER_CLIENTS = {
+    "bootstrap.servers": "this consumer finds the brokers through zookeeper.connect, as Kafka 0.8's does",
+    "enable.auto.commit": "did you mean auto.commit.enable (Kafka 0.8's name)?",
+    "key.deserializer": "pass key_decoder= to create_message_streams instead",
+    "value.deserializer": "pass value_decoder= to create_message_streams instead",
+    "max.poll.records": "a stream hands out one message at a time (stream.batches(max_rows=...) for batches)",
+}
+
+
 def _suggestion(name: str) -> str:
+    newer = _NEWER_CLIENTS.get(name.strip().lower())
+    if newer:
+        return f"; {newer}"
     candidate = name.strip().lower().replace("_", ".")
     if candidate in PROPERTIES:
         return f"; did you mean {candidate}?"
@@ -499,7 +505,8 @@ class ConsumerConfig:
         """Read a Java ``.properties`` file (see :func:`parse_properties`), then apply ``overrides``.
 
         The file is read as UTF-8, or as ISO-8859-1 (Java's own encoding for
-        ``Properties.load``) if it is not valid UTF-8. ``OSError`` propagates.
+        ``Properties.load``) if it is not valid UTF-8. ``OSError`` propagates. A property
+        of the file that is refused is named with the file and its line.
         """
         with open(path, "rb") as f:
             raw = f.read()
@@ -509,7 +516,17 @@ class ConsumerConfig:
             text = raw.decode("iso-8859-1")
         if text.startswith("\ufeff"):
             text = text[1:]
-        return cls(parse_properties(text), **overrides)
+        try:
+            lines = parse_properties_with_lines(text)
+        except ConfigurationError as exc:
+            raise ConfigurationError(exc.property, f"{exc.detail} (in {os.fspath(path)})") from None
+        try:
+            return cls({key: value for key, (value, _) in lines.items()}, **overrides)
+        except ConfigurationError as exc:
+            if exc.property not in lines or exc.property in {k.replace("_", ".") for k in overrides}:
+                raise
+            where = f"{os.fspath(path)}, line {lines[exc.property][1]}"
+            raise ConfigurationError(exc.property, f"{exc.detail} (in {where})") from None
 
     def with_overrides(self, **overrides: PropertyValue) -> "ConsumerConfig":
         """A new config: this one's explicitly given properties plus ``overrides``.

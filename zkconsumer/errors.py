@@ -27,6 +27,8 @@ class ConfigurationError(ZkConsumerError, ValueError):
 
     def __init__(self, prop: str, message: str) -> None:
         self.property = prop
+        #: The message without the property's name.
+        self.detail = message
         super().__init__(f"{prop}: {message}")
 
 

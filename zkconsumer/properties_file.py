@@ -21,7 +21,7 @@ _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _WHITESPACE = " \t\f"
 
 
-def _logical_lines(text: str) -> Iterator[str]:
+def _logical_lines(text: str) -> Iterator[Tuple[str, int]]:
     """Java ``Properties`` logical lines, following JDK 9+'s ``LineReader`` character by character.
 
     Leading whitespace (space, tab, form feed) of every natural line is skipped.
@@ -29,12 +29,14 @@ def _logical_lines(text: str) -> Iterator[str]:
     to the end of the natural line, and blank lines are skipped. A line ending in
     an odd number of backslashes continues on the next natural line. At the end of
     the text a pending logical line is returned without its trailing backslash
-    (it may then be empty: Java then stores an empty key).
+    (it may then be empty: Java then stores an empty key). Each line comes with the offset in
+    ``text`` of its first character.
     """
     n = len(text)
     off = 0
     while True:
         buf: List[str] = []
+        start = off
         skip_ws, appended_begin, preceding_bs = True, False, False
         line: Optional[str] = None
         while line is None:
@@ -58,6 +60,8 @@ def _logical_lines(text: str) -> Iterator[str]:
                 skip_ws = True
                 continue
             if c not in "\r\n":
+                if not buf:
+                    start = off - 1
                 buf.append(c)
                 preceding_bs = (not preceding_bs) if c == "\\" else False
             elif not buf:
@@ -71,7 +75,7 @@ def _logical_lines(text: str) -> Iterator[str]:
                     off += 1
             else:
                 line = "".join(buf)
-        yield line
+        yield line, start
 
 
 def _unescape(text: str, key: str) -> str:
@@ -134,9 +138,18 @@ def parse_properties(text: str) -> Dict[str, str]:
     ... ''')
     {'group.id': 'g1', 'zookeeper.connect': 'zk1:2181,zk2:2181/kafka', 'consumer.timeout.ms': '5000'}
     """
-    result: Dict[str, str] = {}
-    for line in _logical_lines(text):
+    return {key: value for key, (value, _line) in parse_properties_with_lines(text).items()}
+
+
+def parse_properties_with_lines(text: str) -> Dict[str, Tuple[str, int]]:
+    """:func:`parse_properties`, each value with the number (from 1) of the line its key is on.
+
+    >>> parse_properties_with_lines("# c\\na=1\\n\\nb = 2\\n")
+    {'a': ('1', 2), 'b': ('2', 4)}
+    """
+    result: Dict[str, Tuple[str, int]] = {}
+    for line, start in _logical_lines(text):
         raw_key, raw_value = _split_key_value(line)
         key = _unescape(raw_key, "")
-        result[key] = _unescape(raw_value, key)
+        result[key] = (_unescape(raw_value, key), text.count("\n", 0, start) + 1)
     return result

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ..errors import ZooKeeperUnavailableError
+from ..zookeeper.reachability import diagnose
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -105,7 +106,7 @@ def zookeeper(args: argparse.Namespace) -> Iterator[KazooClient]:
     except KazooTimeoutError:
         _close(client)
         raise ZooKeeperUnavailableError(
-            f"cannot connect to ZooKeeper at {args.zookeeper} within {timeout_ms} ms"
+            f"cannot connect to ZooKeeper at {args.zookeeper} within {timeout_ms} ms: {diagnose(args.zookeeper)}"
         ) from None
     try:
         yield client

@@ -21,6 +21,7 @@ from ..config import ConsumerConfig
 from ..errors import ZooKeeperAccessError, ZooKeeperUnavailableError
 from ..zookeeper import server_order
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
+from ..zookeeper.reachability import diagnose
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
         close_client(client, heartbeat, consumer_id)
         raise ZooKeeperUnavailableError(
             f"could not connect to ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} within "
-            f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}"
+            f"zookeeper.connection.timeout.ms={cfg.zookeeper_connection_timeout_ms}: "
+            f"{diagnose(cfg.zookeeper_connect)}"
         ) from exc
     try:
         try:
@@ -66,3 +68,4 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
              heartbeat.negotiated_timeout() or cfg.zookeeper_session_timeout_ms / 1000.0, heartbeat.effective,
              cfg.zookeeper_heartbeat)
     return client, heartbeat
+

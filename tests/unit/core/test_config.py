@@ -482,8 +482,53 @@ def test_zookeeper_connect_shape(value: str) -> None:
 
 
 def test_zookeeper_connect_accepted_shapes() -> None:
-    for value in ("zk:2181", "zk1:2181,zk2:2181", "zk:2181/", "zk:2181/kafka/prod", "localhost"):
+    for value in ("zk:2181", "zk1:2181,zk2:2181", "zk:2181/", "zk:2181/kafka/prod", "localhost", "[::1]:2181",
+                  "10.0.0.1:2181,10.0.0.2/kafka"):
         assert make(**{"zookeeper.connect": value}).zookeeper_connect == value
+
+
+@pytest.mark.parametrize("value, says", [
+    ("zk:notaport", "invalid server 'zk:notaport'"),
+    ("zk:99999", "invalid server 'zk:99999'"),
+    ("zk:", "invalid server 'zk:'"),
+    ("http://zk:2181", "no http:// scheme"),
+    ("zookeeper://zk:2181/kafka", "no zookeeper:// scheme"),
+    ("user@zk:2181", "invalid server 'user@zk:2181'"),
+])
+def test_a_server_kazoo_could_not_use_is_refused_at_once_naming_the_form(value: str, says: str) -> None:
+    """Before, ``zk:notaport`` raised kazoo's raw ValueError at connect and ``http://zk:2181`` passed and
+    timed out later."""
+    err = error_for({"zookeeper.connect": value})
+    assert err.property == "zookeeper.connect" and says in str(err) and "e.g. zk1:2181,zk2:2181/kafka" in str(err)
+
+
+@pytest.mark.parametrize("name, says", [
+    ("bootstrap.servers", "finds the brokers through zookeeper.connect"),
+    ("enable.auto.commit", "did you mean auto.commit.enable"),
+    ("value.deserializer", "value_decoder="),
+])
+def test_properties_of_kafkas_newer_clients_say_what_to_use_instead(name: str, says: str) -> None:
+    err = error_for({name: "x"})
+    assert err.property == name and f"unknown property {name!r}" in str(err) and says in str(err)
+
+
+def test_a_bad_value_in_a_properties_file_names_the_file_and_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "consumer.properties"
+    path.write_text("# shared settings\nzookeeper.connect=zk:2181\n\ngroup.id=g1\nauto.offset.reset = earliest\n")
+    with pytest.raises(ConfigurationError) as info:
+        ConsumerConfig.from_properties(path)
+    assert info.value.property == "auto.offset.reset"
+    assert str(info.value).endswith(f"(in {path}, line 5)")
+    path.write_text("zookeeper.connect=zk:2181\ngroup.id=g1\nbootstrap.servers=b:9092\n")
+    with pytest.raises(ConfigurationError, match=r"zookeeper.connect, as Kafka 0.8's does \(in .*, line 3\)$"):
+        ConsumerConfig.from_properties(path)
+    with pytest.raises(ConfigurationError, match=r"group.id: .*\(in .*, line 3\)$"):  # after a value over two lines
+        path.write_text("zookeeper.connect=zk:2181,\\\n  zk2:2181\ngroup.id=bad/id\n")
+        ConsumerConfig.from_properties(path)
+    path.write_text("zookeeper.connect=zk:2181\ngroup.id=g1\n")
+    with pytest.raises(ConfigurationError) as info:  # an override's error is the override's, not the file's
+        ConsumerConfig.from_properties(path, **{"auto.offset.reset": "earliest"})
+    assert "(in " not in str(info.value)
 
 
 # --------------------------------------------------------------------------- object behaviour
