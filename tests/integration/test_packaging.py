@@ -27,6 +27,8 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tarfile
+import zipfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -64,6 +66,18 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     run([str(Path(sys.executable).parent / "check-wheel-contents"), "--config", str(ROOT / "pyproject.toml"),
          str(wheels[0])], ROOT)
     return {"wheel": wheels[0], "sdist": sdists[0]}
+
+
+def test_the_license_travels_in_the_wheel_and_the_sdist(dists: Dict[str, Path]) -> None:
+    license_text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in license_text and "Version 2.0" in license_text
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        found = [n for n in wheel.namelist() if n.endswith("LICENSE") and ".dist-info/" in n]
+        assert found and wheel.read(found[0]).decode() == license_text
+        metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-File: LICENSE" in metadata
+    with tarfile.open(dists["sdist"]) as sdist:
+        assert any(m.name.endswith("/LICENSE") and m.name.count("/") == 1 for m in sdist.getmembers())
 
 
 def dependency_view(target: Path) -> Path:
