@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
@@ -33,6 +34,8 @@ class _Callback:
 
 class FakeGroup:
     """The GroupClient surface the rebalancer uses, over plain dicts."""
+
+    client = SimpleNamespace(remaining=lambda: None)  # no ZooKeeper deadline (BoundedZooKeeper.remaining)
 
     def __init__(self, consumer_id: str, partitions: Dict[str, int]) -> None:
         self.consumer_id = consumer_id
