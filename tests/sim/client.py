@@ -313,6 +313,10 @@ class SimKazoo:
     def delete_async(self, path: str, version: int = -1) -> AsyncResult:
         return self._request("delete", {"path": path, "version": version})
 
+    def sync_async(self, path: str) -> AsyncResult:
+        """kazoo's ``sync_async``: answered (with ``path``) once the server has caught up with the leader."""
+        return self._request("sync", {"path": path})
+
     def ensure_path_async(self, path: str, acl: Any = None) -> AsyncResult:
         result = AsyncResult(self)
         inner = self.create_async(path, b"", makepath=True)
