@@ -586,6 +586,11 @@ class SimKazoo:
             return
         self._trace(f"{self.name} connection lost ({why})")
         self._conn += 1
+        # ZooKeeper keeps watches per connection: closing one removes its watches on that server
+        # (NIOServerCnxn.close -> ZooKeeperServer.removeCnxn -> DataTree.removeCnxn), and kazoo 2.11
+        # sends no SetWatches on reconnection (it drops its watchers: _reset_watchers).
+        if self.sid is not None:
+            self.ensemble.servers[self.server].drop_watches(self.sid)
         # kazoo's _session_callback(CONNECTING): _live cleared, pending requests failed,
         # listeners told SUSPENDED, watches dropped.
         self.state = KazooState.SUSPENDED
