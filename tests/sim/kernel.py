@@ -257,10 +257,11 @@ class SimLock:
         self._waiters: List[greenlet.greenlet] = []
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        end = None if timeout < 0 else self._kernel.now + timeout
         while self._held:
-            if not blocking:
+            if not blocking or (end is not None and end <= self._kernel.now):
                 return False
-            self._kernel.block(None, self._waiters)
+            self._kernel.block(None if end is None else end - self._kernel.now, self._waiters)
         self._held = True
         return True
 

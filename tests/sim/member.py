@@ -65,6 +65,7 @@ class Member(SimProcess):
                  subscription: Dict[str, int], wildcard: Optional[str], strategy: str, seed: int,
                  trace: Callable[[str], None], session_timeout: float = 6.0) -> None:
         super().__init__(kernel, ensemble, network, "m", index, incarnation, seed, trace, session_timeout)
+        self.session_timeout = session_timeout
         runtime = SimRuntime(kernel, self.name)
         self.group = GroupClient(self.client, GROUP, self.consumer_id, retry_timeout_s=session_timeout,  # type: ignore[arg-type]
                                  sleep=kernel.sleep, clock=kernel.clock)
@@ -186,17 +187,28 @@ class Member(SimProcess):
         self.spawn(run, "commit")
 
     def leave(self, done: Callable[[], None]) -> None:
-        """``shutdown()``: stop the watches and the rebalancer (joined), commit, close the session."""
+        """``shutdown()``, bounded as the connector bounds it: the coordination (watches, rebalancer)
+        is asked to stop on a thread of its own, the final commit runs under the group client's
+        deadline, both within one session timeout of the start, then the session closes (which
+        fails whatever is still waiting). ``_final_commit`` makes one attempt here, not
+        ``commit_retrying``'s several (they share the same deadline)."""
         previous, self.state = self.state, "leaving"
 
         def run() -> None:
-            self.watcher.stop()
+            deadline = self.kernel.clock() + self.session_timeout
+
+            def stop_coordination() -> None:
+                self.watcher.stop()
+                if previous == "joined":
+                    self.rebalancer.stop()
+            stopping = self.spawn(stop_coordination, "stop-coordination")
             if previous == "joined":
-                self.rebalancer.stop()
                 try:
-                    self.committer.commit(self.rebalancer.owned_partitions())
+                    with self.group.client.deadline(max(0.5, deadline - self.kernel.clock())):
+                        self.committer.commit(self.rebalancer.owned_partitions())
                 except ZkConsumerError:
                     pass
+            stopping.join(max(0.0, deadline - self.kernel.clock()))
             self.exit(done)
         self.spawn(run, "leave")
 

@@ -181,3 +181,18 @@ def test_a_watch_event_sent_during_a_freeze_never_overtakes_the_answer_of_the_re
     kernel.run_until(lambda: read.ready() and bool(events), kernel.now + 5.0)
     assert read.get() == []
     assert [event.type for event in events] == [EventType.CHILD]
+
+
+def test_a_dropped_connections_watches_are_removed_from_its_server() -> None:
+    """ZooKeeper keeps watches per connection and removes them when it closes (``DataTree.removeCnxn``);
+    kazoo 2.11 sends no ``SetWatches`` on reconnection. An event of the old connection's watch is never
+    delivered on the new one (the model delivered it, to whatever callback a new read had registered)."""
+    kernel, ensemble, client, _ = _world()
+    sid = client._session_id
+    server = ensemble.servers[client.server]
+    seen: List[Any] = []
+    client.exists_async("/", watch=seen.append)
+    kernel.run_until(lambda: any(sid in s for s in server.data_watches.values()), kernel.now + 5.0)
+    assert any(sid in s for s in server.data_watches.values())
+    client.drop_connection("test")
+    assert not any(sid in s for s in server.data_watches.values())

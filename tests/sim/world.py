@@ -462,9 +462,15 @@ class World:
     def _is_kafka(self, name: str) -> bool:
         return any(getattr(m, "kafka", False) for m in self.members if m.name == name)
 
+    def calm(self, calm: bool) -> None:
+        """No thread descheduled for seconds while the group is to settle (see ``ClientFaults.calm``)."""
+        for m in self.members:
+            m.client.faults.calm = calm
+
     def heal(self) -> None:
         self.healed = True
         self.trace("HEAL")
+        self.calm(True)
         self._resume()
         # Cut links are left to end by themselves (at most 10 s): what is held back on one is
         # released at its end in order, and ending them early here would let later messages
@@ -539,7 +545,8 @@ def _play(schedule: Schedule, keep_trace: bool) -> Outcome:
             world.kafka_finding(violation)  # a Kafka member gave up, or deleted a node it did not hold
         else:
             out.settle_s = settled_at[0] - healed_at
-        # Everyone leaves cleanly; every shutdown must end.
+        # Everyone leaves cleanly; every shutdown must end, also with threads descheduled for seconds.
+        world.calm(False)
         for m in list(world.members):
             if m.state in ("joined", "joining"):
                 world._leave(m)

@@ -255,6 +255,9 @@ class Ensemble:
         """
         if op in ("get", "exists", "get_children"):
             return self._read(server, sid, op, args)
+        if op == "sync":  # the follower catches up with the leader before answering (ZooKeeper's sync)
+            self.sync(server)
+            return args["path"]
         if op == "multi":
             results = self._multi(sid, args["ops"])
         else:

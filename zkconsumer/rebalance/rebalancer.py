@@ -199,6 +199,7 @@ class Rebalancer:
         self._signals = _Signals()
         self._state = RebalanceState.STARTING
         self._first_done = runtime.event()
+        self._ended = runtime.event()  # set when the thread's body returns (or dies)
         self._thread: Optional[Task] = None
         self._ownership = Ownership(
             group=group, fetchers=fetchers, streams=streams, queue_for=queue_for, fetch_size=fetch_size,
@@ -274,19 +275,28 @@ class Rebalancer:
         """Wait until the first rebalance succeeded or exhausted ``rebalance.max.retries``."""
         return self._first_done.wait(timeout)
 
-    def stop(self) -> None:
-        """Stop the thread (joins it). Fetchers and owner nodes are left to the caller.
+    def stop(self, timeout: Optional[float] = None) -> bool:
+        """Stop the thread and wait for it, at most ``timeout`` seconds (``None``: until it ends).
+
+        Returns whether the thread has ended (``True`` also when it never started, or when called
+        from the thread itself). Fetchers and owner nodes are left to the caller.
 
         An attempt under way ends at its next ZooKeeper step (and between the one-by-one claims
         of a claim): it neither claims, releases nor reads further; owner nodes it created and did
         not install stay for the caller's session close to delete (see :class:`.ownership.Ownership`).
+        A step already sent waits for its answer at most until its own deadline, which a
+        descheduled thread or a hung server may stretch: a caller with a bound of its own (a
+        shutdown) passes ``timeout`` and closes the session, which fails that step at once.
         """
         with self._cond:
             self._signals.stop = True
             self._notify()
+        ended = True
         if self._thread is not None and not self._thread.is_current():
-            self._thread.join()
+            self._thread.join(timeout)
+            ended = self._ended.is_set()
         self._set_state(RebalanceState.STOPPED)
+        return ended
 
     def owned_partitions(self) -> List[Tuple[PartitionTopicInfo, str]]:
         """``(partition info, owning thread id)`` of every partition owned now (for commits), a snapshot.
@@ -341,6 +351,7 @@ class Rebalancer:
             self._on_failure(exc)
         finally:
             self._first_done.set()
+            self._ended.set()
 
     def _apply_session_signals(self, signals: _Signals) -> bool:
         """Act on lost partitions and session loss/restoration; ``False`` while the session is still lost."""

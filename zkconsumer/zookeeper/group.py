@@ -139,6 +139,7 @@ class GroupClient(OffsetNodes):
         self._parents_seen: Set[str] = set()  # owners/<topic> nodes ensured (_ensure_parents)
         self._topic_lock = threading.Lock()
         self._connection_epoch = 0  # connection losses seen (connection_lost): a watch read before one is gone
+        self._synced_epoch = 0  # the epoch of the last sync answered (_sync_after_reconnection)
         self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[Tuple[int, int]]]] = {}
         self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
         self._brokers_session: Optional[Tuple[int, int]] = None
@@ -164,9 +165,13 @@ class GroupClient(OffsetNodes):
             reraise=True,
         )
         self._note_session()
+
+        def synced_step() -> T:
+            self._sync_after_reconnection()
+            return step()
         try:
             with self.client.deadline(self._retry_timeout_s):
-                return retrying(step)
+                return retrying(synced_step)
         except _TRANSIENT as exc:
             raise ZooKeeperUnavailableError(f"ZooKeeper did not answer within {self._retry_timeout_s}s: {exc!r}") from exc
         except SessionExpiredError as exc:
@@ -207,6 +212,23 @@ class GroupClient(OffsetNodes):
         cache whose watch no longer exists.
         """
         self._connection_epoch += 1  # one writer (kazoo's connection thread); readers compare
+
+    def _sync_after_reconnection(self) -> None:
+        """Once after each connection loss, before a read: ``sync``, so the read sees every write of ours.
+
+        A write whose answer the loss swallowed may have been applied; ZooKeeper lets the client
+        reconnect to any server that has seen the last zxid the client *received*, so that server
+        may not have the write yet, and a read there shows the node as it was before it (ZooKeeper's
+        Programmer's Guide: reads are served from the server's own state; ``sync`` brings it up to
+        the leader). A release whose delete was applied and unanswered would otherwise read our own
+        deleted node there, find it ours, and delete a peer's node re-created since at the same
+        version 0 (found by the simulator, seed 3003786). The answer to the sync carries the
+        leader's zxid, so every later server of this session has our write too.
+        """
+        epoch = self._connection_epoch
+        if epoch != self._synced_epoch:
+            self.client.sync("/")
+            self._synced_epoch = epoch
 
     def _connection(self) -> Optional[Tuple[int, int]]:
         """What a watch-kept cache entry is valid for: this session, and no connection loss since

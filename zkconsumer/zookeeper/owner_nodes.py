@@ -73,6 +73,9 @@ class OwnerNodes:
     def _note_session(self) -> Optional[int]:
         raise NotImplementedError
 
+    def _sync_after_reconnection(self) -> None:
+        raise NotImplementedError
+
     def _pipelined(self, what: str, calls: Sequence[Tuple[str, Callable[[], Any]]]) -> List[Any]:
         """Send every request of ``calls`` (``(path, send)``; ``send()`` returns kazoo's async
         result), then wait for them all: per call, its result or the exception it raised.
@@ -88,6 +91,10 @@ class OwnerNodes:
         self._note_session()
         try:
             with self.client.deadline(self._retry_timeout_s):
+                try:
+                    self._sync_after_reconnection()  # the reads below must see every write of ours
+                except Exception as exc:  # noqa: BLE001 - each call gets it, as the caller expects
+                    return [exc] * len(calls)
                 return self.client.gather(what, [(path, send()) for path, send in calls])
         finally:
             self._note_session()

@@ -136,6 +136,11 @@ class BoundedZooKeeper:
     def ensure_path(self, path: str, acl: Optional[List[Any]] = None) -> Any:
         return self._wait("creating", path, self.raw.ensure_path_async(path, acl=acl))
 
+    def sync(self, path: str) -> Any:
+        """ZooKeeper's ``sync``: the server this client is connected to catches up with the leader
+        before answering, and so before any later request of this session."""
+        return self._wait("syncing", path, self.raw.sync_async(path))
+
     def transaction(self) -> "_BoundedTransaction":
         return _BoundedTransaction(self, self.raw.transaction())
 

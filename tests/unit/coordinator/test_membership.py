@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 from collections import deque
+from types import SimpleNamespace
 from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import pytest
@@ -331,6 +332,7 @@ class MemoryStorage:
 
 class FakeGroup:
     group = "grp"
+    client = SimpleNamespace(remaining=lambda: None)  # no ZooKeeper deadline (BoundedZooKeeper.remaining)
 
 
 def delivery(auto_commit: bool = True) -> Tuple[Delivery, FakeFetchers, MemoryStorage, Dict[str, ChunkQueue]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections import deque
+from types import SimpleNamespace
 from typing import Deque, Dict, List, Optional, Tuple
 
 import pytest
@@ -64,6 +66,7 @@ class FakeGroup:
     """The GroupClient surface offset storages use."""
 
     group = "grp"
+    client = SimpleNamespace(remaining=lambda: None)  # no ZooKeeper deadline (BoundedZooKeeper.remaining)
     session_id = 1  # the ZooKeeper session: fenced writes are fenced to the one they began on
 
     def __init__(self) -> None:
@@ -282,6 +285,42 @@ def test_a_zookeeper_error_is_raised_as_it_is_when_nothing_was_fenced() -> None:
     committer = OffsetCommitter(group)  # type: ignore[arg-type]
     with pytest.raises(ZooKeeperUnavailableError):
         committer.commit([(PartitionTopicInfo("t", 0, ChunkQueue(1), 5, 1024), "me-0")])
+
+
+def test_a_commit_under_a_deadline_waits_for_a_commit_in_flight_no_longer_than_the_deadline() -> None:
+    """shutdown()'s final commit runs under a ZooKeeper deadline; another thread's commit may hold the
+    committer for many slow steps (the simulator, seed 3063038): the final commit gives up at its
+    deadline (retriable, nothing written) instead of waiting for it, and ``committed()`` never waits."""
+    group = FakeGroup()
+    group.owners = {("t", 0): "me-0", ("t", 1): "me-0"}
+    inner = ZooKeeperOffsetStorage(group)  # type: ignore[arg-type]
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowStorage:
+        name, rewrites_unchanged = inner.name, inner.rewrites_unchanged
+
+        def out_of_sync(self) -> set:  # type: ignore[type-arg]
+            return set()
+
+        def write(self, entries, generation):  # type: ignore[no-untyped-def]
+            entered.set()
+            release.wait(10)
+            return inner.write(entries, generation)
+
+    committer = OffsetCommitter(group, SlowStorage())  # type: ignore[arg-type]
+    first = threading.Thread(target=committer.commit, args=([(PartitionTopicInfo("t", 0, ChunkQueue(1), 5, 1024),
+                                                               "me-0")],))
+    first.start()
+    try:
+        assert entered.wait(10)
+        group.client = SimpleNamespace(remaining=lambda: 0.0)  # the caller's deadline has come
+        with pytest.raises(ZooKeeperUnavailableError):
+            committer.commit([(PartitionTopicInfo("t", 1, ChunkQueue(1), 7, 1024), "me-0")])
+        assert committer.committed() == {}  # answered while the first commit is still in flight
+    finally:
+        release.set()
+        first.join(10)
+    assert committer.committed() == {("t", 0): 5} and group.offsets == {("t", 0): 5}
 
 
 def test_no_generation_is_the_zookeeper_membership_marker() -> None:

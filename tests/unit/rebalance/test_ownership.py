@@ -197,7 +197,8 @@ def test_owner_nodes_are_released_only_once_a_commit_in_flight_was_answered() ->
     log: List[str] = []
     group = LoggedOwnerNodes(log)
     storage = BlockingStorage(log)
-    committer = OffsetCommitter(SimpleNamespace(group="g"), storage=storage)  # type: ignore[arg-type]
+    committer = OffsetCommitter(SimpleNamespace(group="g", client=SimpleNamespace(remaining=lambda: None)),
+                                storage=storage)  # type: ignore[arg-type]
     ownership, _fetchers, _lock = build(group, committer=committer)
     both = {("t", 0): ME + "-0", ("t", 1): ME + "-0"}
     assert ownership.take_ownership(both, both) is True

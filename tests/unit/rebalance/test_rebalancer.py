@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
@@ -33,6 +34,8 @@ class _Callback:
 
 class FakeGroup:
     """The GroupClient surface the rebalancer uses, over plain dicts."""
+
+    client = SimpleNamespace(remaining=lambda: None)  # no ZooKeeper deadline (BoundedZooKeeper.remaining)
 
     def __init__(self, consumer_id: str, partitions: Dict[str, int]) -> None:
         self.consumer_id = consumer_id
@@ -406,6 +409,35 @@ def test_a_stop_ends_the_attempt_between_its_steps_and_leaves_its_new_nodes_to_t
     assert group.after_stop == []
     assert fetchers.running == []  # nothing installed: nothing delivered from nodes about to vanish
     assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}  # left to the session close
+    assert not failures
+
+
+class HungWhileClaiming(FakeGroup):
+    """Claims as FakeGroup does, but ``claim_many`` hangs (a step whose answer never comes) until released."""
+
+    def __init__(self, consumer_id: str, partitions: Dict[str, int]) -> None:
+        super().__init__(consumer_id, partitions)
+        self.entered, self.answer = threading.Event(), threading.Event()
+
+    def claim_many(self, claims: List[Tuple[str, int, str, Any]], look_first: bool = False,
+                   cancelled: Any = None) -> List[Optional[str]]:
+        self.entered.set()
+        self.answer.wait(10)
+        return super().claim_many(claims, look_first)
+
+
+def test_a_stop_with_a_timeout_returns_while_a_step_hangs_and_says_the_thread_has_not_ended() -> None:
+    """``stop(timeout)`` is bounded whatever ZooKeeper does; it says whether the thread ended (a
+    shutdown then closes the session, which fails the step). ``stop()`` without one waits."""
+    group = HungWhileClaiming(ME, {"t": 2})
+    group.join(ME, {"t": 1})
+    rebalancer, _, failures = build(group)
+    rebalancer.start()
+    assert group.entered.wait(10)
+    assert rebalancer.stop(timeout=0.05) is False
+    assert rebalancer.state is RebalanceState.STOPPED
+    group.answer.set()
+    assert rebalancer.stop() is True
     assert not failures
 
 
