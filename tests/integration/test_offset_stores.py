@@ -243,3 +243,23 @@ def test_export_reset_and_import_follow_a_group_whose_offsets_are_in_kafka(clust
                            "--offsets-storage", "kafka")
         drainer.stop()
     assert code == 1 and "refusing to reset offsets" in err, err
+
+
+def test_the_lag_exporter_reads_each_group_where_its_offsets_are(cluster, zk, make_topic) -> None:
+    from zkconsumer.monitoring.exporter import LagExporter
+
+    topic = make_topic(partitions=4)
+    in_kafka, in_zk = unique("g-exp-k"), unique("g-exp-z")
+    produce_evenly(cluster, topic, produced_values(40))
+    kafka_offsets = next_offsets(consume(cluster, in_kafka, topic, 40, offsets_storage="kafka",
+                                         dual_commit_enabled="false"))
+    zk_offsets = next_offsets(consume(cluster, in_zk, topic, 40))
+    detecting = LagExporter(zk, groups=[in_kafka, in_zk], interval_s=60, offsets_storage="detect")
+    found = detecting.poll_once()
+    assert {r.partition: r.offset for r in found[in_kafka].partitions} == kafka_offsets
+    assert {r.partition: r.offset for r in found[in_zk].partitions} == zk_offsets
+    assert all(r.lag == 0 for g in found.values() for r in g.partitions)
+    blind = LagExporter(zk, groups=[in_kafka], interval_s=60)  # zookeeper, as before: sees no offsets
+    assert all(r.offset is None for r in blind.poll_once()[in_kafka].partitions)
+    with pytest.raises(ValueError, match="unknown offsets storage 's3'"):
+        LagExporter(zk, offsets_storage="s3")
