@@ -18,6 +18,10 @@
                                  [--topic T ...] [--execute] [--force] [--format table|json]
     zkconsumer --version
 
+``groups describe|status``, ``offsets export|import|reset`` and ``exporter`` take
+``--offsets-storage detect|zookeeper|kafka|both`` (default ``detect``: where the group's
+offsets are; :mod:`zkconsumer.admin.stores`).
+
 One module per command group (:mod:`.groups`, :mod:`.offsets` with :mod:`.copy`, :mod:`.consume`);
 rendering in :mod:`.output`; connection and exit codes in :mod:`.common`;
 terminal-only progress in :mod:`.progress` and ``describe --watch`` in :mod:`.watch`.
