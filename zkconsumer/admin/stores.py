@@ -31,7 +31,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from kazoo.client import KazooClient
 
-from ..errors import BrokerError
+from ..errors import BrokerError, ZkConsumerError
 from ..offsets.channel import CoordinatorChannel
 from ..offsets.storage import DualOffsetStorage, KafkaOffsetStorage
 from ..structs import TopicPartition
@@ -252,7 +252,8 @@ def read_group_offsets(zk: KazooClient, group: str, partitions: Sequence[TopicPa
 
     ``kafka`` is required unless ``store`` is ``zookeeper``. ``detect`` reads both and
     keeps the store(s) that hold any offset of these partitions: ``both`` if each does,
-    ZooKeeper if neither does. Raises :class:`AdminError` for an unknown store.
+    ZooKeeper if neither does. Raises :class:`AdminError` for an unknown store, and with
+    ``detect`` when Kafka's offsets cannot be read (naming ``--offsets-storage zookeeper``).
     """
     if store not in STORE_CHOICES:
         raise AdminError(f"unknown offsets storage {store!r}: expected one of {', '.join(STORE_CHOICES)}")
@@ -263,7 +264,13 @@ def read_group_offsets(zk: KazooClient, group: str, partitions: Sequence[TopicPa
     if store != "kafka":
         in_zk = _zookeeper_offsets(zk, group, partitions)
     if store != "zookeeper" and kafka is not None:
-        in_kafka = kafka.read(partitions)
+        try:
+            in_kafka = kafka.read(partitions)
+        except ZkConsumerError as exc:
+            if store != "detect":
+                raise
+            raise AdminError(f"cannot tell where the offsets of group {group} are: Kafka's could not be read "
+                             f"({exc}); pass --offsets-storage zookeeper to use ZooKeeper's alone") from exc
     chosen = store
     if store == "detect":
         has_zk = any(v is not None for v in in_zk.values())

@@ -81,3 +81,24 @@ def test_the_copy_plan_names_source_destination_and_action() -> None:
 def test_bad_store_arguments_are_named(argv, message, capsys) -> None:  # type: ignore[no-untyped-def]
     assert run([*argv, "--zookeeper", "127.0.0.1:1"]) == 2
     assert message in capsys.readouterr().err
+
+
+class _UnreachableKafka:
+    def read(self, partitions):  # type: ignore[no-untyped-def]
+        from zkconsumer.errors import BrokerUnavailableError
+
+        raise BrokerUnavailableError("broker 1 at h:9092: connection refused")
+
+
+def test_detect_names_the_way_out_when_kafka_cannot_be_read(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from zkconsumer.admin import AdminError, stores
+    from zkconsumer.errors import BrokerUnavailableError
+
+    monkeypatch.setattr(stores, "_zookeeper_offsets", lambda zk, group, partitions: {("t", 0): 4})
+    with pytest.raises(AdminError, match=r"cannot tell where the offsets of group g are: Kafka's could not be read "
+                                         r"\(broker 1 at h:9092: connection refused\); pass --offsets-storage zookeeper"):
+        stores.read_group_offsets(None, "g", [("t", 0)], "detect", _UnreachableKafka())  # type: ignore[arg-type]
+    with pytest.raises(BrokerUnavailableError):  # asked for Kafka explicitly: its own error
+        stores.read_group_offsets(None, "g", [("t", 0)], "both", _UnreachableKafka())  # type: ignore[arg-type]
+    with pytest.raises(AdminError, match="unknown offsets storage 'etcd'"):
+        stores.read_group_offsets(None, "g", [("t", 0)], "etcd", None)  # type: ignore[arg-type]
