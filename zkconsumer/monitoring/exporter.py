@@ -140,11 +140,13 @@ class LagExporter:
         results: Dict[str, GroupLag] = {}
         for group in groups:
             kafka = None
-            if self._store != "zookeeper":
-                kafka = CoordinatorOffsets(self._zk, group, socket_timeout_ms=self._socket_timeout_ms,
-                                           client_id="zkconsumer-exporter")
             try:
-                snap = snapshot_group(self._zk, group, offsets, clock=self._clock, store=self._store, kafka=kafka)
+                if self._store == "zookeeper":
+                    snap = snapshot_group(self._zk, group, offsets, clock=self._clock)
+                else:
+                    kafka = CoordinatorOffsets(self._zk, group, socket_timeout_ms=self._socket_timeout_ms,
+                                               client_id="zkconsumer-exporter")
+                    snap = snapshot_group(self._zk, group, offsets, clock=self._clock, store=self._store, kafka=kafka)
             except (KazooException, ZkConsumerError) as exc:
                 log.info("cannot read group %s: %s", group, exc)
                 self._count_error(group)
