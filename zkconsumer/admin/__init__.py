@@ -51,9 +51,14 @@ submodule              contents
 :mod:`.atomic`         :func:`~.atomic.write_offsets`: many offset nodes in one multi-operation,
                        all or nothing, and what an interrupted one did
 :mod:`.delete`         :func:`delete_group`
+:mod:`.stores`         where offsets are read: ZooKeeper, Kafka (:class:`CoordinatorOffsets`), both;
+                       :class:`StoredOffset`, :class:`GroupOffsets`, :func:`read_group_offsets`
+:mod:`.copy`           :func:`plan_copy`, :func:`apply_copy`: a group's offsets from one store to
+                       the other (ZooKeeper in one multi, Kafka in one OffsetCommit)
+:mod:`.stored_io`      export, import and reset on Kafka or both stores (``--offsets-storage``)
 =====================  ==================================================================
 
-May import: errors, structs, wire, zookeeper, consumer.
+May import: errors, structs, wire, zookeeper, consumer, offsets.
 """
 
 from __future__ import annotations

@@ -7,15 +7,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from ..consumer.topic_count import SubscriptionError, WildcardTopicCount, topic_count_from_registration
-from ..errors import MalformedZnodeError, UnsupportedPatternError
+from ..errors import MalformedZnodeError, UnsupportedPatternError, ZkConsumerError
 from ..structs import TopicPartition
 from ..wire.protocol import LATEST_TIME
 from ..zookeeper import zkformat
 from . import reads
 from .log_offsets import LogOffsets
 from .reads import Progress
+from .stores import CoordinatorOffsets, GroupOffsets, StoredOffset, read_group_offsets
 
 __all__ = ["MemberInfo", "PartitionRow", "GroupDescription", "describe_group"]
 
@@ -37,7 +39,9 @@ class MemberInfo:
 class PartitionRow:
     """One partition of a group: ``offset`` is the committed next offset (``None``: none
     committed), ``log_end_offset`` ``None`` when unknown, ``lag`` ``None`` when either is;
-    ``owner`` is the owning thread id or ``None``."""
+    ``owner`` is the owning thread id or ``None``. Read from both stores, ``offset`` is the
+    larger (what a dual-commit consumer resumes from), ``zookeeper_offset``/``kafka_offset``
+    each store's, and ``disagree`` whether they differ."""
 
     topic: str
     partition: int
@@ -45,6 +49,12 @@ class PartitionRow:
     log_end_offset: Optional[int]
     lag: Optional[int]
     owner: Optional[str]
+    zookeeper_offset: Optional[int] = None
+    kafka_offset: Optional[int] = None
+    disagree: bool = False
+
+#: The :class:`PartitionRow` fields shown only when both stores were read.
+BOTH_STORES_FIELDS = ("zookeeper_offset", "kafka_offset", "disagree")
 
 
 @dataclass(frozen=True)
@@ -55,14 +65,27 @@ class GroupDescription:
     members: List[MemberInfo]
     partitions: List[PartitionRow]
     warnings: List[str] = field(default_factory=list)
+    #: Where the offsets were read: ``zookeeper``, ``kafka`` or ``both``; ``storage_detected``: by detection.
+    offsets_storage: str = "zookeeper"
+    storage_detected: bool = False
+
+    def storage_note(self) -> str:
+        """``offsets read from ...`` (one line, for the CLI's output)."""
+        rows = [StoredOffset(p.topic, p.partition, self.offsets_storage, p.zookeeper_offset, p.kafka_offset)
+                for p in self.partitions]
+        return GroupOffsets(self.group, self.offsets_storage, self.storage_detected, rows).source_note()
 
     def to_dict(self) -> Dict[str, Any]:
-        """``{"group", "members": [...], "partitions": [{"topic", "partition", "offset",
-        "log_end_offset", "lag", "owner"}], "warnings": [...]}``"""
+        """``{"group", "offsets_storage", "offsets_storage_detected", "members": [...], "partitions":
+        [{"topic", "partition", "offset", "log_end_offset", "lag", "owner"}], "warnings": [...]}``;
+        with ``both`` each partition also has ``zookeeper_offset``, ``kafka_offset`` and ``disagree``."""
+        hidden = () if self.offsets_storage == "both" else BOTH_STORES_FIELDS
         return {
             "group": self.group,
+            "offsets_storage": self.offsets_storage,
+            "offsets_storage_detected": self.storage_detected,
             "members": [asdict(m) for m in self.members],
-            "partitions": [asdict(p) for p in self.partitions],
+            "partitions": [{k: v for k, v in asdict(p).items() if k not in hidden} for p in self.partitions],
             "warnings": list(self.warnings),
         }
 
@@ -118,9 +141,14 @@ def _thread_owner_member(thread_id: str) -> str:
 
 
 def describe_group(
-    zk: KazooClient, group: str, log_offsets: LogOffsets, progress: Optional[Progress] = None
+    zk: KazooClient, group: str, log_offsets: LogOffsets, progress: Optional[Progress] = None,
+    store: str = "zookeeper", kafka: Optional[CoordinatorOffsets] = None,
 ) -> GroupDescription:
     """Members and per-partition offset, log end, lag and owner of ``group``.
+
+    Offsets come from ``store`` (:data:`~.stores.STORE_CHOICES`; ``kafka`` needed unless
+    ``zookeeper``). ``detect`` falls back to ZooKeeper, with a warning, when Kafka's
+    offsets cannot be read; ``kafka`` and ``both`` raise then.
 
     Partitions covered: every partition of every topic the group has offsets or
     owners for, or that a member subscribes to; sorted by topic, then partition.
@@ -174,18 +202,44 @@ def describe_group(
             except MalformedZnodeError as exc:
                 warnings.append(str(exc))
 
+    stored = _stored(zk, group, partitions, committed, store, kafka, warnings)
     existing = [tp for tp in partitions if tp[0] in partition_map]
     log_ends, problems = log_offsets.fetch(existing, LATEST_TIME) if existing else ({}, {})
     for tp, why in sorted(problems.items()):
         warnings.append(f"log end offset of {tp[0]}/{tp[1]} unknown: {why}")
 
     rows: List[PartitionRow] = []
-    for topic, p in partitions:
-        offset, log_end, owner = committed[(topic, p)], log_ends.get((topic, p)), owners[(topic, p)]
+    for (topic, p), row in zip(partitions, stored.rows):
+        offset, log_end, owner = row.offset, log_ends.get((topic, p)), owners[(topic, p)]
         lag = log_end - offset if offset is not None and offset >= 0 and log_end is not None else None
-        rows.append(PartitionRow(topic, p, offset, log_end, lag, owner))
+        rows.append(PartitionRow(topic, p, offset, log_end, lag, owner, row.zookeeper, row.kafka, row.disagree))
         if owner is None and topic in subscribed and topic in partition_map:
             warnings.append(f"partition {topic}/{p} of a subscribed topic has no owner")
         if owner is not None and _thread_owner_member(owner) not in member_ids:
             warnings.append(f"partition {topic}/{p} is owned by {owner}, which is not a registered member")
-    return GroupDescription(group, [m for m, _ in members], rows, warnings)
+    if stored.disagreements:
+        warnings.append("offsets in ZooKeeper and Kafka disagree for " + ", ".join(
+            f"{r.topic}/{r.partition} (zookeeper {_text(r.zookeeper)}, kafka {_text(r.kafka)})"
+            for r in stored.disagreements))
+    return GroupDescription(group, [m for m, _ in members], rows, warnings, stored.store, stored.detected)
+
+
+def _text(offset: Optional[int]) -> str:
+    return "none" if offset is None else str(offset)
+
+
+def _stored(zk: KazooClient, group: str, partitions: List[TopicPartition],
+            in_zookeeper: Dict[TopicPartition, Optional[int]], store: str, kafka: Optional[CoordinatorOffsets],
+            warnings: List[str]) -> GroupOffsets:
+    """The offsets of ``partitions`` from ``store`` (ZooKeeper's already read: ``in_zookeeper``)."""
+    zookeeper_only = GroupOffsets(group, "zookeeper", store == "detect",
+                                  [StoredOffset(t, p, "zookeeper", in_zookeeper[(t, p)]) for t, p in partitions])
+    if store == "zookeeper" or not partitions:
+        return zookeeper_only
+    if store == "detect" and kafka is not None:
+        try:
+            return read_group_offsets(zk, group, partitions, store, kafka)
+        except (ZkConsumerError, KazooException) as exc:
+            warnings.append(f"offsets in Kafka could not be read ({exc}): showing ZooKeeper's")
+            return zookeeper_only
+    return read_group_offsets(zk, group, partitions, store, kafka)

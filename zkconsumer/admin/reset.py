@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 
+from ..structs import TopicPartition
 from ..wire.protocol import EARLIEST_TIME, LATEST_TIME
 from ..zookeeper import zkformat
 from . import atomic, reads
@@ -145,7 +146,7 @@ class ResetPlan:
 
 def plan_reset(
     zk: KazooClient, group: str, topic: str, target: ResetTarget, log_offsets: LogOffsets,
-    partitions: Optional[Sequence[int]] = None,
+    partitions: Optional[Sequence[int]] = None, current: Optional[Mapping[TopicPartition, Optional[int]]] = None,
 ) -> ResetPlan:
     """Compute, without writing anything, the new offset of each partition of ``topic``.
 
@@ -155,6 +156,9 @@ def plan_reset(
     :class:`AdminError` if a partition does not exist or a log offset cannot be
     looked up (the plan could not be clamped), and
     :class:`~zkconsumer.errors.MalformedZnodeError` for an unreadable offset node.
+    ``current``, given, holds the committed offsets to start from (read from Kafka, or the
+    larger of both stores: :mod:`.stored_io`) instead of ZooKeeper's; ``versions`` are
+    still ZooKeeper's.
     """
     try:
         paths = zkformat.GroupPaths(group)
@@ -176,14 +180,16 @@ def plan_reset(
     if problems:
         (t, p), why = sorted(problems.items())[0]
         raise AdminError(f"cannot look up the log offsets of {t}/{p}: {why}")
+    current_from = current
     rows = []
     versions: Dict[int, int] = {}
     for tp in tps:
-        current, version = atomic.planned(zk, group, *tp)
+        in_zookeeper, version = atomic.planned(zk, group, *tp)
+        committed = in_zookeeper if current_from is None else current_from.get(tp)
         if version is not None:
             versions[tp[1]] = version
-        new, note = compute_reset(target, current, starts[tp], ends[tp])
-        rows.append(ResetRow(tp[0], tp[1], current, new, starts[tp], ends[tp], note))
+        new, note = compute_reset(target, committed, starts[tp], ends[tp])
+        rows.append(ResetRow(tp[0], tp[1], committed, new, starts[tp], ends[tp], note))
     exists = zk.retry(zk.exists, paths.root) is not None
     return ResetPlan(group, topic, target, rows, exists, versions)
 

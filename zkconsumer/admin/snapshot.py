@@ -5,7 +5,8 @@ The lag exporter (:mod:`zkconsumer.monitoring.lag`) needs, besides what
 ``kafka.tools.ConsumerOffsetChecker`` prints them), the time of each commit:
 the modification time (``mtime``) of ``/consumers/<g>/offsets/<t>/<p>``, which
 ZooKeeper sets on every write, whether Kafka's Scala consumer or zkconsumer
-made it. Read-only.
+made it. Read-only. Offsets read from Kafka (``store``) have no such time: the
+snapshot then carries none, and the monitor times their changes by its polls.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..zookeeper import zkformat
 from .describe import GroupDescription, describe_group
 from .log_offsets import LogOffsets
 from .reads import Progress
+from .stores import CoordinatorOffsets
 
 __all__ = ["GroupSnapshot", "snapshot_group", "commit_times"]
 
@@ -58,9 +60,12 @@ def commit_times(zk: KazooClient, group: str, partitions: Sequence[TopicPartitio
 
 
 def snapshot_group(zk: KazooClient, group: str, log_offsets: LogOffsets, progress: Optional[Progress] = None,
-                   clock: Callable[[], float] = time.time) -> GroupSnapshot:
-    """Describe ``group`` (raising as :func:`describe_group` does) and read its commit times."""
+                   clock: Callable[[], float] = time.time, store: str = "zookeeper",
+                   kafka: Optional[CoordinatorOffsets] = None) -> GroupSnapshot:
+    """Describe ``group`` (raising as :func:`describe_group` does, offsets from ``store``) and read
+    its commit times (only for offsets read from ZooKeeper alone)."""
     taken = int(clock() * 1000)
-    description = describe_group(zk, group, log_offsets, progress)
-    committed = [(p.topic, p.partition) for p in description.partitions if p.offset is not None]
+    description = describe_group(zk, group, log_offsets, progress, store, kafka)
+    committed = [(p.topic, p.partition) for p in description.partitions
+                 if p.offset is not None and description.offsets_storage == "zookeeper"]
     return GroupSnapshot(description, commit_times(zk, group, committed), taken)

@@ -14,9 +14,15 @@
     zkconsumer offsets  import   --zookeeper Z --input F [--force]
     zkconsumer offsets  reset    --zookeeper Z --group G --topic T
                                  --to earliest|latest|OFFSET|shift:+N|shift:-N [--execute]
+    zkconsumer offsets  copy     --zookeeper Z --group G --from zookeeper|kafka --to kafka|zookeeper
+                                 [--topic T ...] [--execute] [--force] [--format table|json]
     zkconsumer --version
 
-One module per command group (:mod:`.groups`, :mod:`.offsets`, :mod:`.consume`);
+``groups describe|status``, ``offsets export|import|reset`` and ``exporter`` take
+``--offsets-storage detect|zookeeper|kafka|both`` (default ``detect``: where the group's
+offsets are; :mod:`zkconsumer.admin.stores`).
+
+One module per command group (:mod:`.groups`, :mod:`.offsets` with :mod:`.copy`, :mod:`.consume`);
 rendering in :mod:`.output`; connection and exit codes in :mod:`.common`;
 terminal-only progress in :mod:`.progress` and ``describe --watch`` in :mod:`.watch`.
 :func:`run` parses and dispatches; it never raises for user errors.

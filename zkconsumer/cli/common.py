@@ -18,6 +18,7 @@ from typing import Iterator
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ..admin.stores import STORE_CHOICES
 from ..errors import ZooKeeperUnavailableError
 from ..zookeeper.reachability import diagnose
 
@@ -55,6 +56,15 @@ def common_options() -> argparse.ArgumentParser:
                             "needed to change groups whose nodes have ACLs")
     parent.add_argument("-v", "--verbose", action="store_true", help="log progress and ZooKeeper connection details")
     return parent
+
+
+def add_storage_option(parser: argparse.ArgumentParser, what: str = "read") -> None:
+    """``--offsets-storage detect|zookeeper|kafka|both`` (default ``detect``: where the group has offsets)."""
+    parser.add_argument(
+        "--offsets-storage", choices=STORE_CHOICES, default="detect",
+        help=f"where to {what} the group's offsets: zookeeper, kafka (the group's coordinator, as "
+             "offsets.storage=kafka), both (each, side by side, flagging partitions where they disagree), or "
+             "detect (default: the store(s) holding the group's offsets; ZooKeeper if neither does)")
 
 
 def positive_float(text: str) -> float:

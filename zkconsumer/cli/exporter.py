@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from ..metrics.http import MetricsServer
 from ..monitoring.burrow import DEFAULT_WINDOW
 from ..monitoring.exporter import LagCollector, LagExporter
-from .common import EXIT_OK, common_options, positive_int, zookeeper
+from .common import EXIT_OK, add_storage_option, common_options, positive_int, zookeeper
 
 #: Default port (not registered with Prometheus' port allocation list; pick another with --port).
 DEFAULT_PORT = 9311
@@ -46,6 +46,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                    help=f"offsets kept per partition for Burrow's rules (default {DEFAULT_WINDOW})")
     p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
                    help="timeout of each request to a broker (default 10000)")
+    add_storage_option(p, "read (for each group)")
     p.set_defaults(run=run_exporter)
 
 
@@ -59,14 +60,15 @@ def run_exporter(args: argparse.Namespace) -> int:
     try:
         with zookeeper(args) as zk:
             exporter = LagExporter(zk, groups=args.group, window=args.window, interval_s=args.interval_s,
-                                   socket_timeout_ms=args.socket_timeout_ms)
+                                   socket_timeout_ms=args.socket_timeout_ms, offsets_storage=args.offsets_storage)
             registry = CollectorRegistry()
             registry.register(LagCollector(exporter))
             server = MetricsServer(registry, args.port, args.addr)
             try:
                 exporter.start()
                 sys.stderr.write(f"zkconsumer exporter: serving {server.url} "
-                                 f"(polling every {args.interval_s:g} s, window {args.window})\n")
+                                 f"(polling every {args.interval_s:g} s, window {args.window}, "
+                                 f"offsets from {args.offsets_storage})\n")
                 sys.stderr.flush()
                 try:
                     while not stop.wait(0.5):

@@ -9,8 +9,18 @@ import time
 
 from .. import admin
 from ..admin.snapshot import snapshot_group
+from ..admin.stores import CoordinatorOffsets
 from ..monitoring.lag import LagMonitor
-from .common import EXIT_OK, EXIT_USAGE, CliError, common_options, positive_float, positive_int, zookeeper
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    add_storage_option,
+    common_options,
+    positive_float,
+    positive_int,
+    zookeeper,
+)
 from .output import FORMATS, TtyProgress, render_description, render_group_lag, render_json
 from .progress import terminal_caps
 from .watch import DEFAULT_HISTORY_S, watch
@@ -37,6 +47,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                         "sparkline (table format only; in place on a terminal, else one screen after another)")
     p.add_argument("--history-minutes", type=positive_float, default=DEFAULT_HISTORY_S / 60.0, metavar="M",
                    help=f"with --watch: minutes of lag history drawn (default {DEFAULT_HISTORY_S / 60.0:g})")
+    add_storage_option(p)
     p.set_defaults(run=run_describe)
 
     p = sub.add_parser("status", parents=[common],
@@ -49,6 +60,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                    help="time between polls (default 1000)")
     p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
                    help="timeout of each request to a broker (default 10000)")
+    add_storage_option(p)
     p.set_defaults(run=run_status)
 
     p = sub.add_parser("delete", parents=[common],
@@ -72,9 +84,10 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.watch is not None:
         return run_watch(args)
     progress = TtyProgress(f"describing {args.group}", sys.stderr)
-    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
+            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
         try:
-            description = admin.describe_group(zk, args.group, offsets, progress)
+            description = admin.describe_group(zk, args.group, offsets, progress, args.offsets_storage, kafka)
         finally:
             progress.finish()
     sys.stdout.write(render_description(description, args.format))
@@ -99,8 +112,12 @@ def run_watch(args: argparse.Namespace) -> int:
         raise CliError("--watch draws a table: it cannot be combined with --format json or csv", EXIT_USAGE)
     caps = terminal_caps(sys.stdout)
     try:
-        with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
-            watch(lambda: admin.describe_group(zk, args.group, offsets), sys.stdout, caps, args.watch,
+        with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
+                CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
+            def describe() -> admin.GroupDescription:
+                return admin.describe_group(zk, args.group, offsets, None, args.offsets_storage, kafka)
+
+            watch(describe, sys.stdout, caps, args.watch,
                   history_s=args.history_minutes * 60.0, retriable=(ZkConsumerError, KazooException))
     except KeyboardInterrupt:  # while connecting or closing: still a clean exit
         pass
@@ -117,16 +134,19 @@ def run_status(args: argparse.Namespace) -> int:
     """Poll the group ``--samples`` times, ``--interval-ms`` apart, and print Burrow's verdict on the last poll."""
     progress = TtyProgress(f"sampling {args.group}", sys.stderr, min_interval_s=0.0)
     monitor = LagMonitor(args.samples)
-    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
+            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
         try:
             for i in range(args.samples):
                 if i:
                     time.sleep(args.interval_ms / 1000.0)
-                result = monitor.observe(snapshot_group(zk, args.group, offsets))
+                snapshot = snapshot_group(zk, args.group, offsets, store=args.offsets_storage, kafka=kafka)
+                result = monitor.observe(snapshot)
                 progress(i + 1, args.samples)
         finally:
             progress.finish()
     sys.stdout.write(render_group_lag(result, args.format))
+    (sys.stdout if args.format == "table" else sys.stderr).write(f"{snapshot.description.storage_note()}.\n")
     return EXIT_OK
 
 

@@ -73,8 +73,19 @@ def render_json(value: Any) -> str:
 PARTITION_COLUMNS = ("topic", "partition", "offset", "log_end_offset", "lag", "owner")
 
 
-def _partition_cells(description: GroupDescription) -> List[List[Cell]]:
-    return [[p.topic, p.partition, p.offset, p.log_end_offset, p.lag, p.owner] for p in description.partitions]
+#: Columns added when both stores were read (``--offsets-storage both``).
+BOTH_COLUMNS = ("zookeeper_offset", "kafka_offset", "disagree")
+
+
+def _columns(description: GroupDescription) -> Sequence[str]:
+    return PARTITION_COLUMNS + (BOTH_COLUMNS if description.offsets_storage == "both" else ())
+
+
+def _partition_cells(description: GroupDescription, disagree: Callable[[bool], Cell] = bool) -> List[List[Cell]]:
+    both = description.offsets_storage == "both"
+    return [[p.topic, p.partition, p.offset, p.log_end_offset, p.lag, p.owner]
+            + ([p.zookeeper_offset, p.kafka_offset, disagree(p.disagree)] if both else [])
+            for p in description.partitions]
 
 
 def render_description(description: GroupDescription, fmt: str) -> str:
@@ -90,11 +101,11 @@ def render_description(description: GroupDescription, fmt: str) -> str:
         doc["total_lag"] = sum(p.lag for p in description.partitions if p.lag is not None)
         return render_json(doc)
     if fmt == "csv":
-        return render_csv(("group",) + PARTITION_COLUMNS,
-                          [[description.group] + row for row in _partition_cells(description)])
+        return render_csv(("group",) + tuple(_columns(description)),
+                          [[description.group] + row for row in _partition_cells(description, int)])
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}")
-    out = [f"Group: {description.group}\n"]
+    out = [f"Group: {description.group}\n", f"{description.storage_note()}\n"]
     if description.members:
         out.append(f"\nMembers ({len(description.members)}):\n")
         out.append(render_table(
@@ -105,8 +116,8 @@ def render_description(description: GroupDescription, fmt: str) -> str:
         out.append("\nMembers: none (the group is not running)\n")
     if description.partitions:
         out.append("\n")
-        out.append(render_table([c.upper().replace("_", "-") for c in PARTITION_COLUMNS],
-                                _partition_cells(description)))
+        out.append(render_table([c.upper().replace("_", "-") for c in _columns(description)],
+                                _partition_cells(description, lambda d: "DISAGREE" if d else "")))
         total = sum(p.lag for p in description.partitions if p.lag is not None)
         out.append(f"\nTotal lag: {total}\n")
     else:

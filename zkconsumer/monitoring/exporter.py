@@ -13,6 +13,12 @@ Contract: a poll never raises into the thread (a failing group is counted in
 :meth:`LagExporter.stop` wakes the thread and joins it within a bound. One
 group's failure does not stop the others'. Log end offsets are looked up once
 per partition per poll, however many groups read the topic.
+
+``offsets_storage`` (``zookeeper`` by default; the CLI's default is ``detect``)
+says where each group's committed offsets are read, as ``--offsets-storage``
+does for ``groups describe``: ``kafka`` from the group's coordinator (a
+connection per group per poll), ``both`` side by side (the larger is judged; a
+disagreement is one of the group's warnings), ``detect`` per group at each poll.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from prometheus_client.registry import Collector
 
 from ..admin import BrokerOffsets, LogOffsets, list_groups
 from ..admin.snapshot import snapshot_group
+from ..admin.stores import STORE_CHOICES, CoordinatorOffsets
 from ..errors import ZkConsumerError
 from ..structs import TopicPartition
 from ..threads import ShutdownableThread
@@ -76,13 +83,18 @@ class LagExporter:
 
     ``groups``: the groups to watch (``None``: every child of ``/consumers`` at each poll).
     ``log_offsets``: where log end offsets come from (default: :class:`BrokerOffsets` on ``zk``).
+    ``offsets_storage``: where committed offsets are read (see the module docstring).
     """
 
     def __init__(self, zk: KazooClient, *, groups: Optional[Iterable[str]] = None, window: int = DEFAULT_WINDOW,
                  interval_s: float = 10.0, log_offsets: Optional[LogOffsets] = None,
-                 socket_timeout_ms: int = 10000, clock: Callable[[], float] = time.time) -> None:
+                 socket_timeout_ms: int = 10000, clock: Callable[[], float] = time.time,
+                 offsets_storage: str = "zookeeper") -> None:
         if interval_s <= 0:
             raise ValueError(f"the poll interval must be positive, got {interval_s}")
+        if offsets_storage not in STORE_CHOICES:
+            raise ValueError(f"unknown offsets storage {offsets_storage!r}: expected one of {', '.join(STORE_CHOICES)}")
+        self._store = offsets_storage
         self._zk = zk
         self._groups = sorted(set(groups)) if groups else None
         self._interval_s = interval_s
@@ -127,12 +139,21 @@ class LagExporter:
                 groups = sorted(self._latest)
         results: Dict[str, GroupLag] = {}
         for group in groups:
+            kafka = None
             try:
-                snap = snapshot_group(self._zk, group, offsets, clock=self._clock)
+                if self._store == "zookeeper":
+                    snap = snapshot_group(self._zk, group, offsets, clock=self._clock)
+                else:
+                    kafka = CoordinatorOffsets(self._zk, group, socket_timeout_ms=self._socket_timeout_ms,
+                                               client_id="zkconsumer-exporter")
+                    snap = snapshot_group(self._zk, group, offsets, clock=self._clock, store=self._store, kafka=kafka)
             except (KazooException, ZkConsumerError) as exc:
                 log.info("cannot read group %s: %s", group, exc)
                 self._count_error(group)
                 continue
+            finally:
+                if kafka is not None:
+                    kafka.close()
             results[group] = self._monitor.observe(snap)
         with self._lock:
             gone = set(self._latest) - set(groups) if listed else set()

@@ -20,6 +20,7 @@ JoinGroup           11       0        join, or rejoin, a broker-managed group
 Heartbeat           12       0        stay a member; learn that a rebalance started
 LeaveGroup          13       0        leave at once instead of after the session timeout
 SyncGroup           14       0        the leader hands out, every member receives, the assignment
+DescribeGroups      15       0        a group's state and members, as the coordinator sees them (admin)
 ==================  =======  =======  ===================================================
 
 Version choices, from Kafka 0.9.0.1's ``KafkaApis``: OffsetCommit v0 and
@@ -42,6 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Sequence, Tuple
 
+from kafka.protocol.admin import DescribeGroupsRequest as _KDescribeGroupsRequest
+from kafka.protocol.admin import DescribeGroupsResponse as _KDescribeGroupsResponse
 from kafka.protocol.consumer import HeartbeatRequest as _KHeartbeatRequest
 from kafka.protocol.consumer import HeartbeatResponse as _KHeartbeatResponse
 from kafka.protocol.consumer import JoinGroupRequest as _KJoinGroupRequest
@@ -73,6 +76,7 @@ __all__ = [
     "OffsetCommitPartitionResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetFetchPartitionResponse",
     "JoinGroupRequest", "JoinGroupResponse", "GroupMember", "SyncGroupRequest", "SyncGroupResponse",
     "HeartbeatRequest", "HeartbeatResponse", "LeaveGroupRequest", "LeaveGroupResponse",
+    "API_DESCRIBE_GROUPS", "DescribeGroupsRequest", "DescribedGroup", "DescribedMember",
 ]
 
 API_OFFSET_COMMIT = 8
@@ -82,6 +86,7 @@ API_JOIN_GROUP = 11
 API_HEARTBEAT = 12
 API_LEAVE_GROUP = 13
 API_SYNC_GROUP = 14
+API_DESCRIBE_GROUPS = 15
 
 # Error codes this module's callers act on (names as Kafka 0.9's ``Errors``).
 NO_ERROR = 0
@@ -430,3 +435,47 @@ class LeaveGroupRequest(KafkaPythonRequest[LeaveGroupResponse]):
 
     def convert(self, response: Any) -> LeaveGroupResponse:
         return LeaveGroupResponse(int(response.error_code))
+
+
+# --------------------------------------------------------------------------- DescribeGroups v0
+
+
+@dataclass(frozen=True)
+class DescribedMember:
+    """A member of a broker-managed group, as DescribeGroups reports it."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    """One group's state (``Stable``, ``PreparingRebalance``, ``AwaitingSync``, ``Dead``, ...) and members."""
+
+    group_id: str
+    error_code: int
+    state: str
+    protocol_type: str
+    members: Tuple[DescribedMember, ...]
+
+
+@dataclass(frozen=True)
+class DescribeGroupsRequest(KafkaPythonRequest[Tuple[DescribedGroup, ...]]):
+    """DescribeGroups v0 (Kafka 0.9): sent to each group's coordinator."""
+
+    groups: Sequence[str]
+
+    API_KEY: ClassVar[int] = API_DESCRIBE_GROUPS
+    RESPONSE: ClassVar[Any] = _KDescribeGroupsResponse
+
+    def message(self) -> Any:
+        return _KDescribeGroupsRequest(groups=list(self.groups), version=self.API_VERSION)
+
+    def convert(self, response: Any) -> Tuple[DescribedGroup, ...]:
+        return tuple(
+            DescribedGroup(field_text(g.group_id), int(g.error_code), field_text(g.group_state),
+                           field_text(g.protocol_type),
+                           tuple(DescribedMember(field_text(m.member_id), field_text(m.client_id),
+                                                 field_text(m.client_host)) for m in field_items(g.members)))
+            for g in field_items(response.groups))

@@ -190,3 +190,19 @@ def test_a_truncated_bytes_field_is_caught_although_kafka_python_slices_short() 
         g.SyncGroupRequest("grp", 1, "m").decode_response(memoryview(body[:-2]))
     with pytest.raises(ProtocolDecodeError, match="trailing"):
         g.SyncGroupRequest("grp", 1, "m").decode_response(memoryview(body + b"\x00"))
+
+
+def test_describe_groups_request_and_response() -> None:
+    from kafka.protocol.old.admin import DescribeGroupsRequest_v0, DescribeGroupsResponse_v0
+
+    request = g.DescribeGroupsRequest(["grp"])
+    assert (request.API_KEY, request.API_VERSION) == (15, 0)
+    assert request.encode_body() == DescribeGroupsRequest_v0(groups=["grp"]).encode()
+    body = DescribeGroupsResponse_v0(groups=[
+        (0, "grp", "Stable", "consumer", "range", [("m-1", "cli", "/10.0.0.1", b"meta", b"assign")]),
+        (16, "other", "", "", "", []),
+    ]).encode()
+    assert request.decode_response(memoryview(body)) == (
+        g.DescribedGroup("grp", 0, "Stable", "consumer", (g.DescribedMember("m-1", "cli", "/10.0.0.1"),)),
+        g.DescribedGroup("other", 16, "", "", ()),
+    )
