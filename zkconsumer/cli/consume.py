@@ -50,9 +50,10 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     """Register ``consume``."""
     p = commands.add_parser("consume", parents=[common_options()],
                             help="print messages of a topic as a member of a consumer group")
-    p.add_argument("--group", required=True)
+    p.add_argument("--group", required=True, metavar="GROUP",
+                   help="the consumer group to join (group.id); its committed offsets say where to start")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--topic")
+    what.add_argument("--topic", metavar="TOPIC", help="consume this topic")
     what.add_argument("--whitelist", metavar="REGEX", help="consume every topic matching REGEX")
     p.add_argument("--from-beginning", action="store_true",
                    help="with no committed offset, start at the log start (auto.offset.reset=smallest)")

@@ -24,7 +24,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", commo
     p = sub.add_parser("copy", parents=[common],
                        help="copy a group's offsets from ZooKeeper to Kafka or back (prints the plan; writes only "
                             "with --execute)")
-    p.add_argument("--group", required=True)
+    p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group whose offsets to copy")
     p.add_argument("--from", dest="source", required=True, choices=copying.COPY_STORES,
                    help="the store to read the offsets from")
     p.add_argument("--to", dest="destination", required=True, choices=copying.COPY_STORES,
@@ -36,8 +36,10 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", commo
     p.add_argument("--force", action="store_true",
                    help="copy even while the group has live members (they may overwrite the copy at their next "
                         "commit)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (for people, the default) or json (one object, for scripts)")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
     p.set_defaults(run=run_copy)
 
 

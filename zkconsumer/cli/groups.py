@@ -33,13 +33,15 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     p = sub.add_parser("list", parents=[common], help="list the consumer groups in ZooKeeper")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (for people, the default) or json (for scripts)")
     p.set_defaults(run=run_list)
 
     p = sub.add_parser("describe", parents=[common],
                        help="members, offsets, log end offsets, lag and owners of a group")
-    p.add_argument("--group", required=True)
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to describe")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (for people, the default), json or csv (for scripts)")
     p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
                    help="timeout of each request to a broker (default 10000)")
     p.add_argument("--watch", type=positive_float, metavar="SECONDS",
@@ -52,8 +54,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     p = sub.add_parser("status", parents=[common],
                        help="a group's lag and Burrow status (OK, WARN, STALL, STOP, ERR) over a few polls")
-    p.add_argument("--group", required=True)
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to judge")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (for people, the default) or json (for scripts)")
     p.add_argument("--samples", type=positive_int, default=5, metavar="N",
                    help="polls of the group's offsets to judge (Burrow's window; default 5)")
     p.add_argument("--interval-ms", type=positive_int, default=1000, metavar="MS",
@@ -65,8 +68,8 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     p = sub.add_parser("delete", parents=[common],
                        help="delete a group's ZooKeeper data (refused while it has live members)")
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic", help="delete only this topic's offsets and owners")
+    p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to delete")
+    p.add_argument("--topic", metavar="TOPIC", help="delete only this topic's offsets and owners")
     p.set_defaults(run=run_delete)
 
 

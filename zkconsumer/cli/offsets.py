@@ -29,7 +29,8 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.add_argument("--group", action="append", metavar="GROUP",
                    help="group to export (repeatable; default: every group)")
     p.add_argument("--output", required=True, metavar="FILE", help="file to write ('-' for stdout)")
-    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
     add_storage_option(p, "read")
     p.set_defaults(run=run_export)
 
@@ -37,21 +38,24 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                        help="write the offsets of an export file into ZooKeeper (ImportZkOffsets)")
     p.add_argument("--input", required=True, metavar="FILE", help="file to read ('-' for stdin)")
     p.add_argument("--force", action="store_true", help="import even into groups that have live members")
-    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
     add_storage_option(p, "write")
     p.set_defaults(run=run_import)
 
     p = sub.add_parser("reset", parents=[common],
                        help="move a group's offsets of a topic (prints the plan; writes only with --execute)")
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic", required=True)
+    p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group whose offsets to move")
+    p.add_argument("--topic", required=True, metavar="TOPIC", help="the topic whose offsets to move")
     p.add_argument("--to", required=True, type=reset_target, metavar="earliest|latest|OFFSET|shift:+N|shift:-N",
                    help="new position; explicit and shifted offsets are clamped into the log's range")
     p.add_argument("--partitions", type=partition_list, metavar="P[,P...]",
                    help="only these partitions (default: all)")
     p.add_argument("--execute", action="store_true", help="write the new offsets (default: dry run)")
-    p.add_argument("--format", choices=FORMATS, default="table")
-    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (for people, the default), json or csv (for scripts)")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
     add_storage_option(p, "read and write")
     p.set_defaults(run=run_reset)
 

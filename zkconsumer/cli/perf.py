@@ -41,7 +41,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     """Register ``perf``."""
     p = commands.add_parser("perf", parents=[common_options()],
                             help="measure consumer throughput (Kafka's ConsumerPerformance --zookeeper)")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to read")
     p.add_argument("--messages", required=True, type=positive_int, metavar="N", help="messages to consume")
     p.add_argument("--threads", type=positive_int, default=1, metavar="K", help="streams, one thread each (default 1)")
     p.add_argument("--group", help="consumer group id (default perf-consumer-<random>)")
