@@ -26,7 +26,9 @@ Behaves as kazoo 2.x does (read from its source):
 * an :class:`AsyncResult`'s ``get(timeout)`` raises the handler's timeout exception when
   no answer came in time: the request stays sent and may still be applied.
 
-Latencies, drops and partitions come from the :class:`Network` (the schedule decides).
+Latencies, drops and partitions come from the :class:`Network` (the schedule decides); the
+servers' own faults (a follower cut off from its leader, the quorum lost, a session moved while
+requests of the old connection are on their way) are :mod:`.servers`'.
 Two faults of the process around the client are drawn by the schedule (:class:`ClientFaults`):
 a calling thread descheduled between its decision and its request entering the queue
 (``preempt``), and the callback threads running late (``callback_lag``). A whole-process
@@ -43,6 +45,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
+from . import servers
 from .kernel import Kernel
 from .zkmodel import Ensemble
 
@@ -248,6 +251,11 @@ class SimKazoo:
         self._queue: List[Tuple[str, Dict[str, Any], AsyncResult]] = []
         self._pending: Dict[int, AsyncResult] = {}
         self._xid = 0
+        self._unarrived: Dict[int, int] = {}  # xid -> connection: sent, not at a server yet
+        #: Connections left while their requests may still reach a server (:mod:`.servers`):
+        #: connection -> (server, session, on their way until); and those whose session moved since.
+        self.lingering: Dict[int, Tuple[int, Optional[int], float]] = {}
+        self.moved: set = set()  # type: ignore[type-arg]
         self._listeners: List[Callable[[str], Any]] = []
         self._data_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
         self._child_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
@@ -385,25 +393,55 @@ class SimKazoo:
         self._xid += 1
         xid, conn = self._xid, self._conn
         self._pending[xid] = result
+        self._unarrived[xid] = conn
         now = self.kernel.now
         self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
         self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
 
     def _arrive(self, conn: int, xid: int, op: str, args: Dict[str, Any]) -> None:
         """The request reaches the server (or the wire is cut and it never does)."""
-        if conn != self._conn or self.dead:
+        linger = self.lingering.get(conn) if conn != self._conn else None
+        if (conn != self._conn and linger is None) or self.dead:
+            self._unarrived.pop(xid, None)
             return
         if self.network.cut(self.name, self.kernel.now):  # TCP retransmits: it arrives once the link is back
             self.kernel.at(self.network.cut_until(self.name), lambda: self._arrive(conn, xid, op, args))
             return
+        if linger is not None and self.kernel.now < linger[2]:  # the stalled link: still on its way
+            self.kernel.at(linger[2], lambda: self._arrive(conn, xid, op, args))
+            return
         if self.ensemble.paused:  # served in arrival order once ZooKeeper resumes
             self.ensemble.backlog.append(lambda: self._arrive(conn, xid, op, args))
             return
-        sid = self.sid
+        self._unarrived.pop(xid, None)
+        if self.ensemble.down:
+            return  # no server serves: the connection is being closed
+        index, sid = (self.server, self.sid) if linger is None else linger[:2]
         assert sid is not None
-        if not self.ensemble.touch(sid):
+        if linger is not None and conn in self.moved:
+            self._trace(f"{self.name} 0x{sid:x} {op} {args.get('path')} -> SessionMovedException "
+                        "(a request of the old connection: not applied, that connection closed)")
+            return
+        if index in self.ensemble.isolated:  # a follower cut off from the leader (servers.py)
+            if index in self.ensemble.closed or servers.hold(
+                    self.ensemble, index, sid, op, partial(self._forwarded, conn, xid, op, args, sid, index)):
+                return
+        elif not self.ensemble.touch(sid):
             return  # the session is gone: the connection is closed by the server (found at the next ping)
-        server = self.ensemble.servers[self.server]
+        self._serve(conn, xid, op, args, sid, index)
+
+    def _forwarded(self, conn: int, xid: int, op: str, args: Dict[str, Any], sid: int, index: int) -> None:
+        """A request an isolated follower held reaches the leader (the link is back before syncLimit)."""
+        if conn != self._conn and (conn in self.moved or conn not in self.lingering):
+            self._trace(f"{self.name} 0x{sid:x} {op} {args.get('path')} -> SessionMovedException "
+                        "(forwarded by the follower after the session moved: not applied)")
+            return
+        if self.ensemble.touch(sid):
+            self._serve(conn, xid, op, args, sid, index)
+
+    def _serve(self, conn: int, xid: int, op: str, args: Dict[str, Any], sid: int, index: int) -> None:
+        """Run the request on server ``index`` and send its answer (none to a connection left)."""
+        server = self.ensemble.servers[index]
         watch = args.pop("_watch", None)
         try:
             answer: Any = self.ensemble.execute(server, sid, op, args)
@@ -419,7 +457,10 @@ class SimKazoo:
                 what = str(args.get("path"))
             outcome = type(failed).__name__ if failed else (
                 "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
-            self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
+            late = " (late: on a connection left)" if conn != self._conn else ""
+            self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}{late}")
+        if conn != self._conn:
+            return  # the client left that connection: the answer is never read
         zxid = server.zxid
 
         def deliver() -> None:
@@ -501,7 +542,8 @@ class SimKazoo:
             if conn != self._conn or self.closed or self.dead:
                 return
             now = self.kernel.now
-            if self.ensemble.paused or self.network.cut(self.name, now) or now < self.frozen_until:
+            if self.ensemble.paused or self.ensemble.down or self.network.cut(self.name, now) \
+                    or now < self.frozen_until:
                 self.kernel.at(max(now + 0.5, self.frozen_until), attempt)
                 return
             if self._expired:
@@ -510,7 +552,11 @@ class SimKazoo:
                 self._expired = False
                 self.kernel.at(now + self.network.latency(now) * 3, attempt)
                 return
-            candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid]
+            candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid
+                          and self._may_connect(s.index)]
+            if not candidates:  # kazoo's loop over its hosts: each refuses or stalls; it goes round again
+                self.kernel.at(now + 0.1, attempt)
+                return
             self.server = self.network.rng.choice(candidates)
             if self.sid is not None and not self.ensemble.alive(self.sid):
                 self._session_lost()
@@ -525,6 +571,9 @@ class SimKazoo:
                 self.ensemble.clients[self.sid] = self
                 self.last_zxid = 0
             self.ensemble.touch(self.sid)
+            for old, (index, _sid, _until) in self.lingering.items():
+                if index != self.server:  # revalidated elsewhere: the leader's checkSession now fails
+                    self.moved.add(old)
             self._conn += 1
             self._chan_time = self._req_time = now
             self._last_answer = now
@@ -534,6 +583,14 @@ class SimKazoo:
                 self._send(op, args, result)
             self._ping(self._conn)
         self.kernel.at(self.kernel.now + self.network.latency(self.kernel.now) * 3, attempt)
+
+    def _may_connect(self, index: int) -> bool:
+        """A server that can take the session now: not cut off from its leader (revalidating a
+        session or creating one needs the leader), and not one that requests of a connection left
+        are still on their way to (kazoo goes to the next host; see :mod:`.servers`)."""
+        if index in self.ensemble.isolated:
+            return False
+        return not any(self.lingering.get(c, (-1,))[0] == index for c in set(self._unarrived.values()))
 
     def _ping(self, conn: int) -> None:
         """Every third of the timeout; a silent server is dropped after two thirds (read timeout)."""
@@ -558,23 +615,30 @@ class SimKazoo:
         self.kernel.at(now + self.network.latency(now), partial(self._ping_arrives, conn))
 
     def _ping_arrives(self, conn: int) -> None:
-        if conn != self._conn or self.dead or self.ensemble.paused:
+        if conn != self._conn or self.dead or self.ensemble.paused or self.ensemble.down:
             return
         if self.network.cut(self.name, self.kernel.now):
             self.kernel.at(self.network.cut_until(self.name), partial(self._ping_arrives, conn))
             return
         assert self.sid is not None
-        if self.ensemble.touch(self.sid):
+        if self.server in self.ensemble.isolated:  # answered by the follower; the leader hears nothing
+            if self.server not in self.ensemble.closed and not servers.blocked(self.ensemble, self.server, self.sid):
+                self._reply(conn, _pong)
+        elif self.ensemble.touch(self.sid):
             self._reply(conn, _pong)
 
-    def drop_connection(self, why: str) -> None:
-        """The TCP connection broke (or was dropped): SUSPENDED, then reconnect."""
+    def drop_connection(self, why: str, linger: float = 0.0) -> None:
+        """The TCP connection broke (or was dropped): SUSPENDED, then reconnect. ``linger``: the
+        requests sent on it are still on their way to the server for that long (a stalled link,
+        :mod:`.servers`' session moved); so are those an isolated follower holds."""
         if self.state != KazooState.CONNECTED or self.dead:
             return
         if self.kernel.now < self.frozen_until:  # noticed once the process runs again
-            self.kernel.at(self.frozen_until, partial(self.drop_connection, why))
+            self.kernel.at(self.frozen_until, partial(self.drop_connection, why, linger))
             return
         self._trace(f"{self.name} connection lost ({why})")
+        if linger > 0.0 or (self.server in self.ensemble.isolated and self.server not in self.ensemble.closed):
+            self.lingering[self._conn] = (self.server, self.sid, self.kernel.now + linger)
         self._conn += 1
         # kazoo's _session_callback(CONNECTING): _live cleared, pending requests failed,
         # listeners told SUSPENDED, watches dropped.
@@ -623,7 +687,7 @@ class SimKazoo:
         self.closed = True
         self._conn += 1
         if self.sid is not None and not self.dead and not self.network.cut(self.name, self.kernel.now) \
-                and not self.ensemble.paused:
+                and not self.ensemble.paused and not self.ensemble.down and self.server not in self.ensemble.isolated:
             self.ensemble.expire(self.sid)
         self._fail_pending(ConnectionClosedError())
         self._queue = []
