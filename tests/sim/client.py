@@ -18,7 +18,7 @@ Behaves as kazoo 2.x does (read from its source):
   connection attempt (kazoo's connection retry) a new call fails at once with
   ``SessionExpiredError``; then a new session is opened: CONNECTED;
 * watch callbacks run on the client's callback thread and ``rawlink`` callbacks on its
-  completion thread (:class:`_Worker`: in order, one at a time, never inline with the reply
+  completion thread (:class:`~.threads.Worker`: in order, one at a time, never inline with the reply
   that caused them), so a caller can see a later reply before an earlier watch fired;
   state listeners run synchronously on the connection thread, as kazoo's do;
 * pings every third of the session timeout; a server that answered nothing for two thirds
@@ -37,7 +37,6 @@ freeze (``frozen_until``) stops the client's connection and callback threads too
 
 from __future__ import annotations
 
-import random
 from collections import deque
 from functools import partial
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
@@ -47,6 +46,8 @@ from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEve
 
 from . import servers
 from .kernel import Kernel
+from .network import ClientFaults, Network
+from .threads import AsyncResult, Handler, Worker
 from .zkmodel import Ensemble
 
 _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DELETED": EventType.DELETED,
@@ -55,153 +56,6 @@ _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DEL
 
 def _pong() -> None:
     """A ping's answer: nothing to deliver."""
-
-
-class SimTimeoutError(Exception):
-    """The handler's timeout exception (kazoo's ``handler.timeout_exception``)."""
-
-
-class _Handler:
-    timeout_exception = SimTimeoutError
-
-
-class Network:
-    """Latencies and faults between clients and the ensemble, drawn from the schedule's generator."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.slow_until = 0.0  # replies are slow (seconds) until then
-        self.partitioned: Dict[str, float] = {}  # client name -> cut off from ZooKeeper until then
-
-    def latency(self, now: float) -> float:
-        if now < self.slow_until and self.rng.random() < 0.3:
-            return self.rng.uniform(1.0, 8.0)
-        return self.rng.uniform(0.0005, 0.004)
-
-    def cut(self, name: str, now: float) -> bool:
-        return self.partitioned.get(name, 0.0) > now
-
-    def cut_until(self, name: str) -> float:
-        return self.partitioned.get(name, 0.0)
-
-
-class ClientFaults:
-    """Faults of the process around one client, drawn by the schedule (none by default).
-
-    ``preempt``: the probability that a thread making a request is descheduled between its
-    decision (what it read before the call) and the request entering kazoo's queue, for a
-    time drawn by :meth:`preemption` (sometimes across a reconnection, or a session expiry
-    and a new session). ``callback_lag``: the most a callback thread may lag behind the
-    connection thread per callback. Draws come from ``rng`` alone (not the network's), so a
-    schedule that draws none of these faults plays as it would without them.
-    """
-
-    def __init__(self, rng: Optional[random.Random] = None, preempt: float = 0.0, callback_lag: float = 0.0) -> None:
-        self.rng = rng or random.Random(0)
-        self.preempt = preempt
-        self.callback_lag = callback_lag
-
-    def preemption(self) -> float:
-        """Seconds the calling thread is descheduled before its request is queued (0: not at all)."""
-        if self.preempt <= 0.0 or self.rng.random() >= self.preempt:
-            return 0.0
-        roll = self.rng.random()
-        if roll < 0.6:
-            return self.rng.uniform(0.0001, 0.05)  # an ordinary time slice
-        if roll < 0.9:
-            return self.rng.uniform(0.05, 2.0)  # across a reconnection
-        return self.rng.uniform(2.0, 10.0)  # across a session expiry and a new session
-
-    def lag(self) -> float:
-        return self.rng.uniform(0.0, self.callback_lag) if self.callback_lag > 0.0 else 0.0
-
-
-class _Worker:
-    """One of kazoo's handler threads: the callback thread (watch callbacks) or the completion
-    thread (``rawlink`` callbacks). It runs what it is given in order, one at a time, after the
-    event that queued it (never inline with a reply), on the kernel's own greenlet: a callback
-    that blocks still raises :class:`~.kernel.BlockedInCallback`. Frozen with its process."""
-
-    def __init__(self, client: "SimKazoo") -> None:
-        self._client = client
-        self._items: Deque[Callable[[], Any]] = deque()
-        self._busy = False
-
-    def put(self, item: Callable[[], Any]) -> None:
-        self._items.append(item)
-        if not self._busy:
-            self._busy = True
-            self._next()
-
-    def _next(self) -> None:
-        client = self._client
-        lag = client.faults.lag()
-        if lag > 0.0:
-            client.kernel.at(client.kernel.now + lag, self._run)
-        else:
-            client.kernel.soon(self._run)
-
-    def _run(self) -> None:
-        client = self._client
-        if client.dead:  # kill -9: the thread is gone with its process
-            self._items.clear()
-            self._busy = False
-            return
-        if client.kernel.now < client.frozen_until:
-            client.kernel.at(client.frozen_until, self._run)
-            return
-        item = self._items.popleft()
-        try:
-            item()
-        finally:
-            if self._items:
-                self._next()
-            else:
-                self._busy = False
-
-
-class AsyncResult:
-    """kazoo's ``IAsyncResult`` for one simulated request."""
-
-    def __init__(self, client: "SimKazoo") -> None:
-        self._client = client
-        self._done = False
-        self._value: Any = None
-        self._exc: Optional[BaseException] = None
-        self._waiters: List[Any] = []
-        self._links: List[Callable[["AsyncResult"], None]] = []
-
-    def ready(self) -> bool:
-        return self._done
-
-    def set(self, value: Any) -> None:
-        self._finish(value, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._finish(None, exc)
-
-    def _finish(self, value: Any, exc: Optional[BaseException]) -> None:
-        if self._done:
-            return
-        self._done, self._value, self._exc = True, value, exc
-        self._client.kernel.wake(self._waiters)
-        for link in self._links:
-            self._client.completions.put(partial(link, self))  # kazoo's completion thread
-
-    def get(self, block: bool = True, timeout: Optional[float] = None) -> Any:
-        if not self._done:
-            self._client.kernel.block(timeout, self._waiters)
-        if not self._done:
-            raise SimTimeoutError()
-        if self._exc is not None:
-            raise self._exc
-        return self._value
-
-    def rawlink(self, callback: Callable[["AsyncResult"], None]) -> None:
-        if self._done:
-            self._client.completions.put(partial(callback, self))
-        else:
-            self._links.append(callback)
 
 
 class _Transaction:
@@ -229,7 +83,7 @@ class _Transaction:
 class SimKazoo:
     """One member's ZooKeeper client; see the module docstring."""
 
-    handler = _Handler()
+    handler = Handler()
 
     def __init__(self, kernel: Kernel, ensemble: Ensemble, network: Network, name: str, session_timeout: float,
                  trace: Callable[[str], None]) -> None:
@@ -270,8 +124,8 @@ class SimKazoo:
         self._expired = False
         self.faults = ClientFaults()
         self._late_until = 0.0  # a request of the client's own threads (callbacks) is queued no earlier
-        self.callbacks = _Worker(self)  # kazoo's callback thread: watch callbacks
-        self.completions = _Worker(self)  # kazoo's completion thread: rawlink callbacks
+        self.callbacks = Worker(self)  # kazoo's callback thread: watch callbacks
+        self.completions = Worker(self)  # kazoo's completion thread: rawlink callbacks
 
     # ------------------------------------------------------------ kazoo's surface
 

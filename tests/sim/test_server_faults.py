@@ -13,8 +13,9 @@ import pytest
 from kazoo.exceptions import ConnectionLoss, NoNodeError
 from kazoo.protocol.states import KazooState
 
-from .client import Network, SimKazoo
+from .client import SimKazoo
 from .kernel import Kernel
+from .network import Network
 from .servers import SERVER_FAULTS_FROM, ServerFaults, server_faults
 from .world import generate
 from .zkmodel import Ensemble

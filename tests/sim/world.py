@@ -24,11 +24,11 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from zkconsumer.zookeeper import zkformat
 
-from .client import ClientFaults, Network
 from .invariants import OffsetWatch, Violation, check_exclusive, check_settled, owner_node
 from .kafka_member import KafkaMember
 from .kernel import Kernel
 from .member import Member
+from .network import ClientFaults, Network
 from .servers import SERVER_EVENTS, ServerFaults, server_faults
 from .zkmodel import Ensemble
 
