@@ -110,6 +110,9 @@ class SimKazoo:
         #: connection -> (server, session, on their way until); and those whose session moved since.
         self.lingering: Dict[int, Tuple[int, Optional[int], float]] = {}
         self.moved: set = set()  # type: ignore[type-arg]
+        #: The next request sent stalls the connection: kazoo gives up on it at once, the request
+        #: still on its way for that long (:mod:`.servers`' session moved; 0: no stall).
+        self.stall_next = 0.0
         self._listeners: List[Callable[[str], Any]] = []
         self._data_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
         self._child_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
@@ -251,6 +254,9 @@ class SimKazoo:
         now = self.kernel.now
         self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
         self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
+        if self.stall_next > 0.0:
+            linger, self.stall_next = self.stall_next, 0.0
+            self.kernel.soon(partial(self.drop_connection, "connection stalled (a request on its way)", linger))
 
     def _arrive(self, conn: int, xid: int, op: str, args: Dict[str, Any]) -> None:
         """The request reaches the server (or the wire is cut and it never does)."""

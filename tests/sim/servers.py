@@ -23,8 +23,9 @@ Each as ZooKeeper 3.4/3.5 and kazoo 2.x behave (read from their sources):
   is built from the sessions it knows, each with a full timeout from its start
   (``SessionTrackerImpl``'s constructor: ``addSession`` touches each), so no session expires
   for the time of the outage and the clients reconnect with their sessions.
-* **moved** (session moved): the client's connection stalls and it gives up on it while
-  requests it sent are still on their way to the old server; it reconnects to another server
+* **moved** (session moved): the client's connection stalls at its next request and it gives
+  up on it while that request (and what it sent before) is still on its way to the old server
+  (a short while, or seconds); it reconnects to another server
   (kazoo's connection loop goes to the next host). Until the session's revalidation on the new
   server, an old request that reaches the leader is applied (its answer lost: the client saw
   ConnectionLoss); after it, the leader's ``checkSession`` fails with SessionMovedException and
@@ -72,8 +73,10 @@ def server_faults(seed: int, n_slots: int, followers: int, events: List[Event], 
                            round(rng.uniform(1.0, 8.0), 3)))
         elif kind == "quorum":
             events.append((t, kind, 0, round(rng.uniform(0.2, 10.0), 3)))
-        else:  # member slot, how long its requests on the old connection are still on their way
-            events.append((t, kind, rng.randrange(n_slots), round(rng.uniform(0.05, 4.0), 3)))
+        else:  # member slot, how long its request on the old connection is still on its way: often
+            # less than a reconnection takes (applied after its caller saw ConnectionLoss), else more
+            delay = rng.uniform(0.0005, 0.01) if rng.random() < 0.5 else rng.uniform(0.05, 4.0)
+            events.append((t, kind, rng.randrange(n_slots), round(delay, 4)))
     events.sort(key=lambda e: (e[0], e[1]))
 
 
@@ -121,7 +124,7 @@ class ServerFaults:
         else:
             m = world._member(args[0] % max(1, len(world.schedule.specs)))
             if m is not None and len(ensemble.servers) > 1:
-                m.client.drop_connection("connection stalled (its requests still on their way)", linger=args[1])
+                m.client.stall_next = args[1]  # at its next request (servers.py docstring)
 
     def _close(self, which: Callable[[Any], bool], why: str) -> None:
         world = self.world
