@@ -35,9 +35,12 @@ def _world(server: int) -> Tuple[Kernel, Ensemble, SimKazoo, List[str], ServerFa
     kernel.run_until(lambda: client.connected, 5.0)
     ensemble.isolated = set()
     assert client.server == server
-    world: Any = SimpleNamespace(kernel=kernel, ensemble=ensemble, trace=lambda line: None,
-                                 _sync=lambda: [ensemble.sync(s) for s in ensemble.servers[1:]
-                                                if s.index not in ensemble.isolated])
+
+    def sync() -> None:
+        for s in ensemble.servers[1:]:
+            if s.index not in ensemble.isolated:
+                ensemble.sync(s)
+    world: Any = SimpleNamespace(kernel=kernel, ensemble=ensemble, trace=lambda line: None, _sync=sync)
 
     def tick() -> None:  # the leader's session tracker, closing the expired sessions' connections
         if not ensemble.down:
@@ -109,7 +112,7 @@ def test_quorum_loss_closes_every_connection_and_the_new_leader_restarts_every_s
     assert not client.connected and ensemble.alive(sid)  # type: ignore[arg-type]
     kernel.run_until(lambda: client.connected, kernel.now + 5.0)
     kernel.run_until(None, kernel.now + T)
-    assert client.connected and client.sid == sid and ensemble.alive(sid)  # type: ignore[arg-type]
+    assert client.connected and client.sid == sid and ensemble.alive(sid)
     assert states == [KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.CONNECTED]
 
 
