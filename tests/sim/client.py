@@ -499,6 +499,10 @@ class SimKazoo:
         self._trace(f"{self.name} connection lost ({why})")
         if linger > 0.0 or (self.server in self.ensemble.isolated and self.server not in self.ensemble.closed):
             self.lingering[self._conn] = (self.server, self.sid, self.kernel.now + linger)
+        if self.server in self.ensemble.isolated and self.sid is not None:
+            # ZooKeeper's watches belong to the connection (closing it removes them): an isolated
+            # follower, which fires a batch when it catches up, must not fire them at this client.
+            self.ensemble.servers[self.server].drop_watches(self.sid)
         self._conn += 1
         # kazoo's _session_callback(CONNECTING): _live cleared, pending requests failed,
         # listeners told SUSPENDED, watches dropped.

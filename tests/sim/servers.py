@@ -154,6 +154,9 @@ class ServerFaults:
             return
         ensemble.closed.add(index)
         ensemble.held.pop(index, None)  # forwarded requests die with the follower's pipeline
+        server = ensemble.servers[index]
+        server.data_watches.clear()  # and the watches with the connections that set them
+        server.child_watches.clear()
         self._close(lambda client: client.server == index, f"server {index} lost its leader")
 
     def link_back(self, index: int) -> None:
