@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections import deque
 from functools import partial
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
@@ -109,7 +109,7 @@ class SimKazoo:
         #: Connections left while their requests may still reach a server (:mod:`.servers`):
         #: connection -> (server, session, on their way until); and those whose session moved since.
         self.lingering: Dict[int, Tuple[int, Optional[int], float]] = {}
-        self.moved: set = set()  # type: ignore[type-arg]
+        self.moved: Set[int] = set()
         #: The next request sent stalls the connection: kazoo gives up on it at once, the request
         #: still on its way for that long (:mod:`.servers`' session moved; 0: no stall).
         self.stall_next = 0.0
