@@ -73,6 +73,9 @@ def test_an_isolated_follower_answers_stale_reads_and_pings_while_the_leader_exp
     kernel.run_until(None, kernel.now + 2 * T)
     assert not ensemble.alive(sid)  # type: ignore[arg-type]
     assert client.connected and states == [KazooState.CONNECTED]
+    late = client.exists_async("/")  # a read of the expired session, answered: it proves nothing
+    kernel.run_until(late.ready, kernel.now + 1.0)
+    assert late.get() is not None
     kernel.run_until(lambda: client.connected and client.sid != sid, kernel.now + 10.0)
     assert states[-3:] == [KazooState.SUSPENDED, KazooState.LOST, KazooState.CONNECTED]
     assert client.server != 1
