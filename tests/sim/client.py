@@ -50,6 +50,10 @@ from .network import ClientFaults, Network
 from .threads import AsyncResult, Handler, Worker
 from .zkmodel import Ensemble
 
+#: kazoo's connection retry as zkconsumer's connector configures it (``connection_retry``).
+RETRY_DELAY = 0.1
+RETRY_MAX_DELAY = 2.0
+
 _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DELETED": EventType.DELETED,
                 "CHILD": EventType.CHILD}
 
@@ -113,6 +117,7 @@ class SimKazoo:
         #: The next request sent stalls the connection: kazoo gives up on it at once, the request
         #: still on its way for that long (:mod:`.servers`' session moved; 0: no stall).
         self.stall_next = 0.0
+        self._retry_delay = RETRY_DELAY
         self._listeners: List[Callable[[str], Any]] = []
         self._data_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
         self._child_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
@@ -402,9 +407,11 @@ class SimKazoo:
             if conn != self._conn or self.closed or self.dead:
                 return
             now = self.kernel.now
-            if self.ensemble.paused or self.ensemble.down or self.network.cut(self.name, now) \
-                    or now < self.frozen_until:
+            if self.ensemble.paused or self.network.cut(self.name, now) or now < self.frozen_until:
                 self.kernel.at(max(now + 0.5, self.frozen_until), attempt)
+                return
+            if self.ensemble.down:  # every server refuses: kazoo's connection retry backs off
+                self.kernel.at(now + self._retry_sleep(), attempt)
                 return
             if self._expired:
                 # kazoo's next connection attempt: CONNECTING (no listener is told; new calls are
@@ -415,7 +422,7 @@ class SimKazoo:
             candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid
                           and self._may_connect(s.index)]
             if not candidates:  # kazoo's loop over its hosts: each refuses or stalls; it goes round again
-                self.kernel.at(now + 0.1, attempt)
+                self.kernel.at(now + self._retry_sleep(), attempt)
                 return
             self.server = self.network.rng.choice(candidates)
             if self.sid is not None and not self.ensemble.alive(self.sid):
@@ -436,6 +443,7 @@ class SimKazoo:
                     self.moved.add(old)
             self._conn += 1
             self._chan_time = self._req_time = now
+            self._retry_delay = RETRY_DELAY  # kazoo: retry.reset() once connected
             self._last_answer = now
             self._set_state(KazooState.CONNECTED)
             queued, self._queue = self._queue, []
@@ -443,6 +451,14 @@ class SimKazoo:
                 self._send(op, args, result)
             self._ping(self._conn)
         self.kernel.at(self.kernel.now + self.network.latency(self.kernel.now) * 3, attempt)
+
+    def _retry_sleep(self) -> float:
+        """kazoo's connection retry after a full cycle of hosts failed (``KazooRetry``: the delay
+        times a jitter of +-40%, then doubled, up to the connector's ``max_delay``). Used where
+        :mod:`.servers`' faults leave no server to connect to (the older faults poll every 0.5 s)."""
+        sleep = self._retry_delay * self.network.rng.uniform(0.6, 1.4)
+        self._retry_delay = min(sleep * 2, RETRY_MAX_DELAY)
+        return sleep
 
     def _may_connect(self, index: int) -> bool:
         """A server that can take the session now: not cut off from its leader (revalidating a

@@ -19,7 +19,8 @@ Each as ZooKeeper 3.4/3.5 and kazoo 2.x behave (read from their sources):
 * **quorum** (quorum loss): a majority of servers away. The leader gives up leading (not
   enough followers synced), every server shuts down and closes its client connections (the
   client: ConnectionLoss, SUSPENDED; what was sent may or may not have been committed); a
-  connection attempt fails until a leader is elected again. The new leader's session tracker
+  connection attempt fails until a leader is elected again, and kazoo's connection retry backs
+  off between full cycles of its hosts (:meth:`~.client.SimKazoo._retry_sleep`). The new leader's session tracker
   is built from the sessions it knows, each with a full timeout from its start
   (``SessionTrackerImpl``'s constructor: ``addSession`` touches each), so no session expires
   for the time of the outage and the clients reconnect with their sessions.

@@ -165,3 +165,22 @@ def test_server_faults_are_drawn_only_from_their_seeds_and_leave_older_schedules
              if any(e[1] in ("isolate", "quorum", "moved") for e in generate(s).events)]
     assert 50 < len(drawn) < 150
     assert not any(e[1] in ("isolate", "quorum", "moved") for s in range(100_000, 100_200) for e in generate(s).events)
+
+
+def test_while_no_server_serves_kazoo_backs_off_between_connection_attempts_up_to_the_connectors_max_delay() -> None:
+    """kazoo's connection loop tries every host, then sleeps (``KazooRetry``: the delay times a
+    jitter of +-40%, doubled each time, reset once connected); zkconsumer's connector caps the
+    delay at 2 s. So after a quorum loss the client comes back up to 2.8 s after the quorum."""
+    kernel, ensemble, client, _, faults = _world(0)
+    sleeps: List[float] = []
+    retry_sleep = client._retry_sleep
+
+    def recorded() -> float:
+        sleeps.append(retry_sleep())
+        return sleeps[-1]
+    client._retry_sleep = recorded  # type: ignore[method-assign]
+    faults.apply("quorum", (0, 10.0))
+    kernel.run_until(lambda: client.connected, kernel.now + 15.0)
+    assert 0.06 <= sleeps[0] <= 0.14 and sleeps[1] > sleeps[0] and max(sleeps) <= 2.0 * 1.4
+    assert faults.quorum_end <= kernel.now <= faults.quorum_end + 2.0 * 1.4 + 0.1
+    assert client._retry_delay == 0.1
