@@ -18,7 +18,7 @@ Behaves as kazoo 2.x does (read from its source):
   connection attempt (kazoo's connection retry) a new call fails at once with
   ``SessionExpiredError``; then a new session is opened: CONNECTED;
 * watch callbacks run on the client's callback thread and ``rawlink`` callbacks on its
-  completion thread (:class:`_Worker`: in order, one at a time, never inline with the reply
+  completion thread (:class:`~.threads.Worker`: in order, one at a time, never inline with the reply
   that caused them), so a caller can see a later reply before an earlier watch fired;
   state listeners run synchronously on the connection thread, as kazoo's do;
 * pings every third of the session timeout; a server that answered nothing for two thirds
@@ -26,7 +26,9 @@ Behaves as kazoo 2.x does (read from its source):
 * an :class:`AsyncResult`'s ``get(timeout)`` raises the handler's timeout exception when
   no answer came in time: the request stays sent and may still be applied.
 
-Latencies, drops and partitions come from the :class:`Network` (the schedule decides).
+Latencies, drops and partitions come from the :class:`Network` (the schedule decides); the
+servers' own faults (a follower cut off from its leader, the quorum lost, a session moved while
+requests of the old connection are on their way) are :mod:`.servers`'.
 Two faults of the process around the client are drawn by the schedule (:class:`ClientFaults`):
 a calling thread descheduled between its decision and its request entering the queue
 (``preempt``), and the callback threads running late (``callback_lag``). A whole-process
@@ -35,16 +37,22 @@ freeze (``frozen_until``) stops the client's connection and callback threads too
 
 from __future__ import annotations
 
-import random
 from collections import deque
 from functools import partial
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
+from . import servers
 from .kernel import Kernel
+from .network import ClientFaults, Network
+from .threads import AsyncResult, Handler, Worker
 from .zkmodel import Ensemble
+
+#: kazoo's connection retry as zkconsumer's connector configures it (``connection_retry``).
+RETRY_DELAY = 0.1
+RETRY_MAX_DELAY = 2.0
 
 _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DELETED": EventType.DELETED,
                 "CHILD": EventType.CHILD}
@@ -52,159 +60,6 @@ _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DEL
 
 def _pong() -> None:
     """A ping's answer: nothing to deliver."""
-
-
-class SimTimeoutError(Exception):
-    """The handler's timeout exception (kazoo's ``handler.timeout_exception``)."""
-
-
-class _Handler:
-    timeout_exception = SimTimeoutError
-
-
-class Network:
-    """Latencies and faults between clients and the ensemble, drawn from the schedule's generator."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.slow_until = 0.0  # replies are slow (seconds) until then
-        self.partitioned: Dict[str, float] = {}  # client name -> cut off from ZooKeeper until then
-
-    def latency(self, now: float) -> float:
-        if now < self.slow_until and self.rng.random() < 0.3:
-            return self.rng.uniform(1.0, 8.0)
-        return self.rng.uniform(0.0005, 0.004)
-
-    def cut(self, name: str, now: float) -> bool:
-        return self.partitioned.get(name, 0.0) > now
-
-    def cut_until(self, name: str) -> float:
-        return self.partitioned.get(name, 0.0)
-
-
-class ClientFaults:
-    """Faults of the process around one client, drawn by the schedule (none by default).
-
-    ``preempt``: the probability that a thread making a request is descheduled between its
-    decision (what it read before the call) and the request entering kazoo's queue, for a
-    time drawn by :meth:`preemption` (sometimes across a reconnection, or a session expiry
-    and a new session). ``callback_lag``: the most a callback thread may lag behind the
-    connection thread per callback. Draws come from ``rng`` alone (not the network's), so a
-    schedule that draws none of these faults plays as it would without them.
-    """
-
-    def __init__(self, rng: Optional[random.Random] = None, preempt: float = 0.0, callback_lag: float = 0.0) -> None:
-        self.rng = rng or random.Random(0)
-        self.preempt = preempt
-        self.callback_lag = callback_lag
-        #: While the group is to settle (the faults stopped): only time slices, no descheduling for
-        #: seconds, which stands for a fault (a stalled machine) and would keep any attempt of a
-        #: large share failing (seeds 3002186, 3103328). The draws stay the same.
-        self.calm = False
-
-    def preemption(self) -> float:
-        """Seconds the calling thread is descheduled before its request is queued (0: not at all)."""
-        if self.preempt <= 0.0 or self.rng.random() >= self.preempt:
-            return 0.0
-        roll = self.rng.random()
-        if roll < 0.6:
-            return self.rng.uniform(0.0001, 0.05)  # an ordinary time slice
-        if roll < 0.9:
-            pause = self.rng.uniform(0.05, 2.0)  # across a reconnection
-        else:
-            pause = self.rng.uniform(2.0, 10.0)  # across a session expiry and a new session
-        return min(pause, 0.05) if self.calm else pause
-
-    def lag(self) -> float:
-        return self.rng.uniform(0.0, self.callback_lag) if self.callback_lag > 0.0 else 0.0
-
-
-class _Worker:
-    """One of kazoo's handler threads: the callback thread (watch callbacks) or the completion
-    thread (``rawlink`` callbacks). It runs what it is given in order, one at a time, after the
-    event that queued it (never inline with a reply), on the kernel's own greenlet: a callback
-    that blocks still raises :class:`~.kernel.BlockedInCallback`. Frozen with its process."""
-
-    def __init__(self, client: "SimKazoo") -> None:
-        self._client = client
-        self._items: Deque[Callable[[], Any]] = deque()
-        self._busy = False
-
-    def put(self, item: Callable[[], Any]) -> None:
-        self._items.append(item)
-        if not self._busy:
-            self._busy = True
-            self._next()
-
-    def _next(self) -> None:
-        client = self._client
-        lag = client.faults.lag()
-        if lag > 0.0:
-            client.kernel.at(client.kernel.now + lag, self._run)
-        else:
-            client.kernel.soon(self._run)
-
-    def _run(self) -> None:
-        client = self._client
-        if client.dead:  # kill -9: the thread is gone with its process
-            self._items.clear()
-            self._busy = False
-            return
-        if client.kernel.now < client.frozen_until:
-            client.kernel.at(client.frozen_until, self._run)
-            return
-        item = self._items.popleft()
-        try:
-            item()
-        finally:
-            if self._items:
-                self._next()
-            else:
-                self._busy = False
-
-
-class AsyncResult:
-    """kazoo's ``IAsyncResult`` for one simulated request."""
-
-    def __init__(self, client: "SimKazoo") -> None:
-        self._client = client
-        self._done = False
-        self._value: Any = None
-        self._exc: Optional[BaseException] = None
-        self._waiters: List[Any] = []
-        self._links: List[Callable[["AsyncResult"], None]] = []
-
-    def ready(self) -> bool:
-        return self._done
-
-    def set(self, value: Any) -> None:
-        self._finish(value, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._finish(None, exc)
-
-    def _finish(self, value: Any, exc: Optional[BaseException]) -> None:
-        if self._done:
-            return
-        self._done, self._value, self._exc = True, value, exc
-        self._client.kernel.wake(self._waiters)
-        for link in self._links:
-            self._client.completions.put(partial(link, self))  # kazoo's completion thread
-
-    def get(self, block: bool = True, timeout: Optional[float] = None) -> Any:
-        if not self._done:
-            self._client.kernel.block(timeout, self._waiters)
-        if not self._done:
-            raise SimTimeoutError()
-        if self._exc is not None:
-            raise self._exc
-        return self._value
-
-    def rawlink(self, callback: Callable[["AsyncResult"], None]) -> None:
-        if self._done:
-            self._client.completions.put(partial(callback, self))
-        else:
-            self._links.append(callback)
 
 
 class _Transaction:
@@ -232,7 +87,7 @@ class _Transaction:
 class SimKazoo:
     """One member's ZooKeeper client; see the module docstring."""
 
-    handler = _Handler()
+    handler = Handler()
 
     def __init__(self, kernel: Kernel, ensemble: Ensemble, network: Network, name: str, session_timeout: float,
                  trace: Callable[[str], None]) -> None:
@@ -254,6 +109,15 @@ class SimKazoo:
         self._queue: List[Tuple[str, Dict[str, Any], AsyncResult]] = []
         self._pending: Dict[int, AsyncResult] = {}
         self._xid = 0
+        self._unarrived: Dict[int, int] = {}  # xid -> connection: sent, not at a server yet
+        #: Connections left while their requests may still reach a server (:mod:`.servers`):
+        #: connection -> (server, session, on their way until); and those whose session moved since.
+        self.lingering: Dict[int, Tuple[int, Optional[int], float]] = {}
+        self.moved: Set[int] = set()
+        #: The next request sent stalls the connection: kazoo gives up on it at once, the request
+        #: still on its way for that long (:mod:`.servers`' session moved; 0: no stall).
+        self.stall_next = 0.0
+        self._retry_delay = RETRY_DELAY
         self._listeners: List[Callable[[str], Any]] = []
         self._data_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
         self._child_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
@@ -268,8 +132,8 @@ class SimKazoo:
         self._expired = False
         self.faults = ClientFaults()
         self._late_until = 0.0  # a request of the client's own threads (callbacks) is queued no earlier
-        self.callbacks = _Worker(self)  # kazoo's callback thread: watch callbacks
-        self.completions = _Worker(self)  # kazoo's completion thread: rawlink callbacks
+        self.callbacks = Worker(self)  # kazoo's callback thread: watch callbacks
+        self.completions = Worker(self)  # kazoo's completion thread: rawlink callbacks
 
     # ------------------------------------------------------------ kazoo's surface
 
@@ -395,25 +259,58 @@ class SimKazoo:
         self._xid += 1
         xid, conn = self._xid, self._conn
         self._pending[xid] = result
+        self._unarrived[xid] = conn
         now = self.kernel.now
         self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
         self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
+        if self.stall_next > 0.0:
+            linger, self.stall_next = self.stall_next, 0.0
+            self.kernel.soon(partial(self.drop_connection, "connection stalled (a request on its way)", linger))
 
     def _arrive(self, conn: int, xid: int, op: str, args: Dict[str, Any]) -> None:
         """The request reaches the server (or the wire is cut and it never does)."""
-        if conn != self._conn or self.dead:
+        linger = self.lingering.get(conn) if conn != self._conn else None
+        if (conn != self._conn and linger is None) or self.dead:
+            self._unarrived.pop(xid, None)
             return
         if self.network.cut(self.name, self.kernel.now):  # TCP retransmits: it arrives once the link is back
             self.kernel.at(self.network.cut_until(self.name), lambda: self._arrive(conn, xid, op, args))
             return
+        if linger is not None and self.kernel.now < linger[2]:  # the stalled link: still on its way
+            self.kernel.at(linger[2], lambda: self._arrive(conn, xid, op, args))
+            return
         if self.ensemble.paused:  # served in arrival order once ZooKeeper resumes
             self.ensemble.backlog.append(lambda: self._arrive(conn, xid, op, args))
             return
-        sid = self.sid
+        self._unarrived.pop(xid, None)
+        if self.ensemble.down:
+            return  # no server serves: the connection is being closed
+        index, sid = (self.server, self.sid) if linger is None else linger[:2]
         assert sid is not None
-        if not self.ensemble.touch(sid):
+        if linger is not None and conn in self.moved:
+            self._trace(f"{self.name} 0x{sid:x} {op} {args.get('path')} -> SessionMovedException "
+                        "(a request of the old connection: not applied, that connection closed)")
+            return
+        if index in self.ensemble.isolated:  # a follower cut off from the leader (servers.py)
+            if index in self.ensemble.closed or servers.hold(
+                    self.ensemble, index, sid, op, partial(self._forwarded, conn, xid, op, args, sid, index)):
+                return
+        elif not self.ensemble.touch(sid):
             return  # the session is gone: the connection is closed by the server (found at the next ping)
-        server = self.ensemble.servers[self.server]
+        self._serve(conn, xid, op, args, sid, index)
+
+    def _forwarded(self, conn: int, xid: int, op: str, args: Dict[str, Any], sid: int, index: int) -> None:
+        """A request an isolated follower held reaches the leader (the link is back before syncLimit)."""
+        if conn != self._conn and (conn in self.moved or conn not in self.lingering):
+            self._trace(f"{self.name} 0x{sid:x} {op} {args.get('path')} -> SessionMovedException "
+                        "(forwarded by the follower after the session moved: not applied)")
+            return
+        if self.ensemble.touch(sid):
+            self._serve(conn, xid, op, args, sid, index)
+
+    def _serve(self, conn: int, xid: int, op: str, args: Dict[str, Any], sid: int, index: int) -> None:
+        """Run the request on server ``index`` and send its answer (none to a connection left)."""
+        server = self.ensemble.servers[index]
         watch = args.pop("_watch", None)
         try:
             answer: Any = self.ensemble.execute(server, sid, op, args)
@@ -429,7 +326,10 @@ class SimKazoo:
                 what = str(args.get("path"))
             outcome = type(failed).__name__ if failed else (
                 "ok" if op != "multi" else ",".join(type(r).__name__ for r in answer))
-            self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}")
+            late = " (late: on a connection left)" if conn != self._conn else ""
+            self._trace(f"{self.name} 0x{sid:x} {op} {what} -> {outcome}{late}")
+        if conn != self._conn:
+            return  # the client left that connection: the answer is never read
         zxid = server.zxid
 
         def deliver() -> None:
@@ -514,13 +414,20 @@ class SimKazoo:
             if self.ensemble.paused or self.network.cut(self.name, now) or now < self.frozen_until:
                 self.kernel.at(max(now + 0.5, self.frozen_until), attempt)
                 return
+            if self.ensemble.down:  # every server refuses: kazoo's connection retry backs off
+                self.kernel.at(now + self._retry_sleep(), attempt)
+                return
             if self._expired:
                 # kazoo's next connection attempt: CONNECTING (no listener is told; new calls are
                 # queued again), then the handshake opens a new session.
                 self._expired = False
                 self.kernel.at(now + self.network.latency(now) * 3, attempt)
                 return
-            candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid]
+            candidates = [s.index for s in self.ensemble.servers if s.zxid >= self.last_zxid
+                          and self._may_connect(s.index)]
+            if not candidates:  # kazoo's loop over its hosts: each refuses or stalls; it goes round again
+                self.kernel.at(now + self._retry_sleep(), attempt)
+                return
             self.server = self.network.rng.choice(candidates)
             if self.sid is not None and not self.ensemble.alive(self.sid):
                 self._session_lost()
@@ -535,8 +442,12 @@ class SimKazoo:
                 self.ensemble.clients[self.sid] = self
                 self.last_zxid = 0
             self.ensemble.touch(self.sid)
+            for old, (index, _sid, _until) in self.lingering.items():
+                if index != self.server:  # revalidated elsewhere: the leader's checkSession now fails
+                    self.moved.add(old)
             self._conn += 1
             self._chan_time = self._req_time = now
+            self._retry_delay = RETRY_DELAY  # kazoo: retry.reset() once connected
             self._last_answer = now
             self._set_state(KazooState.CONNECTED)
             queued, self._queue = self._queue, []
@@ -544,6 +455,22 @@ class SimKazoo:
                 self._send(op, args, result)
             self._ping(self._conn)
         self.kernel.at(self.kernel.now + self.network.latency(self.kernel.now) * 3, attempt)
+
+    def _retry_sleep(self) -> float:
+        """kazoo's connection retry after a full cycle of hosts failed (``KazooRetry``: the delay
+        times a jitter of +-40%, then doubled, up to the connector's ``max_delay``). Used where
+        :mod:`.servers`' faults leave no server to connect to (the older faults poll every 0.5 s)."""
+        sleep = self._retry_delay * self.network.rng.uniform(0.6, 1.4)
+        self._retry_delay = min(sleep * 2, RETRY_MAX_DELAY)
+        return sleep
+
+    def _may_connect(self, index: int) -> bool:
+        """A server that can take the session now: not cut off from its leader (revalidating a
+        session or creating one needs the leader), and not one that requests of a connection left
+        are still on their way to (kazoo goes to the next host; see :mod:`.servers`)."""
+        if index in self.ensemble.isolated:
+            return False
+        return not any(self.lingering.get(c, (-1,))[0] == index for c in set(self._unarrived.values()))
 
     def _ping(self, conn: int) -> None:
         """Every third of the timeout; a silent server is dropped after two thirds (read timeout)."""
@@ -568,23 +495,34 @@ class SimKazoo:
         self.kernel.at(now + self.network.latency(now), partial(self._ping_arrives, conn))
 
     def _ping_arrives(self, conn: int) -> None:
-        if conn != self._conn or self.dead or self.ensemble.paused:
+        if conn != self._conn or self.dead or self.ensemble.paused or self.ensemble.down:
             return
         if self.network.cut(self.name, self.kernel.now):
             self.kernel.at(self.network.cut_until(self.name), partial(self._ping_arrives, conn))
             return
         assert self.sid is not None
-        if self.ensemble.touch(self.sid):
+        if self.server in self.ensemble.isolated:  # answered by the follower; the leader hears nothing
+            if self.server not in self.ensemble.closed and not servers.blocked(self.ensemble, self.server, self.sid):
+                self._reply(conn, _pong)
+        elif self.ensemble.touch(self.sid):
             self._reply(conn, _pong)
 
-    def drop_connection(self, why: str) -> None:
-        """The TCP connection broke (or was dropped): SUSPENDED, then reconnect."""
+    def drop_connection(self, why: str, linger: float = 0.0) -> None:
+        """The TCP connection broke (or was dropped): SUSPENDED, then reconnect. ``linger``: the
+        requests sent on it are still on their way to the server for that long (a stalled link,
+        :mod:`.servers`' session moved); so are those an isolated follower holds."""
         if self.state != KazooState.CONNECTED or self.dead:
             return
         if self.kernel.now < self.frozen_until:  # noticed once the process runs again
-            self.kernel.at(self.frozen_until, partial(self.drop_connection, why))
+            self.kernel.at(self.frozen_until, partial(self.drop_connection, why, linger))
             return
         self._trace(f"{self.name} connection lost ({why})")
+        if linger > 0.0 or (self.server in self.ensemble.isolated and self.server not in self.ensemble.closed):
+            self.lingering[self._conn] = (self.server, self.sid, self.kernel.now + linger)
+        if self.server in self.ensemble.isolated and self.sid is not None:
+            # ZooKeeper's watches belong to the connection (closing it removes them): an isolated
+            # follower, which fires a batch when it catches up, must not fire them at this client.
+            self.ensemble.servers[self.server].drop_watches(self.sid)
         self._conn += 1
         # ZooKeeper keeps watches per connection: closing one removes its watches on that server
         # (NIOServerCnxn.close -> ZooKeeperServer.removeCnxn -> DataTree.removeCnxn), and kazoo 2.11
@@ -638,7 +576,7 @@ class SimKazoo:
         self.closed = True
         self._conn += 1
         if self.sid is not None and not self.dead and not self.network.cut(self.name, self.kernel.now) \
-                and not self.ensemble.paused:
+                and not self.ensemble.paused and not self.ensemble.down and self.server not in self.ensemble.isolated:
             self.ensemble.expire(self.sid)
         self._fail_pending(ConnectionClosedError())
         self._queue = []

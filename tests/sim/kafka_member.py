@@ -34,10 +34,11 @@ from kazoo.protocol.states import KazooState
 from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 
-from .client import Network, SimTimeoutError
 from .expected import expected
 from .kernel import Kernel, SimEvent, SimLock, SimTask
+from .network import Network
 from .process import SimProcess
+from .threads import SimTimeoutError
 from .zkmodel import Ensemble
 
 GROUP = "g"

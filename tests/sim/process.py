@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from .client import Network, SimKazoo
+from .client import SimKazoo
 from .kernel import Kernel, SimTask
+from .network import Network
 from .zkmodel import Ensemble
 
 GROUP = "g"

@@ -61,7 +61,7 @@ def shrink(schedule: Schedule, fails: Optional[Callable[[Schedule], bool]] = Non
             n = min(len(events), n * 2)
     # Then make the remaining faults shorter where they have a duration.
     for i, event in enumerate(list(events)):
-        if event[1] in ("cut", "pause", "slow", "lag", "freeze") and event[3] > 1.0:
+        if event[1] in ("cut", "pause", "slow", "lag", "freeze", "isolate", "quorum", "moved") and event[3] > 1.0:
             shorter = events[:i] + [event[:3] + (round(event[3] / 2, 3),)] + events[i + 1:]
             if still_fails(shorter):
                 events = shorter

@@ -9,8 +9,9 @@ import pytest
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState
 
-from .client import ClientFaults, Network, SimKazoo
+from .client import SimKazoo
 from .kernel import Kernel, SimTask
+from .network import ClientFaults, Network
 from .zkmodel import Ensemble
 
 

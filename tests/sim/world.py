@@ -24,11 +24,12 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from zkconsumer.zookeeper import zkformat
 
-from .client import ClientFaults, Network
 from .invariants import OffsetWatch, Violation, check_exclusive, check_settled, owner_node
 from .kafka_member import KafkaMember
 from .kernel import Kernel
 from .member import Member
+from .network import ClientFaults, Network
+from .servers import SERVER_EVENTS, ServerFaults, server_faults
 from .zkmodel import Ensemble
 
 HORIZON = 26.0
@@ -157,6 +158,7 @@ def generate(seed: int, max_members: int = 32, wildcard: bool = True) -> Schedul
     events.sort(key=lambda e: (e[0], e[1]))
     followers = rng.choice((0, 0, 1, 2))
     preempt, callback_lag = _process_faults(seed, n_slots, events)
+    server_faults(seed, n_slots, followers, events, HORIZON)
     return Schedule(seed, strategy, topics, tuple(specs), followers, tuple(events), (), preempt, callback_lag)
 
 
@@ -209,6 +211,7 @@ class World:
         self.pause_end = 0.0
         self.partitions: Dict[str, int] = dict(schedule.topics)
         self.healed = False
+        self.servers = ServerFaults(self)
 
     def trace(self, line: str) -> None:
         if self.keep_trace:
@@ -245,22 +248,24 @@ class World:
 
     def _sync(self) -> None:
         self.sync_pending = False
-        if self.ensemble.paused or self.kernel.now < self.lagging_until:
+        if self.ensemble.paused or self.ensemble.down or self.kernel.now < self.lagging_until:
             self.sync_pending = True
             self.kernel.at(max(self.kernel.now + 0.25, self.lagging_until), self._sync)
             return
         for server in self.ensemble.servers[1:]:
-            self.ensemble.sync(server)
+            if server.index not in self.ensemble.isolated:  # cut off from the leader (servers.py)
+                self.ensemble.sync(server)
 
     def _tick_sessions(self) -> None:
-        if not self.ensemble.paused:
+        if not self.ensemble.paused and not self.ensemble.down:
             for sid in self.ensemble.expire_idle():
                 self._server_closed(sid)
         self.kernel.at(self.kernel.now + 0.5, self._tick_sessions)
 
     def _server_closed(self, sid: int) -> None:
         client = self.ensemble.clients.get(sid)
-        if client is not None and client.sid == sid:
+        if client is not None and client.sid == sid and client.server not in self.ensemble.isolated:
+            # (a follower cut off from the leader does not learn of the expiry: servers.py)
             self.kernel.at(self.kernel.now + 0.002, lambda: client.drop_connection("session expired"))
 
     # ------------------------------------------------------------ events
@@ -316,6 +321,8 @@ class World:
                 m.client.frozen_until = self.kernel.frozen[m.name] = until
             else:
                 m.commit()
+        elif kind in SERVER_EVENTS:
+            self.servers.apply(kind, args)
         elif kind == "pause":
             self._pause(args[1])
         elif kind == "slow":
@@ -472,6 +479,7 @@ class World:
         self.trace("HEAL")
         self.calm(True)
         self._resume()
+        self.servers.heal()
         # Cut links are left to end by themselves (at most 10 s): what is held back on one is
         # released at its end in order, and ending them early here would let later messages
         # overtake it (seed 102503 was that fault of the model).

@@ -14,6 +14,8 @@ Modelled (each as ZooKeeper 3.4/3.5 documents it):
 * an ensemble of a leader and followers that apply the committed log with a lag: reads on a
   follower may be stale, but a client always sees its own writes (the follower catches up
   before answering a write) and never goes back in time when it moves to another server;
+* the server faults of :mod:`.servers` (a follower cut off from the leader, the quorum lost, a
+  session moved), whose state is kept here (``down``, ``isolated``, ``closed``, ``held``);
 * a pause of the whole ensemble (SIGSTOP): nothing is processed; at resume every session whose
   client was not heard from within its timeout may expire (whether the client's queued
   reconnection or the session tracker comes first is a coin the schedule tosses).
@@ -144,6 +146,13 @@ class Ensemble:
         self.paused = False
         #: Requests that reached a paused ensemble, in arrival order: served first at resume.
         self.backlog: List[Callable[[], None]] = []
+        #: Server faults (:mod:`.servers`): the quorum is lost (no server serves); followers cut off
+        #: from the leader; servers that shut down (LOOKING); what an isolated follower holds
+        #: (server -> [(session, forward)]: writes forwarded to the leader, and what waits behind them).
+        self.down = False
+        self.isolated: Set[int] = set()
+        self.closed: Set[int] = set()
+        self.held: Dict[int, List[Tuple[int, Callable[[], None]]]] = {}
         self._clock = clock
         self._next_sid = 0x1000
         #: The client of each session (anything with ``watch_fired(kind, path)``): fired watches go there.
