@@ -50,10 +50,6 @@ _EVENT_TYPES = {"CREATED": EventType.CREATED, "CHANGED": EventType.CHANGED, "DEL
                 "CHILD": EventType.CHILD}
 
 
-def _pong() -> None:
-    """A ping's answer: nothing to deliver."""
-
-
 class SimTimeoutError(Exception):
     """The handler's timeout exception (kazoo's ``handler.timeout_exception``)."""
 
@@ -263,6 +259,10 @@ class SimKazoo:
         self.faults = ClientFaults()
         self._late_until = 0.0  # a request of the client's own threads (callbacks) is queued no earlier
         self.callbacks = _Worker(self)  # kazoo's callback thread: watch callbacks
+        #: Told ``(session, send time)`` of every request and ping the server answered (the
+        #: heartbeat's proofs: ``fetch.SimHeartbeat``); ``_sent``: send times by xid.
+        self.on_proof: Optional[Callable[[Optional[int], float], None]] = None
+        self._sent: Dict[int, float] = {}
         self.completions = _Worker(self)  # kazoo's completion thread: rawlink callbacks
 
     # ------------------------------------------------------------ kazoo's surface
@@ -386,6 +386,7 @@ class SimKazoo:
         xid, conn = self._xid, self._conn
         self._pending[xid] = result
         now = self.kernel.now
+        self._sent[xid] = now
         self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
         self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
 
@@ -466,8 +467,11 @@ class SimKazoo:
     def _answer(self, xid: int, answer: Any, failed: Optional[BaseException], zxid: int) -> None:
         self.last_zxid = max(self.last_zxid, zxid)
         result = self._pending.pop(xid, None)
+        sent = self._sent.pop(xid, None)
         if result is None:
             return
+        if self.on_proof is not None and sent is not None:
+            self.on_proof(self.sid, sent)
         if failed is not None:
             result.set_exception(failed)
         else:
@@ -555,17 +559,22 @@ class SimKazoo:
 
     def _send_ping(self, conn: int) -> None:
         now = self.kernel.now
-        self.kernel.at(now + self.network.latency(now), partial(self._ping_arrives, conn))
+        self.kernel.at(now + self.network.latency(now), partial(self._ping_arrives, conn, now))
 
-    def _ping_arrives(self, conn: int) -> None:
+    def _ping_arrives(self, conn: int, sent: float) -> None:
         if conn != self._conn or self.dead or self.ensemble.paused:
             return
         if self.network.cut(self.name, self.kernel.now):
-            self.kernel.at(self.network.cut_until(self.name), partial(self._ping_arrives, conn))
+            self.kernel.at(self.network.cut_until(self.name), partial(self._ping_arrives, conn, sent))
             return
         assert self.sid is not None
         if self.ensemble.touch(self.sid):
-            self._reply(conn, _pong)
+            self._reply(conn, partial(self._pong, sent))
+
+    def _pong(self, sent: float) -> None:
+        """A ping's answer: a proof of the session (sent at ``sent``)."""
+        if self.on_proof is not None:
+            self.on_proof(self.sid, sent)
 
     def drop_connection(self, why: str) -> None:
         """The TCP connection broke (or was dropped): SUSPENDED, then reconnect."""
@@ -599,6 +608,7 @@ class SimKazoo:
 
     def _fail_pending(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
+        self._sent.clear()
         for xid in sorted(pending):
             pending[xid].set_exception(type(exc)())
 
