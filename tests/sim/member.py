@@ -129,6 +129,8 @@ class Member(SimProcess):
             self.stale = True  # for the checker: what it delivers now was owned by the lost session
             if self.client.sid is not None:
                 self.lost_sessions.add(self.client.sid)  # for the checker: kazoo has said LOST
+            if self.lease is not None:
+                self.lease.session_lost()
             self._session_was_lost = True
             if self.state == "joined":
                 self.rebalancer.session_lost()
@@ -205,8 +207,13 @@ class Member(SimProcess):
         self.spawn(run, "commit")
 
     def leave(self, done: Callable[[], None]) -> None:
-        """``shutdown()``: stop the watches and the rebalancer (joined), commit, close the session."""
+        """``shutdown()``: stop the watches and the rebalancer (joined), commit, close the session.
+
+        As ``ZooKeeperConsumerConnector.shutdown``, the final commit's calls share one session
+        timeout from the start of the shutdown (``_final_commit``: at least 0.5 s).
+        """
         previous, self.state = self.state, "leaving"
+        deadline = self.kernel.now + self.client.timeout
 
         def run() -> None:
             self.watcher.stop()
@@ -216,7 +223,8 @@ class Member(SimProcess):
             if previous == "joined":
                 self.rebalancer.stop()
                 try:
-                    self.committer.commit(self.rebalancer.owned_partitions())
+                    with self.group.client.deadline(max(0.5, deadline - self.kernel.now)):
+                        self.committer.commit(self.rebalancer.owned_partitions())
                 except ZkConsumerError:
                     pass
             self.exit(done)
