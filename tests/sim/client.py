@@ -51,6 +51,9 @@ from .threads import AsyncResult, Handler, Worker
 from .zkmodel import Ensemble
 
 #: kazoo's connection retry as zkconsumer's connector configures it (``connection_retry``).
+#: Requests whose session the leader checks (a follower forwards them): their answers are proofs.
+LEADER_CHECKED = frozenset(("create", "set", "delete", "multi", "sync"))
+
 RETRY_DELAY = 0.1
 RETRY_MAX_DELAY = 2.0
 
@@ -134,6 +137,12 @@ class SimKazoo:
         self._late_until = 0.0  # a request of the client's own threads (callbacks) is queued no earlier
         self.callbacks = Worker(self)  # kazoo's callback thread: watch callbacks
         self.completions = Worker(self)  # kazoo's completion thread: rawlink callbacks
+        #: Told ``(session, send time)`` of every answered request whose session the leader checked
+        #: (writes and ``sync``: the heartbeat's proofs, ``fetch.SimHeartbeat``, as production's
+        #: ``heartbeat.LEADER_CHECKED``); ``_sent``: their send times by xid. Reads and pings prove
+        #: nothing: an isolated follower answers them (servers.py).
+        self.on_proof: Optional[Callable[[Optional[int], float], None]] = None
+        self._sent: Dict[int, float] = {}
 
     # ------------------------------------------------------------ kazoo's surface
 
@@ -261,6 +270,8 @@ class SimKazoo:
         self._pending[xid] = result
         self._unarrived[xid] = conn
         now = self.kernel.now
+        if op in LEADER_CHECKED:
+            self._sent[xid] = now
         self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
         self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
         if self.stall_next > 0.0:
@@ -376,8 +387,11 @@ class SimKazoo:
     def _answer(self, xid: int, answer: Any, failed: Optional[BaseException], zxid: int) -> None:
         self.last_zxid = max(self.last_zxid, zxid)
         result = self._pending.pop(xid, None)
+        sent = self._sent.pop(xid, None)
         if result is None:
             return
+        if self.on_proof is not None and sent is not None and not isinstance(failed, SessionExpiredError):
+            self.on_proof(self.sid, sent)
         if failed is not None:
             result.set_exception(failed)
         else:
@@ -552,6 +566,7 @@ class SimKazoo:
 
     def _fail_pending(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
+        self._sent.clear()
         for xid in sorted(pending):
             pending[xid].set_exception(type(exc)())
 

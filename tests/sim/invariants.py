@@ -6,10 +6,23 @@ name                   property                                                 
 exclusive              a member that delivers a partition holds its owner node   after every event that
                        under its current, live session (so no two live members'  ran one of the member's
                        threads deliver one partition at once); a member whose    tasks, and at every
-                       session was lost is exempt until it has dropped what it   message handed out
-                       held (Kafka's own consumer behaves so; counted as stale)
-handout                no message is handed out by a member that does not own    at every message
-                       its partition then (as ``exclusive``)                     handed out
+                       session was lost (stale, or dead on the server) is not    message handed out
+                       checked here: what it can still deliver is bounded by
+                       ``queued`` and ``handout``
+queued                 a chunk is queued for a partition only while the          at every chunk queued
+                       session the member's lease vouches for is alive on the    (the fetcher model,
+                       leader and holds that partition's owner node; no          :mod:`.fetch`)
+                       exemption for a frozen, cut-off or stale member. Excused:
+                       a node Kafka 0.8.2's member wrote or deleted (its own);
+                       a session whose expiry another client forced (the
+                       ``expire`` fault) before kazoo reported it LOST: no lease
+                       can see that before its timeout (counted)
+handout                no message is handed out by a member whose session is     at every message
+                       alive and does not own its partition then; one whose      handed out
+                       session is gone hands out only what was queued before
+                       (``queued``), at most the queue's depth (DEPTH x CHUNK
+                       messages) per partition since its last chunk was queued:
+                       the bound on the duplicates of a freeze or a cut
 offsets-monotone       no committed offset ever moves backwards                  at every ZooKeeper write
 settles                once faults stop, within a bound: every live member       at quiescence
                        STABLE and not given up, every subscribed partition
@@ -30,6 +43,7 @@ from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 
 from .expected import expected
+from .fetch import Chunk
 from .member import GROUP, Member
 from .zkmodel import Ensemble, Node
 
@@ -89,6 +103,21 @@ def check_exclusive(member: Member, ensemble: Ensemble, now: float) -> None:
             raise Violation("exclusive", f"t={now:.3f} {member.name} ({member.consumer_id}, session 0x{sid:x}) "
                                          f"delivers {tp[0]}-{tp[1]} as {thread} but its owner node is held by {holder}",
                             tp)
+
+
+def check_queued(member: Member, ensemble: Ensemble, tp: TopicPartition, chunk: Chunk,
+                 now: float) -> Optional[Violation]:
+    """``queued`` for one chunk (see the table): ``None`` if it holds, else the breach (the caller excuses)."""
+    sid = chunk.session
+    node = owner_node(ensemble, tp)
+    if sid is not None and ensemble.alive(sid) and node is not None and node.owner == sid \
+            and node.data.startswith((member.consumer_id + "-").encode()):
+        return None
+    holder = "nobody" if node is None else f"{node.data.decode()} (session 0x{node.owner:x})"
+    state = "no session" if sid is None else f"session 0x{sid:x} {'alive' if ensemble.alive(sid) else 'gone'}"
+    return Violation("queued", f"t={now:.3f} {member.name} ({member.consumer_id}, {state}) queued "
+                               f"{tp[0]}-{tp[1]}@{chunk.first}..{chunk.end - 1} but its owner node is held by {holder}",
+                     tp)
 
 
 class OffsetWatch:

@@ -7,15 +7,18 @@ The parts are the production ones: :class:`~zkconsumer.zookeeper.group.GroupClie
 (:class:`~.client.SimKazoo`), the runtime (:class:`~.kernel.SimRuntime`), the
 clock and the random generators are the simulation's. The session-state
 callback does what ``ZooKeeperMembership.on_zk_state`` does, and a
-commit what its ``_commit`` does. Fetchers and Kafka are not simulated: the
-application "consumes" by advancing ``consumed_offset`` of a partition the
-rebalancer has installed, which is what an iterator does with a message.
+commit what its ``_commit`` does. The production
+:class:`~zkconsumer.zookeeper.lease.SessionLease` runs as one of the member's tasks, fed by
+the production heartbeat's proof book-keeping, and gates a model of the fetchers
+(:mod:`.fetch`); the application hands out what they queued (an iterator's work: the
+partition's ``consumed_offset`` moves past the message). Brokers are not simulated: every
+partition always has data.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from kazoo.protocol.states import KazooState
 
@@ -30,32 +33,17 @@ from zkconsumer.rebalance.rebalancer import Rebalancer
 from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.zookeeper.lease import SessionLease
 from zkconsumer.zookeeper.watchers import GroupWatcher
+from zkconsumer.zookeeper.zkcalls import BoundedZooKeeper
 
 from .client import Network
+from .fetch import Chunk, SimFetchers, SimHeartbeat, SimThread
 from .kernel import Kernel, SimRuntime, SimTask
 from .process import SimProcess
 from .zkmodel import Ensemble
 
 GROUP = "g"
-
-
-class _Fetchers:
-    """What the rebalancer asks of the fetcher manager: recorded, nothing fetched."""
-
-    def __init__(self) -> None:
-        self.fetching: Dict[TopicPartition, PartitionTopicInfo] = {}
-
-    def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None:
-        for info in infos:
-            self.fetching[(info.topic, info.partition)] = info
-
-    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        for tp in tps:
-            self.fetching.pop(tp, None)
-
-    def stop_connections(self) -> None:
-        self.fetching.clear()
 
 
 class Member(SimProcess):
@@ -81,7 +69,10 @@ class Member(SimProcess):
         self.group.member_list = self.watcher.member_list
         self.group.topic_data = self.watcher.topic_data
         self.committer = OffsetCommitter(self.group, runtime=runtime)
-        self.fetchers = _Fetchers()
+        self.heartbeat = SimHeartbeat(self.client, kernel.clock)
+        self.lease: Optional[SessionLease] = None  # made after registering, as ZooKeeperMembership does
+        self.fetchers = SimFetchers(kernel, random.Random(seed * 5 + 2), self.deliverable, self.lease_session)
+        self.last_chunk: Optional[Chunk] = None  # the chunk of the last message handed out
         self._queues: Dict[str, ChunkQueue] = {}
         self.failures: List[BaseException] = []
         self.rebalancer = Rebalancer(
@@ -90,10 +81,11 @@ class Member(SimProcess):
             auto_commit=True, fetch_size=1024, max_retries=4, backoff_ms=2000, exclude_internal_topics=True,
             register=self._register, watch_topics=self.watcher.watch_topics, on_failure=self.failures.append,
             read_offsets=self.committer.read_offsets, clock=kernel.clock, rng=random.Random(seed + 1),
-            runtime=runtime,
+            runtime=runtime, on_rebalanced=self._rebalanced,
         )
         self._session_was_lost = False
         self.stale = False
+        self.lost_sessions: Set[int] = set()
         self.state = "new"  # new, joining, joined, join-failed, leaving, left, killed
         self.committing = False
         self.task: Optional[SimTask] = None
@@ -110,6 +102,20 @@ class Member(SimProcess):
     def _register(self) -> None:
         self.group.register(self.registration)
 
+    def _rebalanced(self, duration_s: float) -> None:
+        """``ZooKeeperMembership._rebalanced``: the current session's proofs count for the lease."""
+        if self.lease is not None:
+            self.lease.accept_session()
+
+    def deliverable(self) -> bool:
+        """``ZooKeeperMembership.deliverable``: the fetchers may queue."""
+        return self.lease is None or self.lease.valid()
+
+    def lease_session(self) -> Optional[int]:
+        """The session the lease vouches for (its accepted one; for the checker)."""
+        accepted = self.lease._accepted if self.lease is not None else None
+        return accepted if accepted is not None else self.client.sid
+
     def _signal(self, reason: str) -> None:
         if self.state in ("joined", "joining"):
             self.rebalancer.request(reason)
@@ -122,6 +128,10 @@ class Member(SimProcess):
             self.group.connection_lost()
         if state == KazooState.LOST:
             self.stale = True  # for the checker: what it delivers now was owned by the lost session
+            if self.client.sid is not None:
+                self.lost_sessions.add(self.client.sid)  # for the checker: kazoo has said LOST
+            if self.lease is not None:
+                self.lease.session_lost()
             self._session_was_lost = True
             if self.state == "joined":
                 self.rebalancer.session_lost()
@@ -140,6 +150,10 @@ class Member(SimProcess):
         def run() -> None:
             try:
                 self._register()
+                lease = SessionLease(BoundedZooKeeper(self.client, self.client.timeout / 3.0, clock=self.kernel.clock),
+                                     self.group.paths.member(self.consumer_id), self.client.timeout,
+                                     clock=self.kernel.clock, heartbeat=self.heartbeat)
+                lease._thread = SimThread(self.kernel, self.spawn, lease._run, "lease")  # type: ignore[assignment]
                 self.watcher.start()
             except ZkConsumerError as exc:
                 self.trace(f"{self.name} join failed: {exc}")
@@ -150,6 +164,9 @@ class Member(SimProcess):
             if self.state != "joining":  # asked to leave meanwhile (its thread was descheduled): the leave has closed it
                 return
             self.state = "joined"
+            self.lease = lease
+            lease.start()
+            self.spawn(self.fetchers.run, "fetcher")
             self.rebalancer.start()
         self.task = self.spawn(run, "join")
 
@@ -157,12 +174,16 @@ class Member(SimProcess):
         return self.rebalancer.owned_partitions() if self.state == "joined" else []
 
     def consume(self) -> Optional[Tuple[TopicPartition, int]]:
-        """Hand out the next message of an owned partition: ``((topic, partition), offset)``."""
+        """Hand out the next queued message of an owned partition: ``((topic, partition), offset)``;
+        its chunk is :attr:`last_chunk`. ``None`` if the partition drawn has nothing queued."""
         owned = [info for info, _ in self.owned() if not info.revoked]
         if not owned:
             return None
         info = self.rng.choice(sorted(owned, key=lambda i: (i.topic, i.partition)))
-        offset = info.consumed_offset if info.consumed_offset >= 0 else 0  # auto.offset.reset=smallest
+        got = self.fetchers.take(info)
+        if got is None:
+            return None
+        offset, self.last_chunk = got
         info.consumed_offset = offset + 1
         return (info.topic, info.partition), offset
 
@@ -187,15 +208,18 @@ class Member(SimProcess):
         self.spawn(run, "commit")
 
     def leave(self, done: Callable[[], None]) -> None:
-        """``shutdown()``, bounded as the connector bounds it: the coordination (watches, rebalancer)
-        is asked to stop on a thread of its own, the final commit runs under the group client's
-        deadline, both within one session timeout of the start, then the session closes (which
-        fails whatever is still waiting). ``_final_commit`` makes one attempt here, not
-        ``commit_retrying``'s several (they share the same deadline)."""
+        """``shutdown()``, bounded as the connector bounds it: the fetchers stop, the coordination
+        (watches, rebalancer) is asked to stop on a thread of its own, the final commit runs under the
+        group client's deadline, both within one session timeout of the start of the shutdown, then
+        the session closes (which fails whatever is still waiting). ``_final_commit`` makes one attempt
+        here, not ``commit_retrying``'s several (they share the same deadline)."""
         previous, self.state = self.state, "leaving"
+        deadline = self.kernel.clock() + self.session_timeout
 
         def run() -> None:
-            deadline = self.kernel.clock() + self.session_timeout
+            self.fetchers.stop()
+            if self.lease is not None:
+                self.lease.request_stop()
 
             def stop_coordination() -> None:
                 self.watcher.stop()

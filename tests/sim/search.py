@@ -86,6 +86,9 @@ class Report:
     steps: int = 0
     handouts: int = 0
     stale_handouts: int = 0
+    max_held_over: int = 0
+    queued: int = 0
+    forced_queued: int = 0
     offset_writes: int = 0
     max_settle_s: float = 0.0
     mixed: int = 0
@@ -101,6 +104,9 @@ class Report:
         self.steps += outcome.steps
         self.handouts += outcome.handouts
         self.stale_handouts += outcome.stale_handouts
+        self.max_held_over = max(self.max_held_over, outcome.max_held_over)
+        self.queued += outcome.queued
+        self.forced_queued += outcome.forced_queued
         self.offset_writes += outcome.offset_writes
         self.max_settle_s = max(self.max_settle_s, outcome.settle_s or 0.0)
         self.mixed += bool(outcome.schedule.kafka)
@@ -116,6 +122,9 @@ class Report:
         self.steps += other.steps
         self.handouts += other.handouts
         self.stale_handouts += other.stale_handouts
+        self.max_held_over = max(self.max_held_over, other.max_held_over)
+        self.queued += other.queued
+        self.forced_queued += other.forced_queued
         self.offset_writes += other.offset_writes
         self.max_settle_s = max(self.max_settle_s, other.max_settle_s)
         self.failures += other.failures
@@ -130,8 +139,10 @@ class Report:
         return (f"{self.runs} schedules in {self.seconds:.1f}s wall ({self.per_second:.1f}/s), "
                 f"{self.cpu_seconds:.1f} CPU s ({cpu:.1f} per CPU second): "
                 f"{len(self.failures)} failed {self.by_invariant or ''}; {self.steps} events, "
-                f"{self.handouts} messages handed out ({self.stale_handouts} after a session loss, not yet "
-                f"noticed), {self.offset_writes} offset writes, slowest settle {self.max_settle_s:.1f}s virtual; "
+                f"{self.handouts} messages handed out ({self.stale_handouts} after the session was gone, each "
+                f"queued before, at most {self.max_held_over} of a partition per loss), {self.queued} chunks "
+                f"queued ({self.forced_queued} under a session another client closed, before kazoo said LOST), "
+                f"{self.offset_writes} offset writes, slowest settle {self.max_settle_s:.1f}s virtual; "
                 f"{self.mixed} mixed with Kafka 0.8.2's members, whose own breaches (schedules): "
                 f"{self.kafka_findings or 'none'}")
 

@@ -89,7 +89,7 @@ def blocked(ensemble: Any, server: int, sid: int) -> bool:
 def hold(ensemble: Any, server: int, sid: int, op: str, forward: Callable[[], None]) -> bool:
     """An isolated follower received a request of ``sid``: ``True`` if it is held (a write, or
     behind one), ``forward`` then runs when the link to the leader is back in time."""
-    if op in WRITES or blocked(ensemble, server, sid):
+    if op in WRITES or op == "sync" or blocked(ensemble, server, sid):  # sync: forwarded to the leader too
         ensemble.held.setdefault(server, []).append((sid, forward))
         return True
     return False

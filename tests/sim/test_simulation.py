@@ -3,6 +3,15 @@
 The production rebalancer, ZooKeeper client code, watches and offset committer run
 against a model of ZooKeeper; every invariant of :mod:`sim.invariants` is checked
 after every event and at quiescence.
+
+Each zkconsumer member also runs the production session lease (fed by the production
+heartbeat's proofs) and a model of its fetchers (:mod:`sim.fetch`): a chunk is queued only
+while the lease is valid, and the checker verifies every chunk queued (``queued``: the
+session the lease vouches for is alive on the leader and holds the owner node, with no
+exemption for a frozen, cut-off or stale member) and every message a member hands out after
+its session is gone (``handout``: queued before, at most the queue's depth per partition).
+``test_the_lease_keeps_a_frozen_member_from_queuing`` shows the checks bite: with the lease's
+answer ignored, a member frozen past its session timeout queues a partition a peer owns by now.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from .member import Member
 from .search import run_many, schedule_for, shrink
 from .world import Schedule, generate, generate_mixed, run
 
@@ -160,6 +170,13 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     (ZooKeeper admits a client to any server that has the last zxid it received), found it ours, and
 #:     deleted m2's node at version 0: handout). Fixed by GroupClient._sync_after_reconnection (a sync
 #:     before the first read after each connection loss); test_stale_reads.py builds the sequence.
+#: lease-kept-a-session-closed-from-outside-after-kazoo-said-lost (seed 6000666, found by the fetch
+#:     model's ``queued`` check: m0's session was closed by another client a moment after m0 joined
+#:     (the ``expire`` fault); kazoo said LOST and opened a new session, and m0's rebalance there
+#:     installed the partitions it claimed before the rejoin was complete. The lease still counted
+#:     the old session's last proof, 1 s old, as valid, so the fetchers queued t0-0 under a session
+#:     known to be gone). Fixed in SessionLease.session_lost, called by ZooKeeperMembership.on_zk_state
+#:     on LOST: the lease lapses until the member rejoins (accept_session).
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
@@ -181,7 +198,12 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:          a share of 20 or 27 partitions failed nearly every attempt (settles); ClientFaults.calm.
 #: (No seed: a dropped connection's watches stayed on its server and fired on the next connection;
 #:  ZooKeeper removes them with the connection and kazoo sends no SetWatches. test_client_model.py.)
-MODEL_FIXES = [1079, 2039, 102503, 113674, 2025705, 3000367, 3056951, 3081198, 3002186, 3103328]
+#: 6000748: the model's shutdown committed without the deadline production's shutdown gives its
+#:          final commit (ZooKeeperConsumerConnector._final_commit: the session timeout from the
+#:          start of shutdown()); with calls held back by the preemption fault, the commit alone
+#:          took 26 s and the leave passed its 30 s bound (shutdown-ends). Found once the fetch
+#:          model made members hand out, and so commit, other offsets.
+MODEL_FIXES = [1079, 2039, 102503, 113674, 2025705, 3000367, 3056951, 3081198, 3002186, 3103328, 6000748]
 
 SCHEDULES = int(os.environ.get("ZKCONSUMER_SIM_SCHEDULES", "10000"))
 #: The fresh range searched on every run: how many schedules, and the first seed (drawn at random
@@ -208,6 +230,22 @@ def test_shrunk_schedule_of_a_bug_found(path: Path) -> None:
     outcome = run(schedule)
     assert outcome.ok, f"{path.name}: {outcome.violation}\n{schedule.describe()}"
 
+
+
+def test_the_lease_keeps_a_frozen_member_from_queuing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 6000140: members frozen for a while, then ZooKeeper paused 8.5 s (past the 6 s session
+    timeout; sessions expire at resume). With the lease nobody queues after its session is gone;
+    with the lease's answer ignored (``deliverable`` always true) m3 does, and ``queued`` fails the
+    run. (Seed 6000114, the first example, stopped showing it once the session-fence sync and the
+    connection's watches changed its timing.)"""
+    schedule = schedule_for(6000140)
+    outcome = run(schedule)
+    assert outcome.ok, outcome.violation
+    assert outcome.queued > 0
+    monkeypatch.setattr(Member, "deliverable", lambda self: True)
+    unleased = run(schedule)
+    assert unleased.violation is not None and unleased.violation.name == "queued", unleased.violation
+    assert "m3.0" in str(unleased.violation)
 
 
 def _trace_digest(schedule: Schedule) -> str:

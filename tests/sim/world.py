@@ -24,7 +24,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from zkconsumer.zookeeper import zkformat
 
-from .invariants import OffsetWatch, Violation, check_exclusive, check_settled, owner_node
+from .fetch import CHUNK, DEPTH, Chunk
+from .invariants import OffsetWatch, Violation, check_exclusive, check_queued, check_settled, owner_node
 from .kafka_member import KafkaMember
 from .kernel import Kernel
 from .member import Member
@@ -94,7 +95,14 @@ class Outcome:
     steps: int = 0
     virtual_s: float = 0.0
     handouts: int = 0
+    #: messages handed out by a member whose session was gone (each queued before: ``handout``)
     stale_handouts: int = 0
+    #: the most of them one member handed out of one partition after its last chunk was queued
+    max_held_over: int = 0
+    #: chunks queued; of them, under a session whose expiry another client forced and kazoo had
+    #: not reported yet (no lease can see that: see ``queued`` in :mod:`.invariants`)
+    queued: int = 0
+    forced_queued: int = 0
     offset_writes: int = 0
     settle_s: Optional[float] = None
     trace: List[str] = field(default_factory=list)
@@ -212,6 +220,9 @@ class World:
         self.partitions: Dict[str, int] = dict(schedule.topics)
         self.healed = False
         self.servers = ServerFaults(self)
+        self.forced: Set[int] = set()  # sessions the ``expire`` fault ended (another client's close)
+        self.breach: Optional[Violation] = None  # found on a member's task (``queued``), raised by check_step
+        self.held_over: Dict[Tuple[str, Tuple[str, int]], int] = {}  # (member, partition) -> see Outcome
 
     def trace(self, line: str) -> None:
         if self.keep_trace:
@@ -296,6 +307,8 @@ class World:
             if self.schedule.preempt or self.schedule.callback_lag:
                 m.client.faults = ClientFaults(random.Random(member_seed * 13 + 5), self.schedule.preempt,
                                                self.schedule.callback_lag)
+            if isinstance(m, Member):
+                m.fetchers.observer = lambda tp, chunk, m=m: self._queued(m, tp, chunk)
             self.slots[i] = m
             self.members.append(m)
             m.join()
@@ -310,6 +323,7 @@ class World:
                 self._leave(m)
             elif kind == "expire":  # kazoo's test harness: a second client with the session's id closes it
                 if m.client.sid is not None:
+                    self.forced.add(m.client.sid)
                     self.ensemble.expire(m.client.sid)
                     self._server_closed(m.client.sid)
             elif kind == "drop":
@@ -389,7 +403,17 @@ class World:
         held = node is not None and sid is not None and node.owner == sid
         if not held:
             if m.stale or sid is None or not self.ensemble.alive(sid):
+                # A session gone: what is handed out was queued while it held the node (``queued``), so
+                # at most the queue's depth of it since the partition's last chunk was queued.
                 self.outcome.stale_handouts += 1
+                if isinstance(m, Member):
+                    key = (m.name, tp)
+                    n = self.held_over[key] = self.held_over.get(key, 0) + 1
+                    self.outcome.max_held_over = max(self.outcome.max_held_over, n)
+                    if n > DEPTH * CHUNK:
+                        raise Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {n} messages of "
+                                                   f"{tp[0]}-{tp[1]} after its session was gone, more than it can "
+                                                   f"have queued ({DEPTH}x{CHUNK})")
             else:
                 holder = "nobody" if node is None else node.data.decode()
                 violation = Violation("handout", f"t={self.kernel.now:.3f} {m.name} handed out {tp[0]}-{tp[1]}@{offset} "
@@ -401,6 +425,21 @@ class World:
                     raise violation
 
     # ------------------------------------------------------------ checks
+
+    def _queued(self, m: Member, tp: Tuple[str, int], chunk: Chunk) -> None:
+        """``queued``, on the member's fetcher task: a breach is raised by :meth:`check_step`."""
+        self.outcome.queued += 1
+        self.held_over.pop((m.name, tp), None)
+        violation = check_queued(m, self.ensemble, tp, chunk, self.kernel.now)
+        if violation is None:
+            return
+        path = zkformat.GroupPaths("g").owner(*tp)
+        if chunk.session in self.forced and chunk.session not in m.lost_sessions:
+            self.outcome.forced_queued += 1  # another client closed the session; kazoo has not said LOST yet
+        elif self.kafka_wrote(path) or self.kafka_deleted(path, chunk.session):
+            self.kafka_finding(violation)
+        elif self.breach is None:
+            self.breach = violation
 
     def kafka_wrote(self, path: str) -> bool:
         """Was ``path`` last changed by a Kafka 0.8.2 member (its request, or its session's expiry)?"""
@@ -427,6 +466,8 @@ class World:
     def check_step(self) -> None:
         kernel, offsets = self.kernel, self.offsets
         offsets.now = kernel.now
+        if self.breach is not None:
+            raise self.breach
         if offsets.violation is not None:
             violation, offsets.violation = offsets.violation, None
             if not offsets.kafka_caused:

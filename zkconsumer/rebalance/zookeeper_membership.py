@@ -214,6 +214,8 @@ class ZooKeeperMembership:
         if state == KazooState.LOST:
             self._session_was_lost = True
             log.warning("%s: ZooKeeper session expired", member.consumer_id)
+            if self._lease is not None:
+                self._lease.session_lost()  # its proofs no longer count: nothing new is queued until the rejoin
             if self._rebalancer is not None:
                 self._rebalancer.session_lost()
         elif state == KazooState.SUSPENDED:

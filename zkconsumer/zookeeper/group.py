@@ -35,7 +35,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar, cast
 
 import tenacity
 from kazoo.client import KazooClient
@@ -180,6 +180,35 @@ class GroupClient(OffsetNodes):
             raise ZooKeeperUnavailableError("the ZooKeeper client was closed") from exc
         except (NoAuthError, AuthFailedError) as exc:  # normally mapped with its path by BoundedZooKeeper
             raise ZooKeeperAccessError(f"/consumers/{self.group}", "an operation", type(exc).__name__) from exc
+        finally:
+            self._note_session()
+
+    def _pipelined(self, what: str, calls: Sequence[Tuple[str, Callable[[], Any]]]) -> List[Any]:
+        """Send every request of ``calls`` (``(path, send)``; ``send()`` returns kazoo's async
+        result), then wait for them all: per call, its result or the exception it raised.
+
+        About one round trip for the lot (ZooKeeper answers a session's requests in order). No
+        retry: the caller sends what did not get a clean answer again through its one-node path,
+        which retries (what leaves the caller is still only a ``ZkConsumerError``). Bounded by
+        ``retry_timeout_s`` in all; past the thread's deadline nothing more is sent.
+        """
+        if not calls:
+            return []
+        self._note_session()
+        try:
+            with self.client.deadline(self._retry_timeout_s):
+                try:
+                    self._sync_after_reconnection()  # the reads below must see every write of ours
+                except Exception as exc:  # noqa: BLE001 - each call gets it, as the caller expects
+                    return [exc] * len(calls)
+                sent: List[Tuple[str, Any]] = []
+                for path, send in calls:
+                    try:
+                        self.client.check_deadline(what, path)  # as BoundedZooKeeper._send
+                    except Exception as exc:  # noqa: BLE001 - returned for this call and the rest
+                        return self.client.gather(what, sent) + [exc] * (len(calls) - len(sent))
+                    sent.append((path, send()))
+                return self.client.gather(what, sent)
         finally:
             self._note_session()
 

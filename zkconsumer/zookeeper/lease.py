@@ -38,7 +38,13 @@ Proofs count only on the session the member last (re)joined with
 or observed replies (each observed proof is noted with the session it was
 answered on): after an expiry kazoo opens a new session at once, and a proof on
 it says nothing about the partitions owned under the old one, so deliveries stay
-held until the rebalancer has rejoined.
+held until the rebalancer has rejoined. Once kazoo reports the accepted session LOST
+(:meth:`SessionLease.session_lost`), its proofs stop counting too: a session can end before
+its timeout (closed by another client with its id and password, as kazoo's test harness
+does), and a proof sent a moment before says nothing about partitions it no longer holds; the
+lease is lapsed from then until the member rejoins (tests/sim seed 6000666: a member's
+session was closed from outside, it rejoined on a new session, and its fetchers queued the
+partitions it claimed there before the rejoin was complete, on the old session's proofs).
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ class SessionLease:
         # the session whose proofs count: the one the member joined with (None: the first one seen)
         self._accepted: Optional[int] = session_of(client)
         self._lapsed = False  # the thread's view, for its log lines
+        self._lost = False  # kazoo reported the accepted session LOST: no proof counts until accept_session
         self._thread = ShutdownableThread(name, self._run)
 
     @property
@@ -123,6 +130,8 @@ class SessionLease:
 
     def _proven_at(self) -> float:
         """The last proof of the accepted session: our own read's, or an observed reply's (the later)."""
+        if self._lost:
+            return float("-inf")
         if self._heartbeat is None:
             return self._last_proof
         accepted = self._accepted
@@ -132,6 +141,14 @@ class SessionLease:
     def accept_session(self) -> None:
         """The member (re)joined on the current session: proofs on it count from now on."""
         self._accepted = self._current_session()
+        self._lost = False
+
+    def session_lost(self) -> None:
+        """kazoo reported the session LOST: the lease lapses now, until :meth:`accept_session`.
+
+        Called on kazoo's connection thread (a flag, never blocks).
+        """
+        self._lost = True
 
     def _current_session(self) -> Optional[int]:
         return session_of(self._client)

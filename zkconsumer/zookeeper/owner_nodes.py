@@ -77,27 +77,7 @@ class OwnerNodes:
         raise NotImplementedError
 
     def _pipelined(self, what: str, calls: Sequence[Tuple[str, Callable[[], Any]]]) -> List[Any]:
-        """Send every request of ``calls`` (``(path, send)``; ``send()`` returns kazoo's async
-        result), then wait for them all: per call, its result or the exception it raised.
-
-        About one round trip for the lot (ZooKeeper answers a session's requests
-        in order). No retry: the caller sends what did not get a clean answer
-        again through its one-node path, which retries (so what leaves the
-        caller is still only a ``ZkConsumerError``). Every wait is bounded by
-        ``retry_timeout_s`` in all.
-        """
-        if not calls:
-            return []
-        self._note_session()
-        try:
-            with self.client.deadline(self._retry_timeout_s):
-                try:
-                    self._sync_after_reconnection()  # the reads below must see every write of ours
-                except Exception as exc:  # noqa: BLE001 - each call gets it, as the caller expects
-                    return [exc] * len(calls)
-                return self.client.gather(what, [(path, send()) for path, send in calls])
-        finally:
-            self._note_session()
+        raise NotImplementedError
 
     def _create_ephemeral_async(self, path: str, data: bytes) -> Callable[[], Any]:
         """A ``send`` for :meth:`_pipelined`: :meth:`_create_ephemeral` without waiting, and without

@@ -90,6 +90,21 @@ class BoundedZooKeeper:
         except AuthFailedError as exc:
             raise ZooKeeperAccessError(path, what, "authentication failed: check zookeeper.auth") from exc
 
+    def _send(self, what: str, path: str, send: Callable[[], Any]) -> Any:
+        """``send()`` the request and wait for it as :meth:`_wait` does; past this thread's deadline,
+        :class:`OperationTimeoutError` without sending: nothing may be left on its way, maybe applied
+        and never answered, by a caller that gave up (a shutdown's last commit), and no thread
+        descheduled on its way into kazoo stretches a bounded block by one more call."""
+        self.check_deadline(what, path)
+        return self._wait(what, path, send())
+
+    def check_deadline(self, what: str, path: str) -> None:
+        """Raise :class:`OperationTimeoutError` if this thread's deadline has passed (see :meth:`_send`)."""
+        remaining = self.remaining()
+        if remaining is not None and remaining <= 0:
+            raise OperationTimeoutError(f"ZooKeeper did not answer {what} {path} in time (the deadline passed "
+                                        "before it was sent)")
+
     def gather(self, what: str, calls: Sequence[Tuple[str, Any]]) -> List[Any]:
         """Wait for requests already sent together (``(path, async result)`` pairs, in order).
 
@@ -111,35 +126,36 @@ class BoundedZooKeeper:
     # ------------------------------------------------------------------ the calls zkconsumer makes
 
     def get(self, path: str, watch: Optional[Callable[..., Any]] = None) -> Any:
-        return self._wait("reading", path, self.raw.get_async(path, watch=watch))
+        return self._send("reading", path, lambda: self.raw.get_async(path, watch=watch))
 
     def exists(self, path: str, watch: Optional[Callable[..., Any]] = None) -> Any:
-        return self._wait("checking", path, self.raw.exists_async(path, watch=watch))
+        return self._send("checking", path, lambda: self.raw.exists_async(path, watch=watch))
 
     def get_children(self, path: str, watch: Optional[Callable[..., Any]] = None, include_data: bool = False) -> Any:
         """The children's names (with ``include_data``: ``(names, stat)`` of ``path``)."""
-        return self._wait("listing", path, self.raw.get_children_async(path, watch=watch, include_data=include_data))
+        return self._send("listing", path,
+                          lambda: self.raw.get_children_async(path, watch=watch, include_data=include_data))
 
     def create(self, path: str, value: bytes = b"", acl: Optional[List[Any]] = None, ephemeral: bool = False,
                sequence: bool = False, makepath: bool = False) -> str:
         """The path created (with ``sequence``: the name ZooKeeper gave it)."""
-        created: str = self._wait("creating", path, self.raw.create_async(
+        created: str = self._send("creating", path, lambda: self.raw.create_async(
             path, value, acl=acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
         return created
 
     def set(self, path: str, value: bytes, version: int = -1) -> Any:
-        return self._wait("writing", path, self.raw.set_async(path, value, version=version))
+        return self._send("writing", path, lambda: self.raw.set_async(path, value, version=version))
 
     def delete(self, path: str, version: int = -1) -> Any:
-        return self._wait("deleting", path, self.raw.delete_async(path, version=version))
+        return self._send("deleting", path, lambda: self.raw.delete_async(path, version=version))
 
     def ensure_path(self, path: str, acl: Optional[List[Any]] = None) -> Any:
-        return self._wait("creating", path, self.raw.ensure_path_async(path, acl=acl))
+        return self._send("creating", path, lambda: self.raw.ensure_path_async(path, acl=acl))
 
     def sync(self, path: str) -> Any:
         """ZooKeeper's ``sync``: the server this client is connected to catches up with the leader
         before answering, and so before any later request of this session."""
-        return self._wait("syncing", path, self.raw.sync_async(path))
+        return self._send("syncing", path, lambda: self.raw.sync_async(path))
 
     def transaction(self) -> "_BoundedTransaction":
         return _BoundedTransaction(self, self.raw.transaction())
@@ -199,7 +215,8 @@ class _BoundedTransaction:
     def commit(self) -> List[Any]:
         """The per-operation results (exceptions as values, as kazoo returns them)."""
         what = "a multi-operation on"
-        results: List[Any] = self._owner._wait(what, ", ".join(self._paths), self._request.commit_async())
+        paths = ", ".join(self._paths)
+        results: List[Any] = self._owner._send(what, paths, self._request.commit_async)
         for path, result in zip(self._paths, results):
             if isinstance(result, NoAuthError):
                 raise ZooKeeperAccessError(path, what)

@@ -82,6 +82,24 @@ def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None
     assert lease.prove() and lease.valid()
 
 
+def test_a_session_reported_lost_lapses_the_lease_until_the_member_rejoins() -> None:
+    """A session closed before its timeout (proven a moment ago) lapses once kazoo says LOST."""
+    class Sessions(FakeClient):
+        client_id = (1, b"")
+
+    now = [0.0]
+    client = Sessions()
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert lease.prove() and lease.valid()
+    now[0] = 1.0
+    lease.session_lost()  # closed from outside: its last proof is 1 s old
+    assert not lease.valid()
+    client.client_id = (2, b"")
+    assert lease.prove() is False and not lease.valid()
+    lease.accept_session()  # the rebalancer rejoined on session 2
+    assert lease.prove() and lease.valid()
+
+
 class FakeConnection:
     """The kazoo connection handler methods a SessionHeartbeat instruments; replies have ``reply_xid``."""
 
