@@ -39,8 +39,9 @@ instruments one kazoo client's connection for all three, in one of two modes
     session timeouts, where the ensemble's packet rate matters more than these margins.
 
 Whichever mode, the instrumentation also records, per session, the send time of the last
-request or ping the server answered (:meth:`SessionHeartbeat.last_proof`), the session
-lease's proofs, and the session timeout the server granted
+request the *leader* checked the session of and that was answered
+(:meth:`SessionHeartbeat.last_proof`), the session lease's proofs, and the session timeout
+the server granted
 (:meth:`SessionHeartbeat.negotiated_timeout`; a server clamps the requested one).
 :attr:`SessionHeartbeat.effective` names what runs (``kafka/native``, ``kafka/kazoo`` or
 ``quiet/native``); the connector logs it at connect and exports it.
@@ -100,6 +101,15 @@ _KAZOO_PINGS_OFF_MS = 2 * 3600 * 1000.0
 
 _PING_XID = -2
 _WATCH_XID = -1
+
+#: Request types a follower forwards to the leader, whose session check they pass (ZooKeeper's
+#: PrepRequestProcessor): the writes (create, delete, setData, setACL, check, multi, create2,
+#: reconfig) and ``sync``. Only their answers prove the session alive: a follower cut off from
+#: its leader answers reads and pings from its own state, for as long as syncLimit x tickTime
+#: (10 s with ZooKeeper's sample configuration), also for a session the leader expired meanwhile.
+LEADER_CHECKED = frozenset((1, 2, 5, 7, 9, 13, 14, 15, 16))
+#: ZooKeeper's error codes of a request refused for its session: no proof.
+_SESSION_ERRORS = frozenset((-112, -118))  # SESSIONEXPIRED, SESSIONMOVED
 _MAX_PENDING = 10_000
 _MAX_SESSIONS = 4
 
@@ -307,7 +317,7 @@ class SessionHeartbeat:
             if pinger is not None and isinstance(request, Close):
                 pinger.closing()  # no ping may follow a Close
             result = submit(request, timeout, xid)
-            if isinstance(xid, int) and xid != _WATCH_XID:
+            if isinstance(xid, int) and xid >= 0 and getattr(request, "type", None) in LEADER_CHECKED:
                 if len(sent_at) > _MAX_PENDING:  # defensive: replies lost
                     sent_at.clear()
                 sent_at[xid] = sent
@@ -328,11 +338,12 @@ class SessionHeartbeat:
 
         def instrumented_read_header(timeout: Any) -> Any:
             answer = read_header(timeout)
-            xid = getattr(answer[0], "xid", _WATCH_XID)
+            header = answer[0]
+            xid = getattr(header, "xid", _WATCH_XID)
             sent = sent_at.pop(xid, None)
-            if sent is None and xid == _PING_XID and pinger is not None:
-                sent = pinger.answered()  # a ping of the native thread's
-            if sent is not None:
+            if xid == _PING_XID and pinger is not None:
+                pinger.answered()  # a ping of the native thread's: kept alive, but no proof (see LEADER_CHECKED)
+            if sent is not None and getattr(header, "err", 0) not in _SESSION_ERRORS:
                 self._note(session_of(raw), sent)
             return answer
 

@@ -7,14 +7,18 @@ iterators go on handing out partitions that another member owns by now: in the
 chaos test, that moment delivered ~10 s of backlog twice.
 
 :class:`SessionLease` is valid for one session timeout after the last proof:
-the send time of a request (or of a heartbeat ping) that the server answered
-(the server cannot have expired a session that answered a request sent within
-that time). Proofs come for free from the connection's own traffic, which the
-:class:`~zkconsumer.zookeeper.heartbeat.SessionHeartbeat` observes (it also sends
-the pings that keep an idle session alive, so no extra request is needed); only
-when no proof came for the connection's longest silence plus a sixth of the
-session timeout (a ping is overdue: the server did not answer) does the lease
-make its own cheap read. A resumed process finds the lease lapsed at once, before
+the send time of a request whose session the *leader* checked and that was
+answered (the leader cannot have expired a session that passed its check for a
+request sent within that time): a write (a commit, a claim) or a ``sync``.
+Reads and pings do not count: a follower cut off from its leader answers them
+from its own state for as long as syncLimit x tickTime (10 s with ZooKeeper's
+sample configuration), also for a session the leader has expired meanwhile
+(found by the simulator's model of a minority follower). Proofs come from the
+connection's own writes, which the
+:class:`~zkconsumer.zookeeper.heartbeat.SessionHeartbeat` observes; when no proof
+came for the connection's longest silence plus a sixth of the session timeout,
+the lease sends its own ``sync`` (one small request, about every half session
+timeout for a member that writes nothing). A resumed process finds the lease lapsed at once, before
 kazoo notices anything; fetchers stop queuing until a proof succeeds again, on
 the same session or on the new one the rebalancer rejoins with.
 
@@ -161,13 +165,13 @@ class SessionLease:
         return silence + timeout * OVERDUE
 
     def prove(self) -> bool:
-        """One read of ``path``; on success the lease runs for another session timeout.
+        """One ``sync`` of ``path``; on success the lease runs for another session timeout.
 
         A read answered on a session other than the accepted one is no proof.
         """
         started = self._clock()
         try:
-            self._client.exists(self._path)
+            self._client.sync(self._path)  # checked by the leader: a cut-off follower cannot answer it
         except (KazooException, ZkConsumerError):
             return False
         session = self._current_session()

@@ -16,7 +16,7 @@ class FakeClient:
         self.fail = False
         self.reads = 0
 
-    def exists(self, path: str) -> None:
+    def sync(self, path: str) -> None:
         self.reads += 1
         if self.fail:
             raise SessionExpiredError()
@@ -58,7 +58,7 @@ def test_the_thread_proves_periodically_and_stops_when_asked() -> None:
 
 def test_connection_loss_counts_as_no_proof() -> None:
     class Lossy(FakeClient):
-        def exists(self, path: str) -> None:
+        def sync(self, path: str) -> None:
             raise ConnectionLoss()
 
     now = [0.0]
@@ -104,6 +104,7 @@ class FakeConnection:
     """The kazoo connection handler methods a SessionHeartbeat instruments; replies have ``reply_xid``."""
 
     reply_xid = -2
+    reply_err = 0
 
     def _connect(self, host: str, hostip: str, port: int) -> tuple:
         return 4000.0, 6000.0  # a negotiated 6 s session: kazoo's read timeout is 2/3 of it
@@ -115,7 +116,7 @@ class FakeConnection:
         pass
 
     def _read_header(self, timeout: float) -> tuple:
-        return SimpleNamespace(xid=self.reply_xid), b"", 0
+        return SimpleNamespace(xid=self.reply_xid, err=self.reply_err), b"", 0
 
     def _read_socket(self, read_timeout: float) -> None:
         pass
@@ -135,27 +136,58 @@ class ObservedClient(FakeClient):
         self._connection = FakeConnection()
 
 
-def test_scale_item2_replies_to_kazoos_own_requests_prove_the_session_without_reads() -> None:
-    """A kazoo connection handler's methods are observed by the heartbeat; the lease then reads nothing itself."""
+SET_DATA, GET_DATA, PING = SimpleNamespace(type=5), SimpleNamespace(type=4), SimpleNamespace(type=11)
+
+
+def test_scale_item2_replies_to_kazoos_own_writes_prove_the_session_without_reads() -> None:
+    """A kazoo connection handler's methods are observed by the heartbeat; the answer to a write (whose
+    session the leader checked) proves the session, the lease then syncs nothing itself."""
     now = [0.0]
     client = ObservedClient()
     heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
-    client._connection._submit("ping", 1.0, -2)  # sent at 5.0
+    client._connection._submit(SET_DATA, 1.0, 7)  # a commit, sent at 5.0
     now[0] = 7.0
     assert not lease.valid()  # no reply yet: the last proof is the start
     client._connection.reply_xid = -1
     client._connection._read_header(1.0)  # a watch notification proves nothing
     assert not lease.valid()
-    client._connection.reply_xid = -2
-    client._connection._read_header(1.0)  # the ping's reply: proven as of 5.0
+    client._connection.reply_xid = 7
+    client._connection._read_header(1.0)  # the write's reply: proven as of 5.0
     assert lease.valid()
     now[0] = 10.9
     assert lease.valid()
     now[0] = 11.0
     assert not lease.valid()
     assert client.reads == 0
+
+
+@pytest.mark.parametrize("request_, xid", [(PING, -2), (GET_DATA, 8)], ids=["ping", "read"])
+def test_a_ping_or_a_read_answered_proves_nothing(request_: object, xid: int) -> None:
+    """A follower cut off from its leader answers pings and reads from its own state for syncLimit x
+    tickTime, also for a session the leader expired meanwhile: only what the leader checked counts."""
+    now = [0.0]
+    client = ObservedClient()
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
+    now[0] = 5.0
+    client._connection._submit(request_, 1.0, xid)
+    client._connection.reply_xid = xid
+    client._connection._read_header(1.0)
+    now[0] = 7.0
+    assert not lease.valid()
+    assert heartbeat.last_proof(1) is None
+
+
+def test_a_write_refused_for_its_session_proves_nothing() -> None:
+    now = [0.0]
+    client = ObservedClient()
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._submit(SET_DATA, 1.0, 9)
+    client._connection.reply_xid, client._connection.reply_err = 9, -112  # SESSIONEXPIRED
+    client._connection._read_header(1.0)
+    assert heartbeat.last_proof(1) is None
 
 
 def test_observed_replies_count_only_on_the_accepted_session_against_the_negotiated_timeout() -> None:
@@ -167,14 +199,16 @@ def test_observed_replies_count_only_on_the_accepted_session_against_the_negotia
     client._connection._connect("h", "127.0.0.1", 2181)  # the handshake: 6 s granted
     lease = SessionLease(client, "/p", 30.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
-    client._connection._submit("ping", 1.0, -2)
-    client._connection._read_header(1.0)  # session 1 answered the ping sent at 5.0
+    client._connection._submit(SET_DATA, 1.0, 3)
+    client._connection.reply_xid = 3
+    client._connection._read_header(1.0)  # session 1 answered the write sent at 5.0
     now[0] = 10.9
     assert lease.valid()
     now[0] = 11.0
     assert not lease.valid()  # the negotiated 6 s, not the configured 30 s
     client.client_id = (2, b"")  # session 1 expired; kazoo opened session 2
-    client._connection._submit("ping", 1.0, -2)
+    client._connection._submit(SET_DATA, 1.0, 4)
+    client._connection.reply_xid = 4
     client._connection._read_header(1.0)  # answered on session 2 (sent at 11.0)
     assert not lease.valid()  # session 2 owns nothing yet
     lease.accept_session()  # the rebalancer rejoined on session 2
@@ -207,7 +241,7 @@ def test_the_thread_survives_an_unexpected_exception_logs_it_and_keeps_proving(c
     """A client that raises something nobody foresaw must not kill the lease thread for good."""
 
     class Surprising(FakeClient):
-        def exists(self, path: str) -> None:
+        def sync(self, path: str) -> None:
             self.reads += 1
             if self.reads == 1:
                 raise TypeError("a bug somewhere below")
