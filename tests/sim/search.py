@@ -62,7 +62,7 @@ def shrink(schedule: Schedule, fails: Optional[Callable[[Schedule], bool]] = Non
     # Then make the remaining faults shorter where they have a duration.
     for i, event in enumerate(list(events)):
         if event[1] in ("cut", "pause", "slow", "lag", "freeze", "isolate", "quorum", "moved") and event[3] > 1.0:
-            shorter = events[:i] + [event[:3] + (round(event[3] / 2, 3),)] + events[i + 1:]
+            shorter = events[:i] + [event[:3] + (round(event[3] / 2, 3),) + event[4:]] + events[i + 1:]
             if still_fails(shorter):
                 events = shorter
     minimal = schedule.replace_events(events)

@@ -177,6 +177,11 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     the old session's last proof, 1 s old, as valid, so the fetchers queued t0-0 under a session
 #:     known to be gone). Fixed in SessionLease.session_lost, called by ZooKeeperMembership.on_zk_state
 #:     on LOST: the lease lapses until the member rejoins (accept_session).
+#: lease-proven-by-a-follower-cut-off-from-its-leader (seed 10001542: m0 on follower 2, cut off from
+#:     the leader for 6.25 s with syncLimit x tickTime 6.9 s at T = 6 s; the leader expired m0's
+#:     session while the follower still answered its lease's reads, and m0 queued t0-0 after its
+#:     session was gone: queued). Fixed: proofs only from answers the leader checked (writes, sync:
+#:     heartbeat.LEADER_CHECKED); the lease probes with a sync.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
