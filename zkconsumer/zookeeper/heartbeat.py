@@ -213,6 +213,13 @@ class SessionHeartbeat:
             return timeout * (QUIET_INTERVAL + QUIET_JITTER)
         return timeout * KAFKA_INTERVAL
 
+    def shortest_silence(self, timeout: float) -> float:
+        """The soonest an idle connection of a session with ``timeout`` pings after its last send, in seconds
+        (the native thread's interval; kazoo's: half its read timeout, 2T/3, less up to 0.4 s)."""
+        if self._pinger is not None:
+            return timeout * (QUIET_INTERVAL if self._mode == "quiet" else KAFKA_NATIVE_INTERVAL)
+        return max(0.0, timeout * KAFKA_INTERVAL - 0.4)
+
     def _timings(self, timeout: float) -> Tuple[float, float, float, bool]:
         """The native thread's ``(interval, jitter, answer_timeout, since_receive)`` for a session of ``timeout`` s."""
         if self._mode == "quiet":
@@ -229,7 +236,8 @@ class SessionHeartbeat:
         return self._unanswered_drops
 
     def last_proof(self, session: Optional[int]) -> Optional[float]:
-        """Send time (``clock()``) of the last request or ping of ``session`` the server answered; ``None``: none seen."""
+        """Send time (``clock()``) of the last request of ``session`` the leader checked and answered
+        (:data:`LEADER_CHECKED`); ``None``: none seen."""
         return self._proofs.get(session)
 
     def stop(self) -> None:

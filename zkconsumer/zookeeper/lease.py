@@ -16,9 +16,11 @@ sample configuration), also for a session the leader has expired meanwhile
 (found by the simulator's model of a minority follower). Proofs come from the
 connection's own writes, which the
 :class:`~zkconsumer.zookeeper.heartbeat.SessionHeartbeat` observes; when no proof
-came for the connection's longest silence plus a sixth of the session timeout,
-the lease sends its own ``sync`` (one small request, about every half session
-timeout for a member that writes nothing). A resumed process finds the lease lapsed at once, before
+came for nine tenths of the heartbeat's shortest silence, the lease sends its
+own ``sync``, just before the heartbeat would ping an idle connection, so the
+sync proves the session and spares that ping (an idle member sends about as
+many packets as before; a ``sync`` is forwarded to the leader where a ping is
+answered by the server the member is connected to). A resumed process finds the lease lapsed at once, before
 kazoo notices anything; fetchers stop queuing until a proof succeeds again, on
 the same session or on the new one the rebalancer rejoins with.
 
@@ -65,9 +67,13 @@ from .heartbeat import KAFKA_INTERVAL, SessionHeartbeat, session_of
 
 log = logging.getLogger(__name__)
 
-#: How long past the connection's longest silence a proof may be missing before the lease reads
-#: for itself, as a fraction of the session timeout (a ping's answer is that late).
+#: Without an observing heartbeat, how long past a third of the session timeout a proof may be
+#: missing before the lease proves the session itself, as a fraction of the session timeout.
 OVERDUE = 1.0 / 6.0
+#: With one, the lease's ``sync`` goes out at this fraction of the heartbeat's shortest silence
+#: after the last proof: just before the heartbeat would ping an idle connection, so the sync
+#: proves the session and spares that ping (an idle member sends about as many packets as before).
+LEAD = 0.9
 #: While lapsed, how often the lease tries to prove the session again (seconds, at most).
 LAPSED_RETRY_S = 0.2
 
@@ -159,10 +165,11 @@ class SessionLease:
 
     @property
     def overdue_after(self) -> float:
-        """Seconds after the last proof at which one is overdue and the lease reads for itself."""
+        """Seconds after the last proof at which one is overdue and the lease proves the session itself."""
         timeout = self.timeout
-        silence = self._heartbeat.longest_silence(timeout) if self._heartbeat is not None else timeout * KAFKA_INTERVAL
-        return silence + timeout * OVERDUE
+        if self._heartbeat is None:
+            return timeout * (KAFKA_INTERVAL + OVERDUE)
+        return LEAD * self._heartbeat.shortest_silence(timeout)
 
     def prove(self) -> bool:
         """One ``sync`` of ``path``; on success the lease runs for another session timeout.
