@@ -177,7 +177,7 @@ class Delivery:
             for topic, partition in registry:
                 by_topic.setdefault(topic, set()).add(partition)
             self._listener.before_releasing_partitions(by_topic)
-        positions = {tp: info.consumed_offset for tp, (info, _) in registry.items() if info.consumed_offset >= 0}
+        positions = {tp: info.commit_position for tp, (info, _) in registry.items() if info.commit_position >= 0}
         with self._lock:
             self._revoked = _Revoked(generation, positions, tuple(registry.values()))
             self._generation = None

@@ -129,7 +129,7 @@ class OffsetCommitter:
         :class:`~zkconsumer.errors.ZooKeeperUnavailableError`) is raised as it is.
         """
         with self._lock:  # positions read under the lock: a commit waiting for it must not write an older one
-            positions = [((info.topic, info.partition), info.consumed_offset if offsets is None
+            positions = [((info.topic, info.partition), info.commit_position if offsets is None
                           else offsets.get((info.topic, info.partition), -1), owner) for info, owner in owned]
             resync = self._storage.out_of_sync()
             entries = [
