@@ -221,6 +221,12 @@ _TABLE: Tuple[Property, ...] = (
         minimum=0, kafka=False,
     ),
     Property(
+        "commit.processed.only", "bool", False,
+        "commits (commit_offsets(), auto-commit, before a rebalance releases a partition, at shutdown) advance "
+        "each partition only over messages acked processed (stream.ack(message)): to its first message handed "
+        "out and not acked; workers may ack out of order", kafka=False,
+    ),
+    Property(
         "group.membership", "enum", "zookeeper",
         "who keeps the group's members and assignment: zookeeper (Kafka 0.8) or kafka (the brokers' group "
         "coordinator, as Kafka 0.9; needs offsets.storage=kafka)", choices=("zookeeper", "kafka"), kafka=False,

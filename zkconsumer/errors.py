@@ -206,3 +206,17 @@ class RebalanceInProgressError(ZkConsumerError):
     def __init__(self, message: str, partitions: Sequence[Tuple[str, int]] = ()) -> None:
         super().__init__(message)
         self.partitions = sorted(partitions)
+
+
+class UnknownAckError(ZkConsumerError, ValueError):
+    """``ack()`` named a message this member never handed out (``commit.processed.only``).
+
+    An offset at or beyond what the member has delivered of the partition, one
+    the log does not hold (a gap), or a partition this member never delivered.
+    Nothing was recorded; it is a bug in the caller (acking a message of another
+    connector, or a made-up offset), so it is not retriable.
+    """
+
+    def __init__(self, topic: str, partition: int, offset: int, why: str) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        super().__init__(f"ack of {topic}-{partition} at offset {offset}: {why}; nothing was recorded")

@@ -9,6 +9,7 @@ module                   holds
                          :class:`RebalanceState`, :class:`RebalanceStatus`; the fetcher
                          control a membership drives
 ``stream.py``            :class:`KafkaStream` and :class:`MessageAndMetadata`: iterating a queue
+``acks.py``              ``commit.processed.only``: the acked (processed) offsets of each partition
 ``arrow.py``             Arrow record batches of a stream (``KafkaStream.batches()``)
 ``topic_count.py``       subscriptions: static topic counts, whitelists and blacklists, and
                          their registration JSON

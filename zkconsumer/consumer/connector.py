@@ -62,6 +62,7 @@ from ..structs import TopicPartition
 from ..threads import ParallelStops
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
+from .acks import ProcessedOffsets
 from .membership import ConsumerRebalanceListener, Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
 from .pausing import Pauses
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
@@ -128,6 +129,7 @@ class ConsumerConnectorBase(abc.ABC):
         self._state_lock = threading.Lock()
         self._failure = FailureSignal()
         self._streams: List[KafkaStream] = []
+        self._processed = ProcessedOffsets() if self.config.commit_processed_only else None  # the streams' acks
         self._auto_committer: Optional[AutoCommitter] = None
         #: Counters and rates of this member; see :meth:`metrics_snapshot`.
         self.metrics = ConsumerMetrics()
@@ -193,8 +195,7 @@ class ConsumerConnectorBase(abc.ABC):
             raise
 
     def _undo_construction(self, undo: List[Tuple[str, Callable[[], None]]]) -> None:
-        """The constructor raised: stop what it built, last first; a step that fails is logged and the
-        others still run (the constructor's own exception is the one raised)."""
+        """The constructor raised: stop what it built, last first (a step that fails is logged; the rest run)."""
         for what, stop in reversed(undo):
             try:
                 stop()
@@ -243,7 +244,7 @@ class ConsumerConnectorBase(abc.ABC):
         return streams
 
     def commit_offsets(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
-        """Commit the offsets of every message handed to the application so far, or ``offsets``.
+        """Commit the offsets of every message handed out so far (acked: ``commit.processed.only``), or ``offsets``.
 
         ``offsets``: exactly these positions (partition -> next offset to consume) of the
         partitions among them this member owns, fenced like every commit; with them,
@@ -267,8 +268,7 @@ class ConsumerConnectorBase(abc.ABC):
         return self._commit_retrying(self.config.offsets_commit_timeout_ms / 1000.0, offsets=chosen)
 
     def positions(self) -> Dict[TopicPartition, int]:
-        """What :meth:`commit_offsets` would commit now (each owned partition's offset after the last message
-        handed out: Kafka's position); a snapshot."""
+        """What :meth:`commit_offsets` would commit now per owned partition (the next offset to read); a snapshot."""
         return self.membership.positions()
 
     def pause(self, partitions: Iterable[TopicPartition] = (), *, streams: Iterable[KafkaStream] = ()) -> None:
@@ -507,10 +507,10 @@ class ConsumerConnectorBase(abc.ABC):
         client.add_listener(self._on_zk_state)
         return client
 
-    def _new_stream(
-        self, queue: ChunkQueue, thread_id: str, key_decoder: Optional[Decoder], value_decoder: Optional[Decoder]
-    ) -> KafkaStream:
-        stream = KafkaStream(queue, self.config.consumer_timeout_ms, key_decoder, value_decoder, self._failure, thread_id)
+    def _new_stream(self, queue: ChunkQueue, thread_id: str, key_decoder: Optional[Decoder],
+                    value_decoder: Optional[Decoder]) -> KafkaStream:
+        stream = KafkaStream(queue, self.config.consumer_timeout_ms, key_decoder, value_decoder, self._failure,
+                             thread_id, self._processed)
         self._streams.append(stream)
         return stream
 

@@ -69,9 +69,10 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import BackgroundThreadError, ConsumerTimeoutError, ZkConsumerError
+from ..errors import BackgroundThreadError, ConfigurationError, ConsumerTimeoutError, ZkConsumerError
 from ..fetch.handoff import SHUTDOWN, ChunkQueue, PartitionTopicInfo
 from ..wire.messageset import RawMessage, speedups
+from .acks import ProcessedOffsets
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow
@@ -219,9 +220,11 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
         key_decoder: Optional[Decoder],
         value_decoder: Optional[Decoder],
         failure: FailureSignal,
+        processed: Optional[ProcessedOffsets] = None,
     ) -> None:
         super().__init__(MessageAndMetadata, key_decoder, value_decoder)
         self._queue = queue
+        self._processed = processed  # commit.processed.only: each installed chunk is registered there
         self._timeout: Optional[float] = None if consumer_timeout_ms < 0 else consumer_timeout_ms / 1000.0
         self._failure = failure
         # Taken by the slow path, by batches and by clear(); the C per-message path needs none.
@@ -257,6 +260,8 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
                     if info.consumed_offset < chunk.fetch_offset:  # type: ignore[union-attr]
                         # The fetch position jumped ahead (auto.offset.reset): follow it.
                         info.consumed_offset = chunk.fetch_offset  # type: ignore[union-attr]
+                    if self._processed is not None:  # before any of it is handed out
+                        self._processed.note_chunk(info, chunk.messages)  # type: ignore[union-attr]
                     self._install(info, chunk.messages)  # type: ignore[union-attr]
                     return
             raise error
@@ -347,11 +352,13 @@ class KafkaStream:
         value_decoder: Optional[Decoder] = None,
         failure: Optional[FailureSignal] = None,
         thread_id: str = "",
+        processed: Optional[ProcessedOffsets] = None,
     ) -> None:
         self.queue = queue
         self.thread_id = thread_id
+        self._processed = processed
         self._iterator = ConsumerIterator(
-            queue, consumer_timeout_ms, key_decoder, value_decoder, failure or FailureSignal()
+            queue, consumer_timeout_ms, key_decoder, value_decoder, failure or FailureSignal(), processed
         )
 
     def __iter__(self) -> ConsumerIterator:
@@ -389,6 +396,20 @@ class KafkaStream:
             if batch is None:
                 return
             yield batch
+
+    def ack(self, message: MessageAndMetadata) -> bool:
+        """Mark ``message`` processed (``commit.processed.only=true``); any thread, any order.
+
+        Commits then advance its partition over it once every message handed out before it
+        was acked too (see :mod:`zkconsumer.consumer.acks`). Returns ``False`` if the
+        message was handed out by an earlier ownership of its partition (before a
+        rebalance): ignored, as that ownership's offsets were committed without it and
+        the message is delivered again. Raises :class:`~zkconsumer.errors.UnknownAckError`
+        for a message this member never handed out, and
+        :class:`~zkconsumer.errors.ConfigurationError` without ``commit.processed.only``.
+        Acking twice is harmless. Any stream of the connector may ack any of its messages.
+        """
+        return ack_message(self._processed, message)
 
     def clear(self) -> None:
         """Drop the chunk being iterated (called by the rebalancer after clearing the queue)."""
@@ -446,3 +467,11 @@ def stop_delivering(streams: Iterable[KafkaStream], infos: Iterable[PartitionTop
         queue.discard(infos)
     for stream in streams:
         stream.drop_revoked()
+
+
+def ack_message(processed: Optional[ProcessedOffsets], message: MessageAndMetadata) -> bool:
+    """:meth:`KafkaStream.ack` of ``processed`` (``None``: ``commit.processed.only`` is off)."""
+    if processed is None:
+        raise ConfigurationError("commit.processed.only", "ack() marks a message processed for commits only when "
+                                 "commit.processed.only=true (commits now write what was handed out)")
+    return processed.ack(message.topic, message.partition, message.offset)

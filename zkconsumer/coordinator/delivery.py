@@ -182,7 +182,7 @@ class Delivery:
                 told = getattr(self._listener, "partitions_lost", None)
                 if told is not None:
                     told(by_topic)
-        positions = {tp: info.consumed_offset for tp, (info, _) in registry.items() if info.consumed_offset >= 0}
+        positions = {tp: info.commit_position for tp, (info, _) in registry.items() if info.commit_position >= 0}
         with self._lock:
             self._revoked = _Revoked(generation, positions, tuple(registry.values()))
             self._generation = None

@@ -244,7 +244,7 @@ class CoordinatorMembership:
         if self._delivery is None:
             return {}
         _, owned, _ = self._delivery.to_commit()
-        return {(info.topic, info.partition): info.consumed_offset for info, _ in owned if info.consumed_offset >= 0}
+        return {(info.topic, info.partition): info.commit_position for info, _ in owned if info.commit_position >= 0}
 
     def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
         """Commit what was handed out (or ``offsets``: those of them this member was assigned), under

@@ -25,9 +25,24 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Callable, Deque, Iterable, Optional, Sequence, Tuple, Union
+from typing import Callable, Deque, Iterable, Optional, Protocol, Sequence, Tuple, Union
 
 from ..wire.messageset import RawMessage
+
+
+class _Acks(Protocol):
+    """What a partition's ack tracker offers (:class:`zkconsumer.consumer.acks.PartitionAcks`)."""
+
+    start: int
+
+    def note_run(self, first: int, end: int) -> None: ...
+
+    def ack(self, offset: int) -> bool: ...
+
+    def position(self, consumed: int) -> int: ...
+
+    def in_flight(self, consumed: int) -> int: ...
+
 
 __all__ = ["ChunkQueue", "FetchedDataChunk", "PartitionTopicInfo", "RawMessage", "SHUTDOWN"]
 
@@ -247,7 +262,7 @@ class PartitionTopicInfo:
     """
 
     __slots__ = ("topic", "partition", "queue", "consumed_offset", "fetched_offset", "fetch_size", "revoked", "paused",
-                 "_lock")
+                 "acks", "_lock")
 
     def __init__(self, topic: str, partition: int, queue: ChunkQueue, offset: int, fetch_size: int) -> None:
         self.topic = topic
@@ -260,7 +275,18 @@ class PartitionTopicInfo:
         self.revoked = False
         #: Set while the application paused the partition (see ``consumer/pausing.py``): iterators drop its chunks.
         self.paused = False
+        #: ``commit.processed.only``: the acks of this incarnation (a :class:`~zkconsumer.consumer.acks.PartitionAcks`,
+        #: attached by the stream when it installs the first chunk); ``None`` otherwise.
+        self.acks: Optional[_Acks] = None
         self._lock = threading.Lock()
+
+    @property
+    def commit_position(self) -> int:
+        """The offset a commit writes: ``consumed_offset``, or with ``commit.processed.only`` the first
+        offset handed out and not yet acked (never beyond ``consumed_offset``). Negative: not known yet."""
+        acks = self.acks
+        consumed = self.consumed_offset
+        return consumed if acks is None or consumed < 0 else acks.position(consumed)
 
     def enqueue(self, fetch_offset: int, messages: Sequence[RawMessage], should_abort: Callable[[], bool]) -> bool:
         """Queue the messages fetched at ``fetch_offset`` and advance ``fetched_offset``.

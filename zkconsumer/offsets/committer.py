@@ -143,7 +143,7 @@ class OffsetCommitter:
             raise ZooKeeperUnavailableError("another offset commit of this member was still waiting for ZooKeeper "
                                             "at the caller's deadline")
         try:  # positions read under the lock: a commit waiting for it must not write an older one
-            positions = [((info.topic, info.partition), info.consumed_offset if offsets is None
+            positions = [((info.topic, info.partition), info.commit_position if offsets is None
                           else offsets.get((info.topic, info.partition), -1), owner) for info, owner in owned]
             resync = self._storage.out_of_sync()
             entries = [

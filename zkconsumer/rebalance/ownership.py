@@ -280,7 +280,7 @@ class Ownership:
             fx.Revoke: lambda e: self._revoke(e.tps),
             fx.Commit: lambda e: self._committer.commit(self.owned_partitions()),
             fx.Holds: lambda e: group.holds(e.tp[0], e.tp[1]),
-            fx.ReadRevoked: lambda e: {tp: info.consumed_offset for tp, info in self._registry.items() if info.revoked},
+            fx.ReadRevoked: lambda e: {tp: info.commit_position for tp, info in self._registry.items() if info.revoked},
             fx.Carry: lambda e: self._carried.update(e.offsets),
             fx.Disown: self._disown,
             fx.Forget: self._forget_all,

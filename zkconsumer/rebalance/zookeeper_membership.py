@@ -84,11 +84,8 @@ class ZooKeeperMembership:
         if self._rebalancer is None:
             return []
         committed = self._member.committer.committed()
-        return sorted(
-            (info.topic, info.partition, info.consumed_offset)
-            for info, _ in self._rebalancer.owned_partitions()
-            if info.consumed_offset >= 0 and committed.get((info.topic, info.partition)) != info.consumed_offset
-        )
+        positions = [(info.topic, info.partition, info.commit_position) for info, _ in self._rebalancer.owned_partitions()]
+        return sorted((t, p, o) for t, p, o in positions if o >= 0 and committed.get((t, p)) != o)
 
     def leave(self) -> None:
         """Nothing to do: closing the session removes our ephemeral nodes."""
@@ -178,8 +175,8 @@ class ZooKeeperMembership:
     def positions(self) -> Dict[TopicPartition, int]:
         if self._rebalancer is None:
             return {}
-        return {(info.topic, info.partition): info.consumed_offset
-                for info, _ in self._rebalancer.owned_partitions() if info.consumed_offset >= 0}
+        return {(info.topic, info.partition): info.commit_position
+                for info, _ in self._rebalancer.owned_partitions() if info.commit_position >= 0}
 
     def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[TopicPartition]:
         """Commit what was handed out (or ``offsets``); partitions found owned by someone else are given up."""

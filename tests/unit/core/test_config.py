@@ -54,6 +54,7 @@ EXTENSION_DEFAULTS: Dict[str, Any] = {
     "ssl.check.hostname": True,
     "security.protocol": "PLAINTEXT",
     "offsets.commit.timeout.ms": 60000,
+    "commit.processed.only": False,
     "group.membership": "zookeeper",
     "session.timeout.ms": 6000,  # = zookeeper.session.timeout.ms
     "heartbeat.interval.ms": 2000,  # = session.timeout.ms / 3
