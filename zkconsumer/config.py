@@ -62,7 +62,7 @@ value exactly as ``java.util.Properties`` read it (0.9.0.1 trims it first), and:
 Values given as Python ``bool``/``int`` need no spelling. Surrounding whitespace
 of a value that Kafka would read differently is reported as such in the error.
 
-May import: errors, properties_file, connect_string.
+May import: errors, properties_file, config_checks.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
-from .connect_string import check_zookeeper_connect
+from .config_checks import check_zookeeper_connect, unknown_property
 from .errors import ConfigurationError
 from .properties_file import parse_properties, parse_properties_with_lines
 
@@ -398,31 +398,8 @@ def _check_combinations(v: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- names
 
 
-#: Properties of Kafka's newer clients (and what this consumer does instead), named in the error.
-_NEWER_CLIENTS = {
-    "bootstrap.servers": "this consumer finds the brokers through zookeeper.connect, as Kafka 0.8's does",
-    "enable.auto.commit": "did you mean auto.commit.enable (Kafka 0.8's name)?",
-    "key.deserializer": "pass key_decoder= to create_message_streams instead",
-    "value.deserializer": "pass value_decoder= to create_message_streams instead",
-    "max.poll.records": "a stream hands out one message at a time (stream.batches(max_rows=...) for batches)",
-}
-
-
-def _suggestion(name: str) -> str:
-    newer = _NEWER_CLIENTS.get(name.strip().lower())
-    if newer:
-        return f"; {newer}"
-    candidate = name.strip().lower().replace("_", ".")
-    if candidate in PROPERTIES:
-        return f"; did you mean {candidate}?"
-    close = difflib.get_close_matches(candidate, list(PROPERTIES), n=1, cutoff=0.7)
-    if close:
-        return f"; did you mean {close[0]}?"
-    return " (ConsumerConfig.PROPERTIES lists the accepted properties)"
-
-
 def _unknown(name: str) -> ConfigurationError:
-    return ConfigurationError(name, f"unknown property {name!r}{_suggestion(name)}")
+    return unknown_property(name, PROPERTIES)
 
 
 def _property_name(key: object, allow_attribute: bool) -> str:
