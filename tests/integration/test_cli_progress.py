@@ -365,7 +365,7 @@ def test_reset_execute_and_import_draw_progress_on_a_terminal_stderr_only(
                                           "--input", str(export)])
     assert code == 0, err
     assert b"\rimporting offsets: 40/40" in err and err.endswith(b"\r\x1b[K")
-    assert out == f"Imported 40 offsets into 1 group(s): {group}.\n".encode()
+    assert out == f"Imported 40 offsets into 1 group(s): {group} in ZooKeeper.\n".encode()  # the store it wrote
 
 
 def test_perf_draws_its_rate_on_a_terminal_stderr_and_keeps_stdout_parseable(local: LocalCluster) -> None:
