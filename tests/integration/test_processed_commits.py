@@ -13,18 +13,13 @@ against a real ZooKeeper and real brokers.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
-from offsets_support import zookeeper_committed
+from offsets_support import ChildProcess, zookeeper_committed
 from support import consumer_props, owners, unique, wait_until
 
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
@@ -38,51 +33,31 @@ PER_PARTITION = 1000
 Offset = Tuple[int, int]
 
 
-class AckMember:
+class AckMember(ChildProcess):
     """``ack_member_process.py`` as a child process: what it handed out, processed and acked."""
 
     def __init__(self, props: Dict[str, object], topic: str, workers: int, max_sleep_ms: int, seed: int) -> None:
-        root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self._proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), json.dumps(props), topic, "2", str(workers), str(max_sleep_ms), str(seed)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-        )
+        super().__init__(SCRIPT, [json.dumps(props), topic, "2", str(workers), str(max_sleep_ms), str(seed)], stdin=True)
         self.consumer_id: Optional[str] = None
         self.handed: List[Offset] = []
         self.processed: List[Offset] = []
         self.acked: Set[Offset] = set()
         self.done = False
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self._start_reading()
 
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            if not line.endswith("\n"):
-                break  # killed mid-line
-            kind, *rest = line.split()
-            with self._lock:
-                if kind == "READY":
-                    self.consumer_id = rest[0]
-                elif kind == "DONE":
-                    self.done = True
-                else:
-                    offset = (int(rest[0]), int(rest[1]))
-                    {"H": self.handed.append, "P": self.processed.append, "A": self.acked.add}[kind](offset)
+    def on_line(self, line: str) -> None:
+        kind, *rest = line.split()
+        if kind == "READY":
+            self.consumer_id = rest[0]
+        elif kind == "DONE":
+            self.done = True
+        else:
+            offset = (int(rest[0]), int(rest[1]))
+            {"H": self.handed.append, "P": self.processed.append, "A": self.acked.add}[kind](offset)
 
     def handed_count(self) -> int:
         with self._lock:
             return len(self.handed)
-
-    def kill(self) -> None:
-        """SIGKILL: no commit, no leaving; the session expires on its own."""
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGKILL)
-        self._proc.wait(30)
-        self._reader.join(10)
 
     def finish(self) -> None:
         """Close stdin: the member shuts down cleanly (its final commit included)."""
