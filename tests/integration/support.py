@@ -84,6 +84,7 @@ class Drainer:
 
     def __init__(self, streams: Iterable[KafkaStream]) -> None:
         self.messages: List[MessageAndMetadata] = []
+        self.handed_at: List[float] = []  # time.monotonic() of each message, beside ``messages``
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._drain, args=(s,), daemon=True) for s in streams]
@@ -96,6 +97,7 @@ class Drainer:
                 for message in stream:
                     with self._lock:
                         self.messages.append(message)
+                        self.handed_at.append(time.monotonic())
                     if self._stop.is_set():
                         return
                 return  # shutdown sentinel
@@ -113,6 +115,11 @@ class Drainer:
     def snapshot(self) -> List[MessageAndMetadata]:
         with self._lock:
             return list(self.messages)
+
+    def stamped(self) -> List[Tuple[float, MessageAndMetadata]]:
+        """``(time.monotonic() when handed out, message)`` of every message so far."""
+        with self._lock:
+            return list(zip(self.handed_at, self.messages))
 
     def stop(self) -> List[MessageAndMetadata]:
         self._stop.set()
