@@ -84,3 +84,15 @@ def test_roles_and_literal_blocks_become_markdown() -> None:
 
 def test_the_last_json_object_line_is_the_data() -> None:
     assert last_json_line('table\n{"a": 1}\nverdict: PASS\n{"b": 2}\n') == {"b": 2}
+
+
+def test_the_packages_name_pages_a_wheel_user_has_not_repository_files() -> None:
+    """Docstrings and messages of the installed packages point to the documentation's pages by
+    name: a wheel has no ``docs/`` folder, so ``docs/MONITORING.md`` would lead nowhere."""
+    found = []
+    for package in ("zkconsumer", "spark_integration"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"\bdocs/|\b[\w-]+\.md\b", line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "repository paths where a page name belongs:\n" + "\n".join(found)
