@@ -266,7 +266,10 @@ def split_ranges(ranges: Sequence[OffsetRange], min_partitions: Optional[int] = 
       whole ones)), 1)`` pieces, ``rest`` being the other ranges' total size.
 
     Pieces are cut as Spark cuts them (``remaining // parts left``, so the last
-    ones are the longest); the order is the input order.
+    ones are the longest); the order is the input order. The ``minPartitions``
+    part is ``KafkaOffsetRangeCalculator.getRanges`` (Spark 3.x/4.x); the
+    ``maxRecordsPerPartition`` part (Spark 4.0) follows Spark's documentation of
+    the option (cut to at most that many, then ``minPartitions`` if still fewer).
 
     >>> r = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 10), OffsetRange("t", 2, 5, 5)]
     >>> [(x.partition, x.from_offset, x.until_offset) for x in split_ranges(r, min_partitions=4)]

@@ -67,6 +67,24 @@ def arrow_schema() -> Any:
     return _ARROW_SCHEMA
 
 
+#: ``(rows, timestamp buffer, timestampType buffer)`` of the constant columns, shared by every batch of at
+#: most ``rows`` rows (an array may use the start of a longer buffer), so a batch allocates nothing for them.
+_constants: Tuple[int, Any, Any] = (0, None, None)
+
+
+def _constant_buffers(n: int) -> Tuple[Any, Any]:
+    global _constants
+    rows, stamps, types = _constants
+    if rows < n:
+        import pyarrow as pa
+
+        rows = max(n, 2 * rows, 4096)
+        stamps = pa.py_buffer(array("q", [NO_TIMESTAMP_MS * 1000]) * rows)
+        types = pa.py_buffer(array("i", [NO_TIMESTAMP_TYPE]) * rows)
+        _constants = (rows, stamps, types)
+    return stamps, types
+
+
 def spark_batch(batch: Any) -> Any:
     """A batch of :data:`zkconsumer.consumer.arrow.SCHEMA` (``topic, partition, offset, key, value``) with
     :data:`SCHEMA`'s columns: the same arrays reordered (no copy) and two constant columns.
@@ -79,10 +97,9 @@ def spark_batch(batch: Any) -> Any:
     import pyarrow as pa
 
     n = batch.num_rows
-    timestamps = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n,
-                                       [None, pa.py_buffer(array("q", [NO_TIMESTAMP_MS * 1000]) * n)], null_count=0)
-    types = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", [NO_TIMESTAMP_TYPE]) * n)],
-                                  null_count=0)
+    stamps, types = _constant_buffers(n)
+    timestamps = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, stamps], null_count=0)
+    types = pa.Array.from_buffers(pa.int32(), n, [None, types], null_count=0)
     columns = [batch.column("key"), batch.column("value"), batch.column("topic"), batch.column("partition"),
                batch.column("offset"), timestamps, types]
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema())
