@@ -101,9 +101,13 @@ class BrokerOffsets:
                 broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context)
         return self._connections[broker.id]
 
-    def fetch(self, partitions: Sequence[TopicPartition],
-              time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
-        """Offsets before ``time`` (:data:`EARLIEST_TIME`/:data:`LATEST_TIME`) of ``partitions``."""
+    def fetch(self, partitions: Sequence[TopicPartition], time: int,
+              empty: Optional[int] = None) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        """Offsets before ``time`` (:data:`EARLIEST_TIME`/:data:`LATEST_TIME`, or ms since the epoch) of ``partitions``.
+
+        A broker answers a time before every log segment with no offset: that is a
+        problem unless ``empty`` is given, which is then the partition's answer.
+        """
         offsets: Dict[TopicPartition, int] = {}
         leaders, problems = self.leaders(partitions)
         by_leader: Dict[int, List[TopicPartition]] = {}
@@ -124,7 +128,9 @@ class BrokerOffsets:
             answered = {(r.topic, r.partition): r for r in response.partitions}
             for tp in tps:
                 r = answered.get(tp)
-                if r is None or (r.error_code == 0 and not r.offsets):
+                if r is not None and r.error_code == 0 and not r.offsets and empty is not None:
+                    offsets[tp] = empty
+                elif r is None or (r.error_code == 0 and not r.offsets):
                     problems[tp] = f"broker {leader} returned no offset"
                 elif r.error_code != 0:
                     problems[tp] = f"broker {leader}: {ERROR_NAMES.get(r.error_code, r.error_code)}"
