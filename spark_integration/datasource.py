@@ -21,7 +21,8 @@ Options (names are case-insensitive, as in Spark; values are strings):
                             (a restarted query goes on from its checkpoint): ``earliest``,
                             ``latest``, or JSON naming every subscribed partition,
                             ``{"topic":{"0":23,"1":-2}}`` (``-2``: log start, ``-1``: log end).
-                            Unset (the default): the group's committed offsets in ZooKeeper,
+                            Unset (the default): the group's committed offsets (where
+                            ``offsets.storage`` keeps them; ZooKeeper by default),
                             ``auto.offset.reset`` where it has none. An explicit offset outside
                             the log is a data loss (see ``failOnDataLoss``; ``false`` starts at
                             the log start). Batch reads ignore it.
@@ -49,7 +50,7 @@ source reports the log ends it planned against as its ``latestOffset``
 Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
 
 * ``initialOffset()`` (a query without a checkpoint): per ``startingOffsets``;
-  unset, the group's committed offsets from ZooKeeper, or
+  unset, the group's committed offsets (``offsets.storage``), or
   ``auto.offset.reset`` where it has none.
 * ``latestOffset(start, limit)``: each partition's log end (or, under
   ``trigger(availableNow=True)``, at most the log end recorded by
@@ -82,16 +83,18 @@ Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
   ``group.id`` fails with :class:`~spark_integration.ownership.GroupInUseError`
   instead of overwriting the first one's offsets; a crashed driver's nodes
   expire with its ZooKeeper session.
-* ``commit(end)``: writes ``end`` as the group's offsets in ZooKeeper, so
-  ZooKeeper-based lag monitors see the progress. Spark calls it only when it
+* ``commit(end)``: writes ``end`` as the group's offsets where
+  ``offsets.storage`` and ``dual.commit.enabled`` say (ZooKeeper by default,
+  Kafka, or both: :mod:`~spark_integration.group_view`), so lag monitors see
+  the progress. Spark calls it only when it
   plans the *following* batch, so the reader also writes ``start`` when
   ``latestOffset(start, ...)`` is called: Spark plans micro-batches one at a
   time, after the previous one completed, so ``start`` has been processed.
-  ZooKeeper thus trails Spark's commit log by at most the batch in flight, and
+  The group's offsets thus trail Spark's commit log by at most the batch in flight, and
   an ``availableNow`` run leaves the group's offsets at what it read.
-  Spark's checkpoint, not ZooKeeper, is what a restarted query resumes from
+  Spark's checkpoint, not the group's offsets, is what a restarted query resumes from
   (no loss, no duplicates in the query's output, given an idempotent or
-  transactional sink); ZooKeeper offsets are used only by a query without a
+  transactional sink); the group's offsets are used only by a query without a
   checkpoint.
 
 A batch ``spark.read.format("zkconsumer")`` reads the group's uncommitted
