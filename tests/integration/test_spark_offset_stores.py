@@ -142,13 +142,15 @@ def test_commits_without_a_generation_are_refused_while_coordinator_members_hold
     assert kafka_committed(cluster, group_id, topic, PARTITIONS) == {p: 3 for p in PARTITIONS}
 
 
-def test_streaming_source_starts_from_and_commits_to_kafka(spark, cluster, zk, make_topic, tmp_path: Path) -> None:
+def test_streaming_source_with_dual_commit_starts_from_the_larger_and_commits_to_both(
+        spark, cluster, zk, make_topic, tmp_path: Path) -> None:
     topic, group = make_topic(partitions=4), unique("g-spark-kafka")
     ends = fill(cluster, topic, 5)
     commit_in_kafka(zk, group, topic, {p: 2 for p in PARTITIONS})
+    commit_in_zookeeper(zk, group, topic, {0: 1, 1: 1})  # behind Kafka: the larger (Kafka's) wins
     reader = (spark.readStream.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
               .option("group.id", group).option("topics", topic).option("auto.offset.reset", "smallest")
-              .option("offsets.storage", "kafka").option("dual.commit.enabled", "false")
+              .option("offsets.storage", "kafka").option("dual.commit.enabled", "true")
               .option("maxOffsetsPerTrigger", "8"))
     query = (reader.load().selectExpr("partition", "offset").writeStream.format("parquet")
              .option("path", str(tmp_path / "table")).option("checkpointLocation", str(tmp_path / "checkpoint"))
@@ -157,5 +159,5 @@ def test_streaming_source_starts_from_and_commits_to_kafka(spark, cluster, zk, m
     assert not query.isActive and query.exception() is None
     rows = spark.read.parquet(str(tmp_path / "table")).collect()
     assert sorted((r.partition, r.offset) for r in rows) == [(p, o) for p in PARTITIONS for o in range(2, 5)]
-    assert kafka_committed(cluster, group, topic, PARTITIONS) == ends
-    assert zookeeper_committed(zk, group, topic, PARTITIONS) == {p: None for p in PARTITIONS}
+    assert kafka_committed(cluster, group, topic, PARTITIONS) == ends  # Kafka, then ZooKeeper (fenced by the
+    assert zookeeper_committed(zk, group, topic, PARTITIONS) == ends  # query's owner nodes) got every batch's end
