@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 from kafka import KafkaConsumer
@@ -21,7 +21,11 @@ from kazoo.client import KazooClient
 from offsets_support import kafka_committed, zookeeper_committed
 from support import consumer_props, unique, wait_until
 
-from spark_integration import commit_offset_ranges, create_rdd, register_data_source
+from spark_integration import GroupInUseError, commit_offset_ranges, create_rdd, register_data_source
+from spark_integration.datasource import ZkConsumerStreamReader
+from spark_integration.group_view import open_zookeeper
+from spark_integration.options import SourceOptions
+from spark_integration.ownership import QueryOwnership
 from spark_integration.rdd import plan_offset_ranges
 from zkconsumer.admin.stores import CoordinatorOffsets
 from zkconsumer.offsets.storage import OffsetStorageError
@@ -161,3 +165,37 @@ def test_streaming_source_with_dual_commit_starts_from_the_larger_and_commits_to
     assert sorted((r.partition, r.offset) for r in rows) == [(p, o) for p in PARTITIONS for o in range(2, 5)]
     assert kafka_committed(cluster, group, topic, PARTITIONS) == ends  # Kafka, then ZooKeeper (fenced by the
     assert zookeeper_committed(zk, group, topic, PARTITIONS) == ends  # query's owner nodes) got every batch's end
+
+
+def test_a_query_whose_session_expired_never_overwrites_the_new_holders_offsets_in_kafka(
+        cluster, zk, make_topic, group_id) -> None:
+    """The owner nodes fence the Kafka commits too: a query that lost them takes nothing back and writes nothing."""
+    topic = make_topic(partitions=1)
+    cluster.produce(topic, [f"m-{i}" for i in range(10)], partition=0)
+    options = SourceOptions.from_options({"zookeeper.connect": cluster.zk_connect, "group.id": group_id,
+                                          "topics": topic, "auto.offset.reset": "smallest",
+                                          "offsets.storage": "kafka", "dual.commit.enabled": "false"})
+    clients: List[KazooClient] = []
+
+    def recording(config):
+        def connect(cfg):
+            clients.append(open_zookeeper(cfg))
+            return clients[-1]
+        return QueryOwnership(config, connect=connect, wait_s=1.0)
+
+    stale = ZkConsumerStreamReader(options, ownership_factory=recording)
+    fresh = ZkConsumerStreamReader(options, ownership_factory=recording)
+    try:
+        assert stale.initialOffset() == {f"{topic}/0": 0}
+        stale.commit({f"{topic}/0": 1})
+        assert kafka_committed(cluster, group_id, topic, [0]) == {0: 1}
+        cluster.expire_session(clients[0])  # the stale query's driver was cut off from ZooKeeper
+        assert fresh.initialOffset() == {f"{topic}/0": 1}  # from Kafka
+        fresh.commit({f"{topic}/0": 4})
+        with pytest.raises(GroupInUseError, match=f"group {group_id} is in use"):
+            stale.commit({f"{topic}/0": 9})
+        assert kafka_committed(cluster, group_id, topic, [0]) == {0: 4}
+        assert zookeeper_committed(zk, group_id, topic, [0]) == {0: None}
+    finally:
+        stale.stop()
+        fresh.stop()
