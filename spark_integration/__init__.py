@@ -6,7 +6,8 @@
    committed after the handler returns (:mod:`.streams`).
 2. :func:`create_rdd` ``(sc, props, topics)``: the group's uncommitted messages
    as an RDD, one Spark partition per Kafka partition, with ``.offset_ranges``;
-   :func:`commit_offset_ranges` writes them to ZooKeeper (:mod:`.rdd`).
+   :func:`commit_offset_ranges` writes them to ZooKeeper, Kafka or both, per
+   ``offsets.storage`` and ``dual.commit.enabled`` (:mod:`.rdd`).
 3. :func:`register_data_source` ``(spark)``: the ``zkconsumer`` Structured
    Streaming source (:mod:`.datasource`).
 
@@ -22,7 +23,7 @@ broker addresses, offset ranges) plus the user's handler.
 
 Module map: :mod:`.ranges` (offset ranges, pure), :mod:`.options` (validation,
 pure), :mod:`.data_loss` (``failOnDataLoss`` decisions, pure),
-:mod:`.group_view` (driver: ZooKeeper and log offsets), :mod:`.ownership`
+:mod:`.group_view` (driver: committed offsets in ZooKeeper and/or Kafka, log offsets), :mod:`.ownership`
 (driver: one streaming query per group, fenced offset writes),
 :mod:`.range_reader` (executor: fetch a range from the leader),
 :mod:`.streams`, :mod:`.rdd`, :mod:`.datasource`, :mod:`.connect` (Spark

@@ -24,8 +24,9 @@ option's meaning here and in Spark is on the documentation's *Spark* page; parsi
 validation are in :mod:`~spark_integration.options`. Any other name is
 refused, naming the closest known one. ``startingOffsets`` and the timestamp
 options apply to a query *without* a checkpoint (and to batch reads); unset,
-a query starts from the group's committed offsets in ZooKeeper
-(``auto.offset.reset`` where it has none). Timestamps go through the brokers'
+a query starts from the group's committed offsets (where
+``offsets.storage`` keeps them; ZooKeeper by default), ``auto.offset.reset``
+where it has none. Timestamps go through the brokers'
 offsets-before-time lookup, which on 0.8/0.9 brokers answers with log-segment
 boundaries (:meth:`~spark_integration.group_view.GroupView.offsets_before`).
 
@@ -41,7 +42,7 @@ source writes, ``{"topic": {"0": next offset}}``
 checkpoints written before is still read).
 
 * ``initialOffset()`` (a query without a checkpoint): per ``startingOffsets``;
-  unset, the group's committed offsets from ZooKeeper, or
+  unset, the group's committed offsets (``offsets.storage``), or
   ``auto.offset.reset`` where it has none.
 * ``latestOffset(start, limit)``: each partition's log end (or, under
   ``trigger(availableNow=True)``, at most the log end recorded by
@@ -74,16 +75,18 @@ checkpoints written before is still read).
   ``group.id`` fails with :class:`~spark_integration.ownership.GroupInUseError`
   instead of overwriting the first one's offsets; a crashed driver's nodes
   expire with its ZooKeeper session.
-* ``commit(end)``: writes ``end`` as the group's offsets in ZooKeeper, so
-  ZooKeeper-based lag monitors see the progress. Spark calls it only when it
+* ``commit(end)``: writes ``end`` as the group's offsets where
+  ``offsets.storage`` and ``dual.commit.enabled`` say (ZooKeeper by default,
+  Kafka, or both: :mod:`~spark_integration.group_view`), so lag monitors see
+  the progress. Spark calls it only when it
   plans the *following* batch, so the reader also writes ``start`` when
   ``latestOffset(start, ...)`` is called: Spark plans micro-batches one at a
   time, after the previous one completed, so ``start`` has been processed.
-  ZooKeeper thus trails Spark's commit log by at most the batch in flight, and
+  The group's offsets thus trail Spark's commit log by at most the batch in flight, and
   an ``availableNow`` run leaves the group's offsets at what it read.
-  Spark's checkpoint, not ZooKeeper, is what a restarted query resumes from
+  Spark's checkpoint, not the group's offsets, is what a restarted query resumes from
   (no loss, no duplicates in the query's output, given an idempotent or
-  transactional sink); ZooKeeper offsets are used only by a query without a
+  transactional sink); the group's offsets are used only by a query without a
   checkpoint.
 
 A batch ``spark.read.format("zkconsumer")`` reads from ``startingOffsets``

@@ -7,9 +7,27 @@ used on the driver only: by :func:`~spark_integration.create_rdd`,
 :func:`~spark_integration.commit_offset_ranges` and the streaming source's
 planner. Executors never receive it (it is not picklable).
 
-Offsets are read and written at exactly the nodes Kafka's consumer and tools use
-(``/consumers/<group>/offsets/<topic>/<partition>``), so ZooKeeper-based lag
-monitors (ConsumerOffsetChecker, Burrow) see what Spark consumed.
+Offsets are read and written where the group keeps them, chosen with Kafka
+0.8.2's consumer properties, as the connector does
+(:func:`zkconsumer.offsets.storage.make_offset_storage`):
+
+=============================================  ===============================================
+``offsets.storage`` / ``dual.commit.enabled``  offsets
+=============================================  ===============================================
+``zookeeper`` (the default)                    ``/consumers/<group>/offsets/<topic>/<partition>``,
+                                               the nodes Kafka's consumer and tools use
+                                               (ConsumerOffsetChecker, Burrow see them)
+``kafka`` / ``false``                          the coordinator's ``__consumer_offsets``
+                                               (OffsetFetch v1; OffsetCommit v1, generation -1)
+``kafka`` / ``true`` (``kafka``'s default)     both: commits go to Kafka, then to ZooKeeper
+                                               what Kafka accepted; reads take the larger
+=============================================  ===============================================
+
+A commit to Kafka carries no generation (the driver is no member of the group):
+while coordinator members (``group.membership=kafka``, or Kafka's new consumers)
+hold the group, the coordinator refuses it, and :meth:`GroupView.commit` raises the
+connector's :class:`~zkconsumer.offsets.storage.OffsetStorageError` naming that cause,
+with nothing written to ZooKeeper either.
 """
 
 from __future__ import annotations
@@ -23,6 +41,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkconsumer import ConsumerConfig, Whitelist, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.admin import BrokerOffsets, UnknownTopicError
+from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, OffsetStorageError, make_offset_storage
 from zkconsumer.security import broker_ssl_context, zookeeper_acls, zookeeper_auth_data
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
 from zkconsumer.zookeeper.group import GroupClient
@@ -92,6 +111,20 @@ class GroupView:
             retry_timeout_s=config.zookeeper_session_timeout_ms / 1000.0, acl=zookeeper_acls(config),
         )
         self._log_offsets = self._new_log_offsets()
+        self._storage: Optional[OffsetStorage] = None
+
+    @property
+    def offsets_storage(self) -> str:
+        """Where the group's offsets are read and written: ``zookeeper``, ``kafka`` or ``kafka+zookeeper``."""
+        if self.config.offsets_storage == "zookeeper":
+            return "zookeeper"
+        return "kafka+zookeeper" if self.config.dual_commit_enabled else "kafka"
+
+    def _offset_storage(self) -> OffsetStorage:
+        """The connector's storage for ``offsets.storage``, unfenced (the driver owns no partition); lazy."""
+        if self._storage is None:
+            self._storage = make_offset_storage(self.config, self._group, owner_fenced=False)
+        return self._storage
 
     def _new_log_offsets(self) -> BrokerOffsets:
         cfg = self.config
@@ -107,6 +140,9 @@ class GroupView:
     def close(self) -> None:
         """Close broker connections and the ZooKeeper session (idempotent)."""
         self._log_offsets.close()
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
         self._zk.stop()
         self._zk.close()
 
@@ -144,8 +180,11 @@ class GroupView:
     # ------------------------------------------------------------------ offsets
 
     def committed(self, partitions: Sequence[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
-        """The group's committed next offset of each partition (``None`` where none)."""
-        return {tp: self._group.read_offset(*tp) for tp in partitions}
+        """The group's committed next offset of each partition (``None`` where none), from
+        :attr:`offsets_storage` (both stores: the larger of the two)."""
+        if self.config.offsets_storage == "zookeeper":
+            return {tp: self._group.read_offset(*tp) for tp in partitions}
+        return self._offset_storage().read(partitions)
 
     def log_offsets(self, partitions: Sequence[TopicPartition], time_: int, attempts: int = 5,
                     empty: Optional[int] = None) -> Dict[TopicPartition, int]:
@@ -226,8 +265,25 @@ class GroupView:
         return plan_ranges(self.positions(partitions, ends), ends, max_messages_per_partition)
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Write each offset as the group's next offset to consume (idempotent, retried)."""
+        """Write each offset as the group's next offset to consume, in :attr:`offsets_storage` (idempotent, retried).
+
+        To Kafka: one OffsetCommit v1 request (generation -1); with dual commit,
+        then ZooKeeper for what Kafka accepted. Raises
+        :class:`~zkconsumer.offsets.storage.OffsetStorageError` if any offset was
+        not stored (the coordinator manages the group, or it is unreachable).
+        """
         for (topic, partition), offset in sorted(offsets.items()):
             if offset < 0:
                 raise ValueError(f"cannot commit negative offset {offset} for {topic}/{partition}")
-            self._group.commit_offset(topic, partition, offset)
+        if self.config.offsets_storage == "zookeeper":
+            for (topic, partition), offset in sorted(offsets.items()):
+                self._group.commit_offset(topic, partition, offset)
+            return
+        entries = [CommitEntry(t, p, o, DRIVER_CLIENT_ID) for (t, p), o in sorted(offsets.items())]
+        outcome = self._offset_storage().write(entries)
+        if outcome.error is not None:
+            raise outcome.error
+        missing = sorted(set(offsets) - set(outcome.committed))
+        if missing:
+            raise OffsetStorageError(f"group {self.config.group_id}: offsets of {missing} not committed to "
+                                     f"{self.offsets_storage}", retriable=True)

@@ -28,6 +28,16 @@ one ZooKeeper multi-operation (:meth:`zkconsumer.zookeeper.group.GroupClient.com
   :class:`GroupInUseError` without writing: a query that lost the group never
   overwrites the new holder's offsets.
 
+With ``offsets.storage=kafka`` the query still holds the owner nodes (they
+fence it against other queries and ZooKeeper-membership consumers), and writes
+through the connector's storage (:func:`~zkconsumer.offsets.storage.make_offset_storage`,
+fenced by these owner nodes): each partition is checked held before one
+OffsetCommit v1 (generation -1) carries the batch to Kafka, and with
+``dual.commit.enabled`` ZooKeeper then gets, fenced as above, what Kafka
+accepted. While coordinator members hold the group, Kafka refuses such a commit
+and :meth:`QueryOwnership.commit` raises the connector's
+:class:`~zkconsumer.offsets.storage.OffsetStorageError` naming that cause.
+
 Partitions are claimed in sorted order and a claim stops at the first one held
 by someone else, so two queries starting together do not each end up holding
 half of the group.
@@ -47,6 +57,7 @@ from kazoo.exceptions import KazooException, SessionExpiredError
 
 from zkconsumer import ConsumerConfig, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.errors import ZooKeeperSessionExpiredError
+from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, make_offset_storage
 from zkconsumer.security import zookeeper_acls
 from zkconsumer.zookeeper.group import GroupClient
 
@@ -126,6 +137,7 @@ class QueryOwnership:
         self._clock = clock
         self._zk: Optional[KazooClient] = None
         self._group: Optional[GroupClient] = None
+        self._storage: Optional[OffsetStorage] = None
         self._held: Set[TopicPartition] = set()
 
     @property
@@ -219,6 +231,10 @@ class QueryOwnership:
         for (topic, partition), offset in sorted(offsets.items()):
             if offset < 0:
                 raise ValueError(f"cannot commit negative offset {offset} for {topic}/{partition}")
+        if self.config.offsets_storage != "zookeeper":
+            self._commit_to_storage(group, offsets)
+            return
+        for (topic, partition), offset in sorted(offsets.items()):
             if self._write_if_held(group, topic, partition, offset):
                 continue
             log.warning("group %s: this query no longer holds %s/%d (its ZooKeeper session expired, or the owner "
@@ -230,6 +246,34 @@ class QueryOwnership:
                 holders: Dict[TopicPartition, str] = {(topic, partition): group.owners(topic).get(partition, "?")}
                 raise GroupInUseError(self.config.group_id, holders, 0.0)
 
+    def _commit_to_storage(self, group: GroupClient, offsets: Mapping[TopicPartition, int]) -> None:
+        """``offsets.storage=kafka``: write through the connector's storage, fenced by our owner nodes.
+
+        Partitions found not held are taken again (as :meth:`commit` does) and
+        written once more; the storage's error (Kafka refused or unreachable) is raised.
+        """
+        if self._storage is None:
+            self._storage = make_offset_storage(self.config, group, owner_fenced=True)
+        storage = self._storage
+        pending = dict(offsets)
+        for retake in (True, False):
+            entries = [CommitEntry(t, p, o, self.thread_id) for (t, p), o in sorted(pending.items())]
+            outcome = self._call(functools.partial(storage.write, entries))
+            if outcome.error is not None:
+                raise outcome.error
+            fenced = sorted(set(outcome.fenced))
+            if not fenced:
+                return
+            if not retake:
+                topic, partition = fenced[0]
+                raise GroupInUseError(self.config.group_id,
+                                      {fenced[0]: group.owners(topic).get(partition, "?")}, 0.0)
+            log.warning("group %s: this query no longer holds %s; taking them again before writing their offsets",
+                        self.config.group_id, ", ".join(f"{t}/{p}" for t, p in fenced))
+            self._held.difference_update(fenced)
+            self.hold(fenced)
+            pending = {tp: offsets[tp] for tp in fenced}
+
     def _write_if_held(self, group: GroupClient, topic: str, partition: int, offset: int) -> bool:
         """The fenced write; ``False`` (nothing written) if not held, or the session expired under it."""
         try:
@@ -239,6 +283,9 @@ class QueryOwnership:
 
     def close(self) -> None:
         """Close the session: ZooKeeper deletes every owner node at once (idempotent)."""
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
         if self._zk is not None:
             try:
                 self._zk.stop()

@@ -1,8 +1,10 @@
 """``create_rdd``: the group's uncommitted messages as an RDD with one Spark partition per Kafka partition.
 
-On the driver, :func:`create_rdd` reads the group's committed offsets from
-ZooKeeper (``auto.offset.reset`` where there are none, or where they fell
-outside the log) and each partition's current log end, and fixes one
+On the driver, :func:`create_rdd` reads the group's committed offsets where
+``offsets.storage`` keeps them (ZooKeeper by default; Kafka, or the larger of
+both with ``dual.commit.enabled``: :mod:`~spark_integration.group_view`),
+``auto.offset.reset`` where there are none or where they fell outside the log,
+and each partition's current log end, and fixes one
 :class:`~spark_integration.ranges.OffsetRange` per partition. The RDD's
 partition ``i`` holds exactly the messages of ``rdd.offset_ranges[i]`` as
 :class:`~zkconsumer.MessageAndMetadata` rows, read on the executor straight
@@ -12,8 +14,8 @@ again (as long as retention has not deleted them:
 
 Nothing is committed by reading. After processing, call
 :func:`commit_offset_ranges` with the ranges to write each ``until_offset``
-to ZooKeeper, so the next :func:`create_rdd` continues there and ZooKeeper
-based lag monitors see the progress::
+to the same store(s), so the next :func:`create_rdd` continues there and lag
+monitors see the progress::
 
     rdd = create_rdd(sc, props, ["events"])
     rdd.map(lambda m: m.message).saveAsTextFile(...)
@@ -106,9 +108,13 @@ def create_rdd(
 
 
 def commit_offset_ranges(props: PropsLike, ranges: Iterable[OffsetRange]) -> None:
-    """Write each range's ``until_offset`` as the group's next offset to consume, in ZooKeeper.
+    """Write each range's ``until_offset`` as the group's next offset to consume, where ``offsets.storage`` says.
 
-    Empty ranges are written too (they record the position ``auto.offset.reset``
+    ZooKeeper by default; ``offsets.storage=kafka``: one OffsetCommit v1
+    (generation -1) to the group's coordinator, and with ``dual.commit.enabled``
+    (its default) then ZooKeeper. While coordinator members hold the group Kafka
+    refuses it: :class:`~zkconsumer.offsets.storage.OffsetStorageError` naming
+    that cause, nothing written. Empty ranges are written too (they record the position ``auto.offset.reset``
     chose). Idempotent; later ranges of the same partition win.
     """
     offsets = {}

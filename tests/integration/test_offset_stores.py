@@ -9,10 +9,11 @@ the copied offsets are the ones it resumes from.
 from __future__ import annotations
 
 import json
+from typing import List
 
 import pytest
 from offsets_support import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
-from support import Drainer, consumer_props, produced_values, unique
+from support import Drainer, consumer_props, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin.stores import CoordinatorOffsets, group_partitions, read_group_offsets
@@ -233,3 +234,54 @@ def test_the_lag_exporter_reads_each_group_where_its_offsets_are(cluster, zk, ma
     assert all(r.offset is None for r in blind.poll_once()[in_kafka].partitions)
     with pytest.raises(ValueError, match="unknown offsets storage 's3'"):
         LagExporter(zk, offsets_storage="s3")
+
+
+def test_groups_list_finds_groups_only_in_kafka_and_says_where_each_keeps_offsets_and_members(
+        cluster, zk, make_topic, cli) -> None:
+    from kafka import KafkaConsumer
+
+    from zkconsumer.zookeeper.group import GroupClient
+
+    topic = make_topic(partitions=4)
+    produce_evenly(cluster, topic, produced_values(20))
+    in_zookeeper, in_kafka, dual = unique("g-list-zk"), unique("g-list-kafka"), unique("g-list-dual")
+    GroupClient(zk, in_zookeeper, f"{in_zookeeper}_writer").commit_offsets({(topic, 0): 2})  # no member
+    modern = KafkaConsumer(group_id=in_kafka, bootstrap_servers=cluster.bootstrap_servers, api_version=(0, 9),
+                           enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        modern.subscribe([topic])
+        seen: List[object] = []
+        wait_until(lambda: seen.extend(r for rs in modern.poll(timeout_ms=200).values() for r in rs)
+                   or len(seen) == 20, 30, "kafka-python's member to join its group and read the topic")
+        modern.commit()  # at its coordinator, under its generation
+        assert kafka_committed(cluster, in_kafka, topic, PARTITIONS) == {p: 5 for p in PARTITIONS}
+        assert not zk.exists(f"/consumers/{in_kafka}")  # the group exists only at its coordinator
+        with ZookeeperConsumerConnector(consumer_props(cluster, dual, offsets_storage="kafka")) as member:
+            drainer = Drainer(member.create_message_streams({topic: 1})[topic])
+            drainer.wait_for(20)
+            member.commit_offsets()  # dual commit: Kafka, then ZooKeeper
+            drainer.stop()
+
+            code, out, err = cli("groups", "list")
+            assert code == 0 and not err, err
+            assert {in_zookeeper, in_kafka, dual} <= set(out.splitlines())  # one name a line, as before
+            code, out, _ = cli("groups", "list", "--format", "json")
+            assert {in_zookeeper, in_kafka, dual} <= set(json.loads(out))
+            code, out, err = cli("groups", "list", "--stores", "--format", "json")
+            assert code == 0, err
+            rows = {row["group"]: (row["offsets"], row["membership"]) for row in json.loads(out)}
+            assert rows[in_zookeeper] == ("zookeeper", None)
+            assert rows[in_kafka] == ("kafka", "kafka")
+            assert rows[dual] == ("both", "zookeeper")
+            code, out, _ = cli("groups", "list", "--stores")
+            lines = out.splitlines()
+            assert lines[0].split() == ["GROUP", "OFFSETS", "MEMBERSHIP"]
+            assert [in_kafka, "kafka", "kafka"] in [line.split() for line in lines]
+            assert [in_zookeeper, "zookeeper", "-"] in [line.split() for line in lines]
+    finally:
+        modern.close()
+    # A 0.9 coordinator forgets a group once its last member left (its offsets stay in Kafka):
+    # such a group is not listed, as the module docstring of zkconsumer.admin.group_list says.
+    wait_until(lambda: in_kafka not in cli("groups", "list")[1].splitlines(), 30,
+               "the coordinator to forget the emptied group")
+    assert kafka_committed(cluster, in_kafka, topic, PARTITIONS) == {p: 5 for p in PARTITIONS}

@@ -1,4 +1,4 @@
-"""``zkconsumer groups list|describe|delete``: Kafka's ConsumerGroupCommand/ConsumerOffsetChecker."""
+"""``zkconsumer groups list|describe|status|delete``: Kafka's ConsumerGroupCommand/ConsumerOffsetChecker."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import time
 
 from .. import admin
+from ..admin.group_list import list_all_groups, locate_groups
 from ..admin.snapshot import snapshot_group
 from ..admin.stores import CoordinatorOffsets
 from ..monitoring.lag import LagMonitor
@@ -21,7 +22,7 @@ from .common import (
     positive_int,
     zookeeper,
 )
-from .output import FORMATS, TtyProgress, render_description, render_group_lag, render_json
+from .output import FORMATS, TtyProgress, render_description, render_group_lag, render_json, render_table
 from .progress import terminal_caps
 from .watch import DEFAULT_HISTORY_S, watch
 
@@ -32,9 +33,16 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     groups = commands.add_parser("groups", help="list, describe or delete consumer groups")
     sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    p = sub.add_parser("list", parents=[common], help="list the consumer groups in ZooKeeper")
+    p = sub.add_parser("list", parents=[common],
+                       help="list the consumer groups in ZooKeeper and at the brokers' group coordinators")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (for people, the default) or json (for scripts)")
+    p.add_argument("--stores", action="store_true",
+                   help="also say where each group's offsets and live members are: zookeeper, kafka or both "
+                        "(asks each group's coordinator); the table gains OFFSETS and MEMBERSHIP columns, the "
+                        "JSON lists objects instead of names")
+    p.add_argument("--socket-timeout-ms", type=int, default=10000, metavar="MS",
+                   help="timeout of each request to a broker (default 10000)")
     p.set_defaults(run=run_list)
 
     p = sub.add_parser("describe", parents=[common],
@@ -74,12 +82,30 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def run_list(args: argparse.Namespace) -> int:
+    """The groups of ZooKeeper and of every broker (ListGroups), one name a line or a JSON list of names;
+    with ``--stores``, where each keeps its offsets and members. A broker that cannot be asked is a
+    warning on stderr: ZooKeeper's groups are listed all the same."""
     with zookeeper(args) as zk:
-        groups = admin.list_groups(zk)
+        listing = list_all_groups(zk, socket_timeout_ms=args.socket_timeout_ms)
+        located = locate_groups(zk, listing, socket_timeout_ms=args.socket_timeout_ms) if args.stores else None
+    for problem in listing.problems:
+        sys.stderr.write(f"warning: could not list the groups of {problem}; groups known only to it may be "
+                         "missing\n")
+    if located is None:
+        if args.format == "json":
+            sys.stdout.write(render_json(listing.groups))
+        else:
+            sys.stdout.write("".join(f"{g}\n" for g in listing.groups))
+        return EXIT_OK
+    for found in located:
+        if found.problem is not None:
+            sys.stderr.write(f"warning: {found.problem}\n")
     if args.format == "json":
-        sys.stdout.write(render_json(groups))
+        sys.stdout.write(render_json([{"group": g.group, "offsets": g.offsets, "membership": g.membership}
+                                      for g in located]))
     else:
-        sys.stdout.write("".join(f"{g}\n" for g in groups))
+        sys.stdout.write(render_table(["GROUP", "OFFSETS", "MEMBERSHIP"],
+                                      [[g.group, g.offsets, g.membership] for g in located]))
     return EXIT_OK
 
 

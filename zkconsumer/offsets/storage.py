@@ -407,8 +407,10 @@ class KafkaOffsetStorage:
             elif code in MEMBERSHIP_LOST_CODES:
                 outcome.error = OffsetStorageError(
                     f"Kafka refused a commit of ZooKeeper-managed group {self._group_id} ({error_name(code)}): the "
-                    "broker's group coordinator manages this group, so members with group.membership=kafka are "
-                    "running; stop them before running ZooKeeper-membership members (see the documentation's page "
+                    "broker's group coordinator manages this group, so coordinator members are running "
+                    "(group.membership=kafka, or Kafka's new consumers: the Java KafkaConsumer, kafka-python, "
+                    "confluent-kafka); commits without a generation (ZooKeeper membership, Spark's commits) are "
+                    "refused until they stop (see the documentation's page "
                     "Migration from Kafka's consumer)",
                     retriable=False, fenced=outcome.fenced)
                 return None
@@ -513,19 +515,26 @@ class DualOffsetStorage:
 # --------------------------------------------------------------------------- from config
 
 
-def make_offset_storage(config: "ConsumerConfig", group: "GroupClient") -> OffsetStorage:
+def make_offset_storage(config: "ConsumerConfig", group: "GroupClient", *,
+                        owner_fenced: Optional[bool] = None) -> OffsetStorage:
     """The storage ``config`` asks for.
 
-    ``offsets.storage=zookeeper``: :class:`ZooKeeperOffsetStorage` (fenced).
+    ``offsets.storage=zookeeper``: :class:`ZooKeeperOffsetStorage`.
     ``offsets.storage=kafka``: :class:`KafkaOffsetStorage`, wrapped in
     :class:`DualOffsetStorage` when ``dual.commit.enabled``. Under
     ``group.membership=zookeeper`` every write is fenced by ZooKeeper ownership;
     under ``group.membership=kafka`` by the coordinator's generation.
+
+    ``owner_fenced`` overrides that choice for a writer that is no member
+    (Spark's driver): ``True`` fences by the ZooKeeper owner nodes the entries
+    name, ``False`` writes as is (Kafka: OffsetCommit v1 under generation -1,
+    which the coordinator still refuses while it manages the group).
     """
     if config.offsets_storage == "zookeeper":
-        return ZooKeeperOffsetStorage(group, fenced=True)
+        return ZooKeeperOffsetStorage(group, fenced=owner_fenced is not False)
 
-    zookeeper_membership = config.group_membership == "zookeeper"
+    zookeeper_membership = config.group_membership == "zookeeper" if owner_fenced is None else owner_fenced
+
     channel = CoordinatorChannel(
         config.group_id,
         brokers=lambda: group.brokers(config.security_protocol),

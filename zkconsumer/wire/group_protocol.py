@@ -21,6 +21,7 @@ Heartbeat           12       0        stay a member; learn that a rebalance star
 LeaveGroup          13       0        leave at once instead of after the session timeout
 SyncGroup           14       0        the leader hands out, every member receives, the assignment
 DescribeGroups      15       0        a group's state and members, as the coordinator sees them (admin)
+ListGroups          16       0        the groups a broker coordinates (admin: ``groups list``)
 ==================  =======  =======  ===================================================
 
 Version choices, from Kafka 0.9.0.1's ``KafkaApis``: OffsetCommit v0 and
@@ -45,6 +46,8 @@ from typing import Any, ClassVar, Dict, Sequence, Tuple
 
 from kafka.protocol.admin import DescribeGroupsRequest as _KDescribeGroupsRequest
 from kafka.protocol.admin import DescribeGroupsResponse as _KDescribeGroupsResponse
+from kafka.protocol.admin import ListGroupsRequest as _KListGroupsRequest
+from kafka.protocol.admin import ListGroupsResponse as _KListGroupsResponse
 from kafka.protocol.consumer import HeartbeatRequest as _KHeartbeatRequest
 from kafka.protocol.consumer import HeartbeatResponse as _KHeartbeatResponse
 from kafka.protocol.consumer import JoinGroupRequest as _KJoinGroupRequest
@@ -77,6 +80,7 @@ __all__ = [
     "JoinGroupRequest", "JoinGroupResponse", "GroupMember", "SyncGroupRequest", "SyncGroupResponse",
     "HeartbeatRequest", "HeartbeatResponse", "LeaveGroupRequest", "LeaveGroupResponse",
     "API_DESCRIBE_GROUPS", "DescribeGroupsRequest", "DescribedGroup", "DescribedMember",
+    "API_LIST_GROUPS", "ListGroupsRequest", "ListedGroups",
 ]
 
 API_OFFSET_COMMIT = 8
@@ -87,6 +91,7 @@ API_HEARTBEAT = 12
 API_LEAVE_GROUP = 13
 API_SYNC_GROUP = 14
 API_DESCRIBE_GROUPS = 15
+API_LIST_GROUPS = 16
 
 # Error codes this module's callers act on (names as Kafka 0.9's ``Errors``).
 NO_ERROR = 0
@@ -479,3 +484,30 @@ class DescribeGroupsRequest(KafkaPythonRequest[Tuple[DescribedGroup, ...]]):
                            tuple(DescribedMember(field_text(m.member_id), field_text(m.client_id),
                                                  field_text(m.client_host)) for m in field_items(g.members)))
             for g in field_items(response.groups))
+
+
+# --------------------------------------------------------------------------- ListGroups v0
+
+
+@dataclass(frozen=True)
+class ListedGroups:
+    """A broker's answer to ListGroups: an error code and ``(group_id, protocol_type)`` of each
+    group it coordinates (in Kafka 0.9: the groups with coordinator members)."""
+
+    error_code: int
+    groups: Tuple[Tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ListGroupsRequest(KafkaPythonRequest[ListedGroups]):
+    """ListGroups v0 (Kafka 0.9): sent to every broker, each answers for the groups it coordinates."""
+
+    API_KEY: ClassVar[int] = API_LIST_GROUPS
+    RESPONSE: ClassVar[Any] = _KListGroupsResponse
+
+    def message(self) -> Any:
+        return _KListGroupsRequest(version=self.API_VERSION)
+
+    def convert(self, response: Any) -> ListedGroups:
+        return ListedGroups(int(response.error_code), tuple(
+            (field_text(g.group_id), field_text(g.protocol_type)) for g in field_items(response.groups)))

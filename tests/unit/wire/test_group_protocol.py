@@ -206,3 +206,13 @@ def test_describe_groups_request_and_response() -> None:
         g.DescribedGroup("grp", 0, "Stable", "consumer", (g.DescribedMember("m-1", "cli", "/10.0.0.1"),)),
         g.DescribedGroup("other", 16, "", "", ()),
     )
+
+
+def test_list_groups_request_and_response() -> None:
+    from kafka.protocol.old.admin import ListGroupsRequest_v0, ListGroupsResponse_v0
+
+    request = g.ListGroupsRequest()
+    assert (request.API_KEY, request.API_VERSION) == (16, 0)
+    assert request.encode_body() == ListGroupsRequest_v0().encode()
+    body = ListGroupsResponse_v0(error_code=0, groups=[("grp", "consumer"), ("old", "")]).encode()
+    assert request.decode_response(memoryview(body)) == g.ListedGroups(0, (("grp", "consumer"), ("old", "")))
