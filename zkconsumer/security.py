@@ -79,16 +79,24 @@ _SSL_FILE_PROPERTIES = ("ssl.cafile", "ssl.certfile", "ssl.keyfile")
 
 
 class SecurityConfig(Protocol):
-    """The properties this module reads (a :class:`~zkconsumer.config.ConsumerConfig` has them all)."""
+    """The properties this module reads, read-only (a :class:`~zkconsumer.config.ConsumerConfig` has them all)."""
 
-    group_id: str
-    zookeeper_auth: Optional[str]
-    zookeeper_acl_enable: bool
-    security_protocol: str
-    ssl_cafile: Optional[str]
-    ssl_certfile: Optional[str]
-    ssl_keyfile: Optional[str]
-    ssl_check_hostname: bool
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def zookeeper_auth(self) -> Optional[str]: ...
+    @property
+    def zookeeper_acl_enable(self) -> bool: ...
+    @property
+    def security_protocol(self) -> str: ...
+    @property
+    def ssl_cafile(self) -> Optional[str]: ...
+    @property
+    def ssl_certfile(self) -> Optional[str]: ...
+    @property
+    def ssl_keyfile(self) -> Optional[str]: ...
+    @property
+    def ssl_check_hostname(self) -> bool: ...
 
 
 def check_config(config: SecurityConfig) -> None:
