@@ -88,9 +88,10 @@ def test_a_stale_file_is_reported_with_the_command_that_regenerates_it(tmp_path:
     assert (result.returncode, result.stderr) == (0, "")
 
 
-def test_mypy_reads_the_typed_attributes_not_getattr(tmp_path: Path) -> None:
+def test_mypy_reads_the_typed_attributes_not_getattr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``config.<property>`` has the table's type under mypy --strict, and a misspelt one is an error."""
     api = pytest.importorskip("mypy.api")
+    monkeypatch.chdir(Path(config_types.__file__).parents[1])  # mypy finds this checkout's zkconsumer from here
     program = tmp_path / "uses_config.py"
     program.write_text(
         "from zkconsumer.config import ConsumerConfig\n"
