@@ -21,11 +21,11 @@ static int have_clmul = 0;  /* set by crc_init */
 #endif
 
 void crc_init(void) {
+    int i, k;
 #ifdef HAVE_CLMUL_CRC
     __builtin_cpu_init();
     have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 #endif
-    int i, k;
     for (i = 0; i < 256; i++) {
         uint32_t c = (uint32_t)i;
         for (k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
