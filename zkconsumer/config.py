@@ -62,7 +62,9 @@ value exactly as ``java.util.Properties`` read it (0.9.0.1 trims it first), and:
 Values given as Python ``bool``/``int`` need no spelling. Surrounding whitespace
 of a value that Kafka would read differently is reported as such in the error.
 
-May import: errors, properties_file, config_checks.
+The attributes' types for mypy: ``config_attributes.py``, written by ``python -m zkconsumer.config_types --write``.
+
+May import: errors, properties_file, config_checks, config_attributes.
 """
 
 from __future__ import annotations
@@ -71,11 +73,16 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 from .config_checks import check_zookeeper_connect, unknown_property
 from .errors import ConfigurationError
 from .properties_file import parse_properties, parse_properties_with_lines
+
+if TYPE_CHECKING:  # declarations only: at run time __getattr__ answers (and a stale file cannot break an import)
+    from .config_attributes import PropertyAttributes
+else:
+    PropertyAttributes = object
 
 __all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue", "parse_properties"]
 
@@ -415,7 +422,7 @@ def _property_name(key: object, allow_attribute: bool) -> str:
 # --------------------------------------------------------------------------- the config
 
 
-class ConsumerConfig:
+class ConsumerConfig(PropertyAttributes):
     """An immutable, validated consumer configuration.
 
     ``props`` maps Kafka's dotted property names to values (``str``, ``int``,
@@ -543,15 +550,17 @@ class ConsumerConfig:
         """
         return {name: self._values[name] for name in PROPERTIES if name in self._given}
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        dotted = _ATTRIBUTES.get(name)
-        if dotted is None:
-            suggestion = difflib.get_close_matches(name, list(_ATTRIBUTES), n=1, cutoff=0.7)
-            hint = f"; did you mean {suggestion[0]}?" if suggestion else ""
-            raise AttributeError(f"ConsumerConfig has no property attribute {name!r}{hint}")
-        return self._values[dotted]
+    if not TYPE_CHECKING:  # hidden from mypy, which reads the typed attributes of PropertyAttributes instead
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            dotted = _ATTRIBUTES.get(name)
+            if dotted is None:
+                suggestion = difflib.get_close_matches(name, list(_ATTRIBUTES), n=1, cutoff=0.7)
+                hint = f"; did you mean {suggestion[0]}?" if suggestion else ""
+                raise AttributeError(f"ConsumerConfig has no property attribute {name!r}{hint}")
+            return self._values[dotted]
 
     def __dir__(self) -> List[str]:
         return sorted(set(super().__dir__()) | set(_ATTRIBUTES))

@@ -4,7 +4,7 @@ Decodes one ~1 MB chunk of 100 B messages (a fetch response's worth) into an Arr
 batch the way ``KafkaStream.batches()`` does, over and over, in two ways, alternated:
 
 * ``reused``: each batch is dropped before the next chunk is decoded, so the decoder's
-  recycled block buffers (``release_bytes`` in ``_speedups.c``) are taken again;
+  recycled block buffers (``release_bytes`` in ``_speedups_block.c``) are taken again;
 * ``fresh``: the last 16 batches are kept alive, so every chunk gets newly allocated buffers
   (the behaviour before batches went through ``block.buffers()``).
 

@@ -19,7 +19,8 @@ from kafka import KafkaProducer
 from zkconsumer.errors import MessageSizeTooLargeError
 from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager, fetcher_id
-from zkconsumer.zookeeper.zkformat import Broker, decode_broker
+from zkconsumer.structs import Broker
+from zkconsumer.zookeeper.zkformat import decode_broker
 
 TP = Tuple[str, int]
 

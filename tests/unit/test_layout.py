@@ -340,6 +340,37 @@ def strongly_connected(edges: Dict[str, Set[str]]) -> List[List[str]]:
     return found
 
 
+#: Folders that know nothing of ZooKeeper (neither ``zookeeper/`` nor kazoo): fetching and committing
+#: work the same whichever membership (ZooKeeper or the brokers' coordinator) runs the group.
+ZOOKEEPER_FREE = ("fetch", "offsets")
+#: What ``offsets/`` still imports of ZooKeeper: the ZooKeeper offset storage and the committer's
+#: ``GroupClient``, which move out once ``GroupClient`` is composed of collaborators (issue 43,
+#: item 1). Each entry must still occur (test_zookeeper_free_exceptions_still_occur).
+ZOOKEEPER_FREE_EXCEPTIONS: FrozenSet[str] = frozenset({
+    "zkconsumer.offsets.storage imports kazoo.exceptions",
+    "zkconsumer.offsets.storage imports zkconsumer.zookeeper.offset_nodes",
+    "zkconsumer.offsets.storage imports zkconsumer.zookeeper.group (under TYPE_CHECKING)",
+    "zkconsumer.offsets.committer imports zkconsumer.zookeeper.group",
+})
+
+
+def zookeeper_violations(package: Package) -> List[str]:
+    """Imports of ``zookeeper/`` or of kazoo by a module of a ZOOKEEPER_FREE folder."""
+    found = []
+    for module in package.paths:
+        if package.top(module) not in ZOOKEEPER_FREE:
+            continue
+        for imp in package.imports(module):
+            if package.top(imp.target) == "zookeeper":
+                how = " (under TYPE_CHECKING)" if imp.typing_only else ""
+                found.append(f"{module} imports {imp.target}{how}")
+        for node in ast.walk(package.trees[module]):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{module} imports {name}" for name in names if name.split(".")[0] == "kazoo"]
+    return found
+
+
 CHECKS = (rule_violations, private_violations, reexport_violations, cycle_violations)
 
 
@@ -380,6 +411,34 @@ def test_every_folder_and_top_level_module_states_what_it_may_import(zkconsumer:
 def test_the_package_obeys(zkconsumer: Package, check: Callable[[Package], List[str]], what: str) -> None:
     found = new_violations(check(zkconsumer))
     assert not found, f"{what}:\n" + "\n".join(found)
+
+
+def test_fetch_and_offsets_import_nothing_of_zookeeper(zkconsumer: Package) -> None:
+    found = sorted(set(zookeeper_violations(zkconsumer)) - ZOOKEEPER_FREE_EXCEPTIONS)
+    assert not found, f"{', '.join(ZOOKEEPER_FREE)} may import neither zookeeper/ nor kazoo:\n" + "\n".join(found)
+    rules, _missing = zkconsumer.rules()
+    assert "zookeeper" not in rules["fetch"].allowed
+
+
+def test_zookeeper_free_exceptions_still_occur(zkconsumer: Package) -> None:
+    gone = sorted(ZOOKEEPER_FREE_EXCEPTIONS - set(zookeeper_violations(zkconsumer)))
+    assert not gone, "no longer imported, remove from ZOOKEEPER_FREE_EXCEPTIONS:\n" + "\n".join(gone)
+
+
+def test_the_checker_finds_zookeeper_and_kazoo_imports_in_fetch(tmp_path: Path) -> None:
+    package = write_package(tmp_path, {
+        "__init__.py": '"""P.\n\nMay import: zookeeper, fetch.\n"""\n',
+        "zookeeper/__init__.py": '"""Z.\n\nMay import: the standard library only.\n"""\n',
+        "zookeeper/zkformat.py": "class Broker: ...\n",
+        "fetch/__init__.py": '"""F.\n\nMay import: zookeeper.\n"""\n',
+        "fetch/manager.py": "import kazoo.client\nfrom kazoo.exceptions import NoNodeError\n"
+                            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..zookeeper.zkformat import Broker\n",
+    })
+    assert sorted(zookeeper_violations(package)) == [
+        "pkg.fetch.manager imports kazoo.client",
+        "pkg.fetch.manager imports kazoo.exceptions",
+        "pkg.fetch.manager imports pkg.zookeeper.zkformat (under TYPE_CHECKING)",
+    ]
 
 
 def test_known_violations_still_occur(zkconsumer: Package) -> None:

@@ -10,7 +10,7 @@ Joins group G (default ``perf-consumer-<random>``, as Kafka's tool), consumes N
 messages on K streams (one thread each; ``--batch``: as Arrow record batches)
 and prints Kafka's two summary lines (header, then ``start.time, end.time,
 data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec``), then, as the
-last line, one JSON object (see :mod:`zkconsumer.perf`). While stderr is a
+last line, one JSON object (see :mod:`zkconsumer.cli.measure`). While stderr is a
 terminal, a status line there shows messages, msg/s (over the last half
 second) and MB/s as it runs; stdout is unchanged.
 
@@ -95,7 +95,7 @@ def _delivered(streams: List["KafkaStream"]) -> Tuple[int, int]:
 
 def run_perf_command(args: argparse.Namespace) -> int:
     from ..config import ConsumerConfig
-    from ..perf import kafka_style_lines, run_perf
+    from .measure import kafka_style_lines, run_perf
 
     if args.warmup_ms < 0:
         raise CliError("--warmup-ms must be >= 0", 2)

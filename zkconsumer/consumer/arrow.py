@@ -121,7 +121,7 @@ def _block_columns(block: Any) -> Any:
 
     Through ``block.buffers()``: the arrays then keep the block alive rather than its
     ``bytes`` objects, so the C decoder recycles those once the arrays are gone (fresh
-    buffers cost a page fault per 4 KB; see ``release_bytes`` in ``_speedups.c``).
+    buffers cost a page fault per 4 KB; see ``release_bytes`` in ``_speedups_block.c``).
     """
     n = len(block)
     offsets, key_validity, key_offsets, key_data, value_validity, value_offsets, value_data = block.buffers()

@@ -49,7 +49,6 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 from kazoo.client import KazooClient
 
-from .. import security
 from ..config import ConsumerConfig
 from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError
 from ..fetch.handoff import ChunkQueue
@@ -60,6 +59,7 @@ from ..offsets.retry import commit_retrying
 from ..offsets.storage import make_offset_storage
 from ..structs import TopicPartition
 from ..threads import ParallelStops
+from ..zookeeper.acl import zookeeper_acls
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
 from .acks import ProcessedOffsets
@@ -163,7 +163,7 @@ class ConsumerConnectorBase(abc.ABC):
                 self.config.group_id,
                 self.consumer_id,
                 retry_timeout_s=self._session_timeout_s(),  # the granted timeout: past it the session is gone anyway
-                acl=security.zookeeper_acls(self.config),
+                acl=zookeeper_acls(self.config),
             )
             self._group.note_session()
             storage = make_offset_storage(self.config, self._group)

@@ -16,10 +16,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from .. import security
 from ..config import ConsumerConfig
 from ..errors import ZooKeeperAccessError, ZooKeeperUnavailableError
+from ..security import check_config
 from ..zookeeper import server_order
+from ..zookeeper.acl import prepare_zookeeper, zookeeper_auth_data
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
 from ..zookeeper.reachability import diagnose
 
@@ -33,12 +34,12 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
     within ``zookeeper.connection.timeout.ms`` (or ZooKeeper fails while preparing), and
     :class:`ZooKeeperAccessError` if ``zookeeper.auth`` is refused; the client is closed then.
     """
-    security.check_config(cfg)  # bad ACL/TLS settings fail before a session is opened
+    check_config(cfg)  # bad ACL/TLS settings fail before a session is opened
     client = KazooClient(
         hosts=cfg.zookeeper_connect,
         timeout=cfg.zookeeper_session_timeout_ms / 1000.0,
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
-        auth_data=security.zookeeper_auth_data(cfg),
+        auth_data=zookeeper_auth_data(cfg),
     )
     heartbeat = SessionHeartbeat.install(client, cfg.zookeeper_heartbeat)
     server_order.install(client)  # after a drop, every other server before the one just left
@@ -53,7 +54,7 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
         ) from exc
     try:
         try:
-            security.prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
+            prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
         except NoAuthError as exc:
             raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
         except KazooException as exc:

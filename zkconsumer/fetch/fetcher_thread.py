@@ -46,7 +46,7 @@ queue plus one parked chunk per partition of the stream (each at most
 plus, per fetcher thread, its connection's response buffer, as large as the largest
 response so far (at most ``fetch.message.max.bytes`` per partition it serves; kept
 and reused until the fetcher stops, see ``BrokerConnection(reuse_buffer=True)``), and per process
-at most 8 recycled block buffers of at most 4 MB (``_speedups.c``, ``release_bytes``). A partition that
+at most 8 recycled block buffers of at most 4 MB (``_speedups_block.c``, ``release_bytes``). A partition that
 leaves its fetcher (removed, handed back, stopped) drops its parked chunk; its
 ``fetched_offset`` never moved past it, so the next fetch gets the same messages.
 """

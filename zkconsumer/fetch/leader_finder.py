@@ -15,16 +15,13 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set
+from typing import Callable, List, Optional, Sequence, Set
 
 from ..errors import BrokerError
-from ..structs import TopicPartition
+from ..structs import Broker, TopicPartition
 from ..threads import ShutdownableThread
 from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..zookeeper.zkformat import Broker
 
 __all__ = ["LeaderFinder", "LeaderFinderHost"]
 

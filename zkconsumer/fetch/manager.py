@@ -76,22 +76,19 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..assignors import java_string_hash
 from ..errors import ConsumerShutdownError
-from ..security import broker_ssl_context
-from ..structs import TopicPartition
+from ..structs import Broker, TopicPartition
 from ..threads import ShutdownableThread
 from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
+from ..wire.tls import broker_ssl_context
 from .fetch_stats import FetchStats
 from .fetcher_thread import FetcherKey, FetcherThread
 from .handoff import ChunkQueue, PartitionTopicInfo
 from .leader_finder import LeaderFinder, LeaderFinderHost
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..zookeeper.zkformat import Broker
 
 __all__ = ["FetcherManager", "connections_per_broker", "fetcher_id", "spread_over_connections"]
 

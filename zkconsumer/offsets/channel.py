@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 from ..errors import BrokerError, BrokerUnavailableError
-from ..security import broker_ssl_context
+from ..structs import Broker
 from ..wire.broker_errors import error_for_code
 from ..wire.connection import BrokerConnection
 from ..wire.group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordinatorRequest
 from ..wire.protocol import Request
-from ..zookeeper.zkformat import Broker
+from ..wire.tls import broker_ssl_context
 
 __all__ = ["Coordinator", "CoordinatorChannel", "ConnectionFactory", "connection_factory"]
 

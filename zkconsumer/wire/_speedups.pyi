@@ -1,6 +1,12 @@
-"""Types of the optional C accelerator (``_speedups.c``); see that file for the contracts."""
+"""Types of the optional C accelerator (``_speedups.c`` and its ``_speedups_*.c``); see those files for the contracts."""
 
 from typing import Any, Callable, Optional, Sequence, Tuple
+
+END: int
+TRUNCATED: int
+WRAPPER: int
+CORRUPT: int
+CRC32_IMPLEMENTATION: str
 
 class MessageBlock(Sequence[Tuple[int, Optional[bytes], Optional[bytes]]]):
     offsets: Any

@@ -67,10 +67,13 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from ..errors import CorruptMessageError
 from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only, xxh32
+
+if TYPE_CHECKING:  # the stub's types (whether or not the extension is built)
+    from . import _speedups as _speedups_types
 
 #: One decoded message: ``(offset, key, value)`` (what fetchers hand to the streams' queues).
 RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
@@ -79,7 +82,38 @@ __all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_s
            "UnsupportedCompressionError", "xxh32"]
 
 
-def _load_speedups() -> Any:
+class Speedups(Protocol):
+    """The C extension :mod:`zkconsumer.wire._speedups` as the Python modules use it.
+
+    Its types and contracts are in ``_speedups.pyi`` and ``_speedups*.c``; mypy checks that the
+    module (typed by that stub) is a ``Speedups`` where :func:`_load_speedups` returns it.
+    """
+
+    @property
+    def END(self) -> int: ...
+    @property
+    def TRUNCATED(self) -> int: ...
+    @property
+    def WRAPPER(self) -> int: ...
+    @property
+    def CORRUPT(self) -> int: ...
+    @property
+    def CRC32_IMPLEMENTATION(self) -> str: ...
+    @property
+    def MessageBlock(self) -> Type[_speedups_types.MessageBlock]: ...
+    @property
+    def Cursor(self) -> Type[_speedups_types.Cursor]: ...
+    def crc32(self, data: Buffer, /) -> int: ...
+    def decode(self, buffer: Buffer, start: int, fetch_offset: int, top_level: bool,
+               wrapper_offset: Optional[int] = ..., /) -> Tuple[Any, ...]: ...
+    def decode_inner(self, sets: Sequence[Tuple[Buffer, Optional[int]]], fetch_offset: int, /) -> Tuple[Any, ...]: ...
+    def concat(self, blocks: Sequence[_speedups_types.MessageBlock], /) -> _speedups_types.MessageBlock: ...
+    def recv_exactly(self, fd: int, buffer: Buffer, timeout_ms: int, /) -> int: ...
+    def recv_frame(self, fd: int, buffer: Buffer, timeout_ms: int, request: Optional[bytes] = None, /
+                   ) -> Tuple[int, int, int]: ...
+
+
+def _load_speedups() -> Optional[Speedups]:
     """The C extension, or ``None`` if it is not built or ``ZKCONSUMER_PURE_PYTHON`` asks for pure Python."""
     if os.environ.get("ZKCONSUMER_PURE_PYTHON", "") not in ("", "0"):
         return None
@@ -92,11 +126,11 @@ def _load_speedups() -> Any:
 
 _speedups = _load_speedups()
 #: The loaded C extension module, or ``None`` (shared with the other wire modules).
-speedups: Any = _speedups
+speedups: Optional[Speedups] = _speedups
 #: True when :func:`decode_message_set` (and the stream iterator) use the C extension.
 ACCELERATED = _speedups is not None
 #: The type of ``DecodedMessageSet.messages`` produced by the C decoder (``None`` without it).
-MessageBlock: Any = _speedups.MessageBlock if _speedups is not None else None
+MessageBlock: Optional[Type[_speedups_types.MessageBlock]] = _speedups.MessageBlock if _speedups is not None else None
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -161,14 +195,15 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
     :class:`UnsupportedCompressionError`) only when no message could be decoded
     before the bad entry.
     """
-    if _speedups is None:
+    native = _speedups
+    if native is None:
         return decode_message_set_python(buf, topic, partition, fetch_offset)
-    decode = _speedups.decode
+    decode = native.decode
     block, stop, next_offset, status, bad_offset, reason = decode(buf, 0, fetch_offset, True)
-    if status <= _speedups.TRUNCATED:  # the common case: no wrapper, nothing corrupt
+    if status <= native.TRUNCATED:  # the common case: no wrapper, nothing corrupt
         return DecodedMessageSet(block, stop, len(buf), fetch_offset if next_offset is None else next_offset)
-    if status == _speedups.WRAPPER and not block and _HAS_DECODE_INNER:
-        fast = _fast_wrappers(buf, stop, bad_offset, fetch_offset)
+    if status == native.WRAPPER and not block and _HAS_DECODE_INNER:
+        fast = _fast_wrappers(native, buf, stop, bad_offset, fetch_offset)
         if fast is not None:
             return fast
     blocks = [block] if block else []
@@ -176,8 +211,8 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
     last = fetch_offset if next_offset is None else next_offset
     pos = stop
     try:
-        while status == _speedups.WRAPPER:
-            inner, pos = _fast_wrapper(buf, pos, bad_offset, fetch_offset)
+        while status == native.WRAPPER:
+            inner, pos = _fast_wrapper(native, buf, pos, bad_offset, fetch_offset)
             if inner:
                 blocks.append(inner)
                 have += len(inner)
@@ -189,19 +224,19 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
             if next_offset is not None:
                 last = next_offset
             pos = stop
-        if status == _speedups.CORRUPT:
+        if status == native.CORRUPT:
             raise _Corrupt(pos, bad_offset, reason)
     except _Corrupt as bad:
         if not have:
             cls = UnsupportedCompressionError if bad.unsupported else CorruptMessageError
             raise cls(topic, partition, bad.offset, bad.reason) from bad.__cause__
-        messages = _speedups.concat(blocks)
-        return DecodedMessageSet(messages, bad.pos, len(buf), messages.last_offset + 1)
-    messages = blocks[0] if len(blocks) == 1 else _speedups.concat(blocks)
+        messages = native.concat(blocks)
+        return DecodedMessageSet(messages, bad.pos, len(buf), messages.offset_at(-1) + 1)
+    messages = blocks[0] if len(blocks) == 1 else native.concat(blocks)
     return DecodedMessageSet(messages, pos, len(buf), last if pos else fetch_offset)
 
 
-def _fast_wrappers(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Optional[DecodedMessageSet]:
+def _fast_wrappers(native: Speedups, buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Optional[DecodedMessageSet]:
     """C path for a set made of compressed wrappers only (what Kafka's producers write).
 
     Decompresses each wrapper from byte ``pos`` on (the first at ``offset``) and
@@ -212,11 +247,11 @@ def _fast_wrappers(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Opt
     codec that cannot be decompressed. Then the general loop reports it exactly.
     """
     view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
-    decode = _speedups.decode
+    decode = native.decode
     sets: List[Tuple[Any, Optional[int]]] = []
-    status = _speedups.WRAPPER
+    status = native.WRAPPER
     last = fetch_offset
-    while status == _speedups.WRAPPER:
+    while status == native.WRAPPER:
         size, _crc, magic, attributes = _WRAPPER_HEAD.unpack_from(view, pos + 8)
         key_pos = pos + (30 if magic else 22)
         key_len = _INT32.unpack_from(view, key_pos - 4)[0]
@@ -230,11 +265,11 @@ def _fast_wrappers(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Opt
         sets.append((read_only(raw), offset if magic >= 1 else None))
         last = offset + 1
         block, pos, next_offset, status, offset, _reason = decode(buf, pos + _LOG_OVERHEAD + size, fetch_offset, True)
-        if block or status == _speedups.CORRUPT:
+        if block or status == native.CORRUPT:
             return None
         if next_offset is not None:  # uncompressed entries below the fetch offset between wrappers
             last = next_offset
-    block, _bad, _reason = _speedups.decode_inner(sets, fetch_offset)
+    block, _bad, _reason = native.decode_inner(sets, fetch_offset)
     if block is None:
         return None
     return DecodedMessageSet(block, pos, len(buf), last)
@@ -243,7 +278,7 @@ def _fast_wrappers(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Opt
 _HAS_DECODE_INNER = _speedups is not None and hasattr(_speedups, "decode_inner")
 
 
-def _fast_wrapper(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Tuple[Any, int]:
+def _fast_wrapper(native: Speedups, buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Tuple[Any, int]:
     """C path: the inner messages (a MessageBlock) of the wrapper at ``pos``, and the byte after it.
 
     The C decoder already checked the wrapper's CRC and bounds.
@@ -256,9 +291,9 @@ def _fast_wrapper(buf: Buffer, pos: int, offset: int, fetch_offset: int) -> Tupl
     value_len = _INT32.unpack_from(view, value_len_pos)[0]
     value = None if value_len < 0 else bytes(view[value_len_pos + 4:value_len_pos + 4 + value_len])
     raw = _inflate(pos, offset, magic, attributes & CODEC_MASK, value)
-    inner, _stop, _next, status, _bad, reason = _speedups.decode(
+    inner, _stop, _next, status, _bad, reason = native.decode(
         raw, 0, fetch_offset, False, offset if magic >= 1 else None)
-    if status == _speedups.CORRUPT:
+    if status == native.CORRUPT:
         raise _Corrupt(pos, offset, f"inside compressed message: {reason}")
     return inner, pos + _LOG_OVERHEAD + size
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ..errors import MalformedZnodeError
+from ..structs import Broker  # in __all__: zkformat.Broker still names it (structs is its home)
 
 __all__ = [
     "BROKER_IDS_PATH",
@@ -247,15 +248,6 @@ def _int_list(path: str, key: str, value: object) -> List[int]:
 
 
 # --------------------------------------------------------------------------- brokers
-
-
-@dataclass(frozen=True)
-class Broker:
-    """A live broker: its id and the host/port of the endpoint we connect to."""
-
-    id: int
-    host: str
-    port: int
 
 
 # Kafka's EndPoint.createEndPoint: protocol://host:port, protocol://[ipv6]:port, host may be empty.

@@ -1,4 +1,4 @@
-"""zkconsumer.security without servers: credentials, ACLs, the TLS context and its errors."""
+"""zkconsumer.security, zookeeper.acl and wire.tls without servers: credentials, ACLs, the TLS context and its errors."""
 
 from __future__ import annotations
 
@@ -17,14 +17,9 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 from benchmarks.cluster.tls import SslFiles, generate_ssl_files
 from zkconsumer import ConsumerConfig
 from zkconsumer.errors import ConfigurationError
-from zkconsumer.security import (
-    broker_ssl_context,
-    check_config,
-    digest_id,
-    prepare_zookeeper,
-    zookeeper_acls,
-    zookeeper_auth_data,
-)
+from zkconsumer.security import check_config
+from zkconsumer.wire.tls import broker_ssl_context
+from zkconsumer.zookeeper.acl import digest_id, prepare_zookeeper, zookeeper_acls, zookeeper_auth_data
 
 
 def config(**props: object) -> ConsumerConfig:

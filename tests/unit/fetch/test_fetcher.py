@@ -22,6 +22,7 @@ from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, Cor
 from zkconsumer.fetch.fetcher_thread import held_back_wait_ms
 from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager, connections_per_broker, fetcher_id, spread_over_connections
+from zkconsumer.structs import Broker
 from zkconsumer.wire.protocol import (
     BrokerMetadata,
     FetchPartition,
@@ -31,7 +32,6 @@ from zkconsumer.wire.protocol import (
     PartitionMetadata,
     TopicMetadata,
 )
-from zkconsumer.zookeeper.zkformat import Broker
 
 TP = Tuple[str, int]
 

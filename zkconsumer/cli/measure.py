@@ -1,4 +1,4 @@
-"""Consumer throughput measurement, the way Kafka's ``kafka.tools.ConsumerPerformance --zookeeper`` measures.
+"""``zkconsumer perf``'s measurement: throughput as Kafka's ``kafka.tools.ConsumerPerformance --zookeeper`` measures it.
 
 :func:`run_perf` joins a group with a :class:`~zkconsumer.connector.ZookeeperConsumerConnector`,
 creates ``threads`` streams of one topic, waits ``warmup_ms`` (Kafka's tool
@@ -23,8 +23,6 @@ The result is a dict (what ``zkconsumer perf`` prints as JSON)::
     rss_mb_samples,               # RSS every rss_interval_s during the window (if asked)
     start_time, end_time,         # wall clock, ISO 8601
     topic, group, threads, batch, accelerated, timed_out, warmup_ms
-
-May import: errors, config, threads, wire, consumer, connector.
 """
 
 from __future__ import annotations
@@ -38,11 +36,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .config import ConsumerConfig
-from .consumer.stream import KafkaStream
-from .errors import ConsumerTimeoutError
-from .threads import ShutdownableThread
-from .wire.messageset import ACCELERATED
+from ..config import ConsumerConfig
+from ..consumer.stream import KafkaStream
+from ..errors import ConsumerTimeoutError
+from ..threads import ShutdownableThread
+from ..wire.messageset import ACCELERATED
 
 __all__ = ["run_perf", "kafka_style_lines", "current_rss_mb", "peak_rss_mb"]
 
@@ -116,7 +114,7 @@ def _consume_messages(stream: KafkaStream, counter: _Counter, single: bool) -> N
 
 
 def _consume_batches(stream: KafkaStream, counter: _Counter, max_rows: Optional[int]) -> None:
-    from .consumer.arrow import value_bytes
+    from ..consumer.arrow import value_bytes
 
     target = counter.target
     try:
@@ -147,7 +145,7 @@ def run_perf(config: ConsumerConfig, topic: str, messages: int, threads: int = 1
     ``on_streams(streams)``, if given, is called once the streams exist (before
     the warm-up), e.g. to watch their ``delivered`` counters for progress.
     """
-    from .connector import ZookeeperConsumerConnector
+    from ..connector import ZookeeperConsumerConnector
 
     if messages < 1 or threads < 1:
         raise ValueError("messages and threads must be >= 1")
