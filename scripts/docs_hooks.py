@@ -14,6 +14,8 @@ page is rendered:
     the kept benchmark run ``benchmarks/results/NAME.json`` (written by ``scripts/bench-keep``):
     its tables, then its command, commit, date, machine, load and steal.
 
+Every page's footer shows the version the site documents (``setup.cfg``'s, by :func:`on_config`).
+
 An unknown marker or a missing result file fails the build (``PluginError``), so a page
 cannot silently lose a table. Loaded by ``mkdocs.yml`` (``hooks:``); ``scripts/docs`` builds.
 """
@@ -321,6 +323,21 @@ def render(kind: str, argument: Optional[str]) -> str:
     if kind == "results" and argument:
         return results_section(argument)
     raise PluginError(f"unknown generated table {kind!r} {argument or ''}")
+
+
+def project_version() -> str:
+    """``zkconsumer.__version__``, which ``setup.cfg`` builds the wheel and the sdist as (read, not imported)."""
+    found = re.search(r'^__version__ = "([^"]+)"', (ROOT / "zkconsumer" / "__init__.py").read_text(), re.MULTILINE)
+    if found is None:
+        raise PluginError("zkconsumer/__init__.py declares no __version__")
+    return found.group(1)
+
+
+def on_config(config: Any, **kwargs: Any) -> Any:
+    """The footer of every page: the version documented, its license, and where its source is."""
+    config["copyright"] = (f"zkconsumer {project_version()} · Apache License 2.0 · the source is in the sdist "
+                           "(zkconsumer-*.tar.gz) and shown under each object of the API reference")
+    return config
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:

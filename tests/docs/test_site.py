@@ -9,9 +9,15 @@ scripts ran) must show:
 * the API page of ``ZookeeperConsumerConnector``: the class heading and its documented methods;
 * the configuration page: a table row for every property in ``zkconsumer.config.PROPERTIES``.
 
+Served over HTTP on loopback and driven by Playwright (the same chromium), the site must also
+let a reader search (``commit_offsets`` finds the connector's API page), fit its widest tables
+and longest code lines in a 1280 px window (measured in the browser: nothing is cut off at the
+edge), show the version in every page's footer and each API object's source, and format long
+signatures over several lines.
+
 Each page's screenshot is kept as a test artefact in ``build/test-artifacts/docs/``
 (``$ZKCONSUMER_TEST_ARTIFACTS/docs/`` when set): ``home.png``, ``api-connector.png``,
-``configuration.png``. Besides: the API reference documents exactly the names each package's
+``configuration.png``, ``search.png``, ``wide-tables.png``. Besides: the API reference documents exactly the names each package's
 ``__all__`` exports (read from the built ``objects.inv``), and no built page loads anything
 from another host.
 """
@@ -154,3 +160,111 @@ def test_no_page_loads_anything_from_another_host(site: Path) -> None:
         if loads:
             external[str(page.relative_to(site))] = loads
     assert not external
+
+
+# ------------------------------------------------ the site as a reader uses it: served, searched, read
+
+
+@pytest.fixture(scope="module")
+def served(site: Path) -> Iterator[str]:
+    """The built site over HTTP on loopback (search's worker cannot load its index from a file:
+    URL): its base URL."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+class QuietHandler(__import__("http.server").server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's chromium driven by Playwright (the Python package; no browser is downloaded)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium(), args=[
+            flag for flag in CHROMIUM_FLAGS if flag not in ("--headless",) and not flag.startswith(("--window-size",
+                                                                                                    "--virtual-time"))])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    """A fresh page of a 1280 x 1600 window."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1600})  # type: ignore[attr-defined]
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+OVERFLOW = """() => {
+  const wide = [];
+  document.querySelectorAll('.md-typeset table, .md-typeset pre > code').forEach((element) => {
+    const box = element.tagName === 'TABLE' ? (element.closest('.md-typeset__scrollwrap') || element.parentElement)
+                                            : element;
+    if (element.scrollWidth > box.clientWidth + 1) {
+      wide.push(`${element.tagName} ${element.scrollWidth}px in ${box.clientWidth}px: `
+                + element.textContent.trim().slice(0, 60));
+    }
+  });
+  return wide;
+}"""
+
+
+def test_search_finds_a_method_by_name(served: str, page: object) -> None:
+    page.goto(served)  # type: ignore[attr-defined]
+    page.fill("input.md-search__input", "commit_offsets")  # type: ignore[attr-defined]
+    page.wait_for_selector(".md-search-result__item", timeout=30_000)  # type: ignore[attr-defined]
+    meta = page.inner_text(".md-search-result__meta")  # type: ignore[attr-defined]
+    assert re.match(r"\d+ matching documents?", meta), meta
+    links = page.eval_on_selector_all(".md-search-result__item a", "links => links.map(a => a.href)")  # type: ignore[attr-defined]
+    assert any("reference/connector/" in link for link in links), links
+    page.screenshot(path=str(artefact_dir() / "search.png"))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", ["latency/", "MONITORING/", "operations/", "performance/", "configuration/",
+                                  "reference/connector/"])
+def test_wide_tables_and_long_code_lines_fit_a_1280_px_window(served: str, page: object, path: str) -> None:
+    """Nothing is cut off at the window's edge: every table fits its box, and every code block its
+    width (long lines wrap). The metrics, CLI-option and performance tables are the widest."""
+    page.goto(served + path)  # type: ignore[attr-defined]
+    assert page.evaluate(OVERFLOW) == []  # type: ignore[attr-defined]
+    if path == "latency/":
+        page.screenshot(path=str(artefact_dir() / "wide-tables.png"))  # type: ignore[attr-defined]
+
+
+def test_every_page_shows_the_version_and_api_pages_show_the_source(served: str, page: object) -> None:
+    from zkconsumer import __version__
+
+    for path in ("", "consumer/", "reference/connector/"):
+        page.goto(served + path)  # type: ignore[attr-defined]
+        assert f"zkconsumer {__version__}" in page.inner_text("footer")  # type: ignore[attr-defined]
+    assert page.locator("details.mkdocstrings-source summary", has_text="Source code in").count() > 0  # type: ignore[attr-defined]
+
+
+def test_long_signatures_are_formatted_over_several_lines(served: str, page: object) -> None:
+    """The signatures mkdocstrings renders are formatted (by ruff, in the docs extra), not one
+    clipped line: the connector's ``__init__`` takes several parameters, one per line."""
+    page.goto(served + "reference/connector/")  # type: ignore[attr-defined]
+    signatures = page.eval_on_selector_all(".doc-signature", "nodes => nodes.map(n => n.innerText)")  # type: ignore[attr-defined]
+    assert signatures
+    assert any(len(s.strip().splitlines()) > 2 for s in signatures), signatures[:3]
