@@ -7,7 +7,7 @@ Usage (always under the machine's benchmark lock, so two benchmarks never overla
 runs the command from the checkout's root. Where the command writes its measurements to a
 file, an argument ``{json}`` stands for that file (``... --json {json}``); ``scripts/bench`` gets
 ``--json FILE`` appended without it. Otherwise the last stdout line that parses as a JSON object
-is the data (``scripts/bench_rebalance`` and ``scripts/chaos`` print one). It then writes ``benchmarks/results/NAME.json``:
+is the data (``scripts/bench-rebalance`` and ``scripts/chaos`` print one). It then writes ``benchmarks/results/NAME.json``:
 
 ``command``
     the command line as given, from the checkout's root;

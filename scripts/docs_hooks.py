@@ -278,7 +278,7 @@ def _provenance(name: str, record: Dict[str, Any]) -> List[str]:
 
 
 def _freeze_table(record: Dict[str, Any]) -> List[str]:
-    """``lost`` and ``tried`` per kind and freeze length (``scripts/bench_freeze``)."""
+    """``lost`` and ``tried`` per kind and freeze length (``scripts/bench-freeze``)."""
     freezes = sorted({f for per_kind in record["tried"].values() for f in per_kind}, key=float)
     out = ["| sessions lost / tried | " + " | ".join(f"frozen {f} s" for f in freezes) + " |",
            "|---|" + "---:|" * len(freezes)]

@@ -1,4 +1,4 @@
-"""Whole-process freezes against idle members: which heartbeat keeps its session (``scripts/bench_freeze``).
+"""Whole-process freezes against idle members: which heartbeat keeps its session (``scripts/bench-freeze``).
 
 Method. Three groups run side by side on one cluster, one per kind: zkconsumer with its default
 heartbeat (``zookeeper.heartbeat=kafka``), zkconsumer with ``quiet``, and Kafka 0.9.0.1's own

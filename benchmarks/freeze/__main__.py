@@ -1,4 +1,4 @@
-"""``python -m benchmarks.freeze``: what ``scripts/bench_freeze`` runs (method: the package docstring)."""
+"""``python -m benchmarks.freeze``: what ``scripts/bench-freeze`` runs (method: the package docstring)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def start_group(launcher: Launcher, zk: KazooClient, group: str, size: int) -> L
                 members.append((member, new.pop()))
                 break
             if not member.alive() or time.monotonic() > deadline:
-                raise SystemExit(f"bench_freeze: {launcher.kind} member {member.name} did not register (log: {member.log})")
+                raise SystemExit(f"bench-freeze: {launcher.kind} member {member.name} did not register (log: {member.log})")
             time.sleep(0.1)
     return members
 
@@ -85,7 +85,7 @@ def wait_registered(zk: KazooClient, group: str, member_id: str, timeout: float 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench_freeze", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench-freeze", description=__doc__)
     parser.add_argument("--freezes", default="3.0,3.5,4.0", help="freeze lengths in seconds (default 3.0,3.5,4.0)")
     parser.add_argument("--tries", type=int, default=8, help="freezes per length and kind (default 8)")
     parser.add_argument("--members", type=int, default=3, help="member processes per group (default 3)")
@@ -154,7 +154,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.json is not None:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         result = {
-            "benchmark": "freeze", "command": "scripts/bench_freeze " + " ".join(argv or sys.argv[1:]),
+            "benchmark": "freeze", "command": "scripts/bench-freeze " + " ".join(argv or sys.argv[1:]),
             "commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
             "load_average": load_before[0], "steal_pct": steal, "session_timeout_ms": SESSION_MS,

@@ -161,7 +161,7 @@ def commit() -> str:
 
 
 def parse(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="scripts/bench_latency", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench-latency", description=__doc__)
     parser.add_argument("--rates", default=",".join(map(str, RATES)))
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--kinds", default=",".join(KINDS),
@@ -191,7 +191,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(argv)
     directory = Path(tempfile.mkdtemp(prefix="zkconsumer-latency-"))
     started = datetime.datetime.now(datetime.timezone.utc)
-    record: Dict[str, Any] = {"command": " ".join(["scripts/bench_latency", *(argv if argv is not None else sys.argv[1:])]),
+    record: Dict[str, Any] = {"command": " ".join(["scripts/bench-latency", *(argv if argv is not None else sys.argv[1:])]),
                               "commit": commit(), "date": started.isoformat(timespec="seconds"),
                               "machine": machine(), "seconds": args.seconds, "warmup": args.warmup,
                               "mode": "rebalance" if args.rebalance else args.mode,

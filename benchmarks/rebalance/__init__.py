@@ -1,2 +1,2 @@
-"""Rebalance benchmarks (``scripts/bench_rebalance``): join latency (:mod:`.join`) and groups of
+"""Rebalance benchmarks (``scripts/bench-rebalance``): join latency (:mod:`.join`) and groups of
 8 to 32 members through five events (:mod:`.scale`), zkconsumer beside Kafka's own consumer."""

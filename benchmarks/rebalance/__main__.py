@@ -1,4 +1,4 @@
-"""``python -m benchmarks.rebalance``: what ``scripts/bench_rebalance`` runs."""
+"""``python -m benchmarks.rebalance``: what ``scripts/bench-rebalance`` runs."""
 
 import sys
 

@@ -1,6 +1,6 @@
 """Rebalance latency benchmark: how fast does a group settle when a member joins?
 
-``scripts/bench_rebalance [--joins N] [--partitions P] [--only zkconsumer|kafka]``
+``scripts/bench-rebalance [--joins N] [--partitions P] [--only zkconsumer|kafka]``
 
 On one :class:`ProjectCluster` (1 broker) and a topic with ``P`` partitions (12), for each
 kind of member (zkconsumer: :mod:`benchmarks.chaos.member` in its own Python
@@ -403,7 +403,7 @@ def format_table(results: Sequence[KindResult]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench_rebalance", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="scripts/bench-rebalance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--joins", type=int, default=10, help="joins measured per kind")
     parser.add_argument("--partitions", type=int, default=None,
                         help="partitions (12; with --sizes: 256 in all, over two topics)")

@@ -1,6 +1,6 @@
 """Scale benchmark: big groups through five events, zkconsumer and Kafka's own consumer side by side.
 
-``scripts/bench_rebalance --sizes 8,16[,32] [--kinds zkconsumer,kafka] [--json FILE]``
+``scripts/bench-rebalance --sizes 8,16[,32] [--kinds zkconsumer,kafka] [--json FILE]``
 
 One :class:`ProjectCluster` (2 brokers) and two topics of ``--partitions`` / 2 partitions
 each (256 in all by default; replication 2, so a broker's death moves leaderships, not

@@ -4,7 +4,7 @@ One member, two streams of one topic on one broker (one fetcher thread). Stream
 B's consumer stops reading; stream A must go on at about the rate it has alone,
 B's memory must stay within its bound, and once B reads again every message of
 both partitions arrives exactly once, in order. The honest 0.9x comparison is
-``scripts/bench_backpressure``; this test asserts a generous bound and prints
+``scripts/bench-backpressure``; this test asserts a generous bound and prints
 the ratio it measured.
 
 ``foreach_stream`` (spark_integration/streams.py) needs no test of its own here:

@@ -110,7 +110,7 @@ MAX_EARLY_SUPERSEDES = 5
 #: longer than :data:`QUIET_MAX_S` in all. The first event after a calm is acted on at once.
 #: 0.25 s, not less: members started together register about 0.1 s apart on two cores, and
 #: each pause long enough to act in moves most of the group's partitions once more (at
-#: N=32, ``scripts/bench_rebalance``: 0.1 s gave 3,800 to 6,400 requests for a mass start,
+#: N=32, ``scripts/bench-rebalance``: 0.1 s gave 3,800 to 6,400 requests for a mass start,
 #: 0.25 s 3,000 to 3,700, and an earlier settle).
 QUIET_S = 0.25
 #: The quiet wait of a member's first assignment, shorter: a lone joiner waits it too, and
