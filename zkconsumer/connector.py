@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from .consumer.connector import ConsumerConnectorBase
 from .consumer.membership import Member, Membership
-from .consumer.switching import SwitchingMembership
+from .consumer.switching import SwitchingMembership, registration_refused
 from .coordinator.kafka_membership import CoordinatorMembership, coordinator_members
 from .rebalance.zookeeper_membership import ZooKeeperMembership
 
@@ -64,6 +64,8 @@ class ZookeeperConsumerConnector(ConsumerConnectorBase):
 
     def _make_membership(self, member: Member) -> Membership:
         def make(kind: str) -> Membership:
-            return CoordinatorMembership(member) if kind == "kafka" else ZooKeeperMembership(member)
+            if kind == "kafka":
+                return CoordinatorMembership(member)
+            return ZooKeeperMembership(member, may_register=lambda: registration_refused(member))
 
         return SwitchingMembership(member, make, lambda: coordinator_members(member))

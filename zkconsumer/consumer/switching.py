@@ -42,7 +42,7 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 
 from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError
 from ..structs import TopicPartition
@@ -51,12 +51,26 @@ from .membership import Member, Membership, QueueFor, RebalanceStatus, TopicAllo
 from .stream import clear_streams
 from .topic_count import TopicCount
 
-__all__ = ["POLL_S", "SwitchingMembership"]
+__all__ = ["POLL_S", "SwitchingMembership", "registration_refused"]
 
 log = logging.getLogger(__name__)
 
 #: How often the switch thread reads the migration node without a watch event.
 POLL_S = 5.0
+
+
+def registration_refused(member: Member) -> Optional[str]:
+    """Why a ZooKeeper member must not register (again) now: the migration node says ``kafka``.
+
+    A ZooKeeper member whose session expired during a switch would otherwise register again
+    after coordinator members joined (they checked ``/ids`` only before joining). Raises
+    kazoo's errors (the registration attempt fails and is retried).
+    """
+    intent = migration.read_intent(member.group.client, member.config.group_id)
+    if intent is not None and intent.to == "kafka":
+        return (f"group {member.config.group_id} is migrating to coordinator membership "
+                f"({migration.migration_path(member.config.group_id)})")
+    return None
 
 
 class SwitchingMembership:
@@ -240,11 +254,33 @@ class SwitchingMembership:
                 if self._stopping:
                     raise ConsumerShutdownError("shutdown() during a membership switch")
                 self._current = self._make(to)
-        if to == "zookeeper":
-            self._wait_coordinator_empty()
-        self.current.join(*self._joined_with)
+        self._join_retrying(to)
         self.switches += 1
         log.info("%s: now a member through %s membership", member.consumer_id, to)
+
+    def _join_retrying(self, to: str) -> None:
+        """Join ``to`` with the streams joined with first; a join that fails (ZooKeeper or the brokers
+        away) is stopped and tried again with a new membership after ``rebalance.backoff.ms``."""
+        assert self._joined_with is not None
+        member = self._member
+        while True:
+            if to == "zookeeper":
+                self._wait_coordinator_empty()
+            joining = self.current
+            try:
+                joining.join(*self._joined_with)
+                return
+            except (ConsumerShutdownError, ConfigurationError):
+                raise
+            except (ZkConsumerError, KazooException) as exc:
+                log.warning("%s: joining %s membership failed (%s); trying again", member.consumer_id, to, exc)
+                joining.stop()
+            if member.closing.wait(member.config.rebalance_backoff_ms / 1000.0) or self._stopped():
+                raise ConsumerShutdownError("shutdown() during a membership switch")
+            with self._lock:
+                if self._stopping:
+                    raise ConsumerShutdownError("shutdown() during a membership switch")
+                self._current = self._make(to)
 
     def _final_commit(self, old: Membership) -> None:
         """Commit what was handed out under the stopped membership, retried for a bounded time."""
@@ -262,7 +298,20 @@ class SwitchingMembership:
                 member.closing.wait(member.config.offsets_channel_backoff_ms / 1000.0)
 
     def _leave_zookeeper(self) -> None:
-        """Delete every owner node and the registration of this member's session."""
+        """Delete every owner node and the registration of this member's session, retrying while
+        ZooKeeper is away (nothing is delivered meanwhile; coordinator members wait for the registration)."""
+        member = self._member
+        while True:
+            try:
+                self._delete_our_nodes()
+                return
+            except (ZkConsumerError, KazooException) as exc:
+                log.warning("%s: could not release owner nodes and registration (%s); trying again",
+                            member.consumer_id, exc)
+            if member.closing.wait(member.config.rebalance_backoff_ms / 1000.0) or self._stopped():
+                raise ConsumerShutdownError("shutdown() during a membership switch")
+
+    def _delete_our_nodes(self) -> None:
         group = self._member.group
         group.member_list = None  # the stopped watches can no longer vouch for what they read
         group.topic_data = None
@@ -271,13 +320,18 @@ class SwitchingMembership:
         base = f"{group.paths.root}/owners"
         ours: List[Tuple[str, int]] = []
         try:
-            for topic in client.get_children(base):
-                for name in client.get_children(f"{base}/{topic}"):
-                    stat = client.exists(f"{base}/{topic}/{name}")
-                    if stat is not None and session is not None and stat.ephemeralOwner == session:
-                        ours.append((topic, int(name)))
-        except KazooException as exc:
-            log.warning("%s: could not list owner nodes: %s", self._member.consumer_id, exc)
+            topics = client.get_children(base)
+        except NoNodeError:
+            topics = []
+        for topic in topics:
+            try:
+                names = client.get_children(f"{base}/{topic}")
+            except NoNodeError:
+                continue
+            for name in names:
+                stat = client.exists(f"{base}/{topic}/{name}")
+                if stat is not None and session is not None and stat.ephemeralOwner == session:
+                    ours.append((topic, int(name)))
         if ours:
             group.release_many(ours)
         group.deregister()
