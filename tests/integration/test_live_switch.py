@@ -161,6 +161,43 @@ def test_a_running_group_moves_to_the_coordinator_and_back_without_two_owners(cl
             m.stop()
 
 
+def test_a_member_that_cannot_follow_holds_the_coordinator_back_until_it_stops(cluster, zk, make_topic) -> None:
+    """One member keeps dual commit (its storage is fenced for ZooKeeper membership only), so it does
+    not switch: the others leave ZooKeeper membership but must not deliver through the coordinator
+    while it is registered (it takes over every partition meanwhile); once it stops they join."""
+    topic = make_topic(partitions=PARTITIONS)
+    group = unique("g-stuck")
+    props = consumer_props(cluster, group, offsets_storage="kafka", dual_commit_enabled="false",
+                           auto_commit_enable="true", auto_commit_interval_ms=1000, session_timeout_ms=6000,
+                           heartbeat_interval_ms=500, rebalance_max_retries=3)
+    producer = Producer(cluster, topic)
+    members: List[Recorder] = []
+    try:
+        members = [Recorder(f"m{i}", props, topic) for i in range(3)]
+        members.append(Recorder("stuck", dict(props, **{"dual.commit.enabled": "true"}), topic))
+        for m in members:
+            assert m.joined.wait(90), f"{m.name} did not join"
+        wait_until(lambda: sum(len(m.delivered) for m in members) > 400, 60, "the ZooKeeper group to consume")
+        out = migrate(cluster, group, "kafka", "--execute", "--timeout-s", "15")
+        stuck = members[-1]
+        assert out.returncode == 1 and stuck.connector.consumer_id in out.stderr, out.stdout + out.stderr
+        assert stuck.kind == "zookeeper"
+        assert zk.get_children(f"/consumers/{group}/ids") == [stuck.connector.consumer_id]
+        with CoordinatorOffsets(zk, group) as coordinator:
+            assert coordinator.live_members() == [], "a coordinator member joined while a ZooKeeper member runs"
+        stuck.stop()
+        wait_until(lambda: settled(zk, cluster, group, "kafka", 3), 60, "3 coordinator members once it stopped")
+        time.sleep(3)
+        acked = producer.stop()
+        wait_until(lambda: acked <= {v for m in members for _, _, _, v in list(m.delivered)}, 90,
+                   "every acknowledged message to be delivered")
+        check_deliveries(members, acked)
+    finally:
+        producer.stop()
+        for m in members:
+            m.stop()
+
+
 def test_the_switch_refuses_while_kafkas_own_zookeeper_consumers_are_in_the_group(cluster, zk, make_topic,
                                                                                    tmp_path) -> None:
     from support import ScalaConsoleConsumer
