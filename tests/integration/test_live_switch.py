@@ -215,3 +215,23 @@ def test_the_switch_refuses_while_kafkas_own_zookeeper_consumers_are_in_the_grou
         assert migration.read_intent(zk, group) is None, "the refusal wrote the migration node"
     finally:
         scala.stop()
+
+
+def test_the_switch_refuses_while_the_groups_offsets_are_only_in_zookeeper(cluster, zk, make_topic) -> None:
+    topic = make_topic(partitions=2)
+    group = unique("g-zkoffsets")
+    producer = Producer(cluster, topic)
+    member = Recorder("zk", consumer_props(cluster, group, auto_commit_enable="true", auto_commit_interval_ms=200),
+                      topic)
+    try:
+        assert member.joined.wait(90)
+        wait_until(lambda: zk.exists(f"/consumers/{group}/offsets/{topic}/0") and member.delivered, 60,
+                   "a commit to ZooKeeper")
+        out = migrate(cluster, group, "kafka", "--execute")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "offsets are not in Kafka yet" in out.stderr and "steps 1 and 2" in out.stderr, out.stderr
+        assert migration.read_intent(zk, group) is None, "the refusal wrote the migration node"
+        assert member.kind == "zookeeper"
+    finally:
+        producer.stop()
+        member.stop()
