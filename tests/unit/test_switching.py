@@ -14,7 +14,7 @@ from kazoo.exceptions import NoNodeError
 
 from zkconsumer.consumer import switching
 from zkconsumer.consumer.switching import SwitchingMembership, registration_refused
-from zkconsumer.errors import ConfigurationError
+from zkconsumer.errors import ConfigurationError, ZkConsumerError
 from zkconsumer.zookeeper import migration, zkformat
 
 GROUP = "g"
@@ -67,8 +67,14 @@ class FakeMembership:
         self._events = events
         self.joined_ = False
 
+    #: ``kind -> error`` a join of that kind raises (once), as a refused registration would.
+    failing: Dict[str, Exception] = {}
+
     def join(self, *_args: Any) -> None:
         self._events.append(f"{self.kind}.join")
+        error = FakeMembership.failing.pop(self.kind, None)
+        if error is not None:
+            raise error
         self.joined_ = True
 
     def stop(self) -> None:
@@ -233,4 +239,29 @@ def test_the_switch_thread_polls_without_a_watch_event(monkeypatch: pytest.Monke
         say(zk, "kafka")
         wait(lambda: switcher.switches == 1, "the switch, from the poll alone")
     finally:
+        switcher.stop()
+
+
+def test_a_member_whose_first_registration_is_refused_by_a_node_written_meanwhile_follows_the_node() -> None:
+    events: List[str] = []
+    switcher, zk, _ = make(events)
+
+    def node_written_during_join() -> None:
+        say(zk, "kafka")
+
+    FakeMembership.failing["zookeeper"] = ZkConsumerError("not registering: the group is migrating")
+    original = FakeMembership.join
+
+    def join(self: FakeMembership, *args: Any) -> None:
+        if self.kind == "zookeeper":
+            node_written_during_join()
+        original(self, *args)
+
+    FakeMembership.join = join  # type: ignore[method-assign]
+    try:
+        switcher.join(None, None, None)  # type: ignore[arg-type]
+        assert events == ["zookeeper.join", "zookeeper.stop", "kafka.join"] and switcher.kind == "kafka"
+    finally:
+        FakeMembership.join = original  # type: ignore[method-assign]
+        FakeMembership.failing.clear()
         switcher.stop()

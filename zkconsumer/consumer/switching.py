@@ -155,7 +155,21 @@ class SwitchingMembership:
         self._joined_with = (count, queue_for, topic_allowed)
         if intent is not None and intent.to == "zookeeper":
             self._wait_coordinator_empty()
-        self.current.join(count, queue_for, topic_allowed)
+        try:
+            self.current.join(count, queue_for, topic_allowed)
+        except (ConsumerShutdownError, ConfigurationError):
+            raise
+        except ZkConsumerError:
+            # The node may have been written since it was read (registration refused): follow it.
+            now = migration.read_intent(self._member.group.client, cfg.group_id)
+            if now is None or now.to == self.current.kind:
+                raise
+            self._check_can_follow(now.to, raise_error=True)
+            failed = self.current
+            failed.stop()
+            with self._lock:
+                self._current = self._make(now.to)
+            self._join_retrying(now.to)
         with self._member.guard():
             self._thread = threading.Thread(target=self._run, name=f"zkconsumer-switch-{self._member.consumer_id}",
                                             daemon=True)
