@@ -216,9 +216,8 @@ class SwitchingMembership:
                 continue
             if intent is None or intent.to == self.current.kind:
                 continue
-            if not self._check_can_follow(intent.to, raise_error=False):
-                if failed_to != intent.to:
-                    failed_to = intent.to
+            if not self._check_can_follow(intent.to, raise_error=False, quiet=failed_to == intent.to):
+                failed_to = intent.to  # said once per intent, not at every poll
                 continue
             try:
                 self._switch(intent.to)
@@ -229,7 +228,7 @@ class SwitchingMembership:
                 self._member.on_failure(exc)
                 return
 
-    def _check_can_follow(self, to: str, *, raise_error: bool) -> bool:
+    def _check_can_follow(self, to: str, *, raise_error: bool, quiet: bool = False) -> bool:
         cfg = self._member.config
         if cfg.offsets_storage == "kafka" and not cfg.dual_commit_enabled:
             return True
@@ -239,8 +238,9 @@ class SwitchingMembership:
                f"{str(cfg.dual_commit_enabled).lower()}")
         if raise_error:
             raise ConfigurationError("group.membership", why)
-        log.error("%s: NOT switching: %s. Restart it with those settings; the group waits for it",
-                  self._member.consumer_id, why)
+        if not quiet:
+            log.error("%s: NOT switching: %s. Restart it with those settings; the group waits for it",
+                      self._member.consumer_id, why)
         return False
 
     def _switch(self, to: str) -> None:
