@@ -9,7 +9,9 @@
   (:class:`~zkconsumer.coordinator.kafka_membership.CoordinatorMembership`), with the same API
   (see the documentation's *Migration from Kafka's consumer* page).
 
-Either way it is the same class; ``connector.membership.kind`` says which membership runs.
+Either way it is the same class; ``connector.membership.kind`` says which membership runs. A
+member follows the group's migration node (``zkconsumer groups migrate``) from one to the other
+without stopping (:class:`~zkconsumer.consumer.switching.SwitchingMembership`).
 Offsets go where ``offsets.storage`` says (:mod:`zkconsumer.offsets.storage`).
 
 Example::
@@ -27,7 +29,8 @@ from __future__ import annotations
 
 from .consumer.connector import ConsumerConnectorBase
 from .consumer.membership import Member, Membership
-from .coordinator.kafka_membership import CoordinatorMembership
+from .consumer.switching import SwitchingMembership, registration_refused
+from .coordinator.kafka_membership import CoordinatorMembership, coordinator_members
 from .rebalance.zookeeper_membership import ZooKeeperMembership
 
 __all__ = ["ZookeeperConsumerConnector"]
@@ -60,6 +63,9 @@ class ZookeeperConsumerConnector(ConsumerConnectorBase):
     """
 
     def _make_membership(self, member: Member) -> Membership:
-        if self.config.group_membership == "kafka":
-            return CoordinatorMembership(member)
-        return ZooKeeperMembership(member)
+        def make(kind: str) -> Membership:
+            if kind == "kafka":
+                return CoordinatorMembership(member)
+            return ZooKeeperMembership(member, may_register=lambda: registration_refused(member))
+
+        return SwitchingMembership(member, make, lambda: coordinator_members(member))

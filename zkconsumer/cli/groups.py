@@ -1,4 +1,4 @@
-"""``zkconsumer groups list|describe|status|delete``: Kafka's ConsumerGroupCommand/ConsumerOffsetChecker."""
+"""``zkconsumer groups list|describe|status|delete|migrate``: Kafka's ConsumerGroupCommand/ConsumerOffsetChecker."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..admin.group_list import list_all_groups, locate_groups
 from ..admin.snapshot import snapshot_group
 from ..admin.stores import CoordinatorOffsets
 from ..monitoring.lag import LagMonitor
+from . import migrate
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -79,6 +80,8 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group to delete")
     p.add_argument("--topic", metavar="TOPIC", help="delete only this topic's offsets and owners")
     p.set_defaults(run=run_delete)
+
+    migrate.add_parser(sub, common)
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -269,7 +269,7 @@ class ConsumerConnectorBase(abc.ABC):
 
     def positions(self) -> Dict[TopicPartition, int]:
         """What :meth:`commit_offsets` would commit now per owned partition (the next offset to read); a snapshot."""
-        return self.membership.positions()
+        return self._the_membership().positions()
 
     def pause(self, partitions: Iterable[TopicPartition] = (), *, streams: Iterable[KafkaStream] = ()) -> None:
         """Stop fetching and handing out ``partitions`` (and every partition of ``streams``, now and after
@@ -298,7 +298,8 @@ class ConsumerConnectorBase(abc.ABC):
         joined: ``member_id``, ``generation`` and ``assignment``.
         """
         assert self._membership is not None
-        return self._membership
+        current = getattr(self._membership, "current", None)  # a SwitchingMembership: the one that runs now
+        return self._membership if current is None else current
 
     @property
     def status(self) -> Optional[RebalanceStatus]:
@@ -407,17 +408,17 @@ class ConsumerConnectorBase(abc.ABC):
                 stops.run("metrics", reporter.stop)
             if committer is not None:
                 stops.run("autocommit", committer.stop)
-            stops.run("coordination", self.membership.stop)
+            stops.run("coordination", self._the_membership().stop)
             stops.run("fetchers", self._fetchers.stop)
             if not stops.wait("fetchers", deadline):
                 log.warning("%s: fetchers did not stop within the shutdown bound", self.consumer_id)
             clear_streams(self._streams)
             for stream in self._streams:
                 stream.queue.put_shutdown()
-            if self.config.auto_commit_enable and self.membership.joined():
+            if self.config.auto_commit_enable and self._the_membership().joined():
                 self._final_commit(deadline)
             stops.wait("coordination", deadline)
-            self.membership.leave()
+            self._the_membership().leave()
         finally:
             try:
                 self._committer.close()
@@ -439,7 +440,7 @@ class ConsumerConnectorBase(abc.ABC):
                 self._commit_retrying(remaining, during_shutdown=True)
         except ZkConsumerError as exc:
             error = exc
-        left = self.membership.uncommitted()
+        left = self._the_membership().uncommitted()
         if left:
             log.warning(
                 "%s: offsets NOT committed at shutdown%s: %s; their next owner consumes from the last committed "
@@ -457,6 +458,11 @@ class ConsumerConnectorBase(abc.ABC):
         """The session timeout ZooKeeper granted (the configured one until it is known)."""
         negotiated = self._heartbeat.negotiated_timeout() if self._heartbeat is not None else None
         return self.config.zookeeper_session_timeout_ms / 1000.0 if negotiated is None else float(negotiated)
+
+    def _the_membership(self) -> Membership:
+        """The membership the connector drives (the switching wrapper, not :attr:`membership`'s current one)."""
+        assert self._membership is not None
+        return self._membership
 
     def _group_client(self) -> GroupClient:
         assert self._group is not None
@@ -481,7 +487,7 @@ class ConsumerConnectorBase(abc.ABC):
     def _join(self, count: TopicCount, queue_for: QueueFor, topic_allowed: TopicAllowed) -> None:
         """CREATED -> RUNNING; join through the membership; then start auto-commit and metrics."""
         self._begin_join()
-        self.membership.join(count, queue_for, topic_allowed)
+        self._the_membership().join(count, queue_for, topic_allowed)
         self._start_periodic_threads()
 
     def _on_zk_state(self, state: str) -> None:
@@ -564,7 +570,7 @@ class ConsumerConnectorBase(abc.ABC):
         refused: List[TopicPartition] = []
 
         def attempt() -> None:
-            refused[:] = self.membership.commit(offsets)
+            refused[:] = self._the_membership().commit(offsets)
 
         commit_retrying(attempt, budget_s, closing=self._closing, record=self.metrics.record_commit,
                         name=self.consumer_id, during_shutdown=during_shutdown)

@@ -159,8 +159,9 @@ class Membership(Protocol):
     fetchers' threads and only read or signal.
     """
 
-    #: ``group.membership``: ``zookeeper`` or ``kafka``.
-    kind: str
+    @property
+    def kind(self) -> str:
+        """``group.membership``: ``zookeeper`` or ``kafka``."""
 
     def status(self) -> Optional[RebalanceStatus]:
         """State, owned partitions (by stream thread id), rebalances, last error (``None`` before joining)."""

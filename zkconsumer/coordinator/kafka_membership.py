@@ -42,17 +42,17 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import StaticTopicCount, TopicCount
-from ..errors import RebalanceInProgressError
+from ..errors import RebalanceInProgressError, ZkConsumerError
 from ..offsets.channel import CoordinatorChannel, connection_factory
 from ..offsets.storage import Generation, OffsetStorageError
 from ..structs import TopicPartition
-from ..wire.group_protocol import GroupMember
+from ..wire.group_protocol import DescribeGroupsRequest, GroupMember, error_name
 from . import consumer_protocol
 from .assignment import as_member, decode_share, member_topics, pattern_members, plan, subscribed_topics, subscription_metadata
 from .delivery import Delivery
 from .membership import GroupMembership
 
-__all__ = ["CoordinatorMembership"]
+__all__ = ["CoordinatorMembership", "coordinator_members"]
 
 log = logging.getLogger(__name__)
 
@@ -293,3 +293,33 @@ class CoordinatorMembership:
         """kazoo's connection thread: membership does not depend on the ZooKeeper session; only log."""
         log.info("%s: ZooKeeper connection %s (group membership is kept by the coordinator)", self._member.consumer_id,
                  str(state).lower())
+
+
+#: Coordinator group states in which it has no members (0.9: ``Dead``; later brokers: ``Empty``).
+_MEMBERLESS_STATES = ("", "Dead", "Empty")
+
+
+def coordinator_members(member: Member) -> List[str]:
+    """The member ids the coordinator lists for the member's group (DescribeGroups v0); empty if none.
+
+    One fresh connection per call (used while a group migrates, not in the steady state).
+    Raises a :class:`~zkconsumer.errors.ZkConsumerError` when the coordinator does not answer.
+    """
+    cfg = member.config
+    channel = CoordinatorChannel(
+        cfg.group_id,
+        brokers=lambda: member.group.brokers(cfg.security_protocol),
+        connect=connection_factory(cfg, cfg.offsets_channel_socket_timeout_ms),
+        name="migration",
+    )
+    try:
+        found = [g for g in channel.send(DescribeGroupsRequest([cfg.group_id])) if g.group_id == cfg.group_id]
+    finally:
+        channel.close()
+    if not found:
+        return []
+    if found[0].error_code:
+        raise ZkConsumerError(f"DescribeGroups of {cfg.group_id}: {error_name(found[0].error_code)}")
+    if found[0].state in _MEMBERLESS_STATES:
+        return []
+    return sorted(m.member_id for m in found[0].members)

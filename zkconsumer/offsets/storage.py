@@ -545,7 +545,7 @@ def make_offset_storage(config: "ConsumerConfig", group: "GroupClient", *,
         channel, config.group_id,
         max_retries=config.offsets_commit_max_retries,
         backoff_ms=config.offsets_channel_backoff_ms,
-        owns=group.owns if zookeeper_membership else None,
+        owns=group.owns,  # checked for unmanaged generations only: ZooKeeper membership, also after a switch
     )
     if not config.dual_commit_enabled:
         return kafka

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.protocol.states import KazooState
@@ -22,7 +22,7 @@ from kazoo.protocol.states import KazooState
 from .. import assignors
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import TopicCount
-from ..errors import ConsumerShutdownError, ZooKeeperAccessError, ZooKeeperUnavailableError
+from ..errors import ConsumerShutdownError, ZkConsumerError, ZooKeeperAccessError, ZooKeeperUnavailableError
 from ..offsets.storage import OffsetStorageError
 from ..structs import TopicPartition
 from ..zookeeper import zkformat
@@ -45,8 +45,11 @@ class ZooKeeperMembership:
 
     kind = "zookeeper"
 
-    def __init__(self, member: Member) -> None:
+    def __init__(self, member: Member, may_register: Callable[[], Optional[str]] = lambda: None) -> None:
         self._member = member
+        #: Asked before every registration (the first and each one after a session loss): a reason
+        #: not to register (a group migrating to coordinator membership) fails the attempt instead.
+        self._may_register = may_register
         self._rebalancer: Optional[Rebalancer] = None
         self._watcher: Optional[GroupWatcher] = None
         self._lease: Optional[SessionLease] = None
@@ -114,6 +117,9 @@ class ZooKeeperMembership:
         registration = zkformat.encode_registration(count.subscription, count.pattern, int(time.time() * 1000))
 
         def register() -> None:
+            refused = self._may_register()
+            if refused:
+                raise ZkConsumerError(f"not registering under {group.paths.ids}: {refused}")
             group.register(registration, cancelled=closing)
 
         try:

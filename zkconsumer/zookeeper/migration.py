@@ -1,0 +1,145 @@
+"""The migration node: a group's intent to move between ZooKeeper and coordinator membership.
+
+``/consumers/<group>/migration`` (persistent) holds
+``{"version":1,"to":"kafka"|"zookeeper","requested_at":<ms>}``, written by
+``zkconsumer groups migrate --execute`` (:mod:`zkconsumer.cli.migrate`). Every zkconsumer member
+watches it (:class:`~zkconsumer.consumer.switching.SwitchingMembership`) and moves itself to the
+membership it names; a member that starts while it exists joins that membership whatever its
+``group.membership`` says. The node stays once the group has moved: it is the record of which
+membership the group is on (Kafka's consumer and tools read only ``ids``, ``owners`` and
+``offsets`` of a group, and ignore it; ``groups delete`` removes it with the group).
+
+Which registrations are zkconsumer's: every zkconsumer session creates a fence node
+``/consumers/<group>/fences/<consumer id>-<n>`` (:mod:`.fence`) before its registration, and
+Kafka's Scala consumer never does. :func:`foreign_members` names the registered members whose
+session holds no fence node: Kafka's own ZooKeeper consumers (or a zkconsumer release older
+than the fences), which would not follow the migration node.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Set
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from . import zkformat
+
+__all__ = ["MEMBERSHIPS", "Intent", "decode_intent", "encode_intent", "foreign_members", "migration_path",
+           "read_intent", "watch_intent", "write_intent"]
+
+log = logging.getLogger(__name__)
+
+#: The memberships a group may be moved to (``group.membership`` values).
+MEMBERSHIPS = ("kafka", "zookeeper")
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What the migration node says: the membership the group moves to, and when that was asked."""
+
+    to: str
+    requested_at_ms: int
+
+
+def migration_path(group: str) -> str:
+    """``/consumers/<group>/migration``
+
+    >>> migration_path("g1")
+    '/consumers/g1/migration'
+    """
+    return f"{zkformat.GroupPaths(group).root}/migration"
+
+
+def encode_intent(to: str, requested_at_ms: int) -> bytes:
+    """The node's bytes.
+
+    >>> encode_intent("kafka", 5)
+    b'{"version":1,"to":"kafka","requested_at":5}'
+    """
+    if to not in MEMBERSHIPS:
+        raise ValueError(f"to must be one of {', '.join(MEMBERSHIPS)}, got {to!r}")
+    return json.dumps({"version": 1, "to": to, "requested_at": int(requested_at_ms)}, separators=(",", ":")).encode()
+
+
+def decode_intent(data: Optional[bytes]) -> Optional[Intent]:
+    """The intent in ``data``; ``None`` for no node, and (logged) for bytes that do not name a membership.
+
+    >>> decode_intent(b'{"version":1,"to":"zookeeper","requested_at":7}')
+    Intent(to='zookeeper', requested_at_ms=7)
+    >>> decode_intent(b'junk') is None
+    True
+    """
+    if data is None:
+        return None
+    try:
+        obj = json.loads(data.decode("utf-8"))
+        to = obj["to"]
+        at = int(obj.get("requested_at", 0))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.warning("ignoring an unreadable migration node: %r", data[:200])
+        return None
+    if to not in MEMBERSHIPS:
+        log.warning("ignoring a migration node naming an unknown membership: %r", data[:200])
+        return None
+    return Intent(to, at)
+
+
+def read_intent(client: Any, group: str) -> Optional[Intent]:
+    """The group's migration intent (``None``: no node). Raises kazoo's errors (callers retry)."""
+    try:
+        data, _ = client.get(migration_path(group))
+    except NoNodeError:
+        return None
+    return decode_intent(data)
+
+
+def write_intent(client: Any, group: str, to: str, acl: Optional[List[Any]] = None) -> Intent:
+    """Create or overwrite the group's migration node; returns what was written."""
+    now = int(time.time() * 1000)
+    data = encode_intent(to, now)
+    path = migration_path(group)
+    try:
+        client.create(path, data, acl=acl, makepath=True)
+    except NodeExistsError:
+        client.set(path, data)
+    return Intent(to, now)
+
+
+def watch_intent(client: Any, group: str, changed: Callable[[], None]) -> Any:
+    """Call ``changed()`` on kazoo's thread whenever the node is created, changed or deleted (and once
+    at once); ``changed`` must only signal. Returns kazoo's ``DataWatch``."""
+    from kazoo.recipe.watchers import DataWatch
+
+    def on_data(_data: Optional[bytes], _stat: Any) -> None:
+        changed()
+
+    return DataWatch(client, migration_path(group), on_data)
+
+
+def foreign_members(client: Any, group: str) -> List[str]:
+    """Registered members of ``group`` whose ZooKeeper session holds no zkconsumer fence node:
+    Kafka's own ZooKeeper consumers (see the module docstring). Raises kazoo's errors."""
+    paths = zkformat.GroupPaths(group)
+    try:
+        ids = client.get_children(paths.ids)
+    except NoNodeError:
+        return []
+    fenced_sessions: Set[int] = set()
+    try:
+        fences = client.get_children(paths.fences)
+    except NoNodeError:
+        fences = []
+    for name in fences:
+        stat = client.exists(f"{paths.fences}/{name}")
+        if stat is not None and stat.ephemeralOwner:
+            fenced_sessions.add(int(stat.ephemeralOwner))
+    foreign = []
+    for consumer_id in sorted(ids):
+        stat = client.exists(paths.member(consumer_id))
+        if stat is not None and int(stat.ephemeralOwner) not in fenced_sessions:
+            foreign.append(consumer_id)
+    return foreign
