@@ -17,7 +17,7 @@ For each: the longest time any partition went undelivered from 1 s before the st
 steady state, so the longest gap is the hand-over), the (partition, offset) pairs delivered more
 than once, and the acknowledged messages never delivered. Prints a table and a JSON line.
 
-Run under the shared lock: ``flock /tmp/zkconsumer-cluster.lock scripts/bench_migration``.
+Run under the shared lock: ``flock /tmp/zkconsumer-cluster.lock scripts/bench-migration``.
 """
 
 from __future__ import annotations
