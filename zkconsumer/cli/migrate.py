@@ -10,7 +10,7 @@ finish by themselves, and running the command again (or the other way) is safe.
 
 Refused (exit 1, nothing written) ``--to kafka`` when Kafka's own ZooKeeper consumers are
 registered (they would not follow: named), or when a partition's offset in ZooKeeper is not in
-Kafka (steps 1 and 2 of ``docs/MIGRATION.md`` first).
+Kafka (steps 1 and 2 of the documentation's page *Migration from Kafka's consumer* first).
 """
 
 from __future__ import annotations
@@ -79,12 +79,13 @@ def run_migrate(args: argparse.Namespace) -> int:
             if foreign:
                 raise CliError(f"refusing to move group {group} to coordinator membership: {len(foreign)} member(s) "
                                f"are Kafka's own ZooKeeper consumers, which cannot follow: {', '.join(foreign)}. "
-                               "Replace them with zkconsumer members first (docs/MIGRATION.md)", EXIT_ERROR)
+                               "Replace them with zkconsumer members first (the documentation's page Migration from "
+                               "Kafka's consumer)", EXIT_ERROR)
             missing = _offsets_not_in_kafka(zk, group, coord)
             if missing:
                 raise CliError(f"refusing to move group {group} to coordinator membership: its offsets are not in "
                                f"Kafka yet ({len(missing)} partition(s): {', '.join(missing[:5])}). Run steps 1 and 2 "
-                               "of docs/MIGRATION.md first (offsets.storage=kafka, dual.commit.enabled=false)",
+                               "of the documentation's migration page first (offsets.storage=kafka, dual.commit.enabled=false)",
                                EXIT_ERROR)
         if not args.execute:
             sys.stdout.write(f"Dry run: nothing changed. Add --execute to move group {group} to {to} membership.\n")

@@ -17,7 +17,7 @@ runs now (``connector.membership`` shows that one). It follows the group's migra
   deletes its owner nodes and its registration, a coordinator member sends LeaveGroup. Then the
   other membership joins with the same streams: the application's iterators never change.
 
-One authority assigns at a time, by two barriers (see ``docs/MIGRATION.md``):
+One authority assigns at a time, by two barriers (see the documentation's page *Migration from Kafka's consumer*):
 
 * **to the coordinator**: a coordinator member sends no JoinGroup while any member is
   registered under ``/consumers/<group>/ids`` (its existing precondition). A ZooKeeper member
@@ -233,7 +233,8 @@ class SwitchingMembership:
         if cfg.offsets_storage == "kafka" and not cfg.dual_commit_enabled:
             return True
         why = (f"group {cfg.group_id} is migrating to {to} membership ({migration.migration_path(cfg.group_id)}), "
-               f"which needs offsets.storage=kafka and dual.commit.enabled=false (docs/MIGRATION.md steps 1 and 2); "
+               "which needs offsets.storage=kafka and dual.commit.enabled=false (steps 1 and 2 of the documentation's "
+               "migration page); "
                f"this member has offsets.storage={cfg.offsets_storage}, dual.commit.enabled="
                f"{str(cfg.dual_commit_enabled).lower()}")
         if raise_error:
