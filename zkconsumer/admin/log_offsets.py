@@ -17,14 +17,22 @@ from ..wire.protocol import NO_LEADER, ListOffsetsRequest
 from ..zookeeper import zkformat
 from . import reads
 
-__all__ = ["LogOffsets", "BrokerOffsets"]
+__all__ = ["LogOffsets", "BrokerOffsets", "NONE_BEFORE"]
+
+#: What :meth:`LogOffsets.fetch` gives, for a timestamp, a partition whose log has no segment
+#: last written at or before it (the broker answered an empty list): every message is newer.
+NONE_BEFORE = -1
 
 
 class LogOffsets(Protocol):
     """Where log start/end offsets come from (a fake in unit tests).
 
     ``fetch`` returns ``(offsets, problems)``: an offset for every partition it
-    could look up, and a one-line reason for every one it could not.
+    could look up, and a one-line reason for every one it could not. ``time`` is
+    :data:`~zkconsumer.wire.protocol.EARLIEST_TIME`, :data:`~zkconsumer.wire.protocol.LATEST_TIME`
+    or a timestamp in ms since the epoch; for a timestamp, the offset is the brokers'
+    offsets-before-time answer (a log-segment boundary: :func:`.times.offsets_for_time`), or
+    :data:`NONE_BEFORE` when no segment was last written at or before it.
     """
 
     def fetch(self, partitions: Sequence[TopicPartition],
@@ -103,7 +111,8 @@ class BrokerOffsets:
 
     def fetch(self, partitions: Sequence[TopicPartition],
               time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
-        """Offsets before ``time`` (:data:`EARLIEST_TIME`/:data:`LATEST_TIME`) of ``partitions``."""
+        """Offsets before ``time`` (:data:`EARLIEST_TIME`, :data:`LATEST_TIME` or ms) of ``partitions``
+        (:class:`LogOffsets`)."""
         offsets: Dict[TopicPartition, int] = {}
         leaders, problems = self.leaders(partitions)
         by_leader: Dict[int, List[TopicPartition]] = {}
@@ -124,7 +133,9 @@ class BrokerOffsets:
             answered = {(r.topic, r.partition): r for r in response.partitions}
             for tp in tps:
                 r = answered.get(tp)
-                if r is None or (r.error_code == 0 and not r.offsets):
+                if r is not None and r.error_code == 0 and not r.offsets and time >= 0:
+                    offsets[tp] = NONE_BEFORE
+                elif r is None or (r.error_code == 0 and not r.offsets):
                     problems[tp] = f"broker {leader} returned no offset"
                 elif r.error_code != 0:
                     problems[tp] = f"broker {leader}: {ERROR_NAMES.get(r.error_code, r.error_code)}"

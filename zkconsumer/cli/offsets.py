@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from typing import Any, Dict, List, Optional
 
 from .. import admin
@@ -47,8 +48,14 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                        help="move a group's offsets of a topic (prints the plan; writes only with --execute)")
     p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group whose offsets to move")
     p.add_argument("--topic", required=True, metavar="TOPIC", help="the topic whose offsets to move")
-    p.add_argument("--to", required=True, type=reset_target, metavar="earliest|latest|OFFSET|shift:+N|shift:-N",
-                   help="new position; explicit and shifted offsets are clamped into the log's range")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to", type=reset_target, metavar="earliest|latest|OFFSET|shift:+N|shift:-N",
+                    help="new position; explicit and shifted offsets are clamped into the log's range")
+    to.add_argument("--to-datetime", dest="to", type=datetime_target, metavar="YYYY-MM-DDTHH:MM:SS[.sss][Z|+HH:MM]",
+                    help="new position by time (no zone: local time): " + TIME_HELP)
+    to.add_argument("--by-duration", dest="to", type=duration_target, metavar="PnDTnHnMnS|1h30m",
+                    help="new position by time, this long before now (ISO-8601 e.g. PT1H, or e.g. 30m): same "
+                         "resolution as --to-datetime")
     p.add_argument("--partitions", type=partition_list, metavar="P[,P...]",
                    help="only these partitions (default: all)")
     p.add_argument("--execute", action="store_true", help="write the new offsets (default: dry run)")
@@ -66,6 +73,28 @@ def reset_target(text: str) -> admin.ResetTarget:
     """argparse type for ``--to``."""
     try:
         return admin.parse_reset_target(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+#: The CLI's words for :data:`zkconsumer.admin.times.SEGMENT_NOTE`.
+TIME_HELP = ("0.9 brokers resolve a time to a log-segment boundary, the first offset of the newest segment last "
+             "written at or before the time (the log start if none, the log end if the time is now or later), so "
+             "messages written shortly before the time may be read again")
+
+
+def datetime_target(text: str) -> admin.ResetTarget:
+    """argparse type for ``--to-datetime``: a ``time`` target."""
+    try:
+        return admin.ResetTarget("time", admin.parse_datetime(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def duration_target(text: str) -> admin.ResetTarget:
+    """argparse type for ``--by-duration``: a ``time`` target, the duration before now."""
+    try:
+        return admin.ResetTarget("time", max(0, int(time.time() * 1000) - admin.parse_duration(text)))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -225,6 +254,8 @@ def run_reset(args: argparse.Namespace) -> int:
         plan = admin.plan_reset(zk, args.group, args.topic, args.to, offsets, args.partitions, current)
         sys.stdout.write(render_plan(plan, args.format))
         notes = sys.stdout if args.format == "table" else sys.stderr
+        if args.to.kind == "time":
+            notes.write(admin.SEGMENT_NOTE + "\n")
         if found is not None or args.offsets_storage == "detect":
             notes.write(f"{found.source_note() if found is not None else 'Offsets read from ZooKeeper (detected)'}."
                         "\n")
