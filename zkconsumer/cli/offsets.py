@@ -7,16 +7,16 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from typing import Any, Dict, List, Optional
 
 from .. import admin
 from ..admin import atomic, stored_io
 from ..admin.stores import CoordinatorOffsets, GroupOffsets, group_partitions, read_group_offsets
 from ..errors import ZooKeeperAccessError
-from . import copy
+from . import copy, seek
 from .common import EXIT_OK, CliError, add_storage_option, common_options, zookeeper
 from .output import FORMATS, TtyProgress, render_plan
+from .targets import TIME_HELP, datetime_target, duration_target, partition_list, reset_target
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -67,47 +67,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.set_defaults(run=run_reset)
 
     copy.add_parser(sub, common)
-
-
-def reset_target(text: str) -> admin.ResetTarget:
-    """argparse type for ``--to``."""
-    try:
-        return admin.parse_reset_target(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-#: The CLI's words for :data:`zkconsumer.admin.times.SEGMENT_NOTE`.
-TIME_HELP = ("0.9 brokers resolve a time to a log-segment boundary, the first offset of the newest segment last "
-             "written at or before the time (the log start if none, the log end if the time is now or later), so "
-             "messages written shortly before the time may be read again")
-
-
-def datetime_target(text: str) -> admin.ResetTarget:
-    """argparse type for ``--to-datetime``: a ``time`` target."""
-    try:
-        return admin.ResetTarget("time", admin.parse_datetime(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def duration_target(text: str) -> admin.ResetTarget:
-    """argparse type for ``--by-duration``: a ``time`` target, the duration before now."""
-    try:
-        return admin.ResetTarget("time", max(0, int(time.time() * 1000) - admin.parse_duration(text)))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def partition_list(text: str) -> List[int]:
-    """argparse type: ``0,2,5`` → ``[0, 2, 5]``."""
-    try:
-        values = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated partition numbers, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated partition numbers >= 0, got {text!r}")
-    return values
+    seek.add_parser(sub, common)
 
 
 def _write_atomically(path: str, text: str) -> None:
