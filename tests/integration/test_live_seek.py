@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 import time
 from typing import Dict, List, Tuple
@@ -109,7 +110,9 @@ def owned(members: List[SlowMember]) -> Dict[int, str]:
     return out
 
 
-def test_a_running_group_seeks_with_a_member_joining_under_load(cluster, zk, make_topic, group_id, capsys) -> None:
+def test_a_running_group_seeks_with_a_member_joining_under_load(cluster, zk, make_topic, group_id, capsys,
+                                                                caplog) -> None:
+    caplog.set_level(logging.INFO, logger="zkconsumer.consumer.seeking")
     topic = make_topic(partitions=PARTITIONS, replication=1)
     for p in range(PARTITIONS):
         cluster.produce(topic, [f"b{p}-{i:05d}" for i in range(BACKLOG)], partition=p)
@@ -187,6 +190,10 @@ def test_a_running_group_seeks_with_a_member_joining_under_load(cluster, zk, mak
             # Claimed during the seek: the new owner started from the target (claim-time), not the old commit.
             after_join = [o for seq, _, o in mine if seq > joined_at]
             assert after_join and after_join[0] == TARGET, (p, after_join[:5])
+            # ... because its claim read the target, not because a seek after the claim won the race to the
+            # first delivery (it usually does: the fetch starts a few ms later).
+            assert any(f"claiming {topic}-{p} at the seek target {TARGET}" in r.getMessage()
+                       for r in caplog.records), p
         # Committed offsets never go back below the target once it was written ...
         commits = [(seq, o) for seq, q, o in sorted(recorder.commits) if q == p]
         reached = next(i for i, (_, o) in enumerate(commits) if o >= TARGET)
