@@ -165,9 +165,9 @@ class GroupSeeks:
         one reads the target)."""
         with self._committer.no_commit_in_flight():
             for tp, info in move.items():
-                info.reset_offsets(request.offsets[tp])
                 if self._processed is not None:
-                    self._processed.restart(info)
+                    self._processed.restart(info)  # first: it remembers how far the old position went
+                info.reset_offsets(request.offsets[tp])
 
     def _commit_and_ack(self, request: seek_nodes.SeekRequest, todo: Mapping[TopicPartition, Tuple[
             PartitionTopicInfo, str]], lost: Callable[[List[TopicPartition]], None]) -> bool:
