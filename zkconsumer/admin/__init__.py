@@ -51,6 +51,8 @@ submodule              contents
                        :func:`apply_reset`
 :mod:`.times`          positions by time: :func:`parse_datetime`, :func:`parse_duration`,
                        :func:`offsets_for_time` (log-segment boundaries on 0.9 brokers)
+:mod:`.seek`           a live group-wide seek (not re-exported): :func:`~.seek.start_seek`,
+                       :func:`~.seek.wait_for_seek`, :func:`~.seek.finish_seek`, :func:`~.seek.cancel_seek`
 :mod:`.atomic`         :func:`~.atomic.write_offsets`: many offset nodes in one multi-operation,
                        all or nothing, and what an interrupted one did
 :mod:`.delete`         :func:`delete_group`
