@@ -200,3 +200,39 @@ def test_a_running_group_seeks_with_a_member_joining_under_load(cluster, zk, mak
         assert all(o >= TARGET for _, o in commits[reached:]), (p, commits[reached:][:10])
         # ... and every one sampled after the command reported the seek done is at or past it.
         assert all(o >= TARGET for seq, o in commits if seq > done_at), p
+
+
+def test_seek_dry_run_refusals_timeout_and_cancel(cluster, zk, make_topic, group_id, capsys) -> None:
+    """Without --execute nothing is asked; a group without live members is refused; a partition nobody
+    claims times the command out (exit 1) and leaves the request pending, which refuses a second seek,
+    until --cancel removes it."""
+    topic = make_topic(partitions=2, replication=1)
+    cluster.produce(topic, [f"m{i}" for i in range(10)], partition=0)
+
+    def run(*argv: str) -> Tuple[int, str]:
+        capsys.readouterr()
+        code = main(["offsets", "seek", "--group", group_id, *argv, "--zookeeper", cluster.zk_connect])
+        return code, capsys.readouterr().out
+
+    code, out = run("--topic", topic, "--to", "latest")
+    assert code == 0 and "Dry run" in out and "Seek group" in out, out
+    assert seeking.pending_seek(zk, group_id) is None
+    code, out = run("--topic", topic, "--to", "latest", "--execute")
+    assert code == 1 and seeking.pending_seek(zk, group_id) is None  # no live members: use a reset
+    dummy = f"/consumers/{group_id}/ids/{group_id}_never-claims"
+    registration = json.dumps({"version": 1, "subscription": {topic: 1}, "pattern": "static",
+                               "timestamp": str(int(time.time() * 1000))}, separators=(",", ":"))
+    zk.create(dummy, registration.encode(), ephemeral=True, makepath=True)
+    try:
+        code, out = run("--topic", topic, "--to", "latest", "--execute", "--timeout-s", "1")
+        assert code == 1 and "NOT acknowledged (owner: none)" in out and "--cancel" in out, out
+        pending = seeking.pending_seek(zk, group_id)
+        assert pending is not None and pending.offsets == {(topic, 0): 10, (topic, 1): 0}
+        code, _ = run("--topic", topic, "--to", "earliest", "--execute", "--timeout-s", "1")
+        assert code == 1 and seeking.pending_seek(zk, group_id) == pending  # refused: one is pending
+        code, out = run("--cancel")
+        assert code == 0 and f"Cancelled seek {pending.id}" in out, out
+        assert seeking.pending_seek(zk, group_id) is None
+        assert run("--cancel")[1].startswith(f"Group {group_id} has no pending seek")
+    finally:
+        zk.delete(dummy)
