@@ -12,7 +12,7 @@ page is rendered:
     ``zkconsumer/metrics/prometheus.py`` / ``exporter.py`` (name, type, labels, help);
 ``<!-- generated: results NAME -->``
     the kept benchmark run ``benchmarks/results/NAME.json`` (written by ``scripts/bench-keep``):
-    its command, commit, date, machine, load and steal, then its tables.
+    its tables, then its command, commit, date, machine, load and steal.
 
 An unknown marker or a missing result file fails the build (``PluginError``), so a page
 cannot silently lose a table. Loaded by ``mkdocs.yml`` (``hooks:``); ``scripts/docs`` builds.
@@ -287,12 +287,13 @@ def _freeze_table(record: Dict[str, Any]) -> List[str]:
 
 
 def results_section(name: str) -> str:
-    """The kept run ``benchmarks/results/<name>.json``: where it came from, then what it measured."""
+    """The kept run ``benchmarks/results/<name>.json``: what it measured, then where it came from."""
     path = RESULTS / f"{name}.json"
     if not path.exists():
         raise PluginError(f"no kept result {path.relative_to(ROOT)} (make it with scripts/bench-keep)")
     record = json.loads(path.read_text())
-    lines = _provenance(name, record)
+    provenance = ["Measured on:", ""] + _provenance(name, record)  # checked first: a record without it fails
+    lines: List[str] = []
     data = record.get("data")
     if isinstance(data, dict) and "topics" in data:
         lines += _throughput_tables(data)
@@ -304,7 +305,7 @@ def results_section(name: str) -> str:
     else:  # a form this page has no table for yet: its measurements as kept
         rest = {k: v for k, v in record.items() if k not in _HEADER_KEYS}
         lines += ["The measurements as kept:", "", "```json", json.dumps(rest, indent=1), "```", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + provenance)  # the figures first, then the machine, load and command behind them
 
 
 # --------------------------------------------------------------------------- the hook

@@ -5,40 +5,29 @@
     register_data_source(spark)
     df = (spark.readStream.format("zkconsumer")
           .option("zookeeper.connect", "zk:2181").option("group.id", "g1")
-          .option("topics", "events,clicks")          # or .option("topic.whitelist", "ev.*")
+          .option("subscribe", "events,clicks")       # or subscribePattern / assign
           .option("auto.offset.reset", "smallest")     # any consumer property
-          .load())                                     # topic, partition, offset, key, value
+          .load())                                     # Spark's Kafka-source columns (schema.SCHEMA)
     df.writeStream.trigger(availableNow=True).option("checkpointLocation", path)...
 
-Options (names are case-insensitive, as in Spark; values are strings):
-
-==========================  ====================================================================
-``zookeeper.connect``,      required; and any other consumer property (Kafka 0.8.2's names,
-``group.id``                e.g. ``auto.offset.reset``, ``fetch.message.max.bytes``)
-``topics``                  comma list of topics; or ``topic.whitelist`` (a Java regex); one of
-                            the two
-``startingOffsets``         as in Spark's Kafka source, for a query *without* a checkpoint only
-                            (a restarted query goes on from its checkpoint): ``earliest``,
-                            ``latest``, or JSON naming every subscribed partition,
-                            ``{"topic":{"0":23,"1":-2}}`` (``-2``: log start, ``-1``: log end).
-                            Unset (the default): the group's committed offsets in ZooKeeper,
-                            ``auto.offset.reset`` where it has none. An explicit offset outside
-                            the log is a data loss (see ``failOnDataLoss``; ``false`` starts at
-                            the log start). Batch reads ignore it.
-``maxOffsetsPerTrigger``    at most about this many messages per micro-batch, split over the
-                            partitions in proportion to their backlog exactly as Spark's Kafka
-                            source does (a share below 1 is rounded up, so a batch may exceed it
-                            by one per partition). Alias: ``max.messages.per.trigger``.
-``minOffsetsPerTrigger``    hold a micro-batch back until this many new messages are there, or
-                            ``maxTriggerDelay`` (default ``15m``; ``30s``, ``500ms``, ``1h``...)
-                            passed since the last micro-batch. Not applied under
-                            ``trigger(availableNow=True)``.
-``failOnDataLoss``          ``true`` (default) or ``false``: see below.
-``includeHeaders``          does not apply (Kafka 0.8/0.9 messages have no headers): ``true`` is
-                            refused with a ConfigurationError, ``false`` is accepted.
-``max.messages.per.``       batch reads only: at most this many messages per partition.
-``partition``
-==========================  ====================================================================
+Options (names are case-insensitive, as in Spark; values are strings): Spark's
+Kafka-source options with Spark's names and meanings (``subscribe``,
+``subscribePattern``, ``assign``, ``startingOffsets``,
+``startingOffsetsByTimestamp``, ``startingTimestamp``, ``endingOffsets``,
+``minPartitions``, ``maxRecordsPerPartition``, ``maxOffsetsPerTrigger``,
+``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``failOnDataLoss``,
+``includeHeaders``), this source's older names (``topics``,
+``topic.whitelist``, ``max.messages.per.trigger``), ``max.messages.per.partition``
+(a batch read's cap per partition), and any consumer property
+(``zookeeper.connect`` and ``group.id`` required). The table with each
+option's meaning here and in Spark is in docs/spark.md; parsing and
+validation are in :mod:`~spark_integration.options`. Any other name is
+refused, naming the closest known one. ``startingOffsets`` and the timestamp
+options apply to a query *without* a checkpoint (and to batch reads); unset,
+a query starts from the group's committed offsets in ZooKeeper
+(``auto.offset.reset`` where it has none). Timestamps go through the brokers'
+offsets-before-time lookup, which on 0.8/0.9 brokers answers with log-segment
+boundaries (:meth:`~spark_integration.group_view.GroupView.offsets_before`).
 
 Lag: PySpark 4.x gives Python sources no custom-metrics hook, so Spark's
 ``min/max/avgOffsetsBehindLatest`` are not in the progress as such. The
@@ -46,7 +35,10 @@ source reports the log ends it planned against as its ``latestOffset``
 (``reportLatestOffset``), next to ``endOffset`` in every progress entry;
 :func:`source_lag` computes the three figures from ``query.lastProgress``.
 
-Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
+Offsets (what Spark checkpoints) are in the JSON form Spark's own Kafka
+source writes, ``{"topic": {"0": next offset}}``
+(:mod:`~spark_integration.spark_json`; the older ``{"topic/0": n}`` of
+checkpoints written before is still read).
 
 * ``initialOffset()`` (a query without a checkpoint): per ``startingOffsets``;
   unset, the group's committed offsets from ZooKeeper, or
@@ -94,10 +86,13 @@ Offsets (what Spark checkpoints) are ``{"<topic>/<partition>": next offset}``.
   transactional sink); ZooKeeper offsets are used only by a query without a
   checkpoint.
 
-A batch ``spark.read.format("zkconsumer")`` reads the group's uncommitted
-messages (committed offsets to log end, capped by
-``max.messages.per.partition``) and commits nothing; ``failOnDataLoss``
-applies to its executors (a range deleted before it was read).
+A batch ``spark.read.format("zkconsumer")`` reads from ``startingOffsets``
+(or the timestamp options; unset: the group's committed offsets) to
+``endingOffsets`` (unset: the log end), capped by
+``max.messages.per.partition``, and commits nothing; ``failOnDataLoss``
+applies to its executors (a range deleted before it was read). Both kinds of
+query split ranges per ``minPartitions``/``maxRecordsPerPartition``
+(:func:`~spark_integration.ranges.split_ranges`).
 
 The reader objects hold only plain data when pickled; the driver-side
 ZooKeeper sessions (:class:`~spark_integration.group_view.GroupView`,
@@ -111,7 +106,7 @@ import functools
 import json
 import logging
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -121,7 +116,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from zkconsumer import ConfigurationError, ConsumerConfig
 from zkconsumer.admin import UnknownTopicError
@@ -131,9 +126,12 @@ from .group_view import BrokerAddress, GroupView
 from .options import SourceOptions
 from .ownership import QueryOwnership
 from .range_reader import read_offset_range, read_offset_range_batches
-from .ranges import OffsetRange, TopicPartition, TriggerDelay, decode_offsets, encode_offsets, new_messages, rate_limit
+from .ranges import OffsetRange, TopicPartition, TriggerDelay, new_messages, plan_ranges, rate_limit, split_ranges
 from .rdd import brokers_from_zookeeper
-from .starting_offsets import starting_positions
+from .schema import SCHEMA, Row, spark_batch, spark_row
+from .spark_json import read_source_offsets as decode_offsets
+from .spark_json import source_offsets as encode_offsets
+from .starting_offsets import ending_positions, starting_positions, timestamp_positions, timestamps_wanted
 
 __all__ = [
     "SOURCE_NAME", "SCHEMA", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",
@@ -144,18 +142,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "zkconsumer"
-
-#: The source's columns (``key`` is null for messages without a key).
-SCHEMA = StructType([
-    StructField("topic", StringType(), False),
-    StructField("partition", IntegerType(), False),
-    StructField("offset", LongType(), False),
-    StructField("key", BinaryType(), True),
-    StructField("value", BinaryType(), True),
-])
-
-Row = Tuple[str, int, int, Optional[bytes], Optional[bytes]]
-
 
 class OffsetRangePartition(InputPartition):
     """One Spark input partition: one Kafka partition's offset range, and how to reach the cluster.
@@ -183,22 +169,23 @@ def read_batches(partition: InputPartition) -> Iterator[Any]:
 
     One ``pyarrow.RecordBatch`` per fetched chunk, wrapping the C decoder's
     buffers (no Python object per message), with exactly the Arrow schema of
-    :data:`SCHEMA` (``topic``, ``partition``, ``offset`` not null), as PySpark
-    requires of a Python data source that yields record batches.
+    :data:`~spark_integration.schema.SCHEMA` (Spark's Kafka-source columns), as
+    PySpark requires of a Python data source that yields record batches.
     """
     if not isinstance(partition, OffsetRangePartition):
         return  # Spark's placeholder partition when there was nothing to plan
     from zkconsumer.consumer.arrow import NOT_NULL_SCHEMA
 
     refresh = lambda: brokers_from_zookeeper(partition.props)  # noqa: E731
-    yield from read_offset_range_batches(partition.props, partition.brokers, partition.offset_range,
-                                         refresh_brokers=refresh,
-                                         fail_on_data_loss=getattr(partition, "fail_on_data_loss", True),
-                                         schema=NOT_NULL_SCHEMA)
+    for batch in read_offset_range_batches(partition.props, partition.brokers, partition.offset_range,
+                                           refresh_brokers=refresh,
+                                           fail_on_data_loss=getattr(partition, "fail_on_data_loss", True),
+                                           schema=NOT_NULL_SCHEMA):
+        yield spark_batch(batch)
 
 
 def read_rows(partition: InputPartition) -> Iterator[Row]:
-    """Executor side: the rows ``(topic, partition, offset, key, value)`` of one input partition (tuples).
+    """Executor side: the rows of one input partition as tuples in :data:`~spark_integration.schema.SCHEMA`'s order.
 
     The same messages as :func:`read_batches`, one Python tuple each (slower;
     kept for callers that want rows).
@@ -211,7 +198,7 @@ def read_rows(partition: InputPartition) -> Iterator[Row]:
     for chunk in read_offset_range(partition.props, partition.brokers, r, refresh_brokers=refresh,
                                    fail_on_data_loss=fail_on_data_loss):
         for offset, key, value in chunk:
-            yield (r.topic, r.partition, offset, key, value)
+            yield spark_row(r.topic, r.partition, offset, key, value)
 
 
 def _check_schema(schema: StructType) -> None:
@@ -221,6 +208,9 @@ def _check_schema(schema: StructType) -> None:
         raise ConfigurationError(
             "schema", f"the zkconsumer source has the fixed schema {SCHEMA.simpleString()}, not {schema.simpleString()}")
 
+
+#: Offsets as Spark checkpoints them: ``{"topic": {"0": 23}}`` written; the older ``{"topic/0": 23}`` also read.
+SourceOffsets = Dict[str, Any]
 
 ViewFactory = Callable[[ConsumerConfig], GroupView]
 OwnershipFactory = Callable[[ConsumerConfig], QueryOwnership]
@@ -256,11 +246,28 @@ class _Planner:
         return self._ownership
 
     def topic_partitions(self) -> List[TopicPartition]:
-        """Every partition of the subscribed topics; UnknownTopicError if a listed topic does not exist."""
+        """Every partition subscribed (or assigned); UnknownTopicError if a listed topic does not exist,
+        ConfigurationError (``assign``) for an assigned partition that does not exist."""
+        assign = self.options.assign
+        if assign:
+            exist = set(self.view.topic_partitions(sorted({t for t, _ in assign})))
+            missing = [tp for tp in assign if tp not in exist]
+            if missing:
+                raise ConfigurationError("assign", "names partitions that do not exist: "
+                                                   + ", ".join(f"{t}/{p}" for t, p in missing))
+            return list(assign)
         return self.view.topic_partitions(self.options.topics, self.options.whitelist)
 
     def current_partitions(self) -> List[TopicPartition]:
         """Every partition that exists now: a listed topic that vanished contributes none (a data loss check)."""
+        if self.options.assign:
+            exist = set()
+            for topic in sorted({t for t, _ in self.options.assign}):
+                try:
+                    exist |= set(self.view.topic_partitions((topic,)))
+                except UnknownTopicError:
+                    continue
+            return [tp for tp in self.options.assign if tp in exist]
         if self.options.whitelist is not None:
             return self.view.topic_partitions((), self.options.whitelist)
         found: List[TopicPartition] = []
@@ -271,10 +278,26 @@ class _Planner:
                 continue
         return found
 
+    def start_by_time(self, partitions: Sequence[TopicPartition], starts: Dict[TopicPartition, int],
+                      ends: Dict[TopicPartition, int]) -> Optional[Dict[TopicPartition, int]]:
+        """Start offsets per ``startingTimestamp``/``startingOffsetsByTimestamp`` (``None`` if neither is set)."""
+        wanted = timestamps_wanted(self.options, partitions)
+        if not wanted:
+            return None
+        found = self.view.offsets_before(wanted)
+        positions = timestamp_positions(found, starts, ends)
+        log.info("offsets before the requested times (log-segment boundaries on 0.8/0.9 brokers): %s",
+                 encode_offsets(positions))
+        return positions
+
     def input_partitions(self, ranges: Sequence[OffsetRange], keep_empty: bool) -> List[InputPartition]:
+        """One input partition per range, after ``minPartitions``/``maxRecordsPerPartition`` split them (Spark's
+        rule, which drops empty ranges; without either, empty ranges stay if ``keep_empty``)."""
+        options = self.options
+        ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
         brokers = self.view.brokers()
-        fail = self.options.fail_on_data_loss
-        return [OffsetRangePartition(self.options.props, brokers, r, fail) for r in ranges if keep_empty or r.count]
+        fail = options.fail_on_data_loss
+        return [OffsetRangePartition(options.props, brokers, r, fail) for r in ranges if keep_empty or r.count]
 
     def report(self, losses: Sequence[DataLoss]) -> None:
         """Raise DataLossError (``failOnDataLoss``, the default) or log a warning per loss."""
@@ -305,7 +328,7 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView,
                  ownership_factory: OwnershipFactory = QueryOwnership,
                  clock: Callable[[], float] = time.time) -> None:
-        self._planner = _Planner(options, view_factory, ownership_factory)
+        self._planner = _Planner(options.check_stream(), view_factory, ownership_factory)
         self._target: Optional[Dict[TopicPartition, int]] = None
         self._committed: Dict[TopicPartition, int] = {}
         self._available: Dict[TopicPartition, int] = {}
@@ -313,14 +336,18 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if options.min_messages_per_trigger is not None:
             self._delay = TriggerDelay(options.min_messages_per_trigger, options.max_trigger_delay_ms, clock)
 
-    def initialOffset(self) -> Dict[str, int]:
+    def initialOffset(self) -> SourceOffsets:
         planner = self._planner
         partitions = planner.topic_partitions()
         planner.ownership.hold(partitions)
         view = planner.view
         starts, ends = view.log_starts(partitions), view.log_ends(partitions)
         spec = planner.options.starting_offsets
-        if spec is None:
+        by_time = planner.start_by_time(partitions, starts, ends)
+        losses: List[DataLoss] = []
+        if by_time is not None:
+            positions = by_time
+        elif spec is None:
             positions, losses = initial_positions(view.committed(partitions), starts, ends,
                                                   planner.options.config.auto_offset_reset)
         else:
@@ -346,7 +373,7 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return ReadMinRows(options.min_messages_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: Dict[str, int], limit: ReadLimit) -> Dict[str, int]:
+    def latestOffset(self, start: SourceOffsets, limit: ReadLimit) -> SourceOffsets:
         planner = self._planner
         begin = decode_offsets(start)
         # Spark plans one micro-batch at a time: ``start`` is the end of a batch that has
@@ -394,13 +421,13 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             moving = rate_limit(max_rows, moving_begin, moving)
         return {**moving, **{tp: latest[tp] for tp in reset}}
 
-    def reportLatestOffset(self) -> Optional[Dict[str, int]]:
+    def reportLatestOffset(self) -> Optional[SourceOffsets]:
         """The log ends seen when the last micro-batch was planned (Spark shows them as the source's
         ``latestOffset`` in the query's progress: with ``endOffset`` they give the lag per partition,
         see :func:`source_lag`); ``None`` before the first plan."""
         return encode_offsets(self._available) if self._available else None
 
-    def metrics(self, consumed: Optional[Dict[str, int]]) -> Dict[str, str]:
+    def metrics(self, consumed: Optional[SourceOffsets]) -> Dict[str, str]:
         """Spark's Kafka-source lag metrics for the offsets ``consumed`` (the last micro-batch's end).
 
         ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest``,
@@ -412,16 +439,16 @@ class ZkConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return {}
         return offsets_behind_latest(decode_offsets(consumed), self._available)
 
-    def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
+    def partitions(self, start: SourceOffsets, end: SourceOffsets) -> Sequence[InputPartition]:
         begin, finish = decode_offsets(start), decode_offsets(end)
         ranges = [OffsetRange(t, p, begin[(t, p)], until) for (t, p), until in sorted(finish.items())
-                  if (t, p) in begin and until > begin[(t, p)]]
+                  if (t, p) in begin and until > begin[(t, p)]]  # split per minPartitions/maxRecordsPerPartition
         return self._planner.input_partitions(ranges, keep_empty=False) if ranges else []
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_batches(partition)
 
-    def commit(self, end: Dict[str, int]) -> None:
+    def commit(self, end: SourceOffsets) -> None:
         self._write_offsets(decode_offsets(end))
 
     def _write_offsets(self, offsets: Dict[TopicPartition, int]) -> None:
@@ -440,15 +467,30 @@ class ZkConsumerBatchReader(DataSourceReader):
     """Batch read of the group's uncommitted messages (committed offsets to log end); commits nothing."""
 
     def __init__(self, options: SourceOptions, *, view_factory: ViewFactory = GroupView) -> None:
-        self._planner = _Planner(options, view_factory)
+        self._planner = _Planner(options.check_batch(log), view_factory)
 
     def partitions(self) -> List[InputPartition]:
         try:
-            options = self._planner.options
-            ranges = self._planner.view.plan(options.topics, options.whitelist, options.max_messages_per_partition)
-            return self._planner.input_partitions(ranges, keep_empty=True)
+            return self._planner.input_partitions(self.plan(), keep_empty=True)
         finally:
             self._planner.close()
+
+    def plan(self) -> List[OffsetRange]:
+        """The ranges to read, one per partition, before any split (see the module docstring)."""
+        planner, options = self._planner, self._planner.options
+        partitions = planner.topic_partitions()
+        view = planner.view
+        starts, ends = view.log_starts(partitions), view.log_ends(partitions)
+        begin = planner.start_by_time(partitions, starts, ends)
+        if begin is None and options.starting_offsets is not None:
+            begin, losses = starting_positions(options.starting_offsets, partitions, starts, ends)
+            planner.report(losses)
+        elif begin is None:
+            # the group's uncommitted messages: a committed offset outside the log is only warned about
+            begin, losses = initial_positions(view.committed(partitions), starts, ends, options.config.auto_offset_reset)
+            report(planner.group, losses, False, log)
+        until = ending_positions(options.ending_offsets, begin, ends)
+        return plan_ranges(begin, until, options.max_messages_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_batches(partition)

@@ -147,7 +147,8 @@ class GroupView:
         """The group's committed next offset of each partition (``None`` where none)."""
         return {tp: self._group.read_offset(*tp) for tp in partitions}
 
-    def log_offsets(self, partitions: Sequence[TopicPartition], time_: int, attempts: int = 5) -> Dict[TopicPartition, int]:
+    def log_offsets(self, partitions: Sequence[TopicPartition], time_: int, attempts: int = 5,
+                    empty: Optional[int] = None) -> Dict[TopicPartition, int]:
         """Log start (``EARLIEST_TIME``) or end (``LATEST_TIME``) of each partition, from its leader.
 
         Partitions whose leader is briefly unavailable are asked again, up to
@@ -164,7 +165,7 @@ class GroupView:
                 self._sleep(self.config.refresh_leader_backoff_ms / 1000.0)
                 self._log_offsets.close()
                 self._log_offsets = self._new_log_offsets()  # forget cached broker addresses
-            offsets, problems = self._log_offsets.fetch(missing, time_)
+            offsets, problems = self._log_offsets.fetch(missing, time_, empty)
             found.update(offsets)
             missing = [tp for tp in missing if tp not in found]
         if missing:
@@ -176,6 +177,25 @@ class GroupView:
 
     def log_starts(self, partitions: Sequence[TopicPartition]) -> Dict[TopicPartition, int]:
         return self.log_offsets(partitions, EARLIEST_TIME)
+
+    def offsets_before(self, times: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Optional[int]]:
+        """The brokers' offsets-before-time lookup (ListOffsets v0) for each partition's time (ms since the epoch).
+
+        A 0.8/0.9 broker answers with the base offset of the newest log segment
+        last modified at or before the time (the log end if the time is now or
+        later): a segment boundary, not a message's own time, since messages
+        carry none. ``None`` where the time lies before every segment.
+        """
+        by_time: Dict[int, List[TopicPartition]] = {}
+        for tp, at in times.items():
+            if at < 0:
+                raise ValueError(f"a time must be >= 0 ms since the epoch, not {at} for {tp[0]}/{tp[1]}")
+            by_time.setdefault(at, []).append(tp)
+        found: Dict[TopicPartition, Optional[int]] = {}
+        for at, tps in sorted(by_time.items()):
+            for tp, offset in self.log_offsets(tps, at, empty=-1).items():
+                found[tp] = None if offset < 0 else offset
+        return found
 
     def positions(self, partitions: Sequence[TopicPartition],
                   log_ends: Optional[Mapping[TopicPartition, int]] = None) -> Dict[TopicPartition, int]:

@@ -12,27 +12,52 @@ pickled.
 
 from __future__ import annotations
 
-import json
+import difflib
+import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from zkconsumer import ConfigurationError, ConsumerConfig, Whitelist
+from zkconsumer.structs import TopicPartition
+
+from .spark_json import OFFSETS_EXAMPLE, TIMESTAMPS_EXAMPLE, parse_assign, parse_partition_numbers
 
 __all__ = [
     "PropsLike", "plain_props", "member_config", "MemberMetrics", "SourceOptions", "SOURCE_OPTIONS",
     "StartingOffsets", "parse_starting_offsets", "parse_duration_ms", "EARLIEST", "LATEST",
-    "DEFAULT_MAX_TRIGGER_DELAY_MS",
+    "DEFAULT_MAX_TRIGGER_DELAY_MS", "OPTION_NAMES", "UNSUPPORTED_OPTIONS", "check_option_names",
 ]
 
 #: Consumer properties as users give them: a mapping of Kafka's dotted names, or a config.
 PropsLike = Union[Mapping[str, Any], ConsumerConfig]
 
-#: Options of the ``zkconsumer`` data source that are not consumer properties, lowercased
-#: (Spark's option names are case-insensitive: ``failOnDataLoss`` arrives as ``failondataloss``).
-SOURCE_OPTIONS = ("topics", "topic.whitelist", "max.messages.per.trigger", "max.messages.per.partition",
-                  "failondataloss", "startingoffsets", "maxoffsetspertrigger", "minoffsetspertrigger",
-                  "maxtriggerdelay", "includeheaders")
+#: The ``zkconsumer`` data source's own options (not consumer properties): lowercased (Spark's option
+#: names are case-insensitive: ``failOnDataLoss`` arrives as ``failondataloss``) -> the documented spelling.
+OPTION_NAMES = {name.lower(): name for name in (
+    "subscribe", "subscribePattern", "assign", "topics", "topic.whitelist",
+    "startingOffsets", "startingOffsetsByTimestamp", "startingTimestamp", "endingOffsets",
+    "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "failOnDataLoss", "includeHeaders", "max.messages.per.trigger", "max.messages.per.partition",
+)}
+SOURCE_OPTIONS = tuple(OPTION_NAMES)
+
+#: Options of Spark's Kafka source this source does not take, and what to do instead (lowercased).
+UNSUPPORTED_OPTIONS = {
+    "kafka.bootstrap.servers": "this source finds the brokers through zookeeper.connect (give that instead)",
+    "kafka.group.id": "give group.id: the group whose offsets in ZooKeeper this source reads and writes",
+    "groupidprefix": "this source reads as the group named by group.id",
+    "endingoffsetsbytimestamp": "is not supported; give endingOffsets (batch queries)",
+    "endingtimestamp": "is not supported; give endingOffsets (batch queries)",
+    "startingoffsetsbytimestampstrategy": "is not supported: a timestamp after the last message starts at the "
+                                          "log end (what Spark's strategy 'latest' does)",
+    "kafkaconsumer.polltimeoutms": "is not used: fetches wait per the consumer property fetch.wait.max.ms",
+    "fetchoffset.numretries": "is not used: offset lookups retry per refresh.leader.backoff.ms",
+    "fetchoffset.retryintervalms": "is not used: offset lookups retry per refresh.leader.backoff.ms",
+}
+
+#: The subscription options, in the order an error names them: Spark's names, then this source's aliases.
+STRATEGIES = ("subscribe", "subscribepattern", "assign", "topics", "topic.whitelist")
 
 #: In a ``startingOffsets`` JSON, the partition's log start (as in Spark's Kafka source).
 EARLIEST = -2
@@ -72,8 +97,10 @@ class StartingOffsets:
     offsets: Optional[Dict[Tuple[str, int], int]] = None
 
 
-def parse_starting_offsets(raw: Any) -> Optional[StartingOffsets]:
+def parse_starting_offsets(raw: Any, option: str = "startingOffsets") -> Optional[StartingOffsets]:
     """``earliest``, ``latest`` (any case) or Spark's JSON ``{"topic": {"0": 23, "1": -2}}``; ``None`` if unset.
+
+    ``option`` names the option in errors (``endingOffsets`` takes the same values).
 
     >>> parse_starting_offsets('{"t": {"0": 23, "1": -2}}').offsets
     {('t', 0): 23, ('t', 1): -2}
@@ -83,25 +110,11 @@ def parse_starting_offsets(raw: Any) -> Optional[StartingOffsets]:
     text = str(raw).strip()
     if text.lower() in ("earliest", "latest"):
         return StartingOffsets(text.lower())
-    bad = (f"invalid value {text!r}: expected earliest, latest, or JSON such as "
-           '{"topic":{"0":23,"1":-2}} (-2: the log start, -1: the log end)')
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        raise ConfigurationError("startingOffsets", bad) from None
-    if not isinstance(parsed, dict) or not parsed:
-        raise ConfigurationError("startingOffsets", bad)
-    offsets: Dict[Tuple[str, int], int] = {}
-    for topic, partitions in parsed.items():
-        if not isinstance(partitions, dict) or not partitions:
-            raise ConfigurationError("startingOffsets", f"{bad}; topic {topic!r} has no partition object")
-        for partition, offset in partitions.items():
-            if not str(partition).isdigit():
-                raise ConfigurationError("startingOffsets", f"{bad}; {partition!r} of {topic!r} is not a partition")
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
-                raise ConfigurationError("startingOffsets", f"{bad}; offset {offset!r} of {topic}/{partition} is "
-                                                            "not an offset, -1 or -2")
-            offsets[(str(topic), int(partition))] = offset
+    if not text.startswith("{"):
+        raise ConfigurationError(option, f"invalid value {text!r}: expected earliest, latest, or JSON such as "
+                                         '{"topic":{"0":23,"1":-2}} (-2: the log start, -1: the log end)')
+    offsets = parse_partition_numbers(option, text, OFFSETS_EXAMPLE, EARLIEST,
+                                      "an offset, -1 (the log end) or -2 (the log start)")
     return StartingOffsets("specific", offsets)
 
 
@@ -209,23 +222,128 @@ def _boolean(options: Mapping[str, str], key: str, name: str, default: bool) -> 
     return text == "true"
 
 
+def check_option_names(names: Iterable[str]) -> None:
+    """ConfigurationError for the first name that is neither an option of this source nor a consumer property.
+
+    The error names the option as given and the closest known one (or, for an
+    option of Spark's Kafka source this source does not take, what to use instead).
+    """
+    for name in names:
+        key = str(name).lower()
+        if key in OPTION_NAMES or key in ConsumerConfig.PROPERTIES:
+            continue
+        if key in UNSUPPORTED_OPTIONS:
+            raise ConfigurationError(name, f"option of Spark's Kafka source that the zkconsumer source does not take: "
+                                           f"{UNSUPPORTED_OPTIONS[key]}")
+        if key.startswith("kafka."):
+            bare = key[len("kafka."):]
+            hint = f"; did you mean {bare}?" if bare in ConsumerConfig.PROPERTIES else ""
+            raise ConfigurationError(name, "Spark's kafka.-prefixed Kafka client properties do not apply: give this "
+                                           f"consumer's (Kafka 0.8) properties without the prefix{hint}")
+        known = {**{k: v for k, v in OPTION_NAMES.items()}, **{p: p for p in ConsumerConfig.PROPERTIES}}
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {known[close[0]]}?" if close else (
+            " (the options are listed in docs/spark.md; any Kafka 0.8 consumer property is accepted too)")
+        raise ConfigurationError(name, f"unknown option {name!r} of the zkconsumer source{hint}")
+
+
+def _subscription(given: Mapping[str, Any]) -> Tuple[Tuple[str, ...], Optional[str], Tuple[TopicPartition, ...]]:
+    """``(topics, whitelist, assign)`` from exactly one of ``subscribe``/``topics``,
+    ``subscribePattern``/``topic.whitelist`` and ``assign``, with Spark's errors."""
+    present = [key for key in STRATEGIES if str(given.get(key) or "").strip() or
+               (key in given and key == "assign")]
+    listed = "subscribe, subscribePattern, assign (or this source's older names topics, topic.whitelist)"
+    if not present:
+        raise ConfigurationError("subscribe", f"One of the following options must be specified for Kafka source: "
+                                              f"{listed}")
+    if len(present) > 1:
+        raise ConfigurationError(OPTION_NAMES[present[0]], "Only one of the following options can be specified for "
+                                                           f"Kafka source: {listed}; given: "
+                                                           + ", ".join(OPTION_NAMES[k] for k in present))
+    key = present[0]
+    raw = str(given[key]).strip()
+    if key in ("subscribe", "topics"):
+        topics = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+        if not topics:
+            raise ConfigurationError(OPTION_NAMES[key], f"invalid value {raw!r}: no topic names (No topics to "
+                                                        "subscribe to)")
+        return topics, None, ()
+    if key == "assign":
+        return (), None, parse_assign(raw)
+    Whitelist(raw)  # raises SubscriptionError (a ConfigurationError) if invalid
+    return (), raw, ()
+
+
+def _timestamp(given: Mapping[str, Any], key: str) -> Optional[int]:
+    raw = given.get(key)
+    if raw is None or str(raw).strip() == "":
+        return None
+    text = str(raw).strip()
+    if not text.isdigit():
+        raise ConfigurationError(OPTION_NAMES[key], f"invalid value {raw!r}: expected a timestamp in milliseconds "
+                                                    "since the epoch")
+    return int(text)
+
+
+def _trigger_limits(given: Mapping[str, Any]) -> Tuple[Optional[int], Optional[int], int]:
+    """``(maxOffsetsPerTrigger or its alias, minOffsetsPerTrigger, maxTriggerDelay in ms)``, checked together."""
+    max_per_trigger = _positive_int(given, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+    alias = _positive_int(given, "max.messages.per.trigger")
+    if max_per_trigger is not None and alias is not None and alias != max_per_trigger:
+        raise ConfigurationError("maxOffsetsPerTrigger", f"is {max_per_trigger} but its alias "
+                                                         f"max.messages.per.trigger is {alias}: give one")
+    if max_per_trigger is None:
+        max_per_trigger = alias
+    min_per_trigger = _positive_int(given, "minoffsetspertrigger", "minOffsetsPerTrigger")
+    raw_delay = given.get("maxtriggerdelay")
+    delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS
+    if raw_delay is not None and str(raw_delay).strip():
+        delay_ms = parse_duration_ms("maxTriggerDelay", raw_delay)
+    if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise ConfigurationError("minOffsetsPerTrigger", f"is {min_per_trigger}, above maxOffsetsPerTrigger "
+                                                         f"{max_per_trigger}")
+    return max_per_trigger, min_per_trigger, delay_ms
+
+
+def _check_topics(option: str, named: Iterable[TopicPartition], topics: Tuple[str, ...],
+                  assign: Tuple[TopicPartition, ...]) -> None:
+    """ConfigurationError if the JSON of ``option`` names a topic not subscribed (or a partition not assigned)."""
+    named = set(named)
+    if topics:
+        unknown = sorted({t for t, _ in named} - set(topics))
+        if unknown:
+            raise ConfigurationError(option, f"names topics not in the option subscribe: {unknown}")
+    if assign:
+        extra = sorted(named - set(assign))
+        if extra:
+            raise ConfigurationError(option, "names partitions not in the option assign: "
+                                             + ", ".join(f"{t}/{p}" for t, p in extra))
+
+
 @dataclass(frozen=True)
 class SourceOptions:
-    """The ``zkconsumer`` data source's options, validated.
+    """The ``zkconsumer`` data source's options, validated (see docs/spark.md for the table).
 
     ``props`` are the consumer properties (every option not in
     :data:`SOURCE_OPTIONS`), validated by :class:`~zkconsumer.ConsumerConfig`.
-    Exactly one of ``topics`` (from the comma list ``topics``) and ``whitelist``
-    (``topic.whitelist``, Kafka's whitelist regex) is set.
+    Exactly one of ``topics`` (option ``subscribe``, alias ``topics``: a comma
+    list), ``whitelist`` (``subscribePattern``, alias ``topic.whitelist``: a Java
+    regex) and ``assign`` (``assign``: fixed partitions) is set.
     ``max_messages_per_trigger`` bounds a streaming micro-batch (option
     ``maxOffsetsPerTrigger``, or its older alias ``max.messages.per.trigger``);
     ``min_messages_per_trigger`` and ``max_trigger_delay_ms`` (options
     ``minOffsetsPerTrigger``, ``maxTriggerDelay``) delay a micro-batch until
     that many messages are there or that long passed since the last one;
-    ``starting_offsets`` (option ``startingOffsets``) is where a query without
-    a checkpoint starts (``None``: the group's committed offsets);
-    ``max_messages_per_partition`` bounds what a batch read takes from each
-    partition. ``fail_on_data_loss`` (option
+    ``starting_offsets`` (option ``startingOffsets``),
+    ``starting_timestamps`` (``startingOffsetsByTimestamp``) and
+    ``starting_timestamp`` (``startingTimestamp``, every partition) say where a
+    query without a checkpoint, or a batch read, starts (``None``: the group's
+    committed offsets; the timestamps take precedence, as in Spark);
+    ``ending_offsets`` (``endingOffsets``, batch only) where a batch read ends;
+    ``min_partitions`` and ``max_records_per_partition`` (``minPartitions``,
+    ``maxRecordsPerPartition``) split ranges across Spark tasks;
+    ``max_messages_per_partition`` (``max.messages.per.partition``) cuts what a
+    batch read takes from each partition. ``fail_on_data_loss`` (option
     ``failOnDataLoss``, default true, as in Spark's Kafka source): whether
     messages that can no longer be read (deleted by retention, a topic deleted
     and re-created, a log truncated by an unclean leader election, a partition
@@ -242,56 +360,94 @@ class SourceOptions:
     starting_offsets: Optional[StartingOffsets] = None
     min_messages_per_trigger: Optional[int] = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    assign: Tuple[TopicPartition, ...] = ()
+    starting_timestamps: Optional[Dict[TopicPartition, int]] = None
+    starting_timestamp: Optional[int] = None
+    ending_offsets: Optional[StartingOffsets] = None
+    min_partitions: Optional[int] = None
+    max_records_per_partition: Optional[int] = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "SourceOptions":
         """Parse Spark's (case-insensitive, string-valued) options; ConfigurationError naming the bad one."""
+        check_option_names(options)
         given = {str(k).lower(): v for k, v in options.items()}
-        raw_topics = str(given.get("topics") or "").strip()
-        raw_whitelist = str(given.get("topic.whitelist") or "").strip()
-        if bool(raw_topics) == bool(raw_whitelist):
-            raise ConfigurationError("topics", "give exactly one of the options topics (a comma list) and topic.whitelist")
-        topics: Tuple[str, ...] = ()
-        if raw_topics:
-            topics = tuple(dict.fromkeys(t.strip() for t in raw_topics.split(",") if t.strip()))
-            if not topics:
-                raise ConfigurationError("topics", f"invalid value {raw_topics!r}: no topic names")
-        else:
-            Whitelist(raw_whitelist)  # raises SubscriptionError (a ConfigurationError) if invalid
+        topics, whitelist, assign = _subscription(given)
         props = plain_props({k: v for k, v in given.items() if k not in SOURCE_OPTIONS})
         if _boolean(given, "includeheaders", "includeHeaders", False):
             raise ConfigurationError("includeHeaders", "does not apply: Kafka 0.8/0.9 messages have no headers "
                                                        "(leave it unset or false)")
-        max_per_trigger = _positive_int(given, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
-        alias = _positive_int(given, "max.messages.per.trigger")
-        if max_per_trigger is not None and alias is not None and alias != max_per_trigger:
-            raise ConfigurationError("maxOffsetsPerTrigger", f"is {max_per_trigger} but its alias "
-                                                             f"max.messages.per.trigger is {alias}: give one")
-        min_per_trigger = _positive_int(given, "minoffsetspertrigger", "minOffsetsPerTrigger")
-        raw_delay = given.get("maxtriggerdelay")
-        delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS
-        if raw_delay is not None and str(raw_delay).strip():
-            delay_ms = parse_duration_ms("maxTriggerDelay", raw_delay)
-        if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
-            raise ConfigurationError("minOffsetsPerTrigger", f"is {min_per_trigger}, above maxOffsetsPerTrigger "
-                                                             f"{max_per_trigger}")
+        max_per_trigger, min_per_trigger, delay_ms = _trigger_limits(given)
         starting = parse_starting_offsets(given.get("startingoffsets"))
-        if starting is not None and starting.offsets is not None and topics:
-            unknown = sorted({t for t, _ in starting.offsets} - set(topics))
-            if unknown:
-                raise ConfigurationError("startingOffsets", f"names topics not in the option topics: {unknown}")
+        ending = parse_starting_offsets(given.get("endingoffsets"), "endingOffsets")
+        timestamps = None
+        raw_timestamps = given.get("startingoffsetsbytimestamp")
+        if raw_timestamps is not None and str(raw_timestamps).strip():
+            timestamps = parse_partition_numbers("startingOffsetsByTimestamp", str(raw_timestamps),
+                                                 TIMESTAMPS_EXAMPLE, 0, "a timestamp in ms since the epoch")
+        for option, spec in (("startingOffsets", starting), ("endingOffsets", ending)):
+            if spec is not None and spec.offsets is not None:
+                _check_topics(option, spec.offsets, topics, assign)
+        if timestamps is not None:
+            _check_topics("startingOffsetsByTimestamp", timestamps, topics, assign)
         return cls(
             props=props,
             topics=topics,
-            whitelist=raw_whitelist or None,
-            max_messages_per_trigger=max_per_trigger if max_per_trigger is not None else alias,
+            whitelist=whitelist,
+            max_messages_per_trigger=max_per_trigger,
             max_messages_per_partition=_positive_int(given, "max.messages.per.partition"),
             fail_on_data_loss=_boolean(given, "failondataloss", "failOnDataLoss", True),
             starting_offsets=starting,
             min_messages_per_trigger=min_per_trigger,
             max_trigger_delay_ms=delay_ms,
+            assign=assign,
+            starting_timestamps=timestamps,
+            starting_timestamp=_timestamp(given, "startingtimestamp"),
+            ending_offsets=ending,
+            min_partitions=_positive_int(given, "minpartitions", "minPartitions"),
+            max_records_per_partition=_positive_int(given, "maxrecordsperpartition", "maxRecordsPerPartition"),
         )
 
     @property
     def config(self) -> ConsumerConfig:
         return ConsumerConfig(self.props)
+
+    @property
+    def by_timestamp(self) -> bool:
+        """Whether the start is looked up by time (``startingTimestamp`` or ``startingOffsetsByTimestamp``)."""
+        return self.starting_timestamp is not None or self.starting_timestamps is not None
+
+    def check_stream(self) -> "SourceOptions":
+        """ConfigurationError for what a streaming query cannot take (Spark's messages); returns self."""
+        if self.ending_offsets is not None:
+            raise ConfigurationError("endingOffsets", "ending offset not valid in streaming queries")
+        return self
+
+    def check_batch(self, logger: Optional[logging.Logger] = None) -> "SourceOptions":
+        """ConfigurationError for what a batch query cannot take (Spark's messages); returns self.
+
+        ``maxOffsetsPerTrigger`` and ``minOffsetsPerTrigger`` are ignored with a warning, as in Spark.
+        """
+        start, end = self.starting_offsets, self.ending_offsets
+        if start is not None and not self.by_timestamp:
+            if start.kind == "latest":
+                raise ConfigurationError("startingOffsets", "starting offset can't be latest for batch queries "
+                                                            "on Kafka")
+            for (topic, partition), offset in sorted((start.offsets or {}).items()):
+                if offset == LATEST:
+                    raise ConfigurationError("startingOffsets", f"startingOffsets for {topic}-{partition} can't "
+                                                                "be latest for batch queries on Kafka")
+        if end is not None:
+            if end.kind == "earliest":
+                raise ConfigurationError("endingOffsets", "ending offset can't be earliest for batch queries on "
+                                                          "Kafka")
+            for (topic, partition), offset in sorted((end.offsets or {}).items()):
+                if offset == EARLIEST:
+                    raise ConfigurationError("endingOffsets", f"ending offset for {topic}-{partition} can't be "
+                                                              "earliest for batch queries on Kafka")
+        if logger is not None:
+            for value, name in ((self.max_messages_per_trigger, "maxOffsetsPerTrigger"),
+                                (self.min_messages_per_trigger, "minOffsetsPerTrigger")):
+                if value is not None:
+                    logger.warning("%s option ignored in batch queries", name)
+        return self

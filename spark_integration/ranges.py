@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from zkconsumer.structs import TopicPartition
 
 __all__ = [
     "OffsetRange", "TopicPartition", "resolve_start", "plan_ranges", "offset_key", "parse_offset_key",
     "encode_offsets", "decode_offsets", "limit_total", "rate_limit", "new_messages", "TriggerDelay",
+    "split_ranges",
 ]
 
 
@@ -230,3 +231,68 @@ class TriggerDelay:
             self._last_ms = now_ms
             return False
         return True
+
+
+def _divide(r: OffsetRange, parts: int) -> List[OffsetRange]:
+    """``r`` cut into ``parts`` consecutive pieces, Spark's way: each ``remaining // parts left`` long."""
+    pieces, remaining, start = [], r.count, r.from_offset
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        end = min(start + size, r.until_offset)
+        pieces.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
+    return pieces
+
+
+def _part_count(size: int, total: int, min_parts: int) -> int:
+    """Spark's ``getPartCount``: ``max(round(size / total * min_parts), 1)``, rounding halves up as Java's
+    ``Math.round`` does (Python's ``round`` rounds them to even)."""
+    return max(math.floor(size / total * min_parts + 0.5), 1)
+
+
+def split_ranges(ranges: Sequence[OffsetRange], min_partitions: Optional[int] = None,
+                 max_records_per_partition: Optional[int] = None) -> List[OffsetRange]:
+    """Spark's ``KafkaOffsetRangeCalculator``: the options ``minPartitions`` and ``maxRecordsPerPartition``.
+
+    Without either, ``ranges`` come back as they are (empty ones included: the
+    caller decides). Otherwise empty ranges are dropped, then:
+
+    * ``maxRecordsPerPartition``: each range is cut into
+      ``ceil(size / maxRecordsPerPartition)`` near-equal pieces;
+    * ``minPartitions``, if there are still fewer pieces than it: the ranges whose
+      share of the total (``round(size / total * minPartitions)``) is 1 stay whole,
+      and each other range is cut into ``max(round(size / rest * (minPartitions -
+      whole ones)), 1)`` pieces, ``rest`` being the other ranges' total size.
+
+    Pieces are cut as Spark cuts them (``remaining // parts left``, so the last
+    ones are the longest); the order is the input order. The ``minPartitions``
+    part is ``KafkaOffsetRangeCalculator.getRanges`` (Spark 3.x/4.x); the
+    ``maxRecordsPerPartition`` part (Spark 4.0) follows Spark's documentation of
+    the option (cut to at most that many, then ``minPartitions`` if still fewer).
+
+    >>> r = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 10), OffsetRange("t", 2, 5, 5)]
+    >>> [(x.partition, x.from_offset, x.until_offset) for x in split_ranges(r, min_partitions=4)]
+    [(0, 0, 33), (0, 33, 66), (0, 66, 100), (1, 0, 10)]
+    >>> [(x.partition, x.from_offset, x.until_offset) for x in split_ranges(r, max_records_per_partition=40)]
+    [(0, 0, 33), (0, 33, 66), (0, 66, 100), (1, 0, 10)]
+    """
+    if min_partitions is not None and min_partitions < 1:
+        raise ValueError(f"min_partitions must be >= 1, not {min_partitions}")
+    if max_records_per_partition is not None and max_records_per_partition < 1:
+        raise ValueError(f"max_records_per_partition must be >= 1, not {max_records_per_partition}")
+    if min_partitions is None and max_records_per_partition is None:
+        return list(ranges)
+    pieces = [r for r in ranges if r.count > 0]
+    if max_records_per_partition is not None:
+        pieces = [p for r in pieces for p in _divide(r, -(-r.count // max_records_per_partition))]
+    if min_partitions is None or len(pieces) >= min_partitions:
+        return [p for p in pieces if p.count > 0]
+    total = sum(r.count for r in pieces)
+    whole = [_part_count(r.count, total, min_partitions) == 1 for r in pieces]
+    rest = total - sum(r.count for r, w in zip(pieces, whole) if w)
+    rest_partitions = max(min_partitions - sum(whole), 1)
+    result: List[OffsetRange] = []
+    for r, w in zip(pieces, whole):
+        result.extend([r] if w else _divide(r, _part_count(r.count, rest, rest_partitions)))
+    return [p for p in result if p.count > 0]

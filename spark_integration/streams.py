@@ -364,7 +364,7 @@ class KafkaStreamSource:
     ``max_messages`` bounds each stream. ``settle_timeout_s`` bounds the
     start-up wait for peers (see the module docstring).
 
-    Metrics (see ``docs/MONITORING.md``): with ``metrics_port=P`` the member
+    Metrics (see the documentation's *Monitoring* page): with ``metrics_port=P`` the member
     of Spark partition ``i`` serves its Prometheus metrics on port ``P + i`` of
     its executor while it runs (``0``: each a free port, logged and returned in
     :attr:`StreamResult.metrics_port`); with ``metrics_pushgateway="host:port"``

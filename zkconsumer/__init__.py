@@ -3,7 +3,7 @@
 Members of a consumer group register under ``/consumers/<group>/ids`` exactly as
 Kafka's own ``ZookeeperConsumerConnector`` does, so a group may mix zkconsumer
 members with Kafka's Scala consumer, and Kafka's tools read what zkconsumer
-writes. See ``docs/ARCHITECTURE.md`` for how the modules fit together.
+writes. The documentation's *Architecture* page shows how the modules fit together.
 
 May import: errors, config, consumer, offsets, connector (the public names it publishes).
 """

@@ -386,7 +386,7 @@ def _check_combinations(v: Mapping[str, Any]) -> None:
         raise ConfigurationError(
             "group.membership",
             "kafka requires offsets.storage=kafka: only the coordinator can fence commits by generation "
-            "(docs/MIGRATION.md moves the offsets first)",
+            "(the documentation's page Migration from Kafka's consumer moves the offsets first)",
         )
     if v["group.membership"] == "kafka" and v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
         raise ConfigurationError(

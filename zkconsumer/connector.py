@@ -7,7 +7,7 @@
   (:class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembership`);
 * ``kafka``: membership kept by the brokers' group coordinator
   (:class:`~zkconsumer.coordinator.kafka_membership.CoordinatorMembership`), with the same API
-  (see ``docs/MIGRATION.md``).
+  (see the documentation's *Migration from Kafka's consumer* page).
 
 Either way it is the same class; ``connector.membership.kind`` says which membership runs.
 Offsets go where ``offsets.storage`` says (:mod:`zkconsumer.offsets.storage`).
@@ -53,7 +53,7 @@ class ZookeeperConsumerConnector(ConsumerConnectorBase):
     (0: any free port, read ``connector.prometheus.port``); ``metrics_registry=R`` registers them
     on an application's own ``prometheus_client`` registry instead (or as well);
     ``metrics_pushgateway="host:port"`` pushes them to a Prometheus Pushgateway every 10 s and at
-    shutdown. Names: ``docs/MONITORING.md``.
+    shutdown. Names: the documentation's *Monitoring* page.
 
     With ``group.membership=kafka`` the brokers' group coordinator keeps the membership
     instead of ZooKeeper; application code does not change.

@@ -10,6 +10,14 @@ With ``zookeeper_nodes=n`` (odd, e.g. 3) :class:`ZooKeeperEnsemble` (part of
 each controllable on its own (``kill_zookeeper(node=2)``); ``node=None`` means every
 node (every running one, to pause, resume, kill or stop). ``zk_connect`` lists them all,
 ``zk_port`` is node 1's. Each node keeps its ports and data directory across a restart.
+
+``isolatable_node=k`` makes node ``k`` reach its peers through :class:`~benchmarks.cluster.proxy.TcpProxy`
+proxies (its own configuration names the proxies as the other servers' quorum and election
+addresses), so :meth:`~ZooKeeperEnsemble.isolate_zookeeper` can cut it off from its leader while
+its clients stay connected to it: a follower that still answers them from its own state, as a
+network partition between ZooKeeper servers leaves it. Make ``k`` the lowest id, so that it is a
+follower (a fresh ensemble elects its highest id) and its peers, which win ZooKeeper's
+connection tie-break, open the election connections to it directly.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from zkconsumer.testing.core import HOST, stop_servers, zookeeper_mode
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.probes import sessions_with_ephemerals, zookeeper_command
 from zkconsumer.testing.properties import PropertyValue, render_properties, zookeeper_properties
+
+from .proxy import TcpProxy
 
 
 def peer_properties(peers: Mapping[int, Tuple[int, int]]) -> Dict[str, PropertyValue]:
@@ -44,10 +54,15 @@ class ZooKeeperEnsemble(LocalCluster):
     """A LocalCluster whose ZooKeeper may be an ensemble of ``zookeeper_nodes`` nodes (see
     the module docstring); every other argument is LocalCluster's."""
 
-    def __init__(self, *args: Any, zookeeper_nodes: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, zookeeper_nodes: int = 1, isolatable_node: Optional[int] = None,
+                 **kwargs: Any) -> None:
         if zookeeper_nodes < 1:
             raise ValueError("zookeeper_nodes must be >= 1")
+        if isolatable_node is not None and not (zookeeper_nodes > 1 and 1 <= isolatable_node <= zookeeper_nodes):
+            raise ValueError("isolatable_node must be one of the nodes of an ensemble of at least 2")
         super().__init__(*args, **kwargs)
+        self._isolatable = isolatable_node
+        self._peer_proxies: List[TcpProxy] = []
         self._node_count = zookeeper_nodes
         self._nodes: Dict[int, processes.JavaProcess] = {}
         self._node_ports: Dict[int, int] = {}
@@ -93,8 +108,9 @@ class ZooKeeperEnsemble(LocalCluster):
             data_dir = self.work_dir / name
             data_dir.mkdir()
             (data_dir / "myid").write_text(f"{node}\n")
+            peers = self._proxied_peers() if node == self._isolatable else self._peers
             props = zookeeper_properties(str(data_dir), self._node_ports[node],
-                                         {**peer_properties(self._peers), **self._zookeeper_config})
+                                         {**peer_properties(peers), **self._zookeeper_config})
             config = self.work_dir / "conf" / f"{name}.properties"
             config.write_text(render_properties(props))
             self._nodes[node] = self._zookeeper_process(name, str(config))
@@ -103,6 +119,38 @@ class ZooKeeperEnsemble(LocalCluster):
         for node in self.zookeeper_nodes:
             self._wait_serving(self._nodes[node], self._node_ports[node], self._startup_timeout)
         self._connect_admin()
+
+    def _proxied_peers(self) -> Dict[int, Tuple[int, int]]:
+        """The isolatable node's view of the ensemble: every other node's quorum and election
+        ports behind a proxy of their own (started here, closed by :meth:`stop`)."""
+        view = dict(self._peers)
+        for node, ports in self._peers.items():
+            if node != self._isolatable:
+                proxies = [TcpProxy(HOST, port, name=f"zk{self._isolatable}-to-zk{node}").start() for port in ports]
+                self._peer_proxies.extend(proxies)
+                view[node] = (proxies[0].port, proxies[1].port)
+        return view
+
+    def isolate_zookeeper(self) -> None:
+        """Cut the isolatable node off from its peers (a blackhole: connections stay open, nothing
+        passes) while its clients stay connected to it. It keeps answering them from its own state
+        until it gives up on its leader (``syncLimit`` ticks) and closes their connections."""
+        if not self._peer_proxies:
+            raise LocalClusterError("no isolatable node: start the cluster with isolatable_node=<id>")
+        for proxy in self._peer_proxies:
+            proxy.cut("blackhole")
+
+    def reconnect_zookeeper(self) -> None:
+        """End :meth:`isolate_zookeeper`: the node reaches its peers again and rejoins the quorum."""
+        for proxy in self._peer_proxies:
+            proxy.heal()
+
+    def stop(self, grace: float = 5.0) -> None:
+        try:
+            super().stop(grace)
+        finally:
+            for proxy in self._peer_proxies:
+                proxy.close()
 
     def _zookeeper_processes(self) -> List[processes.JavaProcess]:
         # a single server that failed to start is LocalCluster's, not yet in _nodes

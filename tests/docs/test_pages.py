@@ -84,3 +84,44 @@ def test_roles_and_literal_blocks_become_markdown() -> None:
 
 def test_the_last_json_object_line_is_the_data() -> None:
     assert last_json_line('table\n{"a": 1}\nverdict: PASS\n{"b": 2}\n') == {"b": 2}
+
+
+def test_the_packages_name_pages_a_wheel_user_has_not_repository_files() -> None:
+    """Docstrings and messages of the installed packages point to the documentation's pages by
+    name: a wheel has no ``docs/`` folder, so ``docs/MONITORING.md`` would lead nowhere."""
+    found = []
+    for package in ("zkconsumer", "spark_integration"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"\bdocs/|\b[\w-]+\.md\b", line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "repository paths where a page name belongs:\n" + "\n".join(found)
+
+
+def _message_fragments() -> Set[str]:
+    """The literal parts of every string the packages hold (f-string pieces, ``%`` formats split off)."""
+    fragments: Set[str] = set()
+    for package in ("zkconsumer", "spark_integration"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    fragments.update(re.split(r"%[-+ #0-9.]*[sdrfx]", node.value))
+    return fragments
+
+
+def test_the_troubleshooting_page_quotes_messages_the_code_writes() -> None:
+    """Each message quoted on the page (a bold code span, or the code span after ``SomeError`:``),
+    with ``<...>`` standing for what varies and ``...`` for a list, is made of text the packages'
+    own strings hold: a message reworded in the code must be reworded on the page."""
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    quotes = re.findall(r"\*\*`([^`]+)`\*\*", page) + re.findall(r"\w+Error`: `([^`]+)`", page)
+    quotes = [q for q in quotes if not re.fullmatch(r"[\w.]+", q)]  # a bare class name is not a message
+    assert len(quotes) >= 25
+    fragments = _message_fragments()
+    missing = []
+    for quote in quotes:
+        for piece in re.split(r"<[^>]*>|\.\.\.|[:;] ", quote):  # what varies, a list, where messages join
+            piece = piece.strip(" '\"()[],")
+            if len(piece) >= 4 and not any(piece in fragment for fragment in fragments):
+                missing.append(f"{piece!r} (in {quote!r})")
+    assert not missing, "quoted on docs/troubleshooting.md but written nowhere in the code:\n" + "\n".join(missing)

@@ -13,6 +13,7 @@ from typing import Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from support import Cli
 
 from benchmarks.cluster import ProjectCluster
 
@@ -32,3 +33,9 @@ def local_zk(local: ProjectCluster) -> Iterator[KazooClient]:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture
+def cli(cluster, capsys) -> Cli:
+    """The CLI in-process against the session's cluster: ``code, out, err = cli("groups", "list")``."""
+    return Cli(cluster, capsys)

@@ -84,6 +84,7 @@ class Drainer:
 
     def __init__(self, streams: Iterable[KafkaStream]) -> None:
         self.messages: List[MessageAndMetadata] = []
+        self.handed_at: List[float] = []  # time.monotonic() of each message, beside ``messages``
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._drain, args=(s,), daemon=True) for s in streams]
@@ -96,6 +97,7 @@ class Drainer:
                 for message in stream:
                     with self._lock:
                         self.messages.append(message)
+                        self.handed_at.append(time.monotonic())
                     if self._stop.is_set():
                         return
                 return  # shutdown sentinel
@@ -113,6 +115,11 @@ class Drainer:
     def snapshot(self) -> List[MessageAndMetadata]:
         with self._lock:
             return list(self.messages)
+
+    def stamped(self) -> List[Tuple[float, MessageAndMetadata]]:
+        """``(time.monotonic() when handed out, message)`` of every message so far."""
+        with self._lock:
+            return list(zip(self.handed_at, self.messages))
 
     def stop(self) -> List[MessageAndMetadata]:
         self._stop.set()
@@ -340,6 +347,40 @@ def assert_nothing_lost(members: Sequence[Member], produced: Set[bytes], timeout
     assert not lost, f"{len(lost)} of {len(produced)} acknowledged messages never consumed"
 
 
+class TwoMembers:
+    """Two connectors of one group reading one topic (one stream each), each drained by a
+    :class:`Drainer`. Entering starts the first; :meth:`join_second` starts the second and waits
+    until each owns one partition. Leaving stops the drainers and shuts both connectors down."""
+
+    def __init__(self, props: Mapping[str, object], topic: str,
+                 listener: Optional[object] = None) -> None:
+        self.props, self.topic = props, topic
+        self.first = ZookeeperConsumerConnector(props, rebalance_listener=listener)  # type: ignore[arg-type]
+        self.second: Optional[ZookeeperConsumerConnector] = None
+        self.drainers: List[Drainer] = []
+
+    def __enter__(self) -> "TwoMembers":
+        try:
+            self.drainers.append(Drainer(self.first.create_message_streams({self.topic: 1})[self.topic]))
+        except BaseException:
+            self.first.shutdown()
+            raise
+        return self
+
+    def join_second(self) -> Tuple[Tuple[str, int], Tuple[str, int]]:
+        """Start the second member; returns ``(the partition the first kept, the one that moved)``."""
+        self.second = ZookeeperConsumerConnector(self.props)
+        self.drainers.append(Drainer(self.second.create_message_streams({self.topic: 1})[self.topic]))
+        return one_partition_each(self.first, self.second)
+
+    def __exit__(self, *exc: object) -> None:
+        for drainer in self.drainers:
+            drainer.stop()
+        self.first.shutdown()
+        if self.second is not None:
+            self.second.shutdown()
+
+
 def one_partition_each(first, second) -> Tuple[Tuple[str, int], Tuple[str, int]]:
     """Wait until two members of a two-partition group own one partition each (by ``positions()``);
     returns ``(first's, second's)``."""
@@ -352,3 +393,19 @@ def one_partition_each(first, second) -> Tuple[Tuple[str, int], Tuple[str, int]]
     (mine,) = first.positions()
     (theirs,) = second.positions()
     return mine, theirs
+
+
+class Cli:
+    """The CLI's ``main([...])`` in-process with ``--zookeeper`` added; returns (exit code, stdout,
+    stderr). The ``cli`` fixture (conftest.py) makes one per test."""
+
+    def __init__(self, cluster, capsys) -> None:
+        self.cluster, self.capsys = cluster, capsys
+
+    def __call__(self, *argv: str) -> Tuple[int, str, str]:
+        from zkconsumer.__main__ import main
+
+        self.capsys.readouterr()
+        code = main([*argv, "--zookeeper", self.cluster.zk_connect])
+        captured = self.capsys.readouterr()
+        return code, captured.out, captured.err

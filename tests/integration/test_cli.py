@@ -28,24 +28,6 @@ from zkconsumer.zookeeper.group import GroupClient
 pytestmark = pytest.mark.integration
 
 
-class Cli:
-    """Runs ``main([...])`` in-process with ``--zookeeper`` added; returns (exit code, stdout, stderr)."""
-
-    def __init__(self, cluster, capsys) -> None:
-        self.cluster, self.capsys = cluster, capsys
-
-    def __call__(self, *argv: str) -> Tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main([*argv, "--zookeeper", self.cluster.zk_connect])
-        captured = self.capsys.readouterr()
-        return code, captured.out, captured.err
-
-
-@pytest.fixture
-def cli(cluster, capsys) -> Cli:
-    return Cli(cluster, capsys)
-
-
 def log_ends(zk: KazooClient, topic: str, partitions: int) -> Dict[int, int]:
     with BrokerOffsets(zk) as offsets:
         found, problems = offsets.fetch([(topic, p) for p in range(partitions)], LATEST_TIME)

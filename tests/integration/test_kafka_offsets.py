@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from offsets_support import kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
-from support import Drainer, consumer_props, produced_values, unique, wait_until
+from offsets_support import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
+from support import consumer_props, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.config import ConsumerConfig
@@ -12,16 +12,6 @@ from zkconsumer.offsets.storage import NO_GENERATION, CommitEntry, KafkaOffsetSt
 from zkconsumer.zookeeper.group import GroupClient
 
 PARTITIONS = range(4)
-
-
-def consume(cluster, group: str, topic: str, expected: int, **props: object):
-    """One member: consume ``expected`` messages, commit, shut down; returns what it got."""
-    with ZookeeperConsumerConnector(consumer_props(cluster, group, **props)) as connector:
-        drainer = Drainer(connector.create_message_streams({topic: 2})[topic])
-        got = drainer.wait_for(expected)
-        connector.commit_offsets()
-        drainer.stop()
-    return got
 
 
 def kafka_storage(cluster, group: str, zk_group: GroupClient = None, retries: int = 5) -> KafkaOffsetStorage:

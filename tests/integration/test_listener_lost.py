@@ -6,12 +6,10 @@ nothing committed since the last commit), against a real ZooKeeper and real brok
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Set, Tuple
 
 import pytest
-from support import Drainer, consumer_props, one_partition_each, produced_values, unique, wait_until
-
-from zkconsumer import ZookeeperConsumerConnector
+from support import TwoMembers, consumer_props, produced_values, unique, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,17 +46,12 @@ def test_a_hand_over_is_released_and_a_session_expiry_is_lost(cluster, zk) -> No
         cluster.produce(topic, produced_values(50, f"p{p}-"), partition=p)
     props = consumer_props(cluster, group, auto_commit_enable="true", auto_commit_interval_ms=60_000)
     recorder = Recorder()
-    first = ZookeeperConsumerConnector(props, rebalance_listener=recorder)
-    second: Optional[ZookeeperConsumerConnector] = None
-    drainers: List[Drainer] = []
-    try:
-        drainers.append(Drainer(first.create_message_streams({topic: 1})[topic]))
+    with TwoMembers(props, topic, listener=recorder) as members:
+        first, drainers = members.first, members.drainers
         drainers[0].wait_for(100)
         assert recorder.of("released") == [] and recorder.of("lost") == []
 
-        second = ZookeeperConsumerConnector(props)  # a rebalance hands one partition over, in order
-        drainers.append(Drainer(second.create_message_streams({topic: 1})[topic]))
-        kept, moved = one_partition_each(first, second)
+        kept, moved = members.join_second()  # a rebalance hands one partition over, in order
         assert recorder.of("released") == [{topic: {moved[1]}}] and recorder.of("lost") == []
         committed = int(zk.get(f"/consumers/{group}/offsets/{topic}/{moved[1]}")[0])
         assert committed == 50  # handed over after its position was committed
@@ -70,9 +63,3 @@ def test_a_hand_over_is_released_and_a_session_expiry_is_lost(cluster, zk) -> No
         assert recorder.of("lost") == [{topic: {kept[1]}}]
         assert recorder.of("released") == [{topic: {moved[1]}}]  # never told as released
         assert int(zk.get(f"/consumers/{group}/offsets/{topic}/{kept[1]}")[0]) == 50  # the last 10 not committed
-    finally:
-        for drainer in drainers:
-            drainer.stop()
-        first.shutdown()
-        if second is not None:
-            second.shutdown()

@@ -221,3 +221,79 @@ def test_four_kinds_of_member_share_one_group_on_kafkas_assignment(cluster, work
             member.shutdown()
         for process in processes.values():
             process.stop()
+
+
+@pytest.mark.timeout(600)
+def test_a_coordinator_group_is_handed_to_modern_clients_one_member_at_a_time_and_back(cluster, workdir: Path) -> None:
+    """Issue 39 item 4: a group of zkconsumer members at the coordinator (where ``groups migrate``
+    leaves it) is handed over, one member at a time, to Kafka's Java consumer, kafka-python and
+    confluent-kafka, then back to zkconsumer members, under a steady producer: after every step the
+    group settles on Kafka's assignment with one owner per partition, and nothing written is lost."""
+    strategy = "range"
+    topic, group = unique("handover"), unique("g-handover")
+    cluster.create_topic(topic, partitions=PARTITIONS, replication=1)
+    props = consumer_props(cluster, group, group_membership="kafka", offsets_storage="kafka",
+                           session_timeout_ms=6000, heartbeat_interval_ms=500, auto_commit_enable="true",
+                           auto_commit_interval_ms=200, partition_assignment_strategy=strategy)
+    live: List[ZookeeperConsumerConnector] = []
+    drainers: List[Drainer] = []
+    processes: List[ClientProcess] = []
+    producer = Producer(cluster, topic)
+
+    def add_zkconsumer() -> None:
+        member = ZookeeperConsumerConnector(props)
+        live.append(member)
+        drainers.append(Drainer(member.create_message_streams({topic: 2})[topic]))
+
+    def remove_zkconsumer() -> None:
+        member = live.pop(0)
+        member.shutdown()  # commits, then leaves the group; its drainer keeps what it was handed
+
+    def add(kind: str) -> ClientProcess:
+        process = java_client(cluster, group, topic, strategy, workdir) if kind == "java" \
+            else python_client(kind, cluster, group, topic, strategy)
+        processes.append(process)
+        return process
+
+    def settle(what: str) -> None:
+        count = len(live) + sum(1 for p in processes if p.proc.poll() is None)
+        wait_until(lambda: kafkas_assignment_holds(cluster, group, topic, strategy, count, live), 90,
+                   f"{what}: {count} members on Kafka's {strategy} assignment", interval=0.5)
+
+    modern: List[ClientProcess] = []
+    try:
+        for _ in range(3):
+            add_zkconsumer()
+        settle("three zkconsumer members")
+        for kind in ("java", "kafka-python", "confluent"):  # out one by one, a modern client in for each
+            remove_zkconsumer()
+            settle(f"a zkconsumer member left before {kind} joins")
+            modern.append(add(kind))
+            settle(f"{kind} took its place")
+        assert not live
+        for process in modern:  # and back
+            process.stop()
+            settle(f"{process.name} left")
+            add_zkconsumer()
+            settle(f"a zkconsumer member took {process.name}'s place")
+    finally:
+        producer.stop()
+    try:
+        sent = set(producer.sent)
+
+        def seen() -> Set[str]:
+            ours = {m.message.decode() for d in drainers for m in d.snapshot()}
+            return ours | {v for p in processes for v in p.values()}
+
+        wait_until(lambda: sent <= seen(), 120, "every message written to be consumed by some member")
+        assert not sent - seen(), f"lost: {sorted(sent - seen())[:10]}"
+        every = [m.message.decode() for d in drainers for m in d.snapshot()] + [v for p in processes for v in p.values()]
+        print(f"\nhand-over: {len(sent)} written, 0 lost, {len(every) - len(set(every))} consumed twice (handovers "
+              f"re-read what was handed out after the last auto-commit)")
+    finally:
+        for drainer in drainers:
+            drainer.stop()
+        for member in live:
+            member.shutdown()
+        for process in processes:
+            process.stop()

@@ -9,47 +9,17 @@ the copied offsets are the ones it resumes from.
 from __future__ import annotations
 
 import json
-from typing import Tuple
 
 import pytest
-from offsets_support import kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
+from offsets_support import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
 from support import Drainer, consumer_props, produced_values, unique
 
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.__main__ import main
 from zkconsumer.admin.stores import CoordinatorOffsets, group_partitions, read_group_offsets
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = range(4)
-
-
-def consume(cluster, group: str, topic: str, expected: int, **props: object):
-    """One member: consume ``expected`` messages, commit, shut down; returns what it got."""
-    with ZookeeperConsumerConnector(consumer_props(cluster, group, **props)) as connector:
-        drainer = Drainer(connector.create_message_streams({topic: 2})[topic])
-        got = drainer.wait_for(expected)
-        connector.commit_offsets()
-        drainer.stop()
-    return got
-
-
-class Cli:
-    """``main([...])`` in-process with ``--zookeeper`` added; returns (exit code, stdout, stderr)."""
-
-    def __init__(self, cluster, capsys) -> None:
-        self.cluster, self.capsys = cluster, capsys
-
-    def __call__(self, *argv: str) -> Tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main([*argv, "--zookeeper", self.cluster.zk_connect])
-        captured = self.capsys.readouterr()
-        return code, captured.out, captured.err
-
-
-@pytest.fixture
-def cli(cluster, capsys) -> Cli:
-    return Cli(cluster, capsys)
 
 
 def test_each_store_is_read_and_both_flags_the_partitions_that_disagree(cluster, zk, make_topic) -> None:

@@ -14,7 +14,7 @@ import time
 from typing import Dict, List, Optional, Set
 
 import pytest
-from support import Drainer, consumer_props, one_partition_each, owners, produced_values, unique, wait_until
+from support import Drainer, TwoMembers, consumer_props, owners, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.structs import TopicPartition
@@ -110,20 +110,15 @@ def test_a_paused_partition_that_moves_is_reported_unpaused_and_delivered_by_its
     props = consumer_props(cluster, group, auto_commit_enable="true", auto_commit_interval_ms=200,
                            fetch_message_max_bytes=2048, **membership_props(membership))
     listener = Listener()
-    first = ZookeeperConsumerConnector(props, rebalance_listener=listener)
-    second: Optional[ZookeeperConsumerConnector] = None
-    drainers: List[Drainer] = []
-    try:
-        drainers.append(Drainer(first.create_message_streams({topic: 1})[topic]))
+    with TwoMembers(props, topic, listener=listener) as members:
+        first, drainers = members.first, members.drainers
         drainers[0].wait_for(40)
         both = [(topic, 0), (topic, 1)]
         first.pause(both)
         at_pause = first.positions()
         first.commit_offsets()
 
-        second = ZookeeperConsumerConnector(props)
-        drainers.append(Drainer(second.create_message_streams({topic: 1})[topic]))
-        kept, moved = one_partition_each(first, second)
+        kept, moved = members.join_second()
         wait_until(lambda: listener.moved, 30, "the listener told of the moved paused partition")
         assert listener.moved == [{topic: {moved[1]}}]
         assert first.paused() == {kept}  # the kept one stays paused
@@ -137,12 +132,6 @@ def test_a_paused_partition_that_moves_is_reported_unpaused_and_delivered_by_its
         first.resume([kept])
         wait_until(lambda: len(offsets_of(drainers[0].snapshot(), *kept)) >= N, 60, "the kept partition resumes")
         assert offsets_of(drainers[0].snapshot(), *kept) == list(range(N))
-    finally:
-        for drainer in drainers:
-            drainer.stop()
-        first.shutdown()
-        if second is not None:
-            second.shutdown()
 
 
 def test_bad_partitions_are_refused_with_a_clear_error(cluster) -> None:

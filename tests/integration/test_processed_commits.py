@@ -13,18 +13,13 @@ against a real ZooKeeper and real brokers.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
-from offsets_support import zookeeper_committed
+from offsets_support import ChildProcess, kafka_committed, zookeeper_committed
 from support import consumer_props, owners, unique, wait_until
 
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
@@ -38,51 +33,31 @@ PER_PARTITION = 1000
 Offset = Tuple[int, int]
 
 
-class AckMember:
+class AckMember(ChildProcess):
     """``ack_member_process.py`` as a child process: what it handed out, processed and acked."""
 
     def __init__(self, props: Dict[str, object], topic: str, workers: int, max_sleep_ms: int, seed: int) -> None:
-        root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self._proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), json.dumps(props), topic, "2", str(workers), str(max_sleep_ms), str(seed)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-        )
+        super().__init__(SCRIPT, [json.dumps(props), topic, "2", str(workers), str(max_sleep_ms), str(seed)], stdin=True)
         self.consumer_id: Optional[str] = None
         self.handed: List[Offset] = []
         self.processed: List[Offset] = []
         self.acked: Set[Offset] = set()
         self.done = False
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self._start_reading()
 
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            if not line.endswith("\n"):
-                break  # killed mid-line
-            kind, *rest = line.split()
-            with self._lock:
-                if kind == "READY":
-                    self.consumer_id = rest[0]
-                elif kind == "DONE":
-                    self.done = True
-                else:
-                    offset = (int(rest[0]), int(rest[1]))
-                    {"H": self.handed.append, "P": self.processed.append, "A": self.acked.add}[kind](offset)
+    def on_line(self, line: str) -> None:
+        kind, *rest = line.split()
+        if kind == "READY":
+            self.consumer_id = rest[0]
+        elif kind == "DONE":
+            self.done = True
+        else:
+            offset = (int(rest[0]), int(rest[1]))
+            {"H": self.handed.append, "P": self.processed.append, "A": self.acked.add}[kind](offset)
 
     def handed_count(self) -> int:
         with self._lock:
             return len(self.handed)
-
-    def kill(self) -> None:
-        """SIGKILL: no commit, no leaving; the session expires on its own."""
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGKILL)
-        self._proc.wait(30)
-        self._reader.join(10)
 
     def finish(self) -> None:
         """Close stdin: the member shuts down cleanly (its final commit included)."""
@@ -144,14 +119,27 @@ def test_out_of_order_workers_killed_at_random_lose_nothing_and_replay_at_most_w
     assert any(k["unacked"] for k in kills), "no kill caught a message in flight: the test proved little"
 
 
-def test_an_in_flight_message_is_not_committed_by_the_old_owner_at_a_rebalance_or_at_shutdown(cluster, zk) -> None:
+@pytest.mark.parametrize("membership", ["zookeeper", "kafka"])
+def test_an_in_flight_message_is_not_committed_by_the_old_owner_at_a_rebalance_or_at_shutdown(
+        cluster, zk, membership: str) -> None:
     topic, group = unique("acked-rebalance"), unique("g-acked-rebalance")
     cluster.create_topic(topic, partitions=2, replication=1)
     for p in (0, 1):
         cluster.produce(topic, [f"p{p}-{i}".encode() for i in range(10)], partition=p)
-    extra = dict(commit_processed_only="true", auto_commit_enable="true", auto_commit_interval_ms=600000)
-    # Range assignment in consumer id order: "a" takes partition 0 from "b" when it joins.
-    old = ZookeeperConsumerConnector(consumer_props(cluster, group, consumer_id="b", **extra))
+    extra: Dict[str, object] = dict(commit_processed_only="true", auto_commit_enable="true",
+                                    auto_commit_interval_ms=600000)
+    if membership == "kafka":  # the coordinator's generation fences these commits instead of owner nodes
+        extra.update(group_membership="kafka", offsets_storage="kafka", dual_commit_enabled="false",
+                     session_timeout_ms=6000, heartbeat_interval_ms=500)
+
+    def committed(partition: int) -> Dict[int, Optional[int]]:
+        if membership == "kafka":
+            return kafka_committed(cluster, group, topic, [partition])
+        return zookeeper_committed(zk, group, topic, [partition])
+
+    # Range assignment in member id order (the consumer id; at the coordinator, the client id and
+    # a suffix): "a" takes partition 0 from "b" when it joins.
+    old = ZookeeperConsumerConnector(consumer_props(cluster, group, consumer_id="b", client_id="b", **extra))
     new: Optional[ZookeeperConsumerConnector] = None
     try:
         (stream,) = old.create_message_streams({topic: 1})[topic]
@@ -166,10 +154,10 @@ def test_an_in_flight_message_is_not_committed_by_the_old_owner_at_a_rebalance_o
                 assert stream.ack(m)
         assert old.positions() == {(topic, 0): 3, (topic, 1): 5}
 
-        new = ZookeeperConsumerConnector(consumer_props(cluster, group, consumer_id="a", **extra))
+        new = ZookeeperConsumerConnector(consumer_props(cluster, group, consumer_id="a", client_id="a", **extra))
         (new_stream,) = new.create_message_streams({topic: 1})[topic]
         wait_until(lambda: set(old.positions()) == {(topic, 1)}, 60, "the old member releasing partition 0")
-        assert zookeeper_committed(zk, group, topic, [0]) == {0: 3}, "committed past the message in flight"
+        assert committed(0) == {0: 3}, "committed past the message in flight"
         replayed: List[int] = []
         deadline = time.monotonic() + 60
         while len(replayed) < 7 and time.monotonic() < deadline:
@@ -181,7 +169,7 @@ def test_an_in_flight_message_is_not_committed_by_the_old_owner_at_a_rebalance_o
         assert stream.ack(got[(0, 3)]) is False, "a late ack of a partition that moved away is ignored"
 
         old.shutdown()
-        assert zookeeper_committed(zk, group, topic, [1]) == {1: 5}, "the shutdown commit passed a message in flight"
+        assert committed(1) == {1: 5}, "the shutdown commit passed a message in flight"
     finally:
         old.shutdown()
         if new is not None:

@@ -85,7 +85,7 @@ def test_reset_by_time_moves_to_the_segment_boundary_at_or_before_the_time(clust
         "an hour from now": (now_ms() + 3_600_000, log_end),
     }
     with BrokerOffsets(zk) as offsets:
-        raw, problems = offsets.fetch([(topic, 0)], found[0][1] - 60_000)
+        raw, problems = offsets.fetch([(topic, 0)], found[0][1] - 60_000, empty=NONE_BEFORE)
         assert not problems and raw == {(topic, 0): NONE_BEFORE}  # the broker answers an empty list
         for what, (at, expected) in cases.items():
             resolved, problems = offsets_for_time(offsets, [(topic, 0)], at)

@@ -410,7 +410,7 @@ def test_item12_streaming_source_on_a_recreated_topic_fails_by_default_and_goes_
     try:
         with caplog.at_level(logging.WARNING, logger="spark_integration.datasource"):
             end = reader.latestOffset({f"{topic}/0": 3, f"{topic}/1": 3}, None)
-        assert end == {f"{topic}/0": 0, f"{topic}/1": 0}
+        assert end == {topic: {"0": 0, "1": 0}}
         assert any(f"{topic}/0: the log now ends at offset 0, before offset 3" in r.getMessage()
                    and "failOnDataLoss=false: going on from offset 0" in r.getMessage() for r in caplog.records)
     finally:
@@ -479,7 +479,7 @@ def test_item12_a_crashed_drivers_partitions_are_taken_over_once_its_session_exp
     restarted = ZkConsumerStreamReader(SourceOptions.from_options(options))
     try:
         began = time.monotonic()
-        assert restarted.initialOffset() == {f"{topic}/0": 0, f"{topic}/1": 0}
+        assert restarted.initialOffset() == {topic: {"0": 0, "1": 0}}
         waited = time.monotonic() - began
         taken = owners(zk, group_id, topic)
         assert set(taken) == {0, 1} and set(taken.values()).isdisjoint(left.values())
@@ -504,10 +504,10 @@ def test_item12_a_query_whose_session_expired_never_overwrites_the_new_holders_o
     stale = ZkConsumerStreamReader(options, ownership_factory=recording)
     fresh = ZkConsumerStreamReader(options, ownership_factory=recording)
     try:
-        assert stale.initialOffset() == {f"{topic}/0": 0}
+        assert stale.initialOffset() == {topic: {"0": 0}}
         stale.commit({f"{topic}/0": 0})
         cluster.expire_session(clients[0])  # the stale query's driver was cut off from ZooKeeper
-        assert fresh.initialOffset() == {f"{topic}/0": 0}
+        assert fresh.initialOffset() == {topic: {"0": 0}}
         fresh.commit({f"{topic}/0": 4})
         with pytest.raises(GroupInUseError, match=f"group {group_id} is in use"):
             stale.commit({f"{topic}/0": 9})

@@ -335,3 +335,48 @@ def test_streaming_source_survives_an_executor_kill_with_no_duplicate_in_an_idem
     assert read >= len(placed)
     assert committed == len(placed)
     assert Counter(p for p, _ in rows) == Counter(p for p, _ in placed)
+
+
+def test_item6_sparks_source_options_on_the_standalone_cluster(
+    spark, spark_cluster, cluster, make_topic, group_id, tmp_path: Path
+) -> None:
+    """Issue 41 item 6 on the real cluster: a streaming query with ``assign``, ``startingOffsets`` JSON,
+    ``maxRecordsPerPartition`` and ``maxOffsetsPerTrigger``, whose checkpointed position (Spark's
+    Kafka-source JSON, through :mod:`spark_integration.checkpoint`) is then the ``startingOffsets`` of a
+    batch read with ``endingOffsets`` and ``minPartitions``: Spark's schema, every message once."""
+    from pyspark.sql import functions as F
+
+    from spark_integration.checkpoint import starting_offsets_json
+
+    both_executors_up(spark, spark_cluster)
+    topic = make_topic(partitions=4)
+    placed = produce(cluster, topic, 60)
+    assign = f'{{"{topic}":[0,1,2]}}'
+    checkpoint, sink = tmp_path / "cp", tmp_path / "sink"
+    df = (spark.readStream.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
+          .option("group.id", group_id).option("assign", assign)
+          .option("startingOffsets", f'{{"{topic}":{{"0":-2,"1":2,"2":-2}}}}')
+          .option("maxRecordsPerPartition", "3").option("maxOffsetsPerTrigger", "12").load())
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    query = (df.writeStream.format("parquet").option("path", str(sink)).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(240)
+    assert not query.isActive and query.exception() is None
+    streamed = spark.read.parquet(str(sink)).select("partition", "offset", "timestampType",
+                                                    F.input_file_name().alias("file")).collect()
+    expected = sorted((p, o) for p, o in placed if p in (0, 1, 2) and (p != 1 or o >= 2))
+    assert sorted((r.partition, r.offset) for r in streamed) == expected  # every message once
+    assert {r.timestampType for r in streamed} == {-1}
+    per_file = Counter(r.file for r in streamed)  # one file per task: no task read more than 3 messages
+    assert max(per_file.values()) <= 3 and len(per_file) >= len(expected) // 3
+    ends = {p: max(o for q, o in placed if q == p) + 1 for p in (0, 1, 2)}
+    handover = starting_offsets_json(str(checkpoint))
+    assert handover == '{"%s":{"0":%d,"1":%d,"2":%d}}' % (topic, ends[0], ends[1], ends[2])
+
+    later = produce(cluster, topic, 100)  # sorted (partition, offset) of the new messages
+    batch = (spark.read.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
+             .option("group.id", group_id).option("assign", assign).option("startingOffsets", handover)
+             .option("endingOffsets", "latest").option("minPartitions", "6").load()
+             .select(F.spark_partition_id().alias("task"), "partition", "offset").collect())
+    assert sorted((r.partition, r.offset) for r in batch) == [(p, o) for p, o in later if p in (0, 1, 2)]
+    assert len({r.task for r in batch}) >= 5  # 3 ranges cut into about 6 tasks

@@ -218,3 +218,79 @@ def test_item5_include_headers_true_is_refused_at_load(spark, cluster) -> None:
     with pytest.raises(Exception, match="no headers") as err:
         reader.load()
     assert isinstance(err.value, ConfigurationError) or "includeHeaders" in str(err.value)
+
+
+# --------------------------------------------------------------------------- issue 41 item 6: Spark's options in full
+
+
+def test_item6_batch_read_with_assign_starting_and_ending_offsets_min_partitions_and_sparks_schema(
+        spark, cluster, make_topic, group_id, zk) -> None:
+    from pyspark.sql import functions as F
+
+    from spark_integration.schema import SCHEMA
+
+    topic = make_topic(partitions=3)
+    fill(cluster, topic, {0: 10, 1: 4, 2: 6})
+    df = (spark.read.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
+          .option("group.id", group_id).option("assign", f'{{"{topic}":[0,2]}}')
+          .option("startingOffsets", f'{{"{topic}":{{"0":2,"2":-2}}}}')
+          .option("endingOffsets", f'{{"{topic}":{{"0":8,"2":-1}}}}').option("minPartitions", "4").load())
+    assert df.schema == SCHEMA
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    rows = df.select(F.spark_partition_id().alias("task"), "partition", "offset", "key", "value",
+                     F.unix_millis("timestamp").alias("ms"), "timestampType").collect()  # the one Spark job
+    assert sorted((r.partition, r.offset) for r in rows) == offsets({0: (2, 8), 2: (0, 6)})
+    assert {r.value for r in rows if r.partition == 0} == {f"m-0-{i}".encode() for i in range(2, 8)}
+    assert {(r.key, r.ms, r.timestampType) for r in rows} == {(None, -1, -1)}  # 0.9 messages: no timestamp
+    # two ranges of 6 over minPartitions 4: each cut in two, one Spark task per piece
+    tasks: Dict[int, List[Tuple[int, int]]] = {}
+    for r in rows:
+        tasks.setdefault(r.task, []).append((r.partition, r.offset))
+    assert sorted(sorted(t) for t in tasks.values()) == [[(0, o) for o in range(2, 5)], [(0, o) for o in range(5, 8)],
+                                                         [(2, o) for o in range(0, 3)], [(2, o) for o in range(3, 6)]]
+    assert not zk.exists(f"/consumers/{group_id}/offsets/{topic}")  # a batch read commits nothing
+    # Spark's batch-only rules and an unknown option fail on the driver, before any Spark job
+    base = (spark.read.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
+            .option("group.id", group_id).option("subscribe", topic))
+    with pytest.raises(Exception, match="starting offset can't be latest for batch queries on Kafka"):
+        base.option("startingOffsets", "latest").load().collect()
+    with pytest.raises(Exception, match="did you mean startingOffsets"):
+        base.option("startingOffset", "earliest").load()
+
+
+def test_item6_stream_by_timestamp_with_subscribe_pattern_checkpoints_sparks_offset_json(
+        spark, cluster, make_topic, group_id, tmp_path: Path) -> None:
+    """On a 0.9 broker the offsets-before-time lookup answers with log-segment boundaries (segments rolled by
+    time here): a time between two segments' last writes starts at the older segment's base offset."""
+    import json
+    import time
+
+    from spark_integration.checkpoint import checkpoint_offsets, completed_batch, starting_offsets_json
+    from spark_integration.group_view import GroupView
+    from zkconsumer import ConsumerConfig
+
+    topic = make_topic(partitions=1, config={"segment.ms": 1000})
+    fill(cluster, topic, {0: 3}, prefix="a")  # segment [0, 3)
+    time.sleep(2.2)
+    fill(cluster, topic, {0: 3}, prefix="b")  # older than segment.ms: rolls, segment [3, 6)
+    time.sleep(2.2)
+    between = int(time.time() * 1000)
+    time.sleep(2.2)
+    fill(cluster, topic, {0: 3}, prefix="c")  # rolls again: segment [6, 9)
+    with GroupView(ConsumerConfig({"zookeeper.connect": cluster.zk_connect, "group.id": group_id})) as view:
+        tp = (topic, 0)
+        assert view.offsets_before({tp: 0}) == {tp: None}  # before every segment: the log start
+        assert view.offsets_before({tp: between}) == {tp: 3}  # the base of the newest segment written before
+        assert view.offsets_before({tp: between + 3_600_000}) == {tp: 9}  # later than every write: the log end
+    checkpoint = tmp_path / "cp"
+    rows, batches = available_now(spark, cluster, group_id, topic, checkpoint, topics="",  # unset: not a 2nd way
+                                  subscribePattern=topic,
+                                  startingOffsetsByTimestamp=f'{{"{topic}":{{"0":{between}}}}}',
+                                  maxOffsetsPerTrigger="4")
+    assert rows == offsets({0: (3, 9)}) and batches == [4, 2]
+    # the checkpoint holds Spark's Kafka-source JSON; the helper hands it over as startingOffsets
+    last = completed_batch(str(checkpoint))
+    source_line = (checkpoint / "offsets" / str(last)).read_text().splitlines()[2]
+    assert json.loads(source_line) == {topic: {"0": 9}}
+    assert checkpoint_offsets(str(checkpoint)) == {(topic, 0): 9}
+    assert starting_offsets_json(str(checkpoint)) == f'{{"{topic}":{{"0":9}}}}'

@@ -57,7 +57,7 @@ from .world import Schedule, generate, generate_mixed, run
 #:     ends at the caller's ZooKeeper deadline).
 #: 3003786: a release whose delete was applied and whose answer a drop swallowed read, after the
 #:     reconnection, its own old node on a follower without the delete, and deleted a peer's node
-#:     re-created at version 0 (handout). Fixed by GroupClient._sync_after_reconnection.
+#:     re-created at version 0 (handout). Fixed by GroupSession.sync_after_reconnection.
 FOUND_BUGS = [105, 201810, 2235, 416496, 1000408, 3063038, 3003786]
 SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #: Shrunk schedules of findings (issue 38), each failing on the code it was found on, fixed since:
@@ -77,7 +77,7 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     Findings 1 and 2 fixed by the session kazoo keeps across SUSPENDED (GroupClient.session_id)
 #:     and the per-session fence node every fenced multi checks (zookeeper/fence.py);
 #: topic-cache-read-before-its-watch-callback-ran (seed 2803: the partitions watch signalled, the
-#:     rebalance read GroupClient._watched_get's cache before kazoo's callback thread ran the cache's
+#:     rebalance read ClusterReads._watched_get's cache before kazoo's callback thread ran the cache's
 #:     own watch callback, so it used the old partition count and was never signalled again). Fixed
 #:     by GroupClient.topic_data: the map the signalling watch itself read;
 #: offsets-read-while-own-commit-in-flight (seed 3864, a mixed group: Kafka 0.8.2's member deleted
@@ -168,7 +168,7 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     release deleted its node of t1-4 and the drop swallowed the answer; m2 re-created the node at
 #:     version 0; m1's retried release read its own old node on a follower without the delete
 #:     (ZooKeeper admits a client to any server that has the last zxid it received), found it ours, and
-#:     deleted m2's node at version 0: handout). Fixed by GroupClient._sync_after_reconnection (a sync
+#:     deleted m2's node at version 0: handout). Fixed by GroupSession.sync_after_reconnection (a sync
 #:     before the first read after each connection loss); test_stale_reads.py builds the sequence.
 #: lease-kept-a-session-closed-from-outside-after-kazoo-said-lost (seed 6000666, found by the fetch
 #:     model's ``queued`` check: m0's session was closed by another client a moment after m0 joined

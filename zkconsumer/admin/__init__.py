@@ -39,7 +39,7 @@ Submodules (everything public is re-exported here; import from ``zkconsumer.admi
 submodule              contents
 =====================  ==================================================================
 :mod:`.errors`         :class:`AdminError` and its subclasses
-:mod:`.log_offsets`    :class:`LogOffsets` (protocol), :class:`BrokerOffsets`
+:mod:`.log_offsets`    :class:`LogOffsets`, :class:`TimeOffsets` (protocols), :class:`BrokerOffsets`
 :mod:`.reads`         ZooKeeper reading helpers of the operations; :func:`list_groups`,
                        :func:`live_members`, :data:`Progress`
 :mod:`.describe`       :class:`MemberInfo`, :class:`PartitionRow`, :class:`GroupDescription`,
@@ -72,7 +72,7 @@ from ..structs import TopicPartition
 from .delete import delete_group
 from .describe import GroupDescription, MemberInfo, PartitionRow, describe_group
 from .errors import AdminError, GroupActiveError, OffsetFileError, UnknownGroupError, UnknownTopicError
-from .log_offsets import NONE_BEFORE, BrokerOffsets, LogOffsets
+from .log_offsets import NONE_BEFORE, BrokerOffsets, LogOffsets, TimeOffsets
 from .offsets_file import OffsetEntry, export_offsets, format_export, import_offsets, parse_export
 from .reads import ADMIN_CLIENT_ID, Progress, list_groups, live_members
 from .reset import ResetPlan, ResetRow, ResetTarget, apply_reset, compute_reset, parse_reset_target, plan_reset
@@ -80,7 +80,7 @@ from .times import SEGMENT_NOTE, format_time, offsets_for_time, parse_datetime, 
 
 __all__ = [
     "AdminError", "UnknownGroupError", "UnknownTopicError", "GroupActiveError", "OffsetFileError",
-    "LogOffsets", "BrokerOffsets", "MemberInfo", "PartitionRow", "GroupDescription",
+    "LogOffsets", "TimeOffsets", "BrokerOffsets", "MemberInfo", "PartitionRow", "GroupDescription",
     "OffsetEntry", "ResetTarget", "ResetRow", "ResetPlan", "Progress", "TopicPartition", "ADMIN_CLIENT_ID",
     "list_groups", "live_members", "describe_group", "export_offsets", "format_export",
     "parse_export", "import_offsets", "parse_reset_target", "compute_reset", "plan_reset",

@@ -17,7 +17,7 @@ from ..wire.protocol import NO_LEADER, ListOffsetsRequest
 from ..zookeeper import zkformat
 from . import reads
 
-__all__ = ["LogOffsets", "BrokerOffsets", "NONE_BEFORE"]
+__all__ = ["LogOffsets", "TimeOffsets", "BrokerOffsets", "NONE_BEFORE"]
 
 #: What :meth:`LogOffsets.fetch` gives, for a timestamp, a partition whose log has no segment
 #: last written at or before it (the broker answered an empty list): every message is newer.
@@ -31,12 +31,21 @@ class LogOffsets(Protocol):
     could look up, and a one-line reason for every one it could not. ``time`` is
     :data:`~zkconsumer.wire.protocol.EARLIEST_TIME`, :data:`~zkconsumer.wire.protocol.LATEST_TIME`
     or a timestamp in ms since the epoch; for a timestamp, the offset is the brokers'
-    offsets-before-time answer (a log-segment boundary: :func:`.times.offsets_for_time`), or
-    :data:`NONE_BEFORE` when no segment was last written at or before it.
+    offsets-before-time answer (a log-segment boundary: :func:`.times.offsets_for_time`; looking up
+    by time needs a :class:`TimeOffsets`).
     """
 
     def fetch(self, partitions: Sequence[TopicPartition],
               time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        ...
+
+
+class TimeOffsets(Protocol):
+    """A :class:`LogOffsets` that also looks offsets up by time (:class:`BrokerOffsets`): ``empty`` is the
+    answer for a partition with no segment last written at or before ``time`` (else that is a problem)."""
+
+    def fetch(self, partitions: Sequence[TopicPartition], time: int,
+              empty: Optional[int] = None) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
         ...
 
 
@@ -109,10 +118,13 @@ class BrokerOffsets:
                 broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context)
         return self._connections[broker.id]
 
-    def fetch(self, partitions: Sequence[TopicPartition],
-              time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
-        """Offsets before ``time`` (:data:`EARLIEST_TIME`, :data:`LATEST_TIME` or ms) of ``partitions``
-        (:class:`LogOffsets`)."""
+    def fetch(self, partitions: Sequence[TopicPartition], time: int,
+              empty: Optional[int] = None) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        """Offsets before ``time`` (:data:`EARLIEST_TIME`/:data:`LATEST_TIME`, or ms since the epoch) of ``partitions``.
+
+        A broker answers a time before every log segment with no offset: that is a
+        problem unless ``empty`` is given, which is then the partition's answer.
+        """
         offsets: Dict[TopicPartition, int] = {}
         leaders, problems = self.leaders(partitions)
         by_leader: Dict[int, List[TopicPartition]] = {}
@@ -133,8 +145,8 @@ class BrokerOffsets:
             answered = {(r.topic, r.partition): r for r in response.partitions}
             for tp in tps:
                 r = answered.get(tp)
-                if r is not None and r.error_code == 0 and not r.offsets and time >= 0:
-                    offsets[tp] = NONE_BEFORE
+                if r is not None and r.error_code == 0 and not r.offsets and empty is not None:
+                    offsets[tp] = empty
                 elif r is None or (r.error_code == 0 and not r.offsets):
                     problems[tp] = f"broker {leader} returned no offset"
                 elif r.error_code != 0:

@@ -20,7 +20,7 @@ from ..wire.protocol import EARLIEST_TIME, LATEST_TIME
 from ..zookeeper import zkformat
 from . import atomic, reads, times
 from .errors import AdminError, UnknownTopicError
-from .log_offsets import NONE_BEFORE, LogOffsets
+from .log_offsets import NONE_BEFORE, TimeOffsets
 
 __all__ = [
     "ResetTarget", "parse_reset_target", "compute_reset", "ResetRow", "ResetPlan", "plan_reset", "apply_reset",
@@ -156,7 +156,7 @@ class ResetPlan:
 
 
 def plan_reset(
-    zk: KazooClient, group: str, topic: str, target: ResetTarget, log_offsets: LogOffsets,
+    zk: KazooClient, group: str, topic: str, target: ResetTarget, log_offsets: TimeOffsets,
     partitions: Optional[Sequence[int]] = None, current: Optional[Mapping[TopicPartition, Optional[int]]] = None,
 ) -> ResetPlan:
     """Compute, without writing anything, the new offset of each partition of ``topic``.
@@ -190,7 +190,7 @@ def plan_reset(
     problems = {**start_problems, **end_problems}
     at_time: Dict[TopicPartition, int] = {}
     if target.kind == "time":
-        at_time, time_problems = log_offsets.fetch(tps, target.value)
+        at_time, time_problems = log_offsets.fetch(tps, target.value, empty=NONE_BEFORE)
         problems.update(time_problems)
     if problems:
         (t, p), why = sorted(problems.items())[0]

@@ -25,7 +25,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ..structs import TopicPartition
 from ..wire.protocol import EARLIEST_TIME
-from .log_offsets import NONE_BEFORE, LogOffsets
+from .log_offsets import NONE_BEFORE, TimeOffsets
 
 __all__ = ["parse_datetime", "parse_duration", "format_time", "offsets_for_time", "SEGMENT_NOTE"]
 
@@ -94,7 +94,7 @@ def format_time(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def offsets_for_time(log_offsets: LogOffsets, partitions: Sequence[TopicPartition], timestamp_ms: int
+def offsets_for_time(log_offsets: TimeOffsets, partitions: Sequence[TopicPartition], timestamp_ms: int
                      ) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
     """The offset of each partition at ``timestamp_ms`` (ms since the epoch), resolved to a
     log-segment boundary as the module docstring says: ``(offsets, problems)``, a reason for
@@ -105,7 +105,7 @@ def offsets_for_time(log_offsets: LogOffsets, partitions: Sequence[TopicPartitio
     """
     if timestamp_ms < 0:
         raise ValueError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
-    found, problems = log_offsets.fetch(list(partitions), timestamp_ms)
+    found, problems = log_offsets.fetch(list(partitions), timestamp_ms, empty=NONE_BEFORE)
     before = [tp for tp, offset in found.items() if offset == NONE_BEFORE]
     if before:
         starts, start_problems = log_offsets.fetch(before, EARLIEST_TIME)

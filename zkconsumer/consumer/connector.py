@@ -111,7 +111,7 @@ class ConsumerConnectorBase(abc.ABC):
     (0: any free port, read ``connector.prometheus.port``); ``metrics_registry=R`` registers them
     on an application's own ``prometheus_client`` registry instead (or as well);
     ``metrics_pushgateway="host:port"`` pushes them to a Prometheus Pushgateway every 10 s and at
-    shutdown. Names: ``docs/MONITORING.md``.
+    shutdown. Names: the documentation's *Monitoring* page.
     """
 
     def __init__(

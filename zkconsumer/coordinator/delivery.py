@@ -164,6 +164,8 @@ class Delivery:
         if self._fetching:
             self._fetchers.stop_connections()
             self._fetching = False
+        for info, _ in registry.values():  # moved away, as far as this generation knows: a late ack is
+            info.revoked = True           # ignored, and an iterator stops at the chunk it is in
         clear_streams(self._streams)
         if generation is None:
             return

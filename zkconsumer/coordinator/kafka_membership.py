@@ -24,7 +24,7 @@ ZooKeeper is still used, read-only except for dual-committed offsets: to list
 live brokers (where to ask for the coordinator, where to fetch) and topics'
 partitions (the leader's plan), and to refuse joining while members of the same
 group still run with ZooKeeper membership (the two kinds would both consume
-every partition; ``docs/MIGRATION.md`` switches a group over).
+every partition; the documentation's *Migration from Kafka's consumer* page switches a group over).
 
 Shutdown order: auto-commit and metrics stop; membership and heartbeat threads
 stop (a held JoinGroup is interrupted); fetchers stop and every stream ends;
@@ -238,7 +238,8 @@ class CoordinatorMembership:
             return None
         shown = ", ".join(members[:3]) + (f" and {len(members) - 3} more" if len(members) > 3 else "")
         return (f"waiting for the group's ZooKeeper-membership members to shut down before joining through the "
-                f"coordinator ({shown} registered under {group.paths.ids}; see docs/MIGRATION.md)")
+                f"coordinator ({shown} registered under {group.paths.ids}; see the documentation's page "
+                f"Migration from Kafka's consumer)")
 
     def positions(self) -> Dict[TopicPartition, int]:
         if self._delivery is None:

@@ -18,7 +18,7 @@ HTTP (or pushes them to a Pushgateway); the connector calls it when built with
 ``group``, ``client_id`` (``client.id``) and ``consumer_id``; per-partition
 ones add ``topic`` and ``partition``, per-stream ones ``stream`` (the consumer
 thread id). Names follow Prometheus' conventions: counters end in ``_total``,
-durations are ``_seconds``. See ``docs/MONITORING.md`` for the list.
+durations are ``_seconds``. The documentation's *Monitoring* page lists them.
 
 Contract: collecting never raises (a failing snapshot yields the metrics that
 could be read plus ``zkconsumer_consumer_scrape_errors_total``); the kazoo

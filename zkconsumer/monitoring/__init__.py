@@ -12,7 +12,7 @@ module                 contents
 :mod:`.push`           :class:`Pusher`: a registry pushed to a Pushgateway
 =====================  ==================================================================
 
-Metric names and the Grafana dashboard: ``docs/MONITORING.md``.
+Metric names and the Grafana dashboard: the documentation's *Monitoring* page.
 
 May import: errors, structs, threads, admin.
 """

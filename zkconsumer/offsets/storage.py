@@ -408,7 +408,8 @@ class KafkaOffsetStorage:
                 outcome.error = OffsetStorageError(
                     f"Kafka refused a commit of ZooKeeper-managed group {self._group_id} ({error_name(code)}): the "
                     "broker's group coordinator manages this group, so members with group.membership=kafka are "
-                    "running; stop them before running ZooKeeper-membership members (docs/MIGRATION.md)",
+                    "running; stop them before running ZooKeeper-membership members (see the documentation's page "
+                    "Migration from Kafka's consumer)",
                     retriable=False, fenced=outcome.fenced)
                 return None
             else:

@@ -1,6 +1,12 @@
 """Every ZooKeeper read and write a group member makes, and nothing else.
 
-:class:`GroupClient` owns ``/consumers/<group>/...`` for one member. Every write is
+:class:`GroupClient` owns ``/consumers/<group>/...`` for one member: its registration and the
+member list here, and, by composition, the owner nodes
+(:class:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes`), the offset nodes
+(:class:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes`) and the cluster's topics and brokers
+(:class:`~zkconsumer.zookeeper.cluster_reads.ClusterReads`), each handed the member's one
+:class:`~zkconsumer.zookeeper.group_session.GroupSession` (client, paths, consumer id, retry,
+session bookkeeping), as kazoo's recipes take the client. Every write is
 a *repeat-safe* step (running it twice has the effect of running it once) run
 through a retry that survives ZooKeeper connection loss within the session, so a
 retry after a reply was lost never fails or double-applies:
@@ -35,66 +41,35 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-import tenacity
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    AuthFailedError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    NoAuthError,
-    NodeExistsError,
-    NoNodeError,
-    OperationTimeoutError,
-    SessionExpiredError,
-)
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
-from tenacity.stop import stop_base
 
-from ..errors import (
-    ConsumerIdInUseError,
-    MalformedZnodeError,
-    ZooKeeperAccessError,
-    ZooKeeperSessionExpiredError,
-    ZooKeeperUnavailableError,
-)
+from ..errors import ConsumerIdInUseError, MalformedZnodeError, ZooKeeperUnavailableError
+from ..structs import TopicPartition
 from . import zkformat
+from .cluster_reads import ClusterReads
 from .fence import SessionFences
+from .group_session import GroupSession
 from .offset_nodes import OffsetNodes
+from .owner_nodes import OwnerNodes
 from .zkcalls import BoundedZooKeeper
+
+__all__ = ["GroupClient"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-#: Errors after which the same ZooKeeper call may succeed within the same session.
-_TRANSIENT = (ConnectionLoss, OperationTimeoutError)
-#: Errors after which it cannot on this session/client: reported at once (still retriable later).
-_GONE = (SessionExpiredError, ConnectionClosedError)
 
-
-class _PastDeadline(stop_base):
-    """Stops retrying once the calling thread's deadline (set with ``client.deadline``) has passed."""
-
-    def __init__(self, client: BoundedZooKeeper) -> None:
-        self._client = client
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        remaining = self._client.remaining()
-        return remaining is not None and remaining <= 0.01
-
-
-class GroupClient(OffsetNodes):
+class GroupClient:
     """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
 
-    ``retry_timeout_s`` bounds how long one operation (one :meth:`_retry`)
-    waits, its kazoo calls included, retrying transient connection errors (it
-    should not exceed the session timeout: past it, the session is gone
-    anyway). ``client`` is used through :class:`~zkconsumer.zookeeper.zkcalls.BoundedZooKeeper`
-    (``self.client``; ``self.client.raw`` is the KazooClient). ``sleep`` is
-    injectable for tests, and so is ``clock`` (what deadlines and waits are
-    measured on). ``id_wait_s`` is how long :meth:`register` waits for a
-    member node held by a foreign session to go away (default: ``retry_timeout_s`` + 2 s).
+    ``retry_timeout_s``, ``acl``, ``sleep`` and ``clock``: see
+    :class:`~zkconsumer.zookeeper.group_session.GroupSession` (``self.session``). ``id_wait_s``
+    is how long :meth:`register` waits for a member node held by a foreign session to go away
+    (default: ``retry_timeout_s`` + 2 s). The owner-node, offset-node and cluster reads are
+    those of ``self.owner_nodes``, ``self.offset_nodes`` and ``self.cluster``, offered here too.
     """
 
     def __init__(
@@ -109,172 +84,56 @@ class GroupClient(OffsetNodes):
         id_wait_s: Optional[float] = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        raw = client.raw if isinstance(client, BoundedZooKeeper) else client
-        self._clock = clock
-        self.client = BoundedZooKeeper(raw, retry_timeout_s, clock)
-        self.group = group
-        self.consumer_id = consumer_id
-        self.paths = zkformat.GroupPaths(group)
-        self._acl = acl
-        self._retry_timeout_s = retry_timeout_s
+        self.session = GroupSession(client, group, consumer_id, retry_timeout_s=retry_timeout_s, acl=acl,
+                                    sleep=sleep, clock=clock)
+        self.owner_nodes = OwnerNodes(self.session)
+        self.offset_nodes = OffsetNodes(self.session)
+        self.cluster = ClusterReads(self.session)
         self._id_wait_s = retry_timeout_s + 2.0 if id_wait_s is None else id_wait_s
-        self._sleep = sleep
-        #: Every session id this client was seen to hold: nodes of these are ours (or were).
-        self._sessions: Set[int] = set()
-        self._sessions_lock = threading.Lock()
         # members(): registrations read, and the cversion of the ids node they were read at.
         self._member_cache: Dict[str, Optional[zkformat.Registration]] = {}
         self._ids_cversion: Optional[int] = None
         #: Where members() may take the member list from instead of reading it: the member ids and the
         #: ids node's stat, or None when that source cannot vouch for them now (GroupWatcher.member_list).
         self.member_list: Optional[Callable[[], Optional[Tuple[List[str], ZnodeStat]]]] = None
-        #: Where partitions_for_topics() may take a topic's partition map from instead of its own cache:
-        #: the map, or None when that source cannot vouch for it now (GroupWatcher.topic_data).
-        self.topic_data: Optional[Callable[[str], Optional[bytes]]] = None
-        self._broker_cache: Dict[str, bytes] = {}  # brokers(): node data by broker id, as members()
-        self._broker_cversion: Optional[int] = None
-        self._broker_lock = threading.Lock()
-        self._offset_nodes: Set[str] = set()  # offset nodes seen to exist (they are never deleted by members)
-        self._offset_parents: Set[str] = set()  # offsets/<topic> nodes ensured
-        self._parents_seen: Set[str] = set()  # owners/<topic> nodes ensured (_ensure_parents)
-        self._topic_lock = threading.Lock()
-        self._connection_epoch = 0  # connection losses seen (connection_lost): a watch read before one is gone
-        self._synced_epoch = 0  # the epoch of the last sync answered (_sync_after_reconnection)
-        self._topic_cache: Dict[str, Tuple[bytes, threading.Event, Optional[Tuple[int, int]]]] = {}
-        self._brokers_fresh: Optional[threading.Event] = None  # the watch of the last read; set once stale
-        self._brokers_session: Optional[Tuple[int, int]] = None
-        self._confirmed_nodes = {}  # OwnerNodes.confirm_held()
-        self.fences = SessionFences(self.client, self.paths, consumer_id, acl)
 
-    # ----------------------------------------------------------------- plumbing
+    # ----------------------------------------------------------------- the session
 
-    def _retry(self, step: Callable[[], T]) -> T:
-        """Run a repeat-safe ``step``, retrying transient connection errors with jitter.
+    @property
+    def client(self) -> BoundedZooKeeper:
+        """The session's client (``client.raw`` is the KazooClient)."""
+        return self.session.client
 
-        Takes at most ``retry_timeout_s`` in all (every kazoo call of the step
-        is bounded by the same deadline). Raises only ZkConsumerErrors:
-        :class:`ZooKeeperUnavailableError` when ZooKeeper did not answer in time,
-        the session expired or the client was closed; :class:`ZooKeeperAccessError`
-        when an operation was denied.
-        """
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_TRANSIENT),
-            wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
-            stop=tenacity.stop_any(tenacity.stop_after_delay(self._retry_timeout_s), _PastDeadline(self.client)),
-            sleep=self._sleep,
-            reraise=True,
-        )
-        self._note_session()
+    @property
+    def group(self) -> str:
+        return self.session.group
 
-        def synced_step() -> T:
-            self._sync_after_reconnection()
-            return step()
-        try:
-            with self.client.deadline(self._retry_timeout_s):
-                return retrying(synced_step)
-        except _TRANSIENT as exc:
-            raise ZooKeeperUnavailableError(f"ZooKeeper did not answer within {self._retry_timeout_s}s: {exc!r}") from exc
-        except SessionExpiredError as exc:
-            raise ZooKeeperSessionExpiredError("the ZooKeeper session expired; a new one is being opened") from exc
-        except ConnectionClosedError as exc:
-            raise ZooKeeperUnavailableError("the ZooKeeper client was closed") from exc
-        except (NoAuthError, AuthFailedError) as exc:  # normally mapped with its path by BoundedZooKeeper
-            raise ZooKeeperAccessError(f"/consumers/{self.group}", "an operation", type(exc).__name__) from exc
-        finally:
-            self._note_session()
+    @property
+    def consumer_id(self) -> str:
+        return self.session.consumer_id
 
-    def _pipelined(self, what: str, calls: Sequence[Tuple[str, Callable[[], Any]]]) -> List[Any]:
-        """Send every request of ``calls`` (``(path, send)``; ``send()`` returns kazoo's async
-        result), then wait for them all: per call, its result or the exception it raised.
+    @property
+    def paths(self) -> zkformat.GroupPaths:
+        return self.session.paths
 
-        About one round trip for the lot (ZooKeeper answers a session's requests in order). No
-        retry: the caller sends what did not get a clean answer again through its one-node path,
-        which retries (what leaves the caller is still only a ``ZkConsumerError``). Bounded by
-        ``retry_timeout_s`` in all; past the thread's deadline nothing more is sent.
-        """
-        if not calls:
-            return []
-        self._note_session()
-        try:
-            with self.client.deadline(self._retry_timeout_s):
-                try:
-                    self._sync_after_reconnection()  # the reads below must see every write of ours
-                except Exception as exc:  # noqa: BLE001 - each call gets it, as the caller expects
-                    return [exc] * len(calls)
-                sent: List[Tuple[str, Any]] = []
-                for path, send in calls:
-                    try:
-                        self.client.check_deadline(what, path)  # as BoundedZooKeeper._send
-                    except Exception as exc:  # noqa: BLE001 - returned for this call and the rest
-                        return self.client.gather(what, sent) + [exc] * (len(calls) - len(sent))
-                    sent.append((path, send()))
-                return self.client.gather(what, sent)
-        finally:
-            self._note_session()
+    @property
+    def fences(self) -> SessionFences:
+        """The fence node of each of our sessions (see the ``fence`` module)."""
+        return self.session.fences
 
     @property
     def session_id(self) -> Optional[int]:
-        """The ZooKeeper session this member holds, also while the connection is SUSPENDED
-        (:attr:`BoundedZooKeeper.session_id`); ``None`` before the first session and between a
-        lost session and the next."""
-        return self.client.session_id
-
-    def _note_session(self) -> Optional[int]:
-        """Remember the current session id as one of ours; returns it."""
-        session = self.session_id
-        if session:
-            with self._sessions_lock:
-                self._sessions.add(session)
-        return session
+        """See :attr:`~zkconsumer.zookeeper.group_session.GroupSession.session_id`."""
+        return self.session.session_id
 
     def note_session(self) -> None:
         """Record the current session as ours (call on every new session; cheap, never blocks)."""
-        self._note_session()
+        self.session.note_session()
 
     def connection_lost(self) -> None:
-        """The connection dropped (SUSPENDED or LOST): every read cache kept valid by a watch is stale.
-
-        Call from the state listener (kazoo's connection thread; never blocks). kazoo
-        drops every watch on a connection loss and tells each callback with an
-        event of type NONE, but on its callback thread, which may run after the
-        client has reconnected on the same session and a rebalance has read a
-        cache whose watch no longer exists.
-        """
-        self._connection_epoch += 1  # one writer (kazoo's connection thread); readers compare
-
-    def _sync_after_reconnection(self) -> None:
-        """Once after each connection loss, before a read: ``sync``, so the read sees every write of ours.
-
-        A write whose answer the loss swallowed may have been applied; ZooKeeper lets the client
-        reconnect to any server that has seen the last zxid the client *received*, so that server
-        may not have the write yet, and a read there shows the node as it was before it (ZooKeeper's
-        Programmer's Guide: reads are served from the server's own state; ``sync`` brings it up to
-        the leader). A release whose delete was applied and unanswered would otherwise read our own
-        deleted node there, find it ours, and delete a peer's node re-created since at the same
-        version 0 (found by the simulator, seed 3003786). The answer to the sync carries the
-        leader's zxid, so every later server of this session has our write too.
-        """
-        epoch = self._connection_epoch
-        if epoch != self._synced_epoch:
-            self.client.sync("/")
-            self._synced_epoch = epoch
-
-    def _connection(self) -> Optional[Tuple[int, int]]:
-        """What a watch-kept cache entry is valid for: this session, and no connection loss since
-        (``None`` without a session)."""
-        session = self.session_id
-        return None if session is None else (session, self._connection_epoch)
-
-    def _was_ours(self, stat: ZnodeStat) -> bool:
-        """Whether the node's ephemeral owner is a session this client holds or held."""
-        with self._sessions_lock:
-            return stat.ephemeralOwner in self._sessions
-
-    def _ours(self, stat: ZnodeStat) -> bool:
-        return bool(stat.ephemeralOwner == self.session_id)
-
-    def _create_ephemeral(self, path: str, data: bytes) -> None:
-        self.client.create(path, data, acl=self._acl, ephemeral=True, makepath=True)
+        """The connection dropped: every watch-kept cache is stale (see :meth:`GroupSession.connection_lost
+        <zkconsumer.zookeeper.group_session.GroupSession.connection_lost>`). Never blocks."""
+        self.session.connection_lost()
 
     # ------------------------------------------------------------- registration
 
@@ -289,45 +148,45 @@ class GroupClient(OffsetNodes):
         raised and nothing is changed. ``cancelled`` ends that wait early
         (raising :class:`ZooKeeperUnavailableError`).
         """
-        path = self.paths.member(self.consumer_id)
+        path = self.session.paths.member(self.session.consumer_id)
         foreign: List[int] = []
 
         def step() -> bool:
             """One try; ``False`` when a node must go first (try again)."""
             foreign.clear()
-            self.fences.ensure(self.session_id)  # once per session: before any node of ours is made
+            self.fences.ensure(self.session.session_id)  # once per session: before any node of ours is made
             try:
-                self._create_ephemeral(path, registration)
+                self.session.create_ephemeral(path, registration)
                 return True
             except NodeExistsError:
                 pass
             try:
-                data, stat = self.client.get(path)
+                data, stat = self.session.client.get(path)
             except NoNodeError:
                 return False  # an earlier session's node just expired
-            if self._ours(stat):
-                return data == registration or self._fenced_set(stat.ephemeralOwner, path, registration, stat.version)
-            if not self._was_ours(stat):
+            if self.session.ours(stat):
+                return data == registration or self.session.fenced_set(stat.ephemeralOwner, path, registration, stat.version)
+            if not self.session.was_ours(stat):
                 foreign.append(stat.ephemeralOwner)
                 return False
             log.info("replacing %s left by an earlier session 0x%x", path, stat.ephemeralOwner)
-            self._delete_of_session(path, stat)
+            self.session.delete_of_session(path, stat)
             return False
 
         try:
-            started = self._clock()
+            started = self.session.clock()
             changes = 0
             warned = False
-            while not self._retry(step):
+            while not self.session.retry(step):
                 if not foreign:
                     changes += 1
                     if changes >= 5:
                         raise ZooKeeperUnavailableError(
                             f"registering {path}: the node kept changing under us; gave up after {changes} tries")
                     continue
-                waited = self._clock() - started
+                waited = self.session.clock() - started
                 if waited >= self._id_wait_s:
-                    raise ConsumerIdInUseError(self.consumer_id, path, foreign[0], waited)
+                    raise ConsumerIdInUseError(self.session.consumer_id, path, foreign[0], waited)
                 if not warned:
                     warned = True
                     log.warning("%s is held by ZooKeeper session 0x%x, not ours: another process with the same "
@@ -337,20 +196,13 @@ class GroupClient(OffsetNodes):
                     if cancelled.wait(0.2):
                         raise ZooKeeperUnavailableError(f"registering {path}: cancelled")
                 else:
-                    self._sleep(0.2)
+                    self.session.sleep(0.2)
         finally:
-            self._member_cache.pop(self.consumer_id, None)  # our node may have been re-created or rewritten
-
-    def _until_done(self, step: Callable[[], bool], what: str, attempts: int = 5) -> None:
-        """Run ``step`` (through the retry) until it reports done, a bounded number of times."""
-        for _ in range(attempts):
-            if self._retry(step):
-                return
-        raise ZooKeeperUnavailableError(f"{what}: the node kept changing under us; gave up after {attempts} tries")
+            self._member_cache.pop(self.session.consumer_id, None)  # our node may have been re-created or rewritten
 
     def deregister(self) -> None:
         """Delete our member node if it is ours (repeat-safe)."""
-        self._delete_if_ours(self.paths.member(self.consumer_id), expected=None)
+        self.session.delete_if_ours(self.session.paths.member(self.session.consumer_id), expected=None)
 
     def members(self, fresh: bool = False) -> Dict[str, zkformat.Registration]:
         """All registered members and their registrations.
@@ -374,9 +226,10 @@ class GroupClient(OffsetNodes):
         drops it from the cache), so a node's data does not change under the
         same node.
         """
+        session = self.session
         listed = None if fresh or self.member_list is None else self.member_list()
         try:
-            ids, stat = listed or self._retry(lambda: self.client.get_children(self.paths.ids, include_data=True))
+            ids, stat = listed or session.retry(lambda: session.client.get_children(session.paths.ids, include_data=True))
         except NoNodeError:
             self._member_cache, self._ids_cversion = {}, None
             return {}
@@ -389,7 +242,7 @@ class GroupClient(OffsetNodes):
             self._member_cache = {k: v for k, v in self._member_cache.items() if k in current}
         self._ids_cversion = stat.cversion
         new = [c for c in sorted(current) if c not in self._member_cache]
-        read = dict(zip(new, self._pipelined("reading", [(p, self._get_async(p)) for p in map(self.paths.member, new)])))
+        read = dict(zip(new, session.pipelined("reading", [(p, session.get_async(p)) for p in map(session.paths.member, new)])))
         members: Dict[str, zkformat.Registration] = {}
         for consumer_id in sorted(current):
             if consumer_id in self._member_cache:
@@ -397,11 +250,11 @@ class GroupClient(OffsetNodes):
                 if cached is not None:
                     members[consumer_id] = cached
                 continue
-            path = self.paths.member(consumer_id)
+            path = self.session.paths.member(consumer_id)
             outcome = read[consumer_id]
             if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
                 try:
-                    outcome = self._retry(functools.partial(self.client.get, path))  # no clean answer: again, retried
+                    outcome = session.retry(functools.partial(session.client.get, path))  # no clean answer: again, retried
                 except NoNodeError as gone:
                     outcome = gone
             if isinstance(outcome, NoNodeError):
@@ -417,119 +270,105 @@ class GroupClient(OffsetNodes):
                 members[consumer_id] = registration
         return members
 
-    # ------------------------------------------------------------------ topics
+
+    # ------------------------------------------------- the collaborators' operations
+
+    @property
+    def topic_data(self) -> Optional[Callable[[str], Optional[bytes]]]:
+        """See :attr:`~zkconsumer.zookeeper.cluster_reads.ClusterReads.topic_data`."""
+        return self.cluster.topic_data
+
+    @topic_data.setter
+    def topic_data(self, source: Optional[Callable[[str], Optional[bytes]]]) -> None:
+        self.cluster.topic_data = source
 
     def all_topics(self) -> List[str]:
-        """Every topic under ``/brokers/topics`` (empty if the cluster has none yet)."""
-        try:
-            return sorted(self._retry(lambda: self.client.get_children(zkformat.BROKER_TOPICS_PATH)))
-        except NoNodeError:
-            return []
+        """See :meth:`~zkconsumer.zookeeper.cluster_reads.ClusterReads.all_topics`."""
+        return self.cluster.all_topics()
 
     def partitions_for_topics(self, topics: Iterable[str]) -> Dict[str, List[int]]:
-        """Sorted partition ids of each topic that exists; missing or malformed topics are left out.
-
-        A topic's map comes from :attr:`topic_data` when it can vouch for it (the
-        member's own watch of the node read it and has not fired since:
-        :meth:`~zkconsumer.zookeeper.watchers.GroupWatcher.topic_data`). Otherwise
-        the node is read with a data watch and answered from that read until the
-        watch fires or the session changes: no request while nothing changed.
-        That cache alone would not do for a rebalance that a watch of the same
-        node signalled: kazoo runs both watches' callbacks on its callback thread
-        in no set order, and the rebalance could read the cache before its
-        callback marked it stale, then never be signalled again (found by the
-        simulator). The watch's own snapshot is kept before its signal is sent.
-        """
-        result: Dict[str, List[int]] = {}
-        source = self.topic_data
-        for topic in sorted(set(topics)):
-            path = zkformat.topic_path(topic)
-            data = source(topic) if source is not None else None
-            if data is None:
-                data = self._watched_get(path)
-            if data is None:
-                continue
-            try:
-                result[topic] = sorted(zkformat.decode_topic_partitions(path, data))
-            except MalformedZnodeError as exc:
-                log.warning("ignoring topic with an unreadable partition map: %s", exc)
-        return result
-
-    def _watched_get(self, path: str) -> Optional[bytes]:
-        """The node's data (``None``: no such node), from a cache kept valid by a data watch."""
-        with self._topic_lock:
-            cached = self._topic_cache.get(path)
-            connection = self._connection()
-            if cached is not None and not cached[1].is_set() and cached[2] == connection and connection is not None:
-                return cached[0]
-            changed = threading.Event()
-
-            def on_change(_event: object) -> None:
-                changed.set()
-
-            try:
-                data, _ = self._retry(lambda: self.client.get(path, watch=on_change))
-            except NoNodeError:
-                self._topic_cache.pop(path, None)  # no watch is set on a missing node: read again next time
-                return None
-            self._topic_cache[path] = (data, changed, connection)
-            return cast(Optional[bytes], data)
+        """See :meth:`~zkconsumer.zookeeper.cluster_reads.ClusterReads.partitions_for_topics`."""
+        return self.cluster.partitions_for_topics(topics)
 
     def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
-        """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
+        """See :meth:`~zkconsumer.zookeeper.cluster_reads.ClusterReads.brokers`."""
+        return self.cluster.brokers(protocol)
 
-        Cached (a broker writes its node once per session): the read of the
-        children arms a watch, and while that watch has not fired and the
-        session is the same, calls are answered without any request (the
-        leader finder asks on every pass while a broker is down). Otherwise one
-        ``get_children`` plus one ``get`` per broker that (re)appeared, as
-        :meth:`members`. Thread-safe (leader finders of several generations may call it).
-        """
-        with self._broker_lock:
-            if self._brokers_fresh is not None and self._brokers_fresh.is_set() is False \
-                    and self._brokers_session == self._connection() and self._brokers_session is not None:
-                return self._decode_brokers(sorted(self._broker_cache), protocol)
-            return self._read_brokers(protocol)
+    def claim(self, topic: str, partition: int, thread_id: str,
+              watch: Optional[Callable[[object], None]] = None) -> Optional[str]:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.claim`."""
+        return self.owner_nodes.claim(topic, partition, thread_id, watch)
 
-    def _read_brokers(self, protocol: str) -> List[zkformat.Broker]:
-        changed = threading.Event()  # set by the watch: the cache is stale
+    def claim_many(self, claims: Sequence[Tuple[str, int, str, Optional[Callable[[object], None]]]],
+                   look_first: bool = False, cancelled: Optional[Callable[[], bool]] = None) -> List[Optional[str]]:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.claim_many`."""
+        return self.owner_nodes.claim_many(claims, look_first, cancelled)
 
-        def on_change(_event: object) -> None:
-            changed.set()
+    def release_many(self, partitions: Sequence[Tuple[str, int]]) -> None:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.release_many`."""
+        self.owner_nodes.release_many(partitions)
 
-        session = self._connection()  # read before the request: a loss while it is out makes it stale
-        try:
-            ids, stat = self._retry(lambda: self.client.get_children(zkformat.BROKER_IDS_PATH, watch=on_change,
-                                                                     include_data=True))
-        except NoNodeError:
-            self._broker_cache, self._broker_cversion, self._brokers_fresh = {}, None, None
-            return []
-        current = set(ids)
-        known = set(self._broker_cache)
-        changes = len(current - known) + len(known - current)
-        if self._broker_cversion is None or stat.cversion - self._broker_cversion != changes:
-            self._broker_cache = {}
-        else:
-            self._broker_cache = {k: v for k, v in self._broker_cache.items() if k in current}
-        self._broker_cversion = stat.cversion
-        for broker_id in sorted(current):
-            path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
-            if broker_id not in self._broker_cache:
-                try:
-                    data, _ = self._retry(functools.partial(self.client.get, path))
-                except NoNodeError:
-                    changed.set()  # listed but gone: read again next time
-                    continue
-                self._broker_cache[broker_id] = data
-        self._brokers_fresh, self._brokers_session = changed, session
-        return self._decode_brokers(sorted(self._broker_cache), protocol)
+    def release(self, topic: str, partition: int, thread_id: Optional[str] = None) -> None:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.release`."""
+        self.owner_nodes.release(topic, partition, thread_id)
 
-    def _decode_brokers(self, ids: List[str], protocol: str) -> List[zkformat.Broker]:
-        brokers = []
-        for broker_id in ids:
-            path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"
-            try:
-                brokers.append(zkformat.decode_broker(path, self._broker_cache[broker_id], protocol))
-            except MalformedZnodeError as exc:
-                log.warning("ignoring broker with an unreadable registration: %s", exc)
-        return brokers
+    def relabel(self, topic: str, partition: int, thread_id: str) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.relabel`."""
+        return self.owner_nodes.relabel(topic, partition, thread_id)
+
+    def relabel_many(self, relabels: Sequence[Tuple[str, int, str]]) -> List[bool]:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.relabel_many`."""
+        return self.owner_nodes.relabel_many(relabels)
+
+    def confirm_held_many(self, partitions: Sequence[Tuple[str, int]]) -> List[bool]:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.confirm_held_many`."""
+        return self.owner_nodes.confirm_held_many(partitions)
+
+    def release_stale(self, topic: str, partition: int, thread_id: str) -> None:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.release_stale`."""
+        self.owner_nodes.release_stale(topic, partition, thread_id)
+
+    def watch_deletion(self, topic: str, partition: int, deleted: threading.Event) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.watch_deletion`."""
+        return self.owner_nodes.watch_deletion(topic, partition, deleted)
+
+    def owners(self, topic: str) -> Dict[int, str]:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.owners`."""
+        return self.owner_nodes.owners(topic)
+
+    def holds(self, topic: str, partition: int) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.holds`."""
+        return self.owner_nodes.holds(topic, partition)
+
+    def confirm_held(self, topic: str, partition: int) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.confirm_held`."""
+        return self.owner_nodes.confirm_held(topic, partition)
+
+    def owns(self, topic: str, partition: int, thread_id: str) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes.owns`."""
+        return self.owner_nodes.owns(topic, partition, thread_id)
+
+    def read_offset(self, topic: str, partition: int) -> Optional[int]:
+        """See :meth:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes.read_offset`."""
+        return self.offset_nodes.read_offset(topic, partition)
+
+    def read_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+        """See :meth:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes.read_offsets`."""
+        return self.offset_nodes.read_offsets(partitions)
+
+    def commit_offset(self, topic: str, partition: int, offset: int) -> None:
+        """See :meth:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes.commit_offset`."""
+        self.offset_nodes.commit_offset(topic, partition, offset)
+
+    def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """See :meth:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes.commit_offsets`."""
+        self.offset_nodes.commit_offsets(offsets)
+
+    def commit_offset_if_owner(self, topic: str, partition: int, offset: int, owner: str,
+                               session: Optional[int] = None) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes.commit_offset_if_owner`."""
+        return self.offset_nodes.commit_offset_if_owner(topic, partition, offset, owner, session)
+
+    def commit_offsets_if_owner(self, entries: Sequence[Tuple[str, int, int]], session: Optional[int] = None) -> bool:
+        """See :meth:`~zkconsumer.zookeeper.offset_nodes.OffsetNodes.commit_offsets_if_owner`."""
+        return self.offset_nodes.commit_offsets_if_owner(entries, session)

@@ -26,7 +26,7 @@ instruments one kazoo client's connection for all three, in one of two modes
     TLS, ``ZKCONSUMER_PURE_PYTHON=1``) kazoo pings itself, at the same cadence: every T/3 less
     0.01-0.4 s, a ping unanswered by the next one dropping the connection; but every request
     postpones kazoo's ping, so a client that writes more often than that is never dropped
-    from a hung server (docs/guarantees.md has the fallback's margins).
+    from a hung server (the documentation's *Guarantees under faults* page has the fallback's margins).
 
 ``quiet`` (opt-in, where the extension is built): fewer packets, thinner margins
     The native thread pings after 0.7 T of silence plus a random 0 to T/30, and drops a server

@@ -2,10 +2,10 @@
 read (one by one or together), written, and written only while this member owns the
 partition (fenced), one partition at a time or all of a commit in one multi-operation.
 
-:class:`OffsetNodes` is a base class of :class:`~zkconsumer.zookeeper.group.GroupClient`,
-which provides the plumbing it uses (see :class:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes`);
-every write is a repeat-safe step run through that retry, and what leaves is a
-:class:`~zkconsumer.errors.ZkConsumerError` (see the ``group`` module).
+:class:`OffsetNodes` takes the member's :class:`~zkconsumer.zookeeper.group_session.GroupSession`,
+as :class:`~zkconsumer.zookeeper.owner_nodes.OwnerNodes` does; every write is a repeat-safe step
+run through the session's retry, and what leaves is a :class:`~zkconsumer.errors.ZkConsumerError`
+(see the ``group`` module).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..structs import TopicPartition
 from . import zkformat
-from .owner_nodes import NOT_APPLIED, OwnerNodes
+from .group_session import NOT_APPLIED, GroupSession
 
 log = logging.getLogger("zkconsumer.zookeeper.group")
 
@@ -28,12 +28,13 @@ log = logging.getLogger("zkconsumer.zookeeper.group")
 MAX_COMMIT_BATCH = 500
 
 
-class OffsetNodes(OwnerNodes):
-    """The offset-node operations of :class:`~zkconsumer.zookeeper.group.GroupClient`."""
+class OffsetNodes:
+    """The offset-node operations of one member, on its :class:`~zkconsumer.zookeeper.group_session.GroupSession`."""
 
-    # Set up by GroupClient.
-    _offset_nodes: Set[str]  # offset nodes seen to exist (they are never deleted by members)
-    _offset_parents: Set[str]  # offsets/<topic> nodes ensured
+    def __init__(self, session: GroupSession) -> None:
+        self._session = session
+        self._offset_nodes: Set[str] = set()  # offset nodes seen to exist (they are never deleted by members)
+        self._offset_parents: Set[str] = set()  # offsets/<topic> nodes ensured
 
     def read_offset(self, topic: str, partition: int) -> Optional[int]:
         """The committed next-offset-to-consume, or ``None`` if none was committed.
@@ -41,9 +42,9 @@ class OffsetNodes(OwnerNodes):
         A malformed offset node raises :class:`MalformedZnodeError` naming it:
         silently resetting would lose or replay data.
         """
-        path = self.paths.offset(topic, partition)
+        path = self._session.paths.offset(topic, partition)
         try:
-            data, _ = self._retry(functools.partial(self.client.get, path))
+            data, _ = self._session.retry(functools.partial(self._session.client.get, path))
         except NoNodeError:
             return None
         self._offset_nodes.add(path)
@@ -56,8 +57,8 @@ class OffsetNodes(OwnerNodes):
         :meth:`read_offset` does; a malformed node raises as there.
         """
         tps = list(partitions)
-        paths = [self.paths.offset(*tp) for tp in tps]
-        read = self._pipelined("reading", [(path, self._get_async(path)) for path in paths])
+        paths = [self._session.paths.offset(*tp) for tp in tps]
+        read = self._session.pipelined("reading", [(path, self._session.get_async(path)) for path in paths])
         offsets: Dict[TopicPartition, Optional[int]] = {}
         for tp, path, outcome in zip(tps, paths, read):
             if isinstance(outcome, NoNodeError):
@@ -71,19 +72,19 @@ class OffsetNodes(OwnerNodes):
 
     def commit_offset(self, topic: str, partition: int, offset: int) -> None:
         """Write ``offset`` as the next offset to consume (idempotent)."""
-        path = self.paths.offset(topic, partition)
+        path = self._session.paths.offset(topic, partition)
         data = zkformat.encode_offset(offset)
 
         def step() -> None:
             try:
-                self.client.set(path, data)
+                self._session.client.set(path, data)
             except NoNodeError:
                 try:
-                    self.client.create(path, data, acl=self._acl, makepath=True)
+                    self._session.client.create(path, data, acl=self._session.acl, makepath=True)
                 except NodeExistsError:
-                    self.client.set(path, data)
+                    self._session.client.set(path, data)
 
-        self._retry(step)
+        self._session.retry(step)
 
     def commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         for (topic, partition), offset in sorted(offsets.items()):
@@ -121,7 +122,7 @@ class OffsetNodes(OwnerNodes):
         an ACL, ...) is not fencing: the kazoo error is raised. Repeat-safe.
 
         The owner node is read only when its version is not known without a
-        request (:meth:`_held_version`: an earlier read set a data watch that
+        request (:meth:`~.group_session.GroupSession.held_version`: an earlier read set a data watch that
         has not fired since); so a steady commit is one request.
 
         Residual window: another client deleting our node *and* recreating one
@@ -129,38 +130,38 @@ class OffsetNodes(OwnerNodes):
         multi, while our session lives; only a foreign tool deleting a live
         member's node can start that.
         """
-        owner_path = self.paths.owner(topic, partition)
-        offset_path = self.paths.offset(topic, partition)
+        owner_path = self._session.paths.owner(topic, partition)
+        offset_path = self._session.paths.offset(topic, partition)
         data = zkformat.encode_offset(offset)
         outcome: List[bool] = [False]
-        began = self.session_id if session is None else session
+        began = self._session.session_id if session is None else session
 
         def step() -> bool:
             """One try; ``False`` when the owner was relabelled or the offset node appeared/vanished (try again)."""
-            if began is None or self.session_id != began:
+            if began is None or self._session.session_id != began:
                 outcome[0] = False  # began on a session that is gone: not ours to write any more
                 return True
-            version = self._held_version(owner_path)  # known held and unchanged: no read
+            version = self._session.held_version(owner_path)  # known held and unchanged: no read
             if version is None:
-                changed, on_change = self._held_watch(owner_path)
+                changed, on_change = self._session.held_watch(owner_path)
                 try:
-                    current, stat = self.client.get(owner_path, watch=on_change)
+                    current, stat = self._session.client.get(owner_path, watch=on_change)
                 except NoNodeError:
                     outcome[0] = False
                     return True
-                if not (stat.ephemeralOwner == began and self._our_thread(current)):
+                if not (stat.ephemeralOwner == began and self._session.our_thread(current)):
                     outcome[0] = False
                     return True
-                self._remember_held(owner_path, stat, changed)  # the next commit needs no read
+                self._session.remember_held(owner_path, stat, changed)  # the next commit needs no read
                 version = stat.version
             # No existence checks: an offset node seen before (read or written) is set, any other
             # is created (members never delete them; we read the offset of every partition we
             # claim). If that guess is wrong, the multi fails with NodeExists/NoNode, nothing is
             # written, and the next try knows better. The topic's offsets node is ensured once.
             exists = offset_path in self._offset_nodes
-            parent = self.paths.offsets_topic(topic)
+            parent = self._session.paths.offsets_topic(topic)
             if not exists and parent not in self._offset_parents:
-                self.client.ensure_path(parent, acl=self._acl)
+                self._session.client.ensure_path(parent, acl=self._session.acl)
                 self._offset_parents.add(parent)
 
             def ops(transaction: Any) -> None:
@@ -168,15 +169,15 @@ class OffsetNodes(OwnerNodes):
                 if exists:
                     transaction.set_data(offset_path, data)
                 else:
-                    transaction.create(offset_path, data, acl=self._acl)
+                    transaction.create(offset_path, data, acl=self._session.acl)
 
-            results = self._fenced_multi(began, ops)
+            results = self._session.fenced_multi(began, ops)
             if results is None:
                 outcome[0] = False  # the session it began on is gone (its fence with it): fenced
                 return True
             check, write = results
             if isinstance(check, Exception) and not isinstance(check, NOT_APPLIED):
-                self._forget_held(owner_path)
+                self._session.forget_held(owner_path)
                 return False  # the owner node changed since we read it (relabelled, or gone): look again
             if isinstance(write, NodeExistsError):
                 self._offset_nodes.add(offset_path)
@@ -190,7 +191,7 @@ class OffsetNodes(OwnerNodes):
             outcome[0] = True
             return True
 
-        self._until_done(step, f"committing {offset_path}")
+        self._session.until_done(step, f"committing {offset_path}")
         if outcome[0]:
             self._offset_nodes.add(offset_path)
         return outcome[0]
@@ -200,7 +201,7 @@ class OffsetNodes(OwnerNodes):
         :meth:`commit_offset_if_owner` fences one; ``True`` if all were written.
 
         The fast path of a commit: the owner nodes whose version is not known
-        (:meth:`_held_version`) are read together (setting the watch that makes
+        (:meth:`~.group_session.GroupSession.held_version`) are read together (setting the watch that makes
         the next commit's reads unnecessary), then one multi checks every owner
         node's version and sets (or creates) every offset node. So a member's
         steady commit is one request however many partitions it owns, where one
@@ -216,26 +217,26 @@ class OffsetNodes(OwnerNodes):
         :data:`MAX_COMMIT_BATCH` partitions per call. ``session``: as for
         :meth:`commit_offset_if_owner` (its fence is checked by the same multi).
         """
-        began = self.session_id if session is None else session
-        if not entries or len(entries) > MAX_COMMIT_BATCH or began is None or self.session_id != began:
+        began = self._session.session_id if session is None else session
+        if not entries or len(entries) > MAX_COMMIT_BATCH or began is None or self._session.session_id != began:
             return False
-        owners = [self.paths.owner(topic, partition) for topic, partition, _ in entries]
-        offsets = [self.paths.offset(topic, partition) for topic, partition, _ in entries]
-        versions = [self._held_version(path) for path in owners]
+        owners = [self._session.paths.owner(topic, partition) for topic, partition, _ in entries]
+        offsets = [self._session.paths.offset(topic, partition) for topic, partition, _ in entries]
+        versions = [self._session.held_version(path) for path in owners]
         unknown = [i for i, version in enumerate(versions) if version is None]
-        watches = {i: self._held_watch(owners[i]) for i in unknown}
+        watches = {i: self._session.held_watch(owners[i]) for i in unknown}
         try:
-            read = self._pipelined("reading", [(owners[i], self._get_async(owners[i], watches[i][1]))
+            read = self._session.pipelined("reading", [(owners[i], self._session.get_async(owners[i], watches[i][1]))
                                                for i in unknown])
             read_versions: Dict[int, int] = {}
             for i, outcome in zip(unknown, read):
                 if isinstance(outcome, Exception) or not (outcome[1].ephemeralOwner == began
-                                                          and self._our_thread(outcome[0])):
+                                                          and self._session.our_thread(outcome[0])):
                     return False  # fenced, gone or unanswered: decided partition by partition
-                self._remember_held(owners[i], outcome[1], watches[i][0])
+                self._session.remember_held(owners[i], outcome[1], watches[i][0])
                 read_versions[i] = outcome[1].version
-            for parent in sorted({self.paths.offsets_topic(topic) for topic, _, _ in entries} - self._offset_parents):
-                self._retry(functools.partial(self.client.ensure_path, parent, acl=self._acl))
+            for parent in sorted({self._session.paths.offsets_topic(topic) for topic, _, _ in entries} - self._offset_parents):
+                self._session.retry(functools.partial(self._session.client.ensure_path, parent, acl=self._session.acl))
                 self._offset_parents.add(parent)
 
             def ops(transaction: Any) -> None:
@@ -246,14 +247,14 @@ class OffsetNodes(OwnerNodes):
                     if path in self._offset_nodes:
                         transaction.set_data(path, data)
                     else:
-                        transaction.create(path, data, acl=self._acl)
+                        transaction.create(path, data, acl=self._session.acl)
 
             # The reads or the parents' creation above may have been retried onto a new session:
             # the versions known belong to the old one, and a node re-created since (by a peer that
             # claimed it) has the same version 0 (found by the simulator, tests/sim). The fence of
             # the session the commit began on, checked by the same multi, refuses that write.
-            with self.client.deadline(self._retry_timeout_s):
-                answered = self._fenced_multi(began, ops)
+            with self._session.client.deadline(self._session.retry_timeout_s):
+                answered = self._session.fenced_multi(began, ops)
         except Exception as exc:  # anything unclear: the one-by-one path decides and reports it
             log.debug("committing %d offsets in one multi-operation failed (%s); one by one", len(entries), exc)
             return False
@@ -263,7 +264,7 @@ class OffsetNodes(OwnerNodes):
         if any(isinstance(result, Exception) for result in results):
             for owner, path, check, write in zip(owners, offsets, results[0::2], results[1::2]):
                 if isinstance(check, Exception) and not isinstance(check, NOT_APPLIED):
-                    self._forget_held(owner)
+                    self._session.forget_held(owner)
                 if isinstance(write, NodeExistsError):
                     self._offset_nodes.add(path)
                 elif isinstance(write, NoNodeError):

@@ -93,7 +93,8 @@ class FakeOffsets:
         self.answers = answers
         self.asked: List[Tuple[List[TopicPartition], int]] = []
 
-    def fetch(self, partitions: Sequence[TopicPartition], time: int):
+    def fetch(self, partitions: Sequence[TopicPartition], time: int, empty=None):
+        assert empty == (NONE_BEFORE if time >= 0 else None)
         self.asked.append((list(partitions), time))
         table = self.answers[time]
         return ({tp: table[tp] for tp in partitions if tp in table},

@@ -112,15 +112,15 @@ def stream_reader(view: FakeView, **extra: str) -> ZkConsumerStreamReader:
 
 def test_initial_offset_is_the_groups_committed_position() -> None:
     view = FakeView({("t", 0): 10, ("t", 1): 4}, committed={("t", 0): 7})
-    assert stream_reader(view, **{"auto.offset.reset": "smallest"}).initialOffset() == {"t/0": 7, "t/1": 0}
-    assert stream_reader(view).initialOffset() == {"t/0": 7, "t/1": 4}  # auto.offset.reset=largest (default)
+    assert stream_reader(view, **{"auto.offset.reset": "smallest"}).initialOffset() == {"t": {"0": 7, "1": 0}}
+    assert stream_reader(view).initialOffset() == {"t": {"0": 7, "1": 4}}  # auto.offset.reset=largest (default)
     assert OWNERSHIPS[-1].held == {("t", 0), ("t", 1)}
 
 
 def test_latest_offset_is_the_log_end_and_writes_the_completed_start() -> None:
     view = FakeView({("t", 0): 10, ("t", 1): 4})
     reader = stream_reader(view)
-    assert reader.latestOffset({"t/0": 3, "t/1": 4}, ReadAllAvailable()) == {"t/0": 10, "t/1": 4}
+    assert reader.latestOffset({"t/0": 3, "t/1": 4}, ReadAllAvailable()) == {"t": {"0": 10, "1": 4}}
     assert view.stored == {("t", 0): 3, ("t", 1): 4}
     reader.latestOffset({"t/0": 3, "t/1": 4}, ReadAllAvailable())
     assert len(view.commits) == 1  # unchanged offsets are not written again
@@ -129,7 +129,7 @@ def test_latest_offset_is_the_log_end_and_writes_the_completed_start() -> None:
 def test_new_partitions_enter_at_their_log_start() -> None:
     view = FakeView({("t", 0): 6, ("t", 2): 9})
     reader = stream_reader(view)
-    assert reader.latestOffset({"t/0": 6}, ReadAllAvailable()) == {"t/0": 6, "t/2": 0}
+    assert reader.latestOffset({"t/0": 6}, ReadAllAvailable()) == {"t": {"0": 6, "2": 0}}
 
 
 def test_available_now_stops_at_the_log_end_seen_when_prepared() -> None:
@@ -137,8 +137,8 @@ def test_available_now_stops_at_the_log_end_seen_when_prepared() -> None:
     reader = stream_reader(view)
     reader.prepareForTriggerAvailableNow()
     view.ends[("t", 0)] = 50
-    assert reader.latestOffset({"t/0": 0}, ReadAllAvailable()) == {"t/0": 10}
-    assert reader.latestOffset({"t/0": 10}, ReadAllAvailable()) == {"t/0": 10}  # done: end == start
+    assert reader.latestOffset({"t/0": 0}, ReadAllAvailable()) == {"t": {"0": 10}}
+    assert reader.latestOffset({"t/0": 10}, ReadAllAvailable()) == {"t": {"0": 10}}  # done: end == start
 
 
 def test_max_messages_per_trigger_becomes_the_default_read_limit() -> None:
@@ -147,8 +147,8 @@ def test_max_messages_per_trigger_becomes_the_default_read_limit() -> None:
     reader = stream_reader(view, **{"max.messages.per.trigger": "30"})
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMaxRows(30)
-    assert reader.latestOffset({"t/0": 0, "t/1": 0}, limit) == {"t/0": 15, "t/1": 15}
-    assert reader.latestOffset({"t/0": 0, "t/1": 0}, ReadAllAvailable()) == {"t/0": 100, "t/1": 100}
+    assert reader.latestOffset({"t/0": 0, "t/1": 0}, limit) == {"t": {"0": 15, "1": 15}}
+    assert reader.latestOffset({"t/0": 0, "t/1": 0}, ReadAllAvailable()) == {"t": {"0": 100, "1": 100}}
 
 
 def test_partitions_cover_only_partitions_with_new_messages() -> None:
@@ -225,19 +225,19 @@ def test_item12_log_end_moving_back_restarts_from_the_log_start_with_a_warning(c
     reader = stream_reader(view, failOnDataLoss="false")
     with caplog.at_level(logging.WARNING, logger="spark_integration.datasource"):
         end = reader.latestOffset({"t/0": 10, "t/1": 5}, ReadAllAvailable())
-    assert end == {"t/0": 0, "t/1": 20}  # t/0 moves back to its log start: an empty batch for it
+    assert end == {"t": {"0": 0, "1": 20}}  # t/0 moves back to its log start: an empty batch for it
     assert [p.offset_range for p in reader.partitions({"t/0": 10, "t/1": 5}, end)] == [OffsetRange("t", 1, 5, 20)]
     assert any("t/0" in r.getMessage() and "offset 10" in r.getMessage() and "going on from offset 0" in r.getMessage()
                for r in caplog.records)
     # the next batch reads the re-created partition from its start
-    assert reader.latestOffset(end, ReadAllAvailable()) == {"t/0": 3, "t/1": 20}
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"t": {"0": 3, "1": 20}}
     assert [p.offset_range for p in reader.partitions(end, {"t/0": 3, "t/1": 20})] == [OffsetRange("t", 0, 0, 3)]
 
 
 def test_item12_a_read_limit_never_moves_a_reset_partition_forward_again() -> None:
     view = FakeView({("t", 0): 3, ("t", 1): 100})
     reader = stream_reader(view, failOnDataLoss="false")
-    assert reader.latestOffset({"t/0": 10, "t/1": 0}, ReadMaxRows(10)) == {"t/0": 0, "t/1": 10}
+    assert reader.latestOffset({"t/0": 10, "t/1": 0}, ReadMaxRows(10)) == {"t": {"0": 0, "1": 10}}
 
 
 def test_item12_offsets_deleted_by_retention_fail_by_default_and_are_skipped_by_executors_otherwise() -> None:
@@ -247,7 +247,7 @@ def test_item12_offsets_deleted_by_retention_fail_by_default_and_are_skipped_by_
         stream_reader(view).latestOffset({"t/0": 10}, ReadAllAvailable())
     reader = stream_reader(view, failOnDataLoss="false")
     end = reader.latestOffset({"t/0": 10}, ReadAllAvailable())
-    assert end == {"t/0": 50}
+    assert end == {"t": {"0": 50}}
     [part] = reader.partitions({"t/0": 10}, end)
     assert part.offset_range == OffsetRange("t", 0, 10, 50) and part.fail_on_data_loss is False
 
@@ -257,7 +257,7 @@ def test_item12_a_vanished_partition_fails_by_default_and_is_dropped_otherwise()
     with pytest.raises(DataLossError, match="t/1 no longer exists"):
         stream_reader(view).latestOffset({"t/0": 5, "t/1": 3}, ReadAllAvailable())
     reader = stream_reader(view, failOnDataLoss="false")
-    assert reader.latestOffset({"t/0": 5, "t/1": 3}, ReadAllAvailable()) == {"t/0": 5}
+    assert reader.latestOffset({"t/0": 5, "t/1": 3}, ReadAllAvailable()) == {"t": {"0": 5}}
     assert OWNERSHIPS[-1].held == {("t", 0)}  # released what the query no longer reads
 
 
@@ -272,7 +272,7 @@ def test_item12_a_committed_offset_outside_the_log_fails_a_new_query_by_default(
     view = FakeView({("t", 0): 4}, committed={("t", 0): 9})
     with pytest.raises(DataLossError, match="committed offset 9 lies outside the log"):
         stream_reader(view).initialOffset()
-    assert stream_reader(view, failOnDataLoss="false", **{"auto.offset.reset": "smallest"}).initialOffset() == {"t/0": 0}
+    assert stream_reader(view, failOnDataLoss="false", **{"auto.offset.reset": "smallest"}).initialOffset() == {"t": {"0": 0}}
 
 
 def test_item12_available_now_is_capped_by_the_fresh_log_end() -> None:
@@ -280,7 +280,7 @@ def test_item12_available_now_is_capped_by_the_fresh_log_end() -> None:
     reader = stream_reader(view, failOnDataLoss="false")
     reader.prepareForTriggerAvailableNow()
     view.ends[("t", 0)] = 4  # the log moved back after the run was prepared
-    assert reader.latestOffset({"t/0": 2}, ReadAllAvailable()) == {"t/0": 4}
+    assert reader.latestOffset({"t/0": 2}, ReadAllAvailable()) == {"t": {"0": 4}}
 
 
 # --------------------------------------------------------------------------- "Spark for real" items 3, 5
@@ -298,10 +298,10 @@ def test_item3_read_returns_arrow_batches_and_nothing_for_a_placeholder() -> Non
 def test_item5_starting_offsets_override_the_committed_offsets_of_a_new_query() -> None:
     view = FakeView({("t", 0): 10, ("t", 1): 4}, committed={("t", 0): 7, ("t", 1): 1})
     view.starts[("t", 0)] = 2
-    assert stream_reader(view, startingOffsets="earliest").initialOffset() == {"t/0": 2, "t/1": 0}
-    assert stream_reader(view, startingOffsets="latest").initialOffset() == {"t/0": 10, "t/1": 4}
-    assert stream_reader(view, startingOffsets='{"t":{"0":5,"1":-2}}').initialOffset() == {"t/0": 5, "t/1": 0}
-    assert stream_reader(view).initialOffset() == {"t/0": 7, "t/1": 1}  # unset: the group's committed offsets
+    assert stream_reader(view, startingOffsets="earliest").initialOffset() == {"t": {"0": 2, "1": 0}}
+    assert stream_reader(view, startingOffsets="latest").initialOffset() == {"t": {"0": 10, "1": 4}}
+    assert stream_reader(view, startingOffsets='{"t":{"0":5,"1":-2}}').initialOffset() == {"t": {"0": 5, "1": 0}}
+    assert stream_reader(view).initialOffset() == {"t": {"0": 7, "1": 1}}  # unset: the group's committed offsets
     assert OWNERSHIPS[-1].held == {("t", 0), ("t", 1)}
     with pytest.raises(ConfigurationError, match="does not name t/1"):
         stream_reader(view, startingOffsets='{"t":{"0":5}}').initialOffset()
@@ -312,7 +312,7 @@ def test_item5_a_starting_offset_outside_the_log_is_a_data_loss() -> None:
     view.starts[("t", 0)] = 3
     with pytest.raises(DataLossError, match="startingOffsets gives offset 1"):
         stream_reader(view, startingOffsets='{"t":{"0":1}}').initialOffset()
-    assert stream_reader(view, startingOffsets='{"t":{"0":11}}', failOnDataLoss="false").initialOffset() == {"t/0": 3}
+    assert stream_reader(view, startingOffsets='{"t":{"0":11}}', failOnDataLoss="false").initialOffset() == {"t": {"0": 3}}
 
 
 def test_item5_max_offsets_per_trigger_is_the_default_limit_and_splits_by_backlog() -> None:
@@ -320,9 +320,8 @@ def test_item5_max_offsets_per_trigger_is_the_default_limit_and_splits_by_backlo
     reader = stream_reader(view, maxOffsetsPerTrigger="40")
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMaxRows(40)
-    assert reader.latestOffset({"t/0": 0, "t/1": 0, "t/2": 0}, limit) == {"t/0": 30, "t/1": 10, "t/2": 0}
-    assert reader.latestOffset({"t/0": 0, "t/1": 0, "t/2": 0}, ReadAllAvailable()) == {"t/0": 300, "t/1": 100,
-                                                                                       "t/2": 0}
+    assert reader.latestOffset({"t/0": 0, "t/1": 0, "t/2": 0}, limit) == {"t": {"0": 30, "1": 10, "2": 0}}
+    assert reader.latestOffset({"t/0": 0, "t/1": 0, "t/2": 0}, ReadAllAvailable()) == {"t": {"0": 300, "1": 100, "2": 0}}
 
 
 def test_item5_min_offsets_per_trigger_waits_until_enough_messages_or_max_trigger_delay() -> None:
@@ -336,18 +335,18 @@ def test_item5_min_offsets_per_trigger_waits_until_enough_messages_or_max_trigge
         view_factory=open_current_view, ownership_factory=open_ownership, clock=lambda: now[0])
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMinRows(50)
-    assert reader.latestOffset({"t/0": 0}, limit) == {"t/0": 10}  # the first trigger goes ahead
+    assert reader.latestOffset({"t/0": 0}, limit) == {"t": {"0": 10}}  # the first trigger goes ahead
     view.ends[("t", 0)] = 30
     now[0] += 10
-    assert reader.latestOffset({"t/0": 10}, limit) == {"t/0": 10}  # 20 < 50 new: no batch
+    assert reader.latestOffset({"t/0": 10}, limit) == {"t": {"0": 10}}  # 20 < 50 new: no batch
     view.ends[("t", 0)] = 60
-    assert reader.latestOffset({"t/0": 10}, limit) == {"t/0": 60}  # 50 new: go
+    assert reader.latestOffset({"t/0": 10}, limit) == {"t": {"0": 60}}  # 50 new: go
     view.ends[("t", 0)] = 61
     now[0] += 59
-    assert reader.latestOffset({"t/0": 60}, limit) == {"t/0": 60}
+    assert reader.latestOffset({"t/0": 60}, limit) == {"t": {"0": 60}}
     now[0] += 1
-    assert reader.latestOffset({"t/0": 60}, limit) == {"t/0": 61}  # maxTriggerDelay passed
-    assert reader.latestOffset({"t/0": 61}, ReadAllAvailable()) == {"t/0": 61}
+    assert reader.latestOffset({"t/0": 60}, limit) == {"t": {"0": 61}}  # maxTriggerDelay passed
+    assert reader.latestOffset({"t/0": 61}, ReadAllAvailable()) == {"t": {"0": 61}}
 
 
 def test_item5_min_and_max_offsets_per_trigger_together_and_available_now() -> None:
@@ -355,10 +354,10 @@ def test_item5_min_and_max_offsets_per_trigger_together_and_available_now() -> N
     reader = stream_reader(view, minOffsetsPerTrigger="100", maxOffsetsPerTrigger="300")
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMaxRows(300)  # PySpark takes one limit; the minimum is applied by the source
-    assert reader.latestOffset({"t/0": 0}, limit) == {"t/0": 300}
-    assert reader.latestOffset({"t/0": 950}, limit) == {"t/0": 950}  # 50 < 100 and no delay passed
+    assert reader.latestOffset({"t/0": 0}, limit) == {"t": {"0": 300}}
+    assert reader.latestOffset({"t/0": 950}, limit) == {"t": {"0": 950}}  # 50 < 100 and no delay passed
     reader.prepareForTriggerAvailableNow()
-    assert reader.latestOffset({"t/0": 950}, limit) == {"t/0": 1000}  # availableNow must reach its target
+    assert reader.latestOffset({"t/0": 950}, limit) == {"t": {"0": 1000}}  # availableNow must reach its target
 
 
 def test_item5_lag_is_reported_as_the_latest_offset_and_as_spark_kafka_metrics() -> None:
@@ -368,9 +367,9 @@ def test_item5_lag_is_reported_as_the_latest_offset_and_as_spark_kafka_metrics()
     reader = stream_reader(view, maxOffsetsPerTrigger="50")
     assert reader.reportLatestOffset() is None
     end = reader.latestOffset({"t/0": 0, "t/1": 0}, reader.getDefaultReadLimit())
-    assert reader.reportLatestOffset() == {"t/0": 100, "t/1": 40}
+    assert reader.reportLatestOffset() == {"t": {"0": 100, "1": 40}}
     metrics = reader.metrics(end)
-    assert end == {"t/0": 35, "t/1": 14}
+    assert end == {"t": {"0": 35, "1": 14}}
     assert metrics == {"minOffsetsBehindLatest": "26", "maxOffsetsBehindLatest": "65",
                        "avgOffsetsBehindLatest": "45.5"}
     progress = {"sources": [{"description": "other", "endOffset": "5", "latestOffset": None},

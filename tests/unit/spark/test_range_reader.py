@@ -282,14 +282,17 @@ def test_item3_batches_have_the_spark_sources_arrow_schema_exactly() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_integration.datasource import SCHEMA
+    from spark_integration.schema import arrow_schema, spark_batch
     from zkconsumer.consumer.arrow import NOT_NULL_SCHEMA
 
     cluster = FakeCluster()
     cluster.add(("t", 0), [entry([o]) for o in range(5)])
     batches = list(reader(cluster).batches(OffsetRange("t", 0, 1, 4), NOT_NULL_SCHEMA))
-    assert to_arrow_schema(SCHEMA, timezone="UTC").equals(NOT_NULL_SCHEMA)
     assert all(b.schema.equals(NOT_NULL_SCHEMA) for b in batches)
-    assert [o for b in batches for o in b.column("offset").to_pylist()] == [1, 2, 3]
+    # what the source hands Spark: Spark's Kafka-source columns, exactly the Arrow schema PySpark derives
+    assert to_arrow_schema(SCHEMA, timezone="UTC").equals(arrow_schema())
+    assert all(spark_batch(b).schema.equals(arrow_schema()) for b in batches)
+    assert [o for b in batches for o in spark_batch(b).column("offset").to_pylist()] == [1, 2, 3]
 
 
 def test_item3_batches_of_a_range_ending_mid_chunk_wrap_the_decoders_buffers() -> None:

@@ -164,7 +164,7 @@ def test_source_options_split_source_options_from_consumer_properties() -> None:
 @pytest.mark.parametrize(
     "extra, prop",
     [
-        ({}, "topics"),
+        ({}, "subscribe"),  # none given: named by Spark's name (the error lists the aliases too)
         ({"topics": "a", "topic.whitelist": "a.*"}, "topics"),
         ({"topics": " , "}, "topics"),
         ({"topic.whitelist": "[a-z"}, None),  # not a Java regex

@@ -17,7 +17,7 @@ def _client(claimed: List[Tuple[str, int]], stop_after: int) -> Tuple[GroupClien
     loss), so every claim goes to the one-by-one fallback; ``claim`` records its partition and
     the caller "stops" after ``stop_after`` of them."""
     raw = SimpleNamespace(handler=SimpleNamespace(timeout_exception=TimeoutError), client_id=(1, b""),
-                          create_async=lambda *args, **kwargs: None)  # never called: _pipelined is replaced
+                          create_async=lambda *args, **kwargs: None)  # never called: pipelined is replaced
     group = GroupClient(raw, "g", "g_me", retry_timeout_s=1.0)  # type: ignore[arg-type]
     stopping = [False]
 
@@ -30,9 +30,9 @@ def _client(claimed: List[Tuple[str, int]], stop_after: int) -> Tuple[GroupClien
             stopping[0] = True
         return None
 
-    group._ensure_parents = lambda paths: None  # type: ignore[method-assign]
-    group._pipelined = pipelined  # type: ignore[method-assign]
-    group.claim = claim  # type: ignore[method-assign]
+    group.session.ensure_parents = lambda paths: None  # type: ignore[method-assign]
+    group.session.pipelined = pipelined  # type: ignore[method-assign]
+    group.owner_nodes.claim = claim  # type: ignore[method-assign]
     return group, stopping
 
 
