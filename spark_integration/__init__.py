@@ -33,13 +33,14 @@ scripts in ``scripts/spark_*.py`` and of the tests).
 
 import importlib.util as _importlib_util
 
-#: What ``pip install 'zkconsumer[spark]'`` brings and this package cannot work without.
-_SPARK_EXTRA_MODULES = ("pyspark", "pyarrow")
+#: What zkconsumer's ``spark`` extra brings (setup.cfg) and this package cannot work without,
+#: each with its requirement there (tests/unit/test_install_hints.py checks they agree).
+_SPARK_EXTRA_MODULES = {"pyspark": "pyspark>=4.0,<5", "pyarrow": "pyarrow>=14"}
 _missing = [name for name in _SPARK_EXTRA_MODULES if _importlib_util.find_spec(name) is None]
 if _missing:
     raise ImportError(
         f"spark_integration needs {' and '.join(_missing)}, which zkconsumer's 'spark' extra installs: "
-        "pip install 'zkconsumer[spark]'",
+        "pip install " + " ".join(f"'{_SPARK_EXTRA_MODULES[name]}'" for name in _missing),
         name=_missing[0],
     )
 

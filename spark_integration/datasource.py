@@ -20,7 +20,7 @@ Kafka-source options with Spark's names and meanings (``subscribe``,
 ``topic.whitelist``, ``max.messages.per.trigger``), ``max.messages.per.partition``
 (a batch read's cap per partition), and any consumer property
 (``zookeeper.connect`` and ``group.id`` required). The table with each
-option's meaning here and in Spark is in docs/spark.md; parsing and
+option's meaning here and in Spark is on the documentation's *Spark* page; parsing and
 validation are in :mod:`~spark_integration.options`. Any other name is
 refused, naming the closest known one. ``startingOffsets`` and the timestamp
 options apply to a query *without* a checkpoint (and to batch reads); unset,

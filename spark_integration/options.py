@@ -243,7 +243,7 @@ def check_option_names(names: Iterable[str]) -> None:
         known = {**{k: v for k, v in OPTION_NAMES.items()}, **{p: p for p in ConsumerConfig.PROPERTIES}}
         close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
         hint = f"; did you mean {known[close[0]]}?" if close else (
-            " (the options are listed in docs/spark.md; any Kafka 0.8 consumer property is accepted too)")
+            " (the options are listed on the documentation's *Spark* page; any Kafka 0.8 consumer property is accepted too)")
         raise ConfigurationError(name, f"unknown option {name!r} of the zkconsumer source{hint}")
 
 
@@ -322,7 +322,7 @@ def _check_topics(option: str, named: Iterable[TopicPartition], topics: Tuple[st
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """The ``zkconsumer`` data source's options, validated (see docs/spark.md for the table).
+    """The ``zkconsumer`` data source's options, validated (the table is on the documentation's *Spark* page).
 
     ``props`` are the consumer properties (every option not in
     :data:`SOURCE_OPTIONS`), validated by :class:`~zkconsumer.ConsumerConfig`.

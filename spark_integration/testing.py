@@ -45,7 +45,7 @@ def spark_home() -> str:
     try:
         import pyspark
     except ImportError as error:  # pragma: no cover - depends on the environment
-        raise LocalClusterError("LocalSparkCluster needs PySpark: pip install 'zkconsumer[spark]'") from error
+        raise LocalClusterError("LocalSparkCluster needs PySpark: pip install 'pyspark>=4.0,<5'") from error
     return str(Path(pyspark.__file__).resolve().parent)
 
 

@@ -41,7 +41,7 @@ PAUSE_IN_TRANSACTION = 1.5  # seconds between inserting a batch's results and co
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[object]:
-    pytest.importorskip("psycopg", reason="the exactly-once test needs psycopg (pip install 'zkconsumer[test]')")
+    pytest.importorskip("psycopg", reason="the exactly-once test needs psycopg (pip install 'psycopg[binary]>=3.1')")
     from benchmarks.postgres import LocalPostgres, postgres_unavailable
 
     reason = postgres_unavailable()

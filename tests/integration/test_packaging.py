@@ -12,7 +12,7 @@ checkout, with no ``PYTHONPATH``:
 * ``zkconsumer --help`` works, and ``zkconsumer consume`` reads messages produced to a topic of
   the session's cluster (the ``cluster`` fixture);
 * without the ``spark`` extra, ``import spark_integration`` raises ImportError naming
-  ``pip install 'zkconsumer[spark]'``.
+  the ``pip install 'pyspark>=4.0,<5' 'pyarrow>=14'`` that installs them.
 
 pip resolves the dependencies with ``--no-index`` (no download) against a view of this
 checkout's ``.venv``: a directory of links to its installed distributions, minus this project
@@ -139,7 +139,7 @@ def check_installation(bindir: Path, workdir: Path, cluster: object, make_topic:
         assert Path(facts[extension]).resolve().is_relative_to(venv) and facts[extension].endswith(".so"), facts
     assert facts["accelerated"] is True
     assert facts["typed"] == [True, True]
-    assert facts["spark_error"] and "pip install 'zkconsumer[spark]'" in facts["spark_error"], facts["spark_error"]
+    assert facts["spark_error"] and "pip install 'pyspark>=4.0,<5' 'pyarrow>=14'" in facts["spark_error"], facts["spark_error"]
 
     assert "consume" in run([str(bindir / "zkconsumer"), "--help"], workdir, env=env)
     assert run([str(bindir / "zkconsumer"), "--version"], workdir, env=env).strip() == f"zkconsumer {__version__}"

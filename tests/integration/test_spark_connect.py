@@ -48,7 +48,7 @@ def _missing_client_modules() -> list:
 def connect_server(tmp_path_factory) -> Iterator["object"]:
     missing = _missing_client_modules()
     if missing:
-        pytest.skip(f"the Spark Connect client needs {', '.join(missing)} (pip install 'zkconsumer[spark]')")
+        pytest.skip(f"the Spark Connect client needs {', '.join(missing)} (pip install -e '.[spark]' in this checkout)")
     from spark_integration.connect_server import LocalConnectServer
 
     server = LocalConnectServer(tmp_path_factory.mktemp("connect"))

@@ -4,7 +4,8 @@
   (``install_requires`` or an extra);
 - a package declared only in an extra is imported optionally in ``zkconsumer/`` (inside a
   function, a ``try`` or ``if TYPE_CHECKING``, so ``import zkconsumer`` works without it), and the
-  module tells what to install (``zkconsumer[<extra>]`` or ``pip install <distribution>``);
+  module tells what to install (``pip install <distribution>``, or ``'.[<extra>]'`` in a source tree:
+  no package named zkconsumer is published, so ``zkconsumer[<extra>]`` would not install);
   ``spark_integration/`` is the ``spark`` extra's package and may import it at the top;
 - every ``install_requires`` entry is imported somewhere in the shipped packages.
 
@@ -136,7 +137,7 @@ def test_a_package_of_an_extra_is_imported_optionally_and_the_extra_is_named(mod
         assert imp.optional, (f"{imp.path}:{imp.line} imports {module} (extra {in_extras}) when the module is "
                               "imported: `import zkconsumer` would need the extra")
         source = (ROOT / imp.path).read_text(encoding="utf-8")
-        told = [f"zkconsumer[{extra}]" for extra in in_extras] + [f"pip install {d}" for d in dists]
+        told = [f"'.[{extra}]'" for extra in in_extras] + [f"pip install {d}" for d in dists]
         assert any(t in source for t in told), (f"{imp.path} imports {module} optionally but never tells what "
                                                 f"to install (one of {told})")
 

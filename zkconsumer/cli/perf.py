@@ -105,7 +105,7 @@ def run_perf_command(args: argparse.Namespace) -> int:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise CliError("--batch needs pyarrow: pip install 'zkconsumer[spark]'", 2) from None
+            raise CliError("--batch needs pyarrow: pip install pyarrow", 2) from None
     config = ConsumerConfig(perf_properties(args))
     status = StatusLine(sys.stderr)
     watched: List["KafkaStream"] = []

@@ -1,6 +1,6 @@
 """Arrow record batches of consumed messages (used by :meth:`KafkaStream.batches` and the Spark paths).
 
-Needs pyarrow (``pip install 'zkconsumer[spark]'``); importing this module
+Needs pyarrow (``pip install pyarrow``; the ``spark`` extra brings it); importing this module
 without it raises an ``ImportError`` that says so.
 
 Every batch has the schema :data:`SCHEMA`::
@@ -32,7 +32,7 @@ try:
     import pyarrow as pa
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "Arrow batches need pyarrow, which is not installed: pip install 'zkconsumer[spark]' (or pyarrow)"
+        "Arrow batches need pyarrow, which is not installed: pip install pyarrow"
     ) from exc
 
 from ..wire.messageset import MessageBlock, RawMessage

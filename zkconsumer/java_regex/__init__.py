@@ -33,7 +33,8 @@ How each construct is carried over (the Python pattern uses no global flags):
 * ``\\A``, ``\\G`` (the start, for a whole-string match), ``\\z``, ``\\b``, ``\\B``
   (Java 8-18: a word character is a letter, a digit or ``_``), ``\\R``;
 * greedy, reluctant and possessive quantifiers (``X?+ X*+ X++ X{n,m}+``),
-  atomic groups ``(?>X)``, lookahead, lookbehind (bounded alternatives of
+  atomic groups ``(?>X)`` (both on Python 3.11 and later only: older :mod:`re`
+  has neither, and they raise :class:`~zkconsumer.errors.UnsupportedPatternError`), lookahead, lookbehind (bounded alternatives of
   different lengths are split), capturing and named groups ``(?<name>X)``,
   back references ``\\n`` (Java's greedy digit rule) and ``\\k<name>``.
 

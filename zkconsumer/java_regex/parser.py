@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import List, Optional, Sequence
 
 from .charsets import (
@@ -20,9 +21,17 @@ from .charsets import (
 from .classes import ClassParser
 from .scanner import BACKSLASH, Node
 
+#: Python's :mod:`re` has possessive quantifiers and atomic groups since 3.11.
+RE_HAS_ATOMIC = sys.version_info >= (3, 11)
+NEEDS_ATOMIC = ("possessive quantifiers (X*+, X++, X?+, X{n,m}+) and atomic groups (?>X) need Python 3.11 "
+                "or later (its re module has them)")
+
 
 class Parser(ClassParser):
     """A recursive-descent parser of Java's regex grammar emitting Python pattern text."""
+
+    #: set when the pattern has a possessive quantifier or an atomic group
+    uses_atomic = False
 
     def translate(self) -> str:
         body = self.expr()
@@ -33,6 +42,8 @@ class Parser(ClassParser):
         for ref in self.pending_refs:
             if ref < self.group_count:
                 raise self.unsupported(f"back reference \\{ref} to a group defined after it")
+        if self.uses_atomic and not RE_HAS_ATOMIC:
+            raise self.unsupported(NEEDS_ATOMIC)
         return f"(?:{body})"
 
     def expr(self) -> str:
@@ -147,6 +158,7 @@ class Parser(ClassParser):
             elif c in ("=", "!"):
                 text = f"(?{c}{self.expr()})"
             elif c == ">":
+                self.uses_atomic = True
                 text = f"(?>{self.expr()})"
             elif c == "<":
                 ch = self.read()
@@ -207,6 +219,7 @@ class Parser(ClassParser):
             return "?"
         if ch == ord("+"):
             self.next()
+            self.uses_atomic = True
             return "+"
         return ""
 

@@ -79,7 +79,7 @@ def test_subscription_errors_are_sparks(extra, prop, message) -> None:
     ("kafka.bootstrap.servers", "finds the brokers through zookeeper.connect"),
     ("kafka.fetch.message.max.bytes", "without the prefix; did you mean fetch.message.max.bytes?"),
     ("endingOffsetsByTimestamp", "give endingOffsets"),
-    ("zzzzqqq", "the options are listed in docs/spark.md"),
+    ("zzzzqqq", "the options are listed on the documentation's *Spark* page"),
 ])
 def test_an_unknown_option_is_refused_naming_it_and_the_closest_known_one(name: str, hint: str) -> None:
     err = refused({"subscribe": "a", name: "1"})
