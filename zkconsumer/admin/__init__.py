@@ -13,7 +13,8 @@ operation              Kafka counterpart / behaviour
 :func:`describe_group` ``ConsumerOffsetChecker``: offset, log end, lag, owner per partition
 :func:`export_offsets` ``ExportZkOffsets``: ``/consumers/<g>/offsets/<t>/<p>:<offset>`` lines
 :func:`import_offsets` ``ImportZkOffsets``: write each line's offset to its path, all at once
-:func:`plan_reset`     (later Kafka's ``--reset-offsets``): compute, clamp, never write
+:func:`plan_reset`     (later Kafka's ``--reset-offsets``, also ``--to-datetime``/``--by-duration``):
+                       compute, clamp, never write
 :func:`apply_reset`    write a plan, all at once, refusing while the group has live members
 :func:`delete_group`   ``kafka-consumer-groups --delete``: refused while members are live
 =====================  ==================================================================
@@ -38,7 +39,7 @@ Submodules (everything public is re-exported here; import from ``zkconsumer.admi
 submodule              contents
 =====================  ==================================================================
 :mod:`.errors`         :class:`AdminError` and its subclasses
-:mod:`.log_offsets`    :class:`LogOffsets` (protocol), :class:`BrokerOffsets`
+:mod:`.log_offsets`    :class:`LogOffsets`, :class:`TimeOffsets` (protocols), :class:`BrokerOffsets`
 :mod:`.reads`         ZooKeeper reading helpers of the operations; :func:`list_groups`,
                        :func:`live_members`, :data:`Progress`
 :mod:`.describe`       :class:`MemberInfo`, :class:`PartitionRow`, :class:`GroupDescription`,
@@ -48,6 +49,10 @@ submodule              contents
 :mod:`.reset`          :class:`ResetTarget`, :func:`parse_reset_target`, :func:`compute_reset`,
                        :class:`ResetRow`, :class:`ResetPlan`, :func:`plan_reset`,
                        :func:`apply_reset`
+:mod:`.times`          positions by time: :func:`parse_datetime`, :func:`parse_duration`,
+                       :func:`offsets_for_time` (log-segment boundaries on 0.9 brokers)
+:mod:`.seek`           a live group-wide seek (not re-exported): :func:`~.seek.start_seek`,
+                       :func:`~.seek.wait_for_seek`, :func:`~.seek.finish_seek`, :func:`~.seek.cancel_seek`
 :mod:`.atomic`         :func:`~.atomic.write_offsets`: many offset nodes in one multi-operation,
                        all or nothing, and what an interrupted one did
 :mod:`.delete`         :func:`delete_group`
@@ -67,16 +72,18 @@ from ..structs import TopicPartition
 from .delete import delete_group
 from .describe import GroupDescription, MemberInfo, PartitionRow, describe_group
 from .errors import AdminError, GroupActiveError, OffsetFileError, UnknownGroupError, UnknownTopicError
-from .log_offsets import BrokerOffsets, LogOffsets
+from .log_offsets import NONE_BEFORE, BrokerOffsets, LogOffsets, TimeOffsets
 from .offsets_file import OffsetEntry, export_offsets, format_export, import_offsets, parse_export
 from .reads import ADMIN_CLIENT_ID, Progress, list_groups, live_members
 from .reset import ResetPlan, ResetRow, ResetTarget, apply_reset, compute_reset, parse_reset_target, plan_reset
+from .times import SEGMENT_NOTE, format_time, offsets_for_time, parse_datetime, parse_duration
 
 __all__ = [
     "AdminError", "UnknownGroupError", "UnknownTopicError", "GroupActiveError", "OffsetFileError",
-    "LogOffsets", "BrokerOffsets", "MemberInfo", "PartitionRow", "GroupDescription",
+    "LogOffsets", "TimeOffsets", "BrokerOffsets", "MemberInfo", "PartitionRow", "GroupDescription",
     "OffsetEntry", "ResetTarget", "ResetRow", "ResetPlan", "Progress", "TopicPartition", "ADMIN_CLIENT_ID",
     "list_groups", "live_members", "describe_group", "export_offsets", "format_export",
     "parse_export", "import_offsets", "parse_reset_target", "compute_reset", "plan_reset",
-    "apply_reset", "delete_group",
+    "apply_reset", "delete_group", "NONE_BEFORE", "SEGMENT_NOTE", "format_time", "offsets_for_time",
+    "parse_datetime", "parse_duration",
 ]

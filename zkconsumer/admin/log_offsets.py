@@ -17,18 +17,35 @@ from ..wire.protocol import NO_LEADER, ListOffsetsRequest
 from ..zookeeper import zkformat
 from . import reads
 
-__all__ = ["LogOffsets", "BrokerOffsets"]
+__all__ = ["LogOffsets", "TimeOffsets", "BrokerOffsets", "NONE_BEFORE"]
+
+#: What :meth:`LogOffsets.fetch` gives, for a timestamp, a partition whose log has no segment
+#: last written at or before it (the broker answered an empty list): every message is newer.
+NONE_BEFORE = -1
 
 
 class LogOffsets(Protocol):
     """Where log start/end offsets come from (a fake in unit tests).
 
     ``fetch`` returns ``(offsets, problems)``: an offset for every partition it
-    could look up, and a one-line reason for every one it could not.
+    could look up, and a one-line reason for every one it could not. ``time`` is
+    :data:`~zkconsumer.wire.protocol.EARLIEST_TIME`, :data:`~zkconsumer.wire.protocol.LATEST_TIME`
+    or a timestamp in ms since the epoch; for a timestamp, the offset is the brokers'
+    offsets-before-time answer (a log-segment boundary: :func:`.times.offsets_for_time`; looking up
+    by time needs a :class:`TimeOffsets`).
     """
 
     def fetch(self, partitions: Sequence[TopicPartition],
               time: int) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
+        ...
+
+
+class TimeOffsets(Protocol):
+    """A :class:`LogOffsets` that also looks offsets up by time (:class:`BrokerOffsets`): ``empty`` is the
+    answer for a partition with no segment last written at or before ``time`` (else that is a problem)."""
+
+    def fetch(self, partitions: Sequence[TopicPartition], time: int,
+              empty: Optional[int] = None) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, str]]:
         ...
 
 

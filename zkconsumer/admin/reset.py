@@ -18,9 +18,9 @@ from kazoo.client import KazooClient
 from ..structs import TopicPartition
 from ..wire.protocol import EARLIEST_TIME, LATEST_TIME
 from ..zookeeper import zkformat
-from . import atomic, reads
+from . import atomic, reads, times
 from .errors import AdminError, UnknownTopicError
-from .log_offsets import LogOffsets
+from .log_offsets import NONE_BEFORE, TimeOffsets
 
 __all__ = [
     "ResetTarget", "parse_reset_target", "compute_reset", "ResetRow", "ResetPlan", "plan_reset", "apply_reset",
@@ -30,12 +30,15 @@ __all__ = [
 @dataclass(frozen=True)
 class ResetTarget:
     """Where to move offsets: ``kind`` is ``earliest``, ``latest``, ``offset`` (``value``
-    is the offset) or ``shift`` (``value`` is the signed distance)."""
+    is the offset), ``shift`` (``value`` is the signed distance) or ``time`` (``value`` is
+    ms since the epoch: a log-segment boundary, :mod:`.times`)."""
 
     kind: str
     value: int = 0
 
     def __str__(self) -> str:
+        if self.kind == "time":
+            return times.format_time(self.value)
         if self.kind == "offset":
             return str(self.value)
         if self.kind == "shift":
@@ -63,13 +66,14 @@ def parse_reset_target(text: str) -> ResetTarget:
 
 
 def compute_reset(
-    target: ResetTarget, current: Optional[int], log_start: int, log_end: int
+    target: ResetTarget, current: Optional[int], log_start: int, log_end: int, at_time: Optional[int] = None
 ) -> Tuple[Optional[int], Optional[str]]:
     """The new offset of one partition and a note for the plan (pure).
 
     Explicit and shifted offsets are clamped into ``[log_start, log_end]`` and
     the note says so; shifting a partition without a committed offset leaves it
-    alone (``None``) with a note.
+    alone (``None``) with a note. A ``time`` target needs ``at_time``, the brokers'
+    offsets-before-time answer (:data:`~.log_offsets.NONE_BEFORE`: the log start).
 
     >>> compute_reset(ResetTarget("shift", -10), 15, 8, 20)
     (8, 'clamped 5 up to the log start 8')
@@ -80,7 +84,13 @@ def compute_reset(
         return log_start, None
     if target.kind == "latest":
         return log_end, None
-    if target.kind == "shift":
+    if target.kind == "time":
+        if at_time is None:
+            raise ValueError("a time target needs the offset looked up at that time")
+        if at_time == NONE_BEFORE:
+            return log_start, "no segment last written at or before the time: the log start"
+        wanted = at_time
+    elif target.kind == "shift":
         if current is None or current < 0:
             return None, "no committed offset to shift; left unchanged"
         wanted = current + target.value
@@ -140,12 +150,13 @@ class ResetPlan:
         return {
             "group": self.group, "topic": self.topic, "target": str(self.target),
             "group_exists": self.group_exists,
+            **({"timestamp_ms": self.target.value, "note": times.SEGMENT_NOTE} if self.target.kind == "time" else {}),
             "partitions": [dict(asdict(r), changes=r.changes) for r in self.rows],
         }
 
 
 def plan_reset(
-    zk: KazooClient, group: str, topic: str, target: ResetTarget, log_offsets: LogOffsets,
+    zk: KazooClient, group: str, topic: str, target: ResetTarget, log_offsets: TimeOffsets,
     partitions: Optional[Sequence[int]] = None, current: Optional[Mapping[TopicPartition, Optional[int]]] = None,
 ) -> ResetPlan:
     """Compute, without writing anything, the new offset of each partition of ``topic``.
@@ -177,6 +188,10 @@ def plan_reset(
     starts, start_problems = log_offsets.fetch(tps, EARLIEST_TIME)
     ends, end_problems = log_offsets.fetch(tps, LATEST_TIME)
     problems = {**start_problems, **end_problems}
+    at_time: Dict[TopicPartition, int] = {}
+    if target.kind == "time":
+        at_time, time_problems = log_offsets.fetch(tps, target.value, empty=NONE_BEFORE)
+        problems.update(time_problems)
     if problems:
         (t, p), why = sorted(problems.items())[0]
         raise AdminError(f"cannot look up the log offsets of {t}/{p}: {why}")
@@ -188,7 +203,7 @@ def plan_reset(
         committed = in_zookeeper if current_from is None else current_from.get(tp)
         if version is not None:
             versions[tp[1]] = version
-        new, note = compute_reset(target, committed, starts[tp], ends[tp])
+        new, note = compute_reset(target, committed, starts[tp], ends[tp], at_time.get(tp))
         rows.append(ResetRow(tp[0], tp[1], committed, new, starts[tp], ends[tp], note))
     exists = zk.retry(zk.exists, paths.root) is not None
     return ResetPlan(group, topic, target, rows, exists, versions)

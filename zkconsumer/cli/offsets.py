@@ -13,9 +13,10 @@ from .. import admin
 from ..admin import atomic, stored_io
 from ..admin.stores import CoordinatorOffsets, GroupOffsets, group_partitions, read_group_offsets
 from ..errors import ZooKeeperAccessError
-from . import copy
+from . import copy, seek
 from .common import EXIT_OK, CliError, add_storage_option, common_options, zookeeper
 from .output import FORMATS, TtyProgress, render_plan
+from .targets import TIME_HELP, datetime_target, duration_target, partition_list, reset_target
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -47,8 +48,14 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                        help="move a group's offsets of a topic (prints the plan; writes only with --execute)")
     p.add_argument("--group", required=True, metavar="GROUP", help="the consumer group whose offsets to move")
     p.add_argument("--topic", required=True, metavar="TOPIC", help="the topic whose offsets to move")
-    p.add_argument("--to", required=True, type=reset_target, metavar="earliest|latest|OFFSET|shift:+N|shift:-N",
-                   help="new position; explicit and shifted offsets are clamped into the log's range")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to", type=reset_target, metavar="earliest|latest|OFFSET|shift:+N|shift:-N",
+                    help="new position; explicit and shifted offsets are clamped into the log's range")
+    to.add_argument("--to-datetime", dest="to", type=datetime_target, metavar="YYYY-MM-DDTHH:MM:SS[.sss][Z|+HH:MM]",
+                    help="new position by time (no zone: local time): " + TIME_HELP)
+    to.add_argument("--by-duration", dest="to", type=duration_target, metavar="PnDTnHnMnS|1h30m",
+                    help="new position by time, this long before now (ISO-8601 e.g. PT1H, or e.g. 30m): same "
+                         "resolution as --to-datetime")
     p.add_argument("--partitions", type=partition_list, metavar="P[,P...]",
                    help="only these partitions (default: all)")
     p.add_argument("--execute", action="store_true", help="write the new offsets (default: dry run)")
@@ -60,25 +67,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.set_defaults(run=run_reset)
 
     copy.add_parser(sub, common)
-
-
-def reset_target(text: str) -> admin.ResetTarget:
-    """argparse type for ``--to``."""
-    try:
-        return admin.parse_reset_target(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def partition_list(text: str) -> List[int]:
-    """argparse type: ``0,2,5`` → ``[0, 2, 5]``."""
-    try:
-        values = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated partition numbers, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated partition numbers >= 0, got {text!r}")
-    return values
+    seek.add_parser(sub, common)
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -225,6 +214,8 @@ def run_reset(args: argparse.Namespace) -> int:
         plan = admin.plan_reset(zk, args.group, args.topic, args.to, offsets, args.partitions, current)
         sys.stdout.write(render_plan(plan, args.format))
         notes = sys.stdout if args.format == "table" else sys.stderr
+        if args.to.kind == "time":
+            notes.write(admin.SEGMENT_NOTE + "\n")
         if found is not None or args.offsets_storage == "detect":
             notes.write(f"{found.source_note() if found is not None else 'Offsets read from ZooKeeper (detected)'}."
                         "\n")

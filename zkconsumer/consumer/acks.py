@@ -195,6 +195,17 @@ class ProcessedOffsets:
             for first, end in chunk_runs(messages, pos, info.consumed_offset):
                 acks.note_run(first, end)
 
+    def restart(self, info: PartitionTopicInfo) -> None:
+        """``info`` is about to move to another position (a live seek): its acks so far are of an earlier
+        incarnation (acks of offsets it handed out are ignored from now on) and its next chunk starts
+        a new tracker. Call before changing its positions, while none of its messages is handed out."""
+        tp = (info.topic, info.partition)
+        with self._lock:
+            if self._current.get(tp) is info:
+                self._retire(tp, info)
+                del self._current[tp]
+            info.acks = None
+
     def _retire(self, tp: TopicPartition, info: PartitionTopicInfo) -> None:
         self._earlier[tp] = max(self._earlier.get(tp, 0), info.consumed_offset)
 

@@ -65,6 +65,7 @@ from ..zookeeper.heartbeat import SessionHeartbeat, close_client
 from .acks import ProcessedOffsets
 from .membership import ConsumerRebalanceListener, Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
 from .pausing import Pauses
+from .seeking import GroupSeeks
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams
 from .topic_count import StaticTopicCount, TopicCount, TopicFilter, WildcardTopicCount
 from .zk_session import connect_zookeeper
@@ -184,6 +185,8 @@ class ConsumerConnectorBase(abc.ABC):
                 metrics=self.metrics, failure=self._failure, closing=self._closing, join_done=self._join_done,
                 guard=self._guard, on_failure=self._background_failure, session_timeout_s=self._session_timeout_s,
                 heartbeat_mode=lambda: self.heartbeat_mode,
+                seeks=GroupSeeks(self._group.client, self._group.paths.root, self._committer, self._pauses,
+                                 self._processed, security.zookeeper_acls(self.config)),
             ))
             undo.append(("the membership", self._membership.stop))
             if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:

@@ -149,6 +149,8 @@ class Member:
     on_failure: Callable[[BaseException], None]
     session_timeout_s: Callable[[], float]
     heartbeat_mode: Callable[[], Optional[str]]
+    #: The member's part in live group-wide seeks (``consumer/seeking.py``; ZooKeeper membership only).
+    seeks: Optional[Any] = None
 
 
 class Membership(Protocol):

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Set
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set
 
 from ..assignors import is_thread_of
+from ..fetch.handoff import PartitionTopicInfo
 from ..fetch.manager import FetcherManager
 from ..structs import TopicPartition
 from .stream import KafkaStream, stop_delivering
@@ -82,6 +83,22 @@ class Pauses:
             self._fetchers.resume(tps, [s.queue for s in streams])
         if tps:
             log.info("resumed %s", ", ".join(f"{t}-{p}" for t, p in sorted(tps)))
+
+    def reposition(self, infos: Sequence[PartitionTopicInfo], move: Callable[[], None]) -> None:
+        """A live seek (``consumer/seeking.py``): stop fetching and handing out ``infos`` as :meth:`pause`
+        does, call ``move()`` (which moves their positions), then fetch them again from there, except
+        those the application paused (they stay paused, at the new position)."""
+        tps = {(info.topic, info.partition) for info in infos}
+        with self._lock:
+            kept = self._fetchers.paused() & tps
+            held = self._fetchers.pause(tps)
+            for info in held:
+                info.paused = True
+            stop_delivering(self._streams, held)
+            try:
+                move()
+            finally:
+                self._fetchers.resume(tps - kept)
 
     def paused(self) -> Set[TopicPartition]:
         """The partitions paused by :meth:`pause` (one by one, not through a stream), owned or not."""

@@ -262,7 +262,7 @@ class PartitionTopicInfo:
     """
 
     __slots__ = ("topic", "partition", "queue", "consumed_offset", "fetched_offset", "fetch_size", "revoked", "paused",
-                 "acks", "_lock")
+                 "acks", "started_at", "_lock")
 
     def __init__(self, topic: str, partition: int, queue: ChunkQueue, offset: int, fetch_size: int) -> None:
         self.topic = topic
@@ -270,6 +270,8 @@ class PartitionTopicInfo:
         self.queue = queue
         self.consumed_offset = offset
         self.fetched_offset = offset
+        #: The position this incarnation started from (what the claim read, or carried over).
+        self.started_at = offset
         self.fetch_size = fetch_size
         #: Set (never cleared) once the partition moved away from this info's stream: iterators drop its chunks.
         self.revoked = False

@@ -119,6 +119,9 @@ FIRST_QUIET_S = 0.1
 QUIET_MAX_S = 1.0
 CALM_S = 1.0
 
+#: How long a live seek whose step failed (ZooKeeper or the offset storage away) waits before its next try.
+SEEK_RETRY_S = 1.0
+
 
 @dataclass
 class _Signals:
@@ -130,6 +133,7 @@ class _Signals:
     session_restored: bool = False
     stop: bool = False
     lost: Set[TopicPartition] = field(default_factory=set)
+    seek: bool = False
 
 
 class Rebalancer:
@@ -175,6 +179,7 @@ class Rebalancer:
         on_rebalanced: Optional[Callable[[float], None]] = None,
         on_attempt_failed: Optional[Callable[[], None]] = None,
         read_offsets: Optional[OffsetReader] = None,
+        on_seek: Optional[Callable[[], bool]] = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
         runtime: Runtime = THREADS,
@@ -194,6 +199,7 @@ class Rebalancer:
         self._on_attempt_failed = on_attempt_failed  # called on this thread after each failed attempt (metrics)
         self._clock = clock
         self._rng = rng or random.Random()
+        self._on_seek = on_seek  # a live seek, applied on this thread (consumer/seeking.py); True: retry later
 
         self._cond = runtime.condition()
         self._signals = _Signals()
@@ -230,6 +236,12 @@ class Rebalancer:
             self._signals.rebalance = True
             self._signals.reasons.append(reason)
             self._notify()
+
+    def seek_requested(self) -> None:
+        """A live seek request arrived: apply it between rebalances (``on_seek``). Any thread; never blocks."""
+        with self._cond:
+            self._signals.seek = True
+            self._cond.notify_all()  # not _notify(): a claim wait under way goes on
 
     def session_lost(self) -> None:
         """The ZooKeeper session expired: every owner node of ours is gone."""
@@ -335,8 +347,9 @@ class Rebalancer:
 
     def _run(self) -> None:
         try:
+            seek_again = False
             while True:
-                signals = self._take_signals(timeout=None)
+                signals = self._take_signals(timeout=SEEK_RETRY_S if seek_again else None)
                 if signals.stop:
                     return
                 if not self._apply_session_signals(signals):
@@ -346,6 +359,8 @@ class Rebalancer:
                     reasons = signals.reasons + (self._settle_burst(quiet) if quiet is not None else [])
                     self._last_event_at = self._clock()
                     self._rebalance_until_done(reasons)
+                if self._on_seek is not None and (signals.seek or signals.rebalance or seek_again):
+                    seek_again = self._on_seek()
         except BaseException as exc:  # a bug: surface it to the application
             log.exception("rebalancer thread of %s died", self._consumer_id)
             self._on_failure(exc)
@@ -402,7 +417,7 @@ class Rebalancer:
         """Wait up to ``timeout`` for any signal and take all that arrived (coalescing)."""
         with self._cond:
             s = self._signals
-            if not (s.rebalance or s.session_lost or s.session_restored or s.stop):
+            if not (s.rebalance or s.session_lost or s.session_restored or s.stop or s.seek):
                 self._cond.wait(timeout)
             taken, self._signals = self._signals, _Signals(stop=self._signals.stop)
             return taken

@@ -69,6 +69,8 @@ class ZooKeeperMembership:
 
     def stop(self) -> None:
         """Stop (and join) the watches, the rebalancer and the session lease."""
+        if self._member.seeks is not None:
+            self._member.seeks.stop()
         if self._watcher is not None:
             self._watcher.stop()
         if self._lease is not None:
@@ -133,6 +135,7 @@ class ZooKeeperMembership:
             group.paths.member(member.consumer_id), cfg.zookeeper_session_timeout_ms / 1000.0,
             name=f"zkconsumer-lease-{member.consumer_id}", heartbeat=member.heartbeat,
         )
+        seeks = member.seeks
         watcher = GroupWatcher(member.zk, group.paths, self._request_rebalance, topic_allowed)
         group.member_list = watcher.member_list  # the members' watch reads the list: no read of our own
         group.topic_data = watcher.topic_data  # and the topics' watches their partition maps
@@ -155,7 +158,10 @@ class ZooKeeperMembership:
             listener=member.listener,
             on_rebalanced=self._rebalanced,
             on_attempt_failed=member.metrics.record_failed_rebalance_attempt,
-            read_offsets=member.committer.read_offsets,
+            read_offsets=(member.committer.read_offsets if seeks is None
+                          else seeks.read_offsets(member.committer.read_offsets)),
+            on_seek=None if seeks is None else lambda: seeks.apply(rebalancer.owned_partitions(),
+                                                                  rebalancer.ownership_lost),
         )
         with member.guard():
             self._watcher = watcher
@@ -167,6 +173,11 @@ class ZooKeeperMembership:
             if closing.is_set():
                 raise ConsumerShutdownError("shutdown() while create_message_streams() was joining the group") from exc
             raise ZooKeeperUnavailableError(f"could not watch {group.paths.ids}: {exc!r}") from exc
+        if seeks is not None:  # before the first claim: a pending seek is known when it reads offsets
+            try:
+                seeks.start(rebalancer.seek_requested)
+            except KazooException as exc:  # the seek watch is not worth failing the join: say so
+                log.warning("%s: cannot watch for live seeks: %r", member.consumer_id, exc)
         with member.guard():
             self._lease, self._rebalancer = lease, rebalancer
             lease.start()

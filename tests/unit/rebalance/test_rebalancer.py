@@ -175,7 +175,8 @@ ME = "g_me"
 
 def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto_commit: bool = True,
           watch_topics: Callable[[Iterable[str]], None] = lambda topics: None,
-          committer: Optional[OffsetCommitter] = None, on_attempt_failed: Optional[Callable[[], None]] = None):
+          committer: Optional[OffsetCommitter] = None, on_attempt_failed: Optional[Callable[[], None]] = None,
+          on_seek: Optional[Callable[[], bool]] = None):
     queue = ChunkQueue(2)
     stream = KafkaStream(queue, 10)
     fetchers = FakeFetchers()
@@ -197,6 +198,7 @@ def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto
         watch_topics=watch_topics,
         on_failure=failures.append,
         on_attempt_failed=on_attempt_failed,
+        on_seek=on_seek,
     )
     return rebalancer, fetchers, failures
 
@@ -254,6 +256,27 @@ def test_initial_rebalance_claims_everything_and_starts_fetching(group: FakeGrou
         assert group.owner_nodes == {("t", p): f"{ME}-0" for p in range(4)}
         offsets = {(i.topic, i.partition): i.fetched_offset for i in fetchers.running}
         assert offsets == {("t", 0): INVALID_OFFSET, ("t", 1): INVALID_OFFSET, ("t", 2): 17, ("t", 3): INVALID_OFFSET}
+    assert not failures
+
+
+def test_a_live_seek_runs_on_the_rebalancer_thread_after_rebalances_and_again_while_it_asks(group: FakeGroup) -> None:
+    calls: List[Tuple[str, int]] = []
+    answers = [False, True, True, False]  # the initial rebalance; then a request that fails twice, then succeeds
+
+    def on_seek() -> bool:
+        calls.append((threading.current_thread().name, len(rebalancer.owned_partitions())))
+        return answers[len(calls) - 1] if len(calls) <= len(answers) else False
+
+    rebalancer, _, failures = build(group, on_seek=on_seek)
+    with rebalancing(rebalancer):
+        assert rebalancer.wait_first_assignment(5)
+        wait_for(lambda: len(calls) == 1, lambda: f"{calls}")
+        rebalancer.seek_requested()
+        wait_for(lambda: len(calls) == 4, lambda: f"{calls}")  # retried (SEEK_RETRY_S) until it said done
+        time.sleep(0.05)
+        assert len(calls) == 4
+    assert {name for name, _ in calls} == {f"zkconsumer-rebalancer-{ME}"}
+    assert all(owned == 4 for _, owned in calls)  # between rebalances: the share is installed
     assert not failures
 
 
