@@ -186,7 +186,7 @@ class ConsumerConnectorBase(abc.ABC):
                 guard=self._guard, on_failure=self._background_failure, session_timeout_s=self._session_timeout_s,
                 heartbeat_mode=lambda: self.heartbeat_mode,
                 seeks=GroupSeeks(self._group.client, self._group.paths.root, self._committer, self._pauses,
-                                 self._processed, security.zookeeper_acls(self.config)),
+                                 self._processed, zookeeper_acls(self.config)),
             ))
             undo.append(("the membership", self._membership.stop))
             if metrics_port is not None or metrics_registry is not None or metrics_pushgateway:
