@@ -44,7 +44,12 @@ Example::
     zookeeper_acls(config)   # [ACL(31, digest billing:<sha1>), ACL(1, world anyone)]
     broker_ssl_context(config).verify_mode   # ssl.CERT_REQUIRED
 
-May import: errors, config, zookeeper.
+``zookeeper.sasl.enabled`` and ``security.protocol = SASL_PLAINTEXT/SASL_SSL``
+    Kerberos, see :mod:`zkconsumer.kerberos`; with ``zookeeper.acl.enable`` the
+    ACL's ALL entry is ``sasl:<the login's principal>`` (beside the digest one when
+    ``zookeeper.auth`` is set too).
+
+May import: errors, config, zookeeper, kerberos.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
 
+from . import kerberos
 from .errors import ConfigurationError
 from .zookeeper import zkformat
 
@@ -89,6 +95,12 @@ class SecurityConfig(Protocol):
     ssl_certfile: Optional[str]
     ssl_keyfile: Optional[str]
     ssl_check_hostname: bool
+    sasl_kerberos_service_name: str
+    sasl_kerberos_keytab: Optional[str]
+    sasl_kerberos_principal: Optional[str]
+    zookeeper_sasl_enabled: bool
+    zookeeper_sasl_service_name: str
+    zookeeper_connect: str
 
 
 def check_config(config: SecurityConfig) -> None:
@@ -102,7 +114,9 @@ def check_config(config: SecurityConfig) -> None:
     """
     zookeeper_auth_data(config)
     zookeeper_acls(config)
-    if str(config.security_protocol).upper() == "SSL":
+    if kerberos.uses_sasl(config.security_protocol) or config.zookeeper_sasl_enabled:
+        kerberos.preflight(config)
+    if str(config.security_protocol).upper() in ("SSL", "SASL_SSL"):
         broker_ssl_context(config)
         return
     ignored = [p for p in _SSL_FILE_PROPERTIES if getattr(config, p.replace(".", "_"), None)]
@@ -160,13 +174,20 @@ def zookeeper_acls(config: SecurityConfig) -> Optional[List[ACL]]:
     if not config.zookeeper_acl_enable:
         return None
     auth = config.zookeeper_auth
-    if not auth:
-        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password)")
-    user, password = _split_credential(auth)
-    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+    sasl = getattr(config, "zookeeper_sasl_enabled", False)
+    if not auth and not sasl:
+        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password) or "
+                                 "zookeeper.sasl.enabled")
+    acl: List[ACL] = []
+    if auth:
+        user, password = _split_credential(auth)
+        acl.append(make_digest_acl(user, password, all=True))
+    if sasl:
+        acl.append(make_acl("sasl", kerberos.login_for(config).identity, all=True))
+    return acl + [make_acl("world", "anyone", read=True)]
 
 
-def _grants(acl: Sequence[ACL], permission: int, identity: Optional[str]) -> bool:
+def _grants(acl: Sequence[ACL], permission: int, identity: Optional[str], sasl: Optional[str] = None) -> bool:
     """Whether ``acl`` grants ``permission`` to a session authenticated as digest ``identity``.
 
     ``world:anyone`` and a matching digest id grant; ACL entries of schemes this
@@ -182,6 +203,10 @@ def _grants(acl: Sequence[ACL], permission: int, identity: Optional[str]) -> boo
         if scheme == "digest":
             if identity is not None and ident == identity:
                 return True
+            continue
+        if scheme == "sasl" and sasl is not None:
+            if ident in (sasl, sasl.split("@", 1)[0], sasl.split("@", 1)[0].split("/", 1)[0]):
+                return True  # the full principal, or as servers with kerberos.remove*FromPrincipal see it
             continue
         return True  # a scheme we cannot evaluate
     return False
@@ -214,6 +239,7 @@ def prepare_zookeeper(client: KazooClient, config: SecurityConfig) -> None:
     identity = digest_id(auth) if auth else None
     if identity is not None and identity.split(":", 1)[0] == "super":
         return  # may be ZooKeeper's superDigest user, whom no ACL restricts
+    sasl = kerberos.login_for(config).identity if getattr(config, "zookeeper_sasl_enabled", False) else None
     paths = zkformat.GroupPaths(config.group_id)
     if client.exists(paths.root) is None:
         candidates = [CONSUMERS_PATH]
@@ -224,7 +250,7 @@ def prepare_zookeeper(client: KazooClient, config: SecurityConfig) -> None:
             acl, _ = client.get_acls(path)
         except NoNodeError:
             continue
-        if not _grants(acl, Permissions.CREATE, identity):
+        if not _grants(acl, Permissions.CREATE, identity, sasl):
             _refuse(path, acl, auth)
 
 
@@ -317,7 +343,7 @@ def broker_ssl_context(config: SecurityConfig) -> Optional[ssl.SSLContext]:
     not match the certificate. With PLAINTEXT, ``ssl.*`` settings are ignored
     (:func:`check_config` warns about them).
     """
-    if str(config.security_protocol).upper() != "SSL":
+    if str(config.security_protocol).upper() not in ("SSL", "SASL_SSL"):
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
