@@ -305,7 +305,7 @@ def _parse_enum_text(prop: Property, raw: str) -> str:
     for choice in prop.choices:
         if text.lower() == choice.lower():
             return choice
-    raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
+    raise _bad(prop, raw, f"valid values are {', '.join(prop.choices[:-1])} and {prop.choices[-1]}")
 
 
 def _parse(prop: Property, raw: PropertyValue) -> Any:
@@ -343,7 +343,7 @@ def _parse(prop: Property, raw: PropertyValue) -> Any:
     if prop.type == "enum":
         if isinstance(raw, str):
             return _parse_enum_text(prop, raw)
-        raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
+        raise _bad(prop, raw, f"valid values are {', '.join(prop.choices[:-1])} and {prop.choices[-1]}")
 
     # str
     if isinstance(raw, bool) or not isinstance(raw, (str, int)):

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
+import re
 import socket
 import threading
 import time
@@ -115,13 +117,15 @@ def explain(error: Exception, *, service: str = "", host: str = "", keytab: Opti
     if "cannot contact any kdc" in lowered or "cannot find kdc" in lowered or "connection refused" in lowered:
         return KdcUnavailableError(f"cannot reach the Kerberos KDC to get a ticket ({_short(text)}); "
                                    "is the KDC up and krb5.conf (KRB5_CONFIG) pointing at it? retrying")
-    if "server not found in kerberos database" in lowered or "server principal" in lowered:
+    if re.search(r"server \S+ not found in kerberos database", lowered):
         return ConfigurationError(
             service_property, f"the KDC knows no service principal {service}/{host}: check {service_property} "
             f"({service!r}; the first part of the servers' principal) and that the servers' principal is for "
             f"host {host!r} ({_short(text)})")
-    if keytab and ("key table" in lowered or "keytab" in lowered or "no key table entry" in lowered
-                   or "client not found" in lowered or "no such file" in lowered):
+    if keytab and not os.access(keytab, os.R_OK):
+        return ConfigurationError("sasl.kerberos.keytab", f"cannot read keytab {keytab!r} ({_short(text)})")
+    if keytab and ("no credentials" in lowered or "key table" in lowered or "keytab" in lowered
+                   or "not found in kerberos database" in lowered):
         return ConfigurationError(
             "sasl.kerberos.principal", f"cannot log in as {principal!r} with keytab {keytab!r}: check "
             f"sasl.kerberos.principal and sasl.kerberos.keytab (klist -kt {keytab} lists its principals; "
@@ -234,18 +238,20 @@ class GssapiSasl:
                           service_property=self._property) from None
 
 
-_LOGINS: Dict[Tuple[Optional[str], Optional[str]], KerberosLogin] = {}
+_LOGINS: Dict[Tuple[Optional[str], Optional[str], Optional[str]], KerberosLogin] = {}
 _LOGINS_LOCK = threading.Lock()
 
 
 def login_for(config: KerberosSettings) -> KerberosLogin:
-    """The process's one :class:`KerberosLogin` for the config's keytab and principal (shared by every
-    connection and session of that identity, so tickets are obtained once)."""
-    key = (config.sasl_kerberos_keytab or None, config.sasl_kerberos_principal or None)
+    """The process's one :class:`KerberosLogin` for the config's keytab and principal (and, without a
+    keytab, the ticket cache ``KRB5CCNAME`` names): shared by every connection and session of that
+    identity, so tickets are obtained once."""
+    keytab, principal = config.sasl_kerberos_keytab or None, config.sasl_kerberos_principal or None
+    key = (keytab, principal, None if keytab else os.environ.get("KRB5CCNAME"))
     with _LOGINS_LOCK:
         login = _LOGINS.get(key)
         if login is None:
-            login = _LOGINS[key] = KerberosLogin(*key)
+            login = _LOGINS[key] = KerberosLogin(keytab, principal)
         return login
 
 

@@ -112,9 +112,7 @@ class KerberosListeners(LocalCluster):
             listeners = f"PLAINTEXT://{HOST}:{self._broker_ports[broker_id]},SASL_PLAINTEXT://{HOST}:{self._sasl_ports[broker_id]}"
             overrides.update({"listeners": listeners, "advertised.listeners": listeners, "host.name": None,
                               "port": None, "advertised.host.name": None, "advertised.port": None,
-                              "security.inter.broker.protocol": "PLAINTEXT", "sasl.kerberos.service.name": "kafka",
-                              # ZooKeeper 3.4's Java client names the server by the connect string's host as given
-                              "zookeeper.connect": f"localhost:{self._zk_port}"})
+                              "security.inter.broker.protocol": "PLAINTEXT", "sasl.kerberos.service.name": "kafka"})
         return overrides
 
     def stop(self, grace: float = 5.0) -> None:
@@ -124,6 +122,14 @@ class KerberosListeners(LocalCluster):
         finally:
             if self._kdc is not None:
                 self._kdc.stop()
+
+    @property
+    def zk_connect(self) -> str:
+        """``localhost:<port>`` when kerberized: ZooKeeper 3.4's Java client (brokers, Kafka's tools) asks
+        for the service ticket of the connect string's host as written, and the principal is
+        ``zookeeper/localhost``."""
+        connect = super().zk_connect
+        return connect.replace(f"{HOST}:", "localhost:", 1) if self._kerberos is not None else connect
 
     # ------------------------------------------------------------------ for tests
 
