@@ -130,6 +130,10 @@ def explain(error: Exception, *, service: str = "", host: str = "", keytab: Opti
             "sasl.kerberos.principal", f"cannot log in as {principal!r} with keytab {keytab!r}: check "
             f"sasl.kerberos.principal and sasl.kerberos.keytab (klist -kt {keytab} lists its principals; "
             f"{_short(text)})")
+    if "expired" in lowered and keytab:
+        return ConfigurationError(
+            "sasl.kerberos.keytab", f"a ticket of the keytab login as {principal!r} expired: the login is renewed "
+            f"before expiry, so check this host's clock against the KDC's ({_short(text)})")
     if "expired" in lowered:
         return ConfigurationError(
             "sasl.kerberos.keytab", "the Kerberos ticket in the ticket cache has expired: renew it (kinit -R, "
