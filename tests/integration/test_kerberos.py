@@ -10,6 +10,7 @@ the test realm with ``KRB5_CONFIG`` for the module.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Iterator, List
 
@@ -17,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
-from support import Drainer, consumer_props, offset_checker, produced_values, unique
+from support import Drainer, consumer_props, offset_checker, owners, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.config import ConsumerConfig
@@ -198,3 +199,35 @@ def test_kdc_down_is_named_and_a_running_member_is_not_disturbed(kerberized: Pro
         drainer.stop()
     # The KDC is back: the newcomer logs in (its login was not spoiled by the failure).
     assert len(consume(kerberos_props(kerberized, unique("g-back"), newcomer), topic, 11)) == 11
+
+
+# =========================================================================== mixed groups
+
+
+def test_mixed_group_with_kafkas_scala_consumer_over_zookeeper_sasl(kerberized: ProjectCluster,
+                                                                    tmp_path: Path) -> None:
+    """Kafka 0.9's old consumer (JAAS ``Client`` section: ZooKeeper SASL as the same principal; it can
+    only fetch over PLAINTEXT) and a zkconsumer member (SASL to both) share a group with sasl ACLs."""
+    topic, group = produce_topic(kerberized, "krb-mixed"), unique("g-krb-mixed")
+    config = tmp_path / "kafka1.properties"
+    config.write_text(f"group.id={group}\nconsumer.id=kafka1\nzookeeper.session.timeout.ms=6000\n"
+                      "rebalance.backoff.ms=1000\nauto.commit.interval.ms=500\n")
+    kafka_member = kerberized.start_tool("kafka.tools.ConsoleConsumer", "--zookeeper", kerberized.zk_connect,
+                                         "--topic", topic, "--consumer.config", str(config),
+                                         stdout=subprocess.DEVNULL)
+    reader = kerberized.kazoo_client()
+    try:
+        wait_until(lambda: len(owners(reader, group, topic)) == 2, 60, "Kafka's consumer to own both partitions")
+        props = kerberos_props(kerberized, group, **{"consumer.id": "zk1", "zookeeper.acl.enable": "true"})
+        with ZookeeperConsumerConnector(props) as member:
+            member.create_message_streams({topic: 1})
+            expected = {0: f"{group}_kafka1-0", 1: f"{group}_zk1-0"}  # Kafka's range over the sorted threads
+            wait_until(lambda: owners(reader, group, topic) == expected, 60, f"the owners to settle on {expected}")
+            assert kafka_member.poll() is None, kerberized.tool_log(kafka_member)[-2000:]
+            # Kafka's member authenticated too: it wrote its owner node with Kafka 0.9's secure ACLs.
+            sasl_and_read = {ACL(Permissions.ALL, Id("sasl", f"{CLIENT}@{kerberized.kdc.realm}")),
+                             ACL(Permissions.READ, Id("world", "anyone"))}
+            assert set(reader.get_acls(f"/consumers/{group}/owners/{topic}/0")[0]) == sasl_and_read
+            assert set(reader.get_acls(f"/consumers/{group}/owners/{topic}/1")[0]) == sasl_and_read
+    finally:
+        kerberized.stop_tool(kafka_member)
