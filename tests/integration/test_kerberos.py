@@ -165,6 +165,15 @@ def test_wrong_broker_service_name_is_named(kerberized: ProjectCluster) -> None:
     assert info.value.property == "sasl.kerberos.service.name"
     assert "the KDC knows no service principal kfk/localhost" in str(info.value)
 
+    # A member: ZooKeeper is fine, the first broker connection is not; iterating its stream says why.
+    topic = produce_topic(kerberized, "krb-badkafka")
+    props = kerberos_props(kerberized, unique("g-badkafka"), **{"sasl.kerberos.service.name": "kfk"})
+    with ZookeeperConsumerConnector(props) as member:
+        stream = member.create_message_streams({topic: 1})[topic][0]
+        with pytest.raises(ConfigurationError) as info:
+            next(iter(stream))
+    assert info.value.property == "sasl.kerberos.service.name"
+
 
 def test_broker_not_kerberized(kerberized: ProjectCluster) -> None:
     """SASL to a PLAINTEXT port: Kafka drops the connection; the error says to check the listener."""
