@@ -76,8 +76,8 @@ def test_keytab_login_outlives_its_tickets_across_reconnections(short_tickets: P
             cluster.produce(topic, [f"m{round_}".encode()], partition=0)
             drainer.wait_for(1 + round_, timeout=60)
             member.commit_offsets()
-            wait_until(lambda: reader.get(offset_node)[0] == str(1 + round_).encode(), 30,
-                       f"offset {1 + round_} committed")
+            committed = str(1 + round_).encode()
+            wait_until(lambda want=committed: reader.get(offset_node)[0] == want, 30, f"offset {committed!r} committed")
         assert [m.message for m in drainer.stop()] == [b"m0", b"m1", b"m2"]
 
     # The kinit'd cache's ticket expired two lifetimes ago: the error says to renew it or use a keytab.
