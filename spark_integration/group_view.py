@@ -41,6 +41,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkconsumer import ConsumerConfig, Whitelist, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.admin import BrokerOffsets, UnknownTopicError
+from zkconsumer.kerberos import broker_authenticator, zookeeper_sasl_options
 from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, OffsetStorageError, make_offset_storage
 from zkconsumer.security import broker_ssl_context, zookeeper_acls, zookeeper_auth_data
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
@@ -82,6 +83,7 @@ def open_zookeeper(config: ConsumerConfig) -> KazooClient:
         hosts=config.zookeeper_connect,
         timeout=config.zookeeper_session_timeout_ms / 1000.0,
         auth_data=zookeeper_auth_data(config),
+        sasl_options=zookeeper_sasl_options(config),
     )
     try:
         client.start(timeout=config.zookeeper_connection_timeout_ms / 1000.0)
@@ -129,7 +131,8 @@ class GroupView:
     def _new_log_offsets(self) -> BrokerOffsets:
         cfg = self.config
         return BrokerOffsets(self._zk, socket_timeout_ms=cfg.socket_timeout_ms, client_id=cfg.client_id,
-                             protocol=cfg.security_protocol, ssl_context=broker_ssl_context(cfg))
+                             protocol=cfg.security_protocol, ssl_context=broker_ssl_context(cfg),
+                             authenticate=broker_authenticator(cfg))
 
     def __enter__(self) -> "GroupView":
         return self

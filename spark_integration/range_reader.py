@@ -45,6 +45,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError, ZkConsumerError
+from zkconsumer.kerberos import broker_authenticator
 from zkconsumer.security import broker_ssl_context
 from zkconsumer.wire.broker_errors import (
     LeaderNotAvailableError,
@@ -159,6 +160,7 @@ class RangeReader:
         self._connections: Dict[BrokerAddress, BrokerConnection] = {}
         self._leaders: Dict[Tuple[str, int], BrokerAddress] = {}
         self._ssl = None if connect is not None else broker_ssl_context(config)
+        self._authenticate = None if connect is not None else broker_authenticator(config)
 
     def __enter__(self) -> "RangeReader":
         return self
@@ -295,7 +297,7 @@ class RangeReader:
     def _default_connect(self, host: str, port: int) -> BrokerConnection:
         cfg = self._config
         return BrokerConnection(host, port, cfg.client_id, cfg.socket_timeout_ms, cfg.socket_receive_buffer_bytes,
-                                self._ssl)
+                                self._ssl, authenticate=self._authenticate)
 
     def _connection(self, address: BrokerAddress) -> BrokerConnection:
         connection = self._connections.get(address)

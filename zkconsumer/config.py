@@ -202,8 +202,13 @@ _TABLE: Tuple[Property, ...] = (
     Property("zookeeper.auth", "str", None, 'ZooKeeper digest credential "user:password"', secret=True, kafka=False),
     Property("zookeeper.acl.enable", "bool", False, "create znodes readable by all but writable only by zookeeper.auth's user",
              kafka=False),
-    Property("security.protocol", "enum", "PLAINTEXT", "broker connections: PLAINTEXT or SSL",
-             choices=("PLAINTEXT", "SSL"), kafka=False),
+    Property("security.protocol", "enum", "PLAINTEXT", "broker connections: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+             choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), kafka=False),
+    Property("sasl.kerberos.service.name", "str", "kafka", "first part of the brokers' Kerberos principal", kafka=False),
+    Property("sasl.kerberos.keytab", "str", None, "keytab to log in from (else the ticket cache, KRB5CCNAME)", kafka=False),
+    Property("sasl.kerberos.principal", "str", None, "principal to log in as (required with the keytab)", kafka=False),
+    Property("zookeeper.sasl.enabled", "bool", False, "authenticate the ZooKeeper session with SASL/GSSAPI", kafka=False),
+    Property("zookeeper.sasl.service.name", "str", "zookeeper", "first part of ZooKeeper's principal", kafka=False),
     Property("ssl.cafile", "str", None, "CA bundle (PEM) to verify brokers; system CAs if unset", kafka=False),
     Property("ssl.certfile", "str", None, "client certificate (PEM) for SSL client authentication", kafka=False),
     Property("ssl.keyfile", "str", None, "private key (PEM) of ssl.certfile, if not inside it", kafka=False),
@@ -307,7 +312,7 @@ def _parse_enum_text(prop: Property, raw: str) -> str:
     for choice in prop.choices:
         if text.lower() == choice.lower():
             return choice
-    raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
+    raise _bad(prop, raw, f"valid values are {', '.join(prop.choices[:-1])} and {prop.choices[-1]}")
 
 
 def _parse(prop: Property, raw: PropertyValue) -> Any:
@@ -345,7 +350,7 @@ def _parse(prop: Property, raw: PropertyValue) -> Any:
     if prop.type == "enum":
         if isinstance(raw, str):
             return _parse_enum_text(prop, raw)
-        raise _bad(prop, raw, f"valid values are {' and '.join(prop.choices)}")
+        raise _bad(prop, raw, f"valid values are {', '.join(prop.choices[:-1])} and {prop.choices[-1]}")
 
     # str
     if isinstance(raw, bool) or not isinstance(raw, (str, int)):
@@ -385,8 +390,11 @@ def _check_combinations(v: Mapping[str, Any]) -> None:
             f"{v['fetch.wait.max.ms']} exceeds socket.timeout.ms ({v['socket.timeout.ms']}); socket.timeout.ms "
             "should always be at least fetch.wait.max.ms to prevent unnecessary socket timeouts",
         )
-    if v["zookeeper.acl.enable"] and v["zookeeper.auth"] is None:
-        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password)")
+    if v["zookeeper.acl.enable"] and v["zookeeper.auth"] is None and not v["zookeeper.sasl.enabled"]:
+        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password) or "
+                                 "zookeeper.sasl.enabled")
+    if v["sasl.kerberos.keytab"] is not None and v["sasl.kerberos.principal"] is None:
+        raise ConfigurationError("sasl.kerberos.principal", "is required with sasl.kerberos.keytab")
     if v["ssl.keyfile"] is not None and v["ssl.certfile"] is None:
         raise ConfigurationError("ssl.keyfile", "is set but ssl.certfile is not")
     if v["group.membership"] == "kafka" and v["offsets.storage"] != "kafka":

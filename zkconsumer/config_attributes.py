@@ -150,9 +150,29 @@ class PropertyAttributes:
         @property
         def zookeeper_acl_enable(self) -> bool: ...
 
-        #: ``security.protocol`` (default PLAINTEXT): broker connections: PLAINTEXT or SSL
+        #: ``security.protocol`` (default PLAINTEXT): broker connections: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
         @property
-        def security_protocol(self) -> Literal['PLAINTEXT', 'SSL']: ...
+        def security_protocol(self) -> Literal['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL']: ...
+
+        #: ``sasl.kerberos.service.name`` (default kafka): first part of the brokers' Kerberos principal
+        @property
+        def sasl_kerberos_service_name(self) -> str: ...
+
+        #: ``sasl.kerberos.keytab`` (default (none)): keytab to log in from (else the ticket cache, KRB5CCNAME)
+        @property
+        def sasl_kerberos_keytab(self) -> Optional[str]: ...
+
+        #: ``sasl.kerberos.principal`` (default (none)): principal to log in as (required with the keytab)
+        @property
+        def sasl_kerberos_principal(self) -> Optional[str]: ...
+
+        #: ``zookeeper.sasl.enabled`` (default false): authenticate the ZooKeeper session with SASL/GSSAPI
+        @property
+        def zookeeper_sasl_enabled(self) -> bool: ...
+
+        #: ``zookeeper.sasl.service.name`` (default zookeeper): first part of ZooKeeper's principal
+        @property
+        def zookeeper_sasl_service_name(self) -> str: ...
 
         #: ``ssl.cafile`` (default (none)): CA bundle (PEM) to verify brokers; system CAs if unset
         @property

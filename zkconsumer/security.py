@@ -7,14 +7,20 @@ TLS context). This module checks every setting of both before anything connects
 (:func:`check_config`). Their names are re-exported here for ``spark_integration``, which still
 imports them from ``zkconsumer.security``.
 
-May import: errors, wire, zookeeper.
+``zookeeper.sasl.enabled`` and ``security.protocol = SASL_PLAINTEXT/SASL_SSL`` are Kerberos
+(:mod:`zkconsumer.kerberos`): :func:`check_config` logs in first; with ``zookeeper.acl.enable`` the
+ACL's ALL entry is ``sasl:<the login's principal>`` (beside the digest one when ``zookeeper.auth``
+is set too).
+
+May import: errors, kerberos, wire, zookeeper.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Optional, Protocol
 
+from . import kerberos
 from .wire.tls import SSL_FILE_PROPERTIES, TLSConfig, broker_ssl_context
 from .zookeeper.acl import ZooKeeperAuthConfig, digest_id, prepare_zookeeper, zookeeper_acls, zookeeper_auth_data
 
@@ -32,7 +38,20 @@ log = logging.getLogger(__name__)
 
 
 class SecurityConfig(TLSConfig, ZooKeeperAuthConfig, Protocol):
-    """The properties of both (a :class:`~zkconsumer.config.ConsumerConfig` has them all)."""
+    """The properties of both, and Kerberos's (a :class:`~zkconsumer.config.ConsumerConfig` has them all)."""
+
+    @property
+    def sasl_kerberos_service_name(self) -> str: ...
+    @property
+    def sasl_kerberos_keytab(self) -> Optional[str]: ...
+    @property
+    def sasl_kerberos_principal(self) -> Optional[str]: ...
+    @property
+    def zookeeper_sasl_enabled(self) -> bool: ...
+    @property
+    def zookeeper_sasl_service_name(self) -> str: ...
+    @property
+    def zookeeper_connect(self) -> str: ...
 
 
 def check_config(config: SecurityConfig) -> None:
@@ -46,7 +65,9 @@ def check_config(config: SecurityConfig) -> None:
     """
     zookeeper_auth_data(config)
     zookeeper_acls(config)
-    if str(config.security_protocol).upper() == "SSL":
+    if kerberos.uses_sasl(config.security_protocol) or config.zookeeper_sasl_enabled:
+        kerberos.preflight(config)
+    if str(config.security_protocol).upper() in ("SSL", "SASL_SSL"):
         broker_ssl_context(config)
         return
     ignored = [p for p in SSL_FILE_PROPERTIES if getattr(config, p.replace(".", "_"), None)]

@@ -2,7 +2,8 @@
 
 :class:`ProjectCluster` is :class:`zkconsumer.testing.LocalCluster` with Kafka's own
 Scala tools run on the cluster's classpath (:mod:`.tools`), SSL listeners with generated
-certificates (:mod:`.tls`), a ZooKeeper ensemble (:mod:`.ensemble`) of Kafka's ZooKeeper
+certificates (:mod:`.tls`), a real MIT KDC with kerberized ZooKeeper and SASL_PLAINTEXT listeners
+(:mod:`.kerberos`, :mod:`.kdc`), a ZooKeeper ensemble (:mod:`.ensemble`) of Kafka's ZooKeeper
 3.4.6 or Debian's 3.8 (:mod:`.debian`) and production JVM options for the brokers
 (``broker_jvm_options``, for benchmarks), and keeps its work directory on request
 (``keep_work_dir``, for the chaos runs' post-mortems). :mod:`.proxy` is the TCP proxy that cuts one
@@ -19,17 +20,19 @@ from zkconsumer.testing.core import KAFKA_MAIN
 
 from .debian import DebianZooKeeper
 from .ensemble import ZooKeeperEnsemble
+from .kerberos import KerberosListeners, KerberosOptions
 from .tls import SslFiles, SslListeners, SslOptions
 from .tools import KafkaTools
 
-__all__ = ["DebianZooKeeper", "KafkaTools", "ProjectCluster", "SslFiles", "SslListeners", "SslOptions",
-           "ZooKeeperEnsemble"]
+__all__ = ["DebianZooKeeper", "KafkaTools", "KerberosListeners", "KerberosOptions", "ProjectCluster", "SslFiles",
+           "SslListeners", "SslOptions", "ZooKeeperEnsemble"]
 
 
-class ProjectCluster(SslListeners, DebianZooKeeper, ZooKeeperEnsemble, KafkaTools):
+class ProjectCluster(KerberosListeners, SslListeners, DebianZooKeeper, ZooKeeperEnsemble, KafkaTools):
     """A LocalCluster for this project's own suite.
 
-    Takes LocalCluster's arguments, ``ssl`` (:class:`~benchmarks.cluster.tls.SslListeners`),
+    Takes LocalCluster's arguments, ``kerberos`` (:class:`~benchmarks.cluster.kerberos.KerberosListeners`),
+    ``ssl`` (:class:`~benchmarks.cluster.tls.SslListeners`),
     ``zookeeper`` (:class:`~benchmarks.cluster.debian.DebianZooKeeper`), ``zookeeper_nodes``
     (:class:`~benchmarks.cluster.ensemble.ZooKeeperEnsemble`) and
     ``broker_jvm_options``: added last to the brokers' JVM options (which favour a quick

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -55,14 +56,17 @@ class BrokerOffsets:
     The leader comes from ``/brokers/topics/<t>/partitions/<p>/state`` and its
     address from ``/brokers/ids/<leader>`` (as ConsumerOffsetChecker does).
     Connections are kept per broker until :meth:`close` (also a context manager).
-    ``protocol`` picks the broker endpoint; give ``ssl_context`` for ``SSL`` endpoints.
+    ``protocol`` picks the broker endpoint; give ``ssl_context`` for ``SSL`` endpoints, ``authenticate``
+    (:func:`zkconsumer.kerberos.broker_authenticator`) for ``SASL_*`` ones.
     """
 
     def __init__(self, zk: KazooClient, *, socket_timeout_ms: int = 10000,
                  client_id: str = "zkconsumer-admin", protocol: str = "PLAINTEXT",
-                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
+                 ssl_context: Optional[ssl.SSLContext] = None,
+                 authenticate: Optional[Callable[[socket.socket, str], None]] = None) -> None:
         self._zk = zk
         self._ssl_context = ssl_context
+        self._authenticate = authenticate
         self._timeout_ms = socket_timeout_ms
         self._client_id = client_id
         self._protocol = protocol
@@ -115,7 +119,8 @@ class BrokerOffsets:
     def _connection(self, broker: zkformat.Broker) -> BrokerConnection:
         if broker.id not in self._connections:
             self._connections[broker.id] = BrokerConnection(
-                broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context)
+                broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context,
+                authenticate=self._authenticate)
         return self._connections[broker.id]
 
     def fetch(self, partitions: Sequence[TopicPartition], time: int,

@@ -16,6 +16,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from .. import kerberos
 from ..config import ConsumerConfig
 from ..errors import ZooKeeperAccessError, ZooKeeperUnavailableError
 from ..security import check_config
@@ -34,12 +35,16 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
     within ``zookeeper.connection.timeout.ms`` (or ZooKeeper fails while preparing), and
     :class:`ZooKeeperAccessError` if ``zookeeper.auth`` is refused; the client is closed then.
     """
-    check_config(cfg)  # bad ACL/TLS settings fail before a session is opened
+    try:
+        check_config(cfg)  # bad ACL/TLS/Kerberos settings fail before a session is opened
+    except kerberos.KdcUnavailableError as exc:
+        raise ZooKeeperUnavailableError(f"{exc} (zookeeper.sasl.enabled / security.protocol need tickets)") from exc
     client = KazooClient(
         hosts=cfg.zookeeper_connect,
         timeout=cfg.zookeeper_session_timeout_ms / 1000.0,
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
         auth_data=zookeeper_auth_data(cfg),
+        sasl_options=kerberos.zookeeper_sasl_options(cfg),
     )
     heartbeat = SessionHeartbeat.install(client, cfg.zookeeper_heartbeat)
     server_order.install(client)  # after a drop, every other server before the one just left

@@ -11,5 +11,5 @@ module                 holds
 ``fetch_stats.py``     per-broker fetch counters
 =====================  ===================================================================
 
-May import: errors, structs, assignors, threads, wire.
+May import: errors, structs, assignors, threads, kerberos, wire.
 """

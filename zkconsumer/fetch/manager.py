@@ -80,6 +80,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 
 from ..assignors import java_string_hash
 from ..errors import ConsumerShutdownError
+from ..kerberos import broker_authenticator
 from ..structs import Broker, TopicPartition
 from ..threads import ShutdownableThread
 from ..wire.connection import BrokerConnection
@@ -190,6 +191,7 @@ class FetcherManager:
         self._on_error = on_error
         self._sleep = sleep
         self._ssl_context = broker_ssl_context(config)
+        self._authenticate = broker_authenticator(config)
         self._connection_factory = connection_factory
         self._deliverable = deliverable
         self._lifecycle = threading.RLock()
@@ -431,7 +433,7 @@ class FetcherManager:
         c = self._config
         # reuse_buffer: a fetcher thread decodes (copies) each response before its next request.
         return BrokerConnection(host, port, c.client_id, c.socket_timeout_ms, c.socket_receive_buffer_bytes,
-                                self._ssl_context, reuse_buffer=True)
+                                self._ssl_context, reuse_buffer=True, authenticate=self._authenticate)
 
     def _wait_for_leaderless(self, finder: ShutdownableThread) -> Set[TopicPartition]:
         """Block until some partition lacks a leader; returns them (empty set when ``finder`` is stopping)."""

@@ -11,5 +11,5 @@ module             holds
                    coordinator broker, found again when it moves
 =================  ===================================================================
 
-May import: errors, config, structs, threads, wire, zookeeper, fetch.
+May import: errors, config, structs, threads, kerberos, wire, zookeeper, fetch.
 """

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 from ..errors import BrokerError, BrokerUnavailableError
+from ..kerberos import broker_authenticator
 from ..structs import Broker
 from ..wire.broker_errors import error_for_code
 from ..wire.connection import BrokerConnection
@@ -50,12 +51,13 @@ ConnectionFactory = Callable[[str, int], BrokerConnection]
 
 
 def connection_factory(config: Any, socket_timeout_ms: int) -> ConnectionFactory:
-    """Connections as the fetchers make them (``client.id``, receive buffer, TLS), with their own timeout."""
+    """Connections as the fetchers make them (``client.id``, receive buffer, TLS, SASL), with their own timeout."""
     ssl_context = broker_ssl_context(config)
+    authenticate = broker_authenticator(config)
 
     def connect(host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, config.client_id, socket_timeout_ms, config.socket_receive_buffer_bytes,
-                                ssl_context)
+                                ssl_context, authenticate=authenticate)
 
     return connect
 

@@ -32,7 +32,7 @@ import logging
 import socket
 import ssl
 import threading
-from typing import Optional, Sequence, TypeVar
+from typing import Callable, Optional, Sequence, TypeVar
 
 from ..errors import BrokerUnavailableError
 from .messageset import speedups
@@ -64,6 +64,10 @@ _recv_exactly = speedups.recv_exactly if speedups is not None else None
 _recv_frame = speedups.recv_frame if speedups is not None else None
 
 
+class _SaslRefused(EOFError):
+    """The broker closed the connection during the ``authenticate`` exchange."""
+
+
 def _check_size(size: int) -> None:
     """Refuse a response size no broker sends (a desynchronised stream reads garbage as a size)."""
     if size < 4 or size > MAX_RESPONSE_BYTES:
@@ -75,7 +79,12 @@ class BrokerConnection:
 
     ``socket_timeout_ms`` bounds connecting and every send/receive;
     ``receive_buffer_bytes`` sets ``SO_RCVBUF`` when positive; ``ssl_context``,
-    if given, wraps the socket in TLS (``server_hostname=host``).
+    if given, wraps the socket in TLS (``server_hostname=host``). ``authenticate``, if
+    given, is called as ``authenticate(sock, host)`` on every new connection (after TLS)
+    before the first request: the SASL exchange of ``security.protocol=SASL_*`` (see
+    :func:`zkconsumer.kerberos.broker_authenticator`). An ``OSError``/``EOFError`` from it
+    is a connection failure (BrokerUnavailableError, retriable); any other error
+    (a ConfigurationError naming the property to fix) propagates as is.
 
     ``reuse_buffer=True`` reads every fetch response into one buffer kept by the
     connection (grown when a response is larger), instead of a new one each
@@ -89,13 +98,15 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, client_id: str, socket_timeout_ms: int,
                  receive_buffer_bytes: int, ssl_context: Optional[ssl.SSLContext] = None,
-                 reuse_buffer: bool = False) -> None:
+                 reuse_buffer: bool = False,
+                 authenticate: Optional[Callable[[socket.socket, str], None]] = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.socket_timeout_ms = socket_timeout_ms
         self.receive_buffer_bytes = receive_buffer_bytes
         self.ssl_context = ssl_context
+        self.authenticate = authenticate
         self._sock: Optional[socket.socket] = None
         self._lock = threading.Lock()
         self._correlation_ids = itertools.count(1)
@@ -229,10 +240,18 @@ class BrokerConnection:
                 sock.connect(address)
                 if self.ssl_context is not None:
                     sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+                if self.authenticate is not None:
+                    try:
+                        self.authenticate(sock, self.host)
+                    except (EOFError, ConnectionResetError) as exc:
+                        raise _SaslRefused(str(exc)) from exc
             except OSError as exc:
                 sock.close()
                 last = exc
                 continue
+            except BaseException:
+                sock.close()
+                raise
             self._sock = sock  # published before checking, so a concurrent abort() cannot miss it
             if self._aborted:
                 raise ConnectionAbortedError("aborted while connecting")
@@ -325,6 +344,10 @@ class BrokerConnection:
             return f"connection to broker {self.address} was aborted"
         if isinstance(exc, socket.timeout):
             return f"broker {self.address} did not answer within {self.socket_timeout_ms} ms"
+        if isinstance(exc, _SaslRefused):
+            return (f"broker {self.address} closed the connection during SASL authentication ({exc}); check that the "
+                    "broker's listener there speaks security.protocol, and the brokers' logs for the reason "
+                    "(Kafka 0.9 closes the connection of a client it does not accept)")
         if isinstance(exc, ssl.SSLError):
             return (f"TLS handshake with broker {self.address} failed ({exc!r}); check ssl.cafile, and "
                     f"ssl.certfile/ssl.keyfile if the broker requires client certificates")

@@ -125,7 +125,7 @@ def broker_ssl_context(config: TLSConfig) -> Optional[ssl.SSLContext]:
     not match the certificate. With PLAINTEXT, ``ssl.*`` settings are ignored
     (:func:`check_config` warns about them).
     """
-    if str(config.security_protocol).upper() != "SSL":
+    if str(config.security_protocol).upper() not in ("SSL", "SASL_SSL"):
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2

@@ -40,6 +40,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Permissions, make_acl, make_digest_acl, make_digest_acl_credential
 
+from .. import kerberos
 from ..errors import ConfigurationError
 from . import zkformat
 
@@ -106,13 +107,20 @@ def zookeeper_acls(config: ZooKeeperAuthConfig) -> Optional[List[ACL]]:
     if not config.zookeeper_acl_enable:
         return None
     auth = config.zookeeper_auth
-    if not auth:
-        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password)")
-    user, password = _split_credential(auth)
-    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+    sasl = getattr(config, "zookeeper_sasl_enabled", False)
+    if not auth and not sasl:
+        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password) or "
+                                 "zookeeper.sasl.enabled")
+    acl: List[ACL] = []
+    if auth:
+        user, password = _split_credential(auth)
+        acl.append(make_digest_acl(user, password, all=True))
+    if sasl:
+        acl.append(make_acl("sasl", kerberos.login_for(config).identity, all=True))  # type: ignore[arg-type]
+    return acl + [make_acl("world", "anyone", read=True)]
 
 
-def _grants(acl: Sequence[ACL], permission: int, identity: Optional[str]) -> bool:
+def _grants(acl: Sequence[ACL], permission: int, identity: Optional[str], sasl: Optional[str] = None) -> bool:
     """Whether ``acl`` grants ``permission`` to a session authenticated as digest ``identity``.
 
     ``world:anyone`` and a matching digest id grant; ACL entries of schemes this
@@ -128,6 +136,10 @@ def _grants(acl: Sequence[ACL], permission: int, identity: Optional[str]) -> boo
         if scheme == "digest":
             if identity is not None and ident == identity:
                 return True
+            continue
+        if scheme == "sasl" and sasl is not None:
+            if ident in (sasl, sasl.split("@", 1)[0], sasl.split("@", 1)[0].split("/", 1)[0]):
+                return True  # the full principal, or as servers with kerberos.remove*FromPrincipal see it
             continue
         return True  # a scheme we cannot evaluate
     return False
@@ -158,6 +170,7 @@ def prepare_zookeeper(client: KazooClient, config: ZooKeeperAuthConfig) -> None:
         client.ensure_path(CONSUMERS_PATH, acl=OPEN_ACL_UNSAFE)  # and a missing chroot, open as in Kafka
     auth = config.zookeeper_auth
     identity = digest_id(auth) if auth else None
+    sasl = kerberos.login_for(config).identity if getattr(config, "zookeeper_sasl_enabled", False) else None  # type: ignore[arg-type]
     if identity is not None and identity.split(":", 1)[0] == "super":
         return  # may be ZooKeeper's superDigest user, whom no ACL restricts
     paths = zkformat.GroupPaths(config.group_id)
@@ -170,7 +183,7 @@ def prepare_zookeeper(client: KazooClient, config: ZooKeeperAuthConfig) -> None:
             acl, _ = client.get_acls(path)
         except NoNodeError:
             continue
-        if not _grants(acl, Permissions.CREATE, identity):
+        if not _grants(acl, Permissions.CREATE, identity, sasl):
             _refuse(path, acl, auth)
 
 
