@@ -95,7 +95,8 @@ def _gssapi() -> Any:
     except ImportError:
         raise ConfigurationError(
             "security.protocol", "Kerberos needs the `gssapi` package and MIT Kerberos's library: "
-            "pip install 'zkconsumer[kerberos]' (Debian: apt-get install libkrb5-dev first)") from None
+            "pip install gssapi; pip install pure-sasl (the kerberos extra, '.[kerberos]' from the source tree; "
+            "Debian: apt-get install libkrb5-dev first)") from None
     return gssapi
 
 
@@ -349,7 +350,8 @@ def _register_puresasl_mechanism() -> None:
         from puresasl import mechanisms  # type: ignore[import-untyped]
     except ImportError:
         raise ConfigurationError("zookeeper.sasl.enabled", "kazoo's SASL needs the `pure-sasl` package: "
-                                 "pip install 'zkconsumer[kerberos]'") from None
+                                 "pip install gssapi; pip install pure-sasl (the kerberos extra, '.[kerberos]' "
+                                 "from the source tree)") from None
     with _registered:
         if PURESASL_MECHANISM in mechanisms.mechanisms:
             return

@@ -26,7 +26,7 @@ from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKee
 from zkconsumer.kerberos import broker_authenticator, zookeeper_sasl_options
 from zkconsumer.wire.connection import BrokerConnection
 
-pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install 'zkconsumer[kerberos]'")
+pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
 from benchmarks.cluster import ProjectCluster  # noqa: E402
 from benchmarks.cluster.kdc import find_kdc_tools  # noqa: E402

@@ -20,7 +20,7 @@ from support import Drainer, consumer_props, unique, wait_until
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConfigurationError
 
-pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install 'zkconsumer[kerberos]'")
+pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
 from benchmarks.cluster import KerberosOptions, ProjectCluster  # noqa: E402
 from benchmarks.cluster.kdc import find_kdc_tools  # noqa: E402
