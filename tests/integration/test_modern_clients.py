@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Set, Tuple
 
 import pytest
 from kafka import KafkaAdminClient
+from offsets_support import kafka_committed
 from support import Drainer, consumer_props, unique, wait_until
 
 from benchmarks.assignment import expected_member_range, expected_member_roundrobin
@@ -224,15 +225,18 @@ def test_four_kinds_of_member_share_one_group_on_kafkas_assignment(cluster, work
 
 
 @pytest.mark.timeout(600)
-def test_a_coordinator_group_is_handed_to_modern_clients_one_member_at_a_time_and_back(cluster, workdir: Path) -> None:
-    """Issue 39 item 4: a group of zkconsumer members at the coordinator (where ``groups migrate``
-    leaves it) is handed over, one member at a time, to Kafka's Java consumer, kafka-python and
-    confluent-kafka, then back to zkconsumer members, under a steady producer: after every step the
-    group settles on Kafka's assignment with one owner per partition, and nothing written is lost."""
+def test_a_group_switched_live_to_the_coordinator_is_handed_to_modern_clients_and_back(cluster, cli,
+                                                                                        workdir: Path) -> None:
+    """Issue 39 item 4: three zkconsumer members on ZooKeeper membership (offsets in Kafka) are moved
+    to the coordinator by ``groups migrate`` while they run; the group is then handed over, one member
+    at a time, to Kafka's Java consumer, kafka-python and confluent-kafka, then back to zkconsumer
+    members (started with ZooKeeper membership in their configuration: they follow the group's
+    migration node), under a steady producer. After every step the group settles on Kafka's
+    assignment with one owner per partition, and nothing written is lost."""
     strategy = "range"
     topic, group = unique("handover"), unique("g-handover")
     cluster.create_topic(topic, partitions=PARTITIONS, replication=1)
-    props = consumer_props(cluster, group, group_membership="kafka", offsets_storage="kafka",
+    props = consumer_props(cluster, group, offsets_storage="kafka", dual_commit_enabled="false",
                            session_timeout_ms=6000, heartbeat_interval_ms=500, auto_commit_enable="true",
                            auto_commit_interval_ms=200, partition_assignment_strategy=strategy)
     live: List[ZookeeperConsumerConnector] = []
@@ -264,7 +268,11 @@ def test_a_coordinator_group_is_handed_to_modern_clients_one_member_at_a_time_an
     try:
         for _ in range(3):
             add_zkconsumer()
-        settle("three zkconsumer members")
+        wait_until(lambda: None not in kafka_committed(cluster, group, topic, range(PARTITIONS)).values(), 90,
+                   "the ZooKeeper members to have committed every partition to Kafka")
+        code, _, err = cli("groups", "migrate", "--group", group, "--to", "kafka", "--execute")
+        assert code == 0, err
+        settle("the three members switched live to the coordinator")
         for kind in ("java", "kafka-python", "confluent"):  # out one by one, a modern client in for each
             remove_zkconsumer()
             settle(f"a zkconsumer member left before {kind} joins")
