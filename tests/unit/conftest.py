@@ -24,8 +24,8 @@ def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(kafka.codec, "xxhash", type("xxhash", (), {"xxh32": staticmethod(Digest)}))
 
 
-#: Unit tests that need the ``spark`` extra (PySpark, pyarrow, numpy) or Python 3.10+'s
-#: ``sys.stdlib_module_names``. scripts/test-pythons runs the unit tier on every supported Python
+#: Unit tests that need the ``spark`` extra (PySpark, pyarrow, numpy), the test extra's mypy or
+#: Python 3.10+'s ``sys.stdlib_module_names``. scripts/test-pythons runs the unit tier on every supported Python
 #: version in a virtualenv with the runtime dependencies only, and sets
 #: ``ZKCONSUMER_WITHOUT_SPARK_EXTRA=1``: these are then not collected (rather than skipped, which
 #: CI's skip policy would refuse). The project's own .venv (Python 3.11, every extra) runs them all.
@@ -34,6 +34,7 @@ NEEDS_SPARK_EXTRA = [
     "consumer/test_batches.py",                # Arrow batches: pyarrow
     "benchmarks/test_latency_handover.py",     # numpy
     "test_dependencies.py",                    # every extra installed; sys.stdlib_module_names (3.10+)
+    "core/test_config_types_mypy.py",          # mypy, the lint toolchain of the test extra
 ]
 
 if os.environ.get("ZKCONSUMER_WITHOUT_SPARK_EXTRA", "") not in ("", "0"):
