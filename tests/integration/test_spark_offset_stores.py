@@ -186,14 +186,14 @@ def test_a_query_whose_session_expired_never_overwrites_the_new_holders_offsets_
     stale = ZkConsumerStreamReader(options, ownership_factory=recording)
     fresh = ZkConsumerStreamReader(options, ownership_factory=recording)
     try:
-        assert stale.initialOffset() == {f"{topic}/0": 0}
-        stale.commit({f"{topic}/0": 1})
+        assert stale.initialOffset() == {topic: {"0": 0}}
+        stale.commit({topic: {"0": 1}})
         assert kafka_committed(cluster, group_id, topic, [0]) == {0: 1}
         cluster.expire_session(clients[0])  # the stale query's driver was cut off from ZooKeeper
-        assert fresh.initialOffset() == {f"{topic}/0": 1}  # from Kafka
-        fresh.commit({f"{topic}/0": 4})
+        assert fresh.initialOffset() == {topic: {"0": 1}}  # from Kafka
+        fresh.commit({topic: {"0": 4}})
         with pytest.raises(GroupInUseError, match=f"group {group_id} is in use"):
-            stale.commit({f"{topic}/0": 9})
+            stale.commit({topic: {"0": 9}})
         assert kafka_committed(cluster, group_id, topic, [0]) == {0: 4}
         assert zookeeper_committed(zk, group_id, topic, [0]) == {0: None}
     finally:

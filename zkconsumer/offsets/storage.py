@@ -545,7 +545,9 @@ def make_offset_storage(config: "ConsumerConfig", group: "GroupClient", *,
         channel, config.group_id,
         max_retries=config.offsets_commit_max_retries,
         backoff_ms=config.offsets_channel_backoff_ms,
-        owns=group.owns,  # checked for unmanaged generations only: ZooKeeper membership, also after a switch
+        # checked for unmanaged generations only: ZooKeeper membership, also after a switch; not for a
+        # writer that holds no owner nodes (owner_fenced=False: Spark's driver)
+        owns=group.owns if owner_fenced is not False else None,
     )
     if not config.dual_commit_enabled:
         return kafka
