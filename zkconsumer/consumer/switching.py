@@ -7,8 +7,9 @@ runs now (``connector.membership`` shows that one). It follows the group's migra
 * at :meth:`join`: if the node names a membership, the member joins that one whatever its
   ``group.membership`` says (and logs so);
 * while running: a watch on the node (signal only, on kazoo's thread) wakes the switch thread
-  (``zkconsumer-switch-<consumer id>``), which also re-reads the node every
-  :data:`POLL_S` seconds in case a watch event was lost. When the node names the other
+  (``zkconsumer-switch-<consumer id>``), which re-reads the node then and after every
+  reconnection (kazoo's ``DataWatch`` re-arms the watch itself); only without a watch does it
+  poll, every :data:`POLL_S` seconds. When the node names the other
   membership, the switch thread hands over in this order: the running membership stops (no more
   rebalances or rejoins); the fetchers stop and every queued chunk is dropped (nothing fetched
   before is handed out afterwards); what was handed out is committed (``auto.commit.enable``:
@@ -44,7 +45,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError
+from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
 from ..structs import TopicPartition
 from ..zookeeper import migration
 from .membership import Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
@@ -141,10 +142,21 @@ class SwitchingMembership:
 
     # ------------------------------------------------------------------ joining
 
+    def _read_intent(self) -> Optional[migration.Intent]:
+        """The migration node, read for a join: kazoo's errors leave as :class:`ConsumerShutdownError`
+        once ``shutdown()`` began, else as :class:`ZooKeeperUnavailableError` (nothing joined yet)."""
+        try:
+            return migration.read_intent(self._member.group.client, self._member.config.group_id)
+        except KazooException as exc:
+            if self._member.closing.is_set():
+                raise ConsumerShutdownError(f"{self._member.consumer_id}: shut down while joining") from exc
+            raise ZooKeeperUnavailableError(f"reading {migration.migration_path(self._member.config.group_id)}: "
+                                            f"{exc!r}") from exc
+
     def join(self, count: TopicCount, queue_for: QueueFor, topic_allowed: TopicAllowed) -> None:
         """Join the membership the migration node names (else the configured one); then follow the node."""
         cfg = self._member.config
-        intent = migration.read_intent(self._member.group.client, cfg.group_id)
+        intent = self._read_intent()
         if intent is not None and intent.to != self.current.kind:
             self._check_can_follow(intent.to, raise_error=True)
             log.info("%s: group %s is migrating to %s membership (%s): joining through it, whatever "
@@ -161,7 +173,7 @@ class SwitchingMembership:
             raise
         except ZkConsumerError:
             # The node may have been written since it was read (registration refused): follow it.
-            now = migration.read_intent(self._member.group.client, cfg.group_id)
+            now = self._read_intent()
             if now is None or now.to == self.current.kind:
                 raise
             self._check_can_follow(now.to, raise_error=True)
@@ -170,15 +182,15 @@ class SwitchingMembership:
             with self._lock:
                 self._current = self._make(now.to)
             self._join_retrying(now.to)
+        try:  # the watch first: its first call (at once) is the thread's first wake-up
+            self._watch = migration.watch_intent(self._member.zk, cfg.group_id, self._wake.set)
+        except KazooException as exc:  # the poll reads the node instead
+            log.warning("%s: could not watch %s: %s", self._member.consumer_id,
+                        migration.migration_path(cfg.group_id), exc)
         with self._member.guard():
             self._thread = threading.Thread(target=self._run, name=f"zkconsumer-switch-{self._member.consumer_id}",
                                             daemon=True)
             self._thread.start()
-        try:
-            self._watch = migration.watch_intent(self._member.zk, cfg.group_id, self._wake.set)
-        except KazooException as exc:  # the poll still reads the node
-            log.warning("%s: could not watch %s: %s", self._member.consumer_id,
-                        migration.migration_path(cfg.group_id), exc)
 
     def stop(self) -> None:
         """Stop the switch thread (bounded) and whatever membership runs."""
@@ -205,7 +217,10 @@ class SwitchingMembership:
     def _run(self) -> None:
         failed_to = ""
         while not self._stopped():
-            self._wake.wait(POLL_S)
+            # With the watch set (kazoo's DataWatch sets it again after a reconnection or a new
+            # session, and on_zk_state wakes us at every CONNECTED), an idle member sends nothing
+            # here: a read every POLL_S would cost a quiet-heartbeat member a request each time.
+            self._wake.wait(POLL_S if self._watch is None else None)
             self._wake.clear()
             if self._stopped():
                 return
