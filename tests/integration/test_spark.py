@@ -35,7 +35,6 @@ from spark_integration import (
     ZkConsumerStreamReader,
     commit_offset_ranges,
     create_rdd,
-    register_data_source,
 )
 from spark_integration.group_view import open_zookeeper
 from spark_integration.streams import run_member
@@ -44,32 +43,13 @@ from zkconsumer.admin import UnknownTopicError
 pytestmark = pytest.mark.spark
 
 Placed = Sequence[Tuple[int, int]]
+SPARK_MASTER = "local[2,4]"  # spark.task.maxFailures 4: failed tasks are retried
+SPARK_PICKLE_BY_VALUE = True
 
 
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """local[2] with spark.task.maxFailures 4 (``local[2,4]``): failed tasks are retried."""
-    from pyspark import cloudpickle
-
-    from spark_integration.examples import local_spark
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    session = local_spark("zkconsumer spark tests", master="local[2,4]")
-    session.sparkContext.setLogLevel("ERROR")
-    register_data_source(session)
-    yield session
-    session.stop()
-    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-
-
-@pytest.fixture(scope="module")
-def zk(cluster) -> KazooClient:
-    return cluster.kazoo_client()
 
 
 def zk_offsets(zk: KazooClient, group: str, topic: str) -> Dict[int, int]:

@@ -56,11 +56,6 @@ def spark(spark_cluster):
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture(scope="module")
-def zk(cluster):
-    return cluster.kazoo_client()
-
-
 def committed_total(zk, group: str, topic: str) -> int:
     base = f"/consumers/{group}/offsets/{topic}"
     return sum(int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)) if zk.exists(base) else 0

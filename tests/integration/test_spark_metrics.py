@@ -12,10 +12,8 @@ they must not use test-only modules such as ``support``.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import socket
-import sys
 import threading
 import time
 import urllib.request
@@ -33,6 +31,8 @@ from zkconsumer.testing.ports import free_ports
 
 pytestmark = pytest.mark.spark
 
+SPARK_PICKLE_BY_VALUE = True
+
 
 @pytest.fixture(scope="module")
 def local() -> Iterator[LocalCluster]:
@@ -40,20 +40,6 @@ def local() -> Iterator[LocalCluster]:
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark import cloudpickle
-
-    from spark_integration.examples import local_spark
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    session = local_spark("zkconsumer spark metrics tests", master="local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def consecutive_free_ports(count: int) -> int:

@@ -10,8 +10,6 @@ Spark's generation-less commits, and the error names the cause.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Dict, List
 
@@ -21,7 +19,7 @@ from kazoo.client import KazooClient
 from offsets_support import kafka_committed, zookeeper_committed
 from support import consumer_props, unique, wait_until
 
-from spark_integration import GroupInUseError, commit_offset_ranges, create_rdd, register_data_source
+from spark_integration import GroupInUseError, commit_offset_ranges, create_rdd
 from spark_integration.datasource import ZkConsumerStreamReader
 from spark_integration.group_view import open_zookeeper
 from spark_integration.options import SourceOptions
@@ -35,22 +33,6 @@ pytestmark = pytest.mark.spark
 PARTITIONS = range(4)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from spark_integration.examples import local_spark
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = local_spark("zkconsumer spark offset stores tests", master="local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    register_data_source(session)
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def zk(cluster) -> KazooClient:
-    return cluster.kazoo_client()
 
 
 def fill(cluster, topic: str, per_partition: int, prefix: str = "m") -> Dict[int, int]:

@@ -9,8 +9,6 @@ rule (``maxTriggerDelay``), never from above.
 from __future__ import annotations
 
 import datetime
-import os
-import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -18,27 +16,9 @@ import pytest
 from kazoo.client import KazooClient
 from support import unique, wait_until
 
-from spark_integration import register_data_source
-
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from spark_integration.examples import local_spark
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = local_spark("zkconsumer source options tests", master="local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    register_data_source(session)
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def zk(cluster) -> KazooClient:
-    return cluster.kazoo_client()
 
 
 def fill(cluster, topic: str, per_partition: Dict[int, int], prefix: str = "m") -> None:
