@@ -28,8 +28,8 @@ pure), :mod:`.data_loss` (``failOnDataLoss`` decisions, pure),
 :mod:`.range_reader` (executor: fetch a range from the leader),
 :mod:`.streams`, :mod:`.rdd`, :mod:`.datasource`, :mod:`.connect` (Spark
 Connect checks), :mod:`.exactly_once` (results and offsets in one database
-transaction), :mod:`.examples` and :mod:`.connect_server` (helpers of the
-scripts in ``scripts/spark_*.py`` and of the tests).
+transaction), :mod:`.testing` and :mod:`.connect_server` (helpers of the
+scripts in ``examples/spark_*.py`` and of the tests).
 """
 
 import importlib.util as _importlib_util

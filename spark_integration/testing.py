@@ -233,3 +233,27 @@ class LocalSparkCluster:
         for key, value in self.spark_conf(**overrides).items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
+
+
+def local_spark(app_name: str, master: str = "local[2]") -> Any:
+    """A small SparkSession whose Python workers run this interpreter and can import this checkout.
+
+    ``$ZKCONSUMER_SPARK_MASTER``, when set, replaces ``master`` (the compose runner sets it to
+    its Spark standalone Master, ``spark://127.0.0.1:7077``).
+    """
+    master = os.environ.get("ZKCONSUMER_SPARK_MASTER") or master
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master(master).appName(app_name)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "512m")
+            .getOrCreate())

@@ -4,9 +4,9 @@
 #   spark-master     a Spark standalone Master on 127.0.0.1:$SPARK_MASTER_PORT (web UI $SPARK_MASTER_WEBUI_PORT)
 #   spark-worker     a Worker of $SPARK_WORKER_CORES cores and $SPARK_WORKER_MEMORY for that Master
 #   spark-ready      exit 0 when the Master lists an ALIVE Worker (the healthcheck)
-#   run-examples     scripts/spark_foreach_stream.py, then scripts/spark_streaming_source.py,
+#   run-examples     examples/spark_foreach_stream.py, then examples/spark_streaming_source.py,
 #                    against $ZOOKEEPER_CONNECT on the Master (ZKCONSUMER_SPARK_MASTER)
-#   anything else    exec'd as given (e.g. python scripts/spark_foreach_stream.py --zookeeper ...)
+#   anything else    exec'd as given (e.g. python examples/spark_foreach_stream.py --zookeeper ...)
 #
 # /data is shared by the runner and the Worker (a compose volume): the examples' temporary
 # files (TMPDIR=/data/tmp: the streaming example's table and checkpoint) are visible to both.
@@ -35,8 +35,8 @@ sys.exit(0 if any(w.get("state") == "ALIVE" for w in state.get("workers", [])) e
 PY
     ;;
   run-examples)
-    python scripts/spark_foreach_stream.py --zookeeper "$ZOOKEEPER_CONNECT" "$@"
-    exec python scripts/spark_streaming_source.py --zookeeper "$ZOOKEEPER_CONNECT" "$@" ;;
+    python examples/spark_foreach_stream.py --zookeeper "$ZOOKEEPER_CONNECT" "$@"
+    exec python examples/spark_streaming_source.py --zookeeper "$ZOOKEEPER_CONNECT" "$@" ;;
   *)
     exec "$role" "$@" ;;
 esac

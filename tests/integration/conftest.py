@@ -56,7 +56,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator["SparkSession"]:
     from pyspark import cloudpickle
 
     from spark_integration import register_data_source
-    from spark_integration.examples import local_spark
+    from spark_integration.testing import local_spark
 
     module = request.module
     by_value = getattr(module, "SPARK_PICKLE_BY_VALUE", False)

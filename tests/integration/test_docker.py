@@ -155,7 +155,7 @@ def test_host_group_consumes_exactly_and_kafkas_offset_checker_in_the_container_
 def test_spark_job_in_the_containers_reads_exactly_and_commits(compose: ComposeCluster) -> None:
     """The runner's streaming example on the compose Spark Master: a Parquet sink holding every message once."""
     group, topic, per_run = unique("g-docker-spark"), unique("docker-spark"), 100
-    result = compose.run_app("python", "scripts/spark_streaming_source.py", "--zookeeper", compose.zk_connect,
+    result = compose.run_app("python", "examples/spark_streaming_source.py", "--zookeeper", compose.zk_connect,
                              "--topic", topic, "--group", group, "--messages", str(per_run))
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]

@@ -1,6 +1,6 @@
 """Exactly-once: create_rdd batches whose results and offsets go to PostgreSQL in one transaction, killed and restarted.
 
-The job is ``scripts/spark_exactly_once.py`` (local[2] Spark in its own
+The job is ``examples/spark_exactly_once.py`` (local[2] Spark in its own
 process), writing to a real PostgreSQL started by this module on a temporary
 data directory. Each round starts the job and SIGKILLs its whole process group
 (driver, Spark JVM, Python workers) at a point chosen by a seeded RNG: inside an
@@ -34,7 +34,7 @@ from zkconsumer.testing.processes import kill_all, spawn, tail
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "spark_exactly_once.py"
+SCRIPT = ROOT / "examples" / "spark_exactly_once.py"
 SEED = int(os.environ.get("ZKCONSUMER_EXACTLY_ONCE_SEED", "8207"))
 PAUSE_IN_TRANSACTION = 1.5  # seconds between inserting a batch's results and committing (killed runs only)
 

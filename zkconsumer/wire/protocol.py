@@ -21,7 +21,7 @@ Who writes the bytes:
 * **by hand**: the Fetch request and response, the hot path. The response is
   split into zero-copy ``memoryview`` slices of the one receive buffer, which
   :func:`~zkconsumer.wire.messageset.decode_message_set` (with its C
-  accelerator) decodes. ``scripts/bench_decode.py --fetch-response`` measures
+  accelerator) decodes. ``scripts/bench-decode --fetch-response`` measures
   the alternative, kafka-python's ``FetchResponse.decode`` + ``MemoryRecords``
   (figures in the comment above :class:`FetchRequest`).
 
@@ -379,7 +379,7 @@ class ListOffsetsRequest(KafkaPythonRequest[ListOffsetsResponse]):
 # consumer's bulk data, and kafka-python's generic decoder copies every
 # partition's records into a new ``bytes`` before ``MemoryRecords`` walks them
 # again, where this splits the one receive buffer into zero-copy views for the
-# (C-accelerated) message-set decoder. ``scripts/bench_decode.py --fetch-response``
+# (C-accelerated) message-set decoder. ``scripts/bench-decode --fetch-response``
 # (1 MiB Fetch v0 response body, 8 partitions of 100-byte values, magic 0, CRC
 # checked both ways; kafka-python 3.0.12, 2 shared cores):
 #   uncompressed: zkconsumer 4,595,169 msgs/s, kafka-python 52,570 msgs/s (87x)

@@ -155,7 +155,7 @@ def test_issue17_item4_metadata_and_list_offsets_are_encoded_by_kafka_python() -
         message = ours.message()
         assert isinstance(message, theirs)
         assert (message.API_KEY, message.API_VERSION) == (ours.API_KEY, ours.API_VERSION) == (theirs.API_KEY, 0)
-    # the hot path stays hand-written (scripts/bench_decode.py --fetch-response)
+    # the hot path stays hand-written (scripts/bench-decode --fetch-response)
     assert not isinstance(p.FetchRequest(0, 0, []), p.KafkaPythonRequest)
 
 

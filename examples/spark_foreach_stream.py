@@ -7,7 +7,7 @@ member of the consumer group with one stream. Every handler counts words; offset
 are committed when it returns. Prints what each task handled and the group's
 committed offsets; exits 0 if every message was handled.
 
-    .venv/bin/python scripts/spark_foreach_stream.py [--zookeeper host:port] [--messages 40]
+    .venv/bin/python examples/spark_foreach_stream.py [--zookeeper host:port] [--messages 40]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
 from spark_integration import GroupView, KafkaStreamSource  # noqa: E402
-from spark_integration.examples import example_cluster, example_parser, local_spark  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 STREAMS = 2

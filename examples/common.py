@@ -1,4 +1,4 @@
-"""Helpers shared by the runnable examples ``scripts/spark_*.py`` (not needed by applications).
+"""Helpers shared by the runnable examples ``examples/spark_*.py`` (not shipped; not needed by applications).
 
 Each example either starts a throw-away :class:`~zkconsumer.testing.LocalCluster`
 (one broker) or, given ``--zookeeper``, uses an existing cluster; produces
@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import sys
 import uuid
-from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
+from spark_integration.group_view import GroupView
+from spark_integration.testing import local_spark
 from zkconsumer import ConsumerConfig
 
-from .group_view import GroupView
-
 __all__ = ["ExampleCluster", "example_cluster", "example_parser", "local_spark"]
+
 
 
 class ExampleCluster:
@@ -83,27 +81,3 @@ def example_parser(description: str, default_topic: str) -> argparse.ArgumentPar
     parser.add_argument("--group", default=f"spark-example-{suffix}", help="consumer group id")
     parser.add_argument("--messages", type=int, default=40, help="sample messages to produce")
     return parser
-
-
-def local_spark(app_name: str, master: str = "local[2]") -> Any:
-    """A small SparkSession whose Python workers run this interpreter and can import this checkout.
-
-    ``$ZKCONSUMER_SPARK_MASTER``, when set, replaces ``master`` (the compose runner sets it to
-    its Spark standalone Master, ``spark://127.0.0.1:7077``).
-    """
-    master = os.environ.get("ZKCONSUMER_SPARK_MASTER") or master
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    root = str(Path(__file__).resolve().parent.parent)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
-    from pyspark.sql import SparkSession
-
-    return (SparkSession.builder.master(master).appName(app_name)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.memory", "512m")
-            .getOrCreate())

@@ -9,7 +9,7 @@ sends the class; the server's Python workers run it), runs an availableNow
 streaming query into a Parquet table and reads the table back. Exits 0 if it
 holds every produced message exactly once.
 
-    .venv/bin/python scripts/spark_connect_source.py [--zookeeper host:port] [--remote sc://host:port]
+    .venv/bin/python examples/spark_connect_source.py [--zookeeper host:port] [--remote sc://host:port]
 
 foreach_stream and create_rdd need the RDD API, which Spark Connect lacks:
 with a Connect session they raise SparkConnectUnsupportedError.
@@ -26,8 +26,8 @@ from typing import Iterator, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from examples.common import example_cluster, example_parser  # noqa: E402
 from spark_integration import register_data_source  # noqa: E402
-from spark_integration.examples import example_cluster, example_parser  # noqa: E402
 
 
 @contextlib.contextmanager

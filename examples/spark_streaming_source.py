@@ -8,7 +8,7 @@ more and runs the query again from the same checkpoint: it reads only the new
 messages. After each run the group's offsets in ZooKeeper equal the log end.
 Exits 0 if the table holds every message exactly once.
 
-    .venv/bin/python scripts/spark_streaming_source.py [--zookeeper host:port] [--messages 40]
+    .venv/bin/python examples/spark_streaming_source.py [--zookeeper host:port] [--messages 40]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
 from spark_integration import GroupView, register_data_source  # noqa: E402
-from spark_integration.examples import example_cluster, example_parser, local_spark  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 

@@ -12,7 +12,7 @@ Without --zookeeper it starts a local ZooKeeper + 1 Kafka broker and produces
 (Debian's postgresql package). It then processes batches until it has caught up
 with the log end, checks the tables and exits 0 if every message is stored once.
 
-    .venv/bin/python scripts/spark_exactly_once.py [--zookeeper host:port --topic T] [--dsn DSN]
+    .venv/bin/python examples/spark_exactly_once.py [--zookeeper host:port --topic T] [--dsn DSN]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Iterator, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
 from spark_integration import GroupView  # noqa: E402
 from spark_integration.exactly_once import (  # noqa: E402
     commit_batch,
@@ -33,7 +34,6 @@ from spark_integration.exactly_once import (  # noqa: E402
     create_rdd_for_ranges,
     next_batch,
 )
-from spark_integration.examples import example_cluster, example_parser, local_spark  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 RESULTS_DDL = ("CREATE TABLE IF NOT EXISTS results ("

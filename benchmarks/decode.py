@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Micro-benchmark: the hand-written fetch path against kafka-python's, messages/s decoded.
 
 Builds one fetch-sized message set (default: 1 MiB of 100-byte values, magic 0,
@@ -22,7 +21,7 @@ response as its consumer does:
 It also times encoding one Fetch v0 request frame (header included) for
 ``--partitions`` partitions both ways.
 
-Usage: ``python scripts/bench_decode.py [--value-size 100] [--codec none|gzip|snappy|lz4] [--magic 0|1]
+Usage: ``scripts/bench-decode [--value-size 100] [--codec none|gzip|snappy|lz4] [--magic 0|1]
 [--fetch-response [--partitions 8]]``
 """
 
@@ -31,14 +30,8 @@ from __future__ import annotations
 import argparse
 import os
 import struct
-import sys
 import time
 from typing import Callable, List, Tuple
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchmarks import use_project_venv  # noqa: E402
-
-use_project_venv(__file__)
 
 from kafka.protocol.consumer import FetchRequest as KFetchRequest  # noqa: E402
 from kafka.protocol.consumer import FetchResponse as KFetchResponse  # noqa: E402

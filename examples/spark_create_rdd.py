@@ -7,7 +7,7 @@ Kafka partition) on local[2], commits the offset ranges to ZooKeeper, produces a
 second batch and reads again: the second RDD holds exactly the new messages.
 Exits 0 if both batches came back exactly.
 
-    .venv/bin/python scripts/spark_create_rdd.py [--zookeeper host:port] [--messages 40]
+    .venv/bin/python examples/spark_create_rdd.py [--zookeeper host:port] [--messages 40]
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
 from spark_integration import commit_offset_ranges, create_rdd  # noqa: E402
-from spark_integration.examples import example_cluster, example_parser, local_spark  # noqa: E402
 
 
 def main() -> int:
