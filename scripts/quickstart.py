@@ -9,6 +9,7 @@ Exits 0 if every event came back. Run it through ``scripts/quickstart``.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import sys
 import threading
@@ -37,6 +38,7 @@ def drain(stream: KafkaStream, into: List[MessageAndMetadata], lock: threading.L
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     started = time.monotonic()
     print("Starting ZooKeeper and 3 Kafka brokers (first run: downloads Kafka 0.9.0.1) ...", flush=True)
     with ProjectCluster(brokers=3, partitions=4) as cluster:

@@ -35,6 +35,7 @@ NEEDS_SPARK_EXTRA = [
     "benchmarks/test_latency_handover.py",     # numpy
     "test_dependencies.py",                    # every extra installed; sys.stdlib_module_names (3.10+)
     "core/test_config_types_mypy.py",          # mypy, the lint toolchain of the test extra
+    "benchmarks/test_drivers.py",              # the examples import PySpark; the drivers, the checkout's .venv
 ]
 
 if os.environ.get("ZKCONSUMER_WITHOUT_SPARK_EXTRA", "") not in ("", "0"):
