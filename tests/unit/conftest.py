@@ -30,7 +30,7 @@ def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
 #: ``ZKCONSUMER_WITHOUT_SPARK_EXTRA=1``: these are then not collected (rather than skipped, which
 #: CI's skip policy would refuse). The project's own .venv (Python 3.11, every extra) runs them all.
 NEEDS_SPARK_EXTRA = [
-    "spark",                                   # spark_integration: PySpark and pyarrow
+    "spark_integration",                       # spark_integration: PySpark and pyarrow
     "consumer/test_batches.py",                # Arrow batches: pyarrow
     "benchmarks/test_latency_handover.py",     # numpy
     "test_dependencies.py",                    # every extra installed; sys.stdlib_module_names (3.10+)
