@@ -26,7 +26,6 @@ from typing import Iterator, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_integration import GroupView  # noqa: E402
 from spark_integration.exactly_once import (  # noqa: E402
     commit_batch,
     create_offsets_table,
@@ -34,6 +33,7 @@ from spark_integration.exactly_once import (  # noqa: E402
     next_batch,
 )
 from spark_integration.examples import example_cluster, example_parser, local_spark  # noqa: E402
+from spark_integration.group_view import GroupView  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 RESULTS_DDL = ("CREATE TABLE IF NOT EXISTS results ("

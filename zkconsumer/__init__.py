@@ -26,6 +26,7 @@ from .errors import (
     CorruptMessageError,
     MalformedZnodeError,
     MessageSizeTooLargeError,
+    OffsetStorageError,
     RebalanceInProgressError,
     UnknownAckError,
     UnsupportedPatternError,
@@ -34,7 +35,6 @@ from .errors import (
     ZooKeeperSessionExpiredError,
     ZooKeeperUnavailableError,
 )
-from .offsets.storage import OffsetStorageError
 
 __version__ = "0.1.0"
 

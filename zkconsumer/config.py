@@ -77,14 +77,14 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, 
 
 from .config_checks import check_combinations, unknown_property
 from .errors import ConfigurationError
-from .properties_file import parse_properties, parse_properties_with_lines
+from .properties_file import parse_properties_with_lines
 
 if TYPE_CHECKING:  # declarations only: at run time __getattr__ answers (and a stale file cannot break an import)
     from .config_attributes import PropertyAttributes
 else:
     PropertyAttributes = object
 
-__all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue", "parse_properties"]
+__all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue"]
 
 #: What a property value may be given as.
 PropertyValue = Union[str, int, bool, float, None]

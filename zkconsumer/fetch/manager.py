@@ -97,6 +97,7 @@ log = logging.getLogger(__name__)
 
 #: A fetcher: ``(leader's broker id, fetcher id)``; each of its connections has a thread.
 FetcherGroup = Tuple[int, int]
+#: ``(host, port) -> BrokerConnection`` (not yet connected; it connects lazily).
 ConnectionFactory = Callable[[str, int], BrokerConnection]
 
 _INT32_MIN = -(1 << 31)

@@ -48,7 +48,7 @@ from .http import MetricsServer
 from .push import DEFAULT_PUSH_INTERVAL_S, Pusher
 
 __all__ = ["ConnectorCollector", "ConnectorHooks", "ConnectorInstrumentation", "instrument_connector",
-           "REBALANCE_BUCKETS", "CONSUMER_PREFIX"]
+           "REBALANCE_BUCKETS"]
 
 log = logging.getLogger(__name__)
 
