@@ -5,7 +5,7 @@ Kafka's own ``ZookeeperConsumerConnector`` does, so a group may mix zkconsumer
 members with Kafka's Scala consumer, and Kafka's tools read what zkconsumer
 writes. The documentation's *Architecture* page shows how the modules fit together.
 
-May import: errors, config, consumer, offsets, connector (the public names it publishes).
+May import: errors, config, consumer, connector (the public names it publishes).
 """
 
 from .config import ConsumerConfig

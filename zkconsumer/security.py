@@ -11,7 +11,7 @@ TLS context). This module checks every setting of both before anything connects
 ACL's ALL entry is ``sasl:<the login's principal>`` (beside the digest one when ``zookeeper.auth``
 is set too).
 
-May import: errors, kerberos, wire, zookeeper.
+May import: kerberos, wire, zookeeper.
 """
 
 from __future__ import annotations
