@@ -27,13 +27,13 @@ from typing import Iterator, List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
-from spark_integration import GroupView  # noqa: E402
 from spark_integration.exactly_once import (  # noqa: E402
     commit_batch,
     create_offsets_table,
     create_rdd_for_ranges,
     next_batch,
 )
+from spark_integration.group_view import GroupView  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 RESULTS_DDL = ("CREATE TABLE IF NOT EXISTS results ("

@@ -21,7 +21,8 @@ from typing import Dict
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
-from spark_integration import GroupView, KafkaStreamSource  # noqa: E402
+from spark_integration import KafkaStreamSource  # noqa: E402
+from spark_integration.group_view import GroupView  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 STREAMS = 2

@@ -21,7 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from examples.common import example_cluster, example_parser, local_spark  # noqa: E402
-from spark_integration import GroupView, register_data_source  # noqa: E402
+from spark_integration import register_data_source  # noqa: E402
+from spark_integration.group_view import GroupView  # noqa: E402
 from zkconsumer import ConsumerConfig  # noqa: E402
 
 

@@ -120,10 +120,12 @@ def cli_reference() -> str:
 # --------------------------------------------------------------------------- metrics
 
 _FAMILY_TYPES = {"GaugeMetricFamily": "gauge", "CounterMetricFamily": "counter", "Histogram": "histogram",
-                 "HistogramMetricFamily": "histogram", "SummaryMetricFamily": "summary"}
+                 "HistogramMetricFamily": "histogram", "SummaryMetricFamily": "summary",
+                 "EventCounter": "counter"}  # a row of zkconsumer.metrics.consumer.EVENT_COUNTERS
 #: What ``labels=names`` (the collector's common labels) stands for in each module.
 _COMMON_LABELS = {"consumer": ["group", "client_id", "consumer_id"], "exporter": []}
-_MODULES = {"consumer": "zkconsumer/metrics/prometheus.py", "exporter": "zkconsumer/monitoring/exporter.py"}
+_MODULES = {"consumer": ("zkconsumer/metrics/prometheus.py", "zkconsumer/metrics/consumer.py"),
+            "exporter": ("zkconsumer/monitoring/exporter.py",)}
 
 
 def _value(node: ast.AST, env: Dict[str, Any]) -> Any:
@@ -147,16 +149,30 @@ def _value(node: ast.AST, env: Dict[str, Any]) -> Any:
 
 
 def metric_families(kind: str) -> List[Dict[str, Any]]:
-    """(name, type, labels, help) of each metric family the module of ``kind`` builds, in source order."""
-    tree = ast.parse((ROOT / _MODULES[kind]).read_text())
+    """(name, type, labels, help) of each metric family the modules of ``kind`` build, sorted by name."""
     env: Dict[str, Any] = {"names": _COMMON_LABELS[kind], "base": _COMMON_LABELS[kind]}
-    for node in tree.body:  # module constants
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = _value(node.value, env)
-            if value is not None:
-                env[node.targets[0].id] = value
+    trees = {module: ast.parse((ROOT / module).read_text()) for module in _MODULES[kind]}
+    for tree in trees.values():  # module constants, shared: one module imports another's prefix
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = _value(node.value, env)
+                if value is not None:
+                    env[node.targets[0].id] = value
     families: List[Dict[str, Any]] = []
-    for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+    for module, tree in trees.items():
+        families += _module_families(kind, module, tree, env)
+    families.sort(key=lambda f: f["name"])
+    return families
+
+
+def _module_families(kind: str, module: str, tree: ast.Module, env: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The families one module builds: in its functions, and in module-level tables (``EventCounter(...)``
+    rows). A family built from a table row (``CounterMetricFamily(row.name, row.help)``) is the table's."""
+    families: List[Dict[str, Any]] = []
+    tables = [n for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))]
+    scopes: List[ast.AST] = [ast.Module(body=list(tables), type_ignores=[])]
+    scopes += [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for function in scopes:
         local = dict(env)
         for node in ast.walk(function):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -165,7 +181,7 @@ def metric_families(kind: str) -> List[Dict[str, Any]]:
                     local[node.targets[0].id] = value
         for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
             kind_name = call.func.id if isinstance(call.func, ast.Name) else None
-            if kind_name not in _FAMILY_TYPES or len(call.args) < 2:
+            if kind_name not in _FAMILY_TYPES or len(call.args) < 2 or isinstance(call.args[0], ast.Attribute):
                 continue
             name, help_text = _value(call.args[0], local), _value(call.args[1], local)
             labels: List[str] = []
@@ -173,11 +189,10 @@ def metric_families(kind: str) -> List[Dict[str, Any]]:
                 if keyword.arg in ("labels", "labelnames"):
                     labels = _value(keyword.value, local) or []
             if name is None or help_text is None:
-                raise PluginError(f"{_MODULES[kind]}:{call.lineno}: cannot read the metric's name or help statically")
+                raise PluginError(f"{module}:{call.lineno}: cannot read the metric's name or help statically")
             mtype = _FAMILY_TYPES[kind_name]
             families.append({"name": name + ("_total" if mtype == "counter" else ""), "type": mtype,
                              "labels": [x for x in labels if x not in _COMMON_LABELS[kind]], "help": help_text})
-    families.sort(key=lambda f: f["name"])
     return families
 
 

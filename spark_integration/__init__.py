@@ -46,27 +46,16 @@ if _missing:
     )
 
 from .connect import SparkConnectUnsupportedError, is_connect_session  # noqa: E402
-from .data_loss import DataLoss, DataLossError  # noqa: E402
-from .datasource import (  # noqa: E402
-    SCHEMA,
-    SOURCE_NAME,
-    OffsetRangePartition,
-    ZkConsumerDataSource,
-    ZkConsumerStreamReader,
-    register_data_source,
-    source_lag,
-)
-from .group_view import GroupView, LogOffsetsUnavailableError  # noqa: E402
-from .options import SourceOptions  # noqa: E402
-from .ownership import GroupInUseError, QueryOwnership  # noqa: E402
-from .range_reader import OffsetRangeUnavailableError, RangeReader  # noqa: E402
+from .data_loss import DataLossError  # noqa: E402
+from .datasource import ZkConsumerDataSource, register_data_source, source_lag  # noqa: E402
+from .group_view import LogOffsetsUnavailableError  # noqa: E402
+from .ownership import GroupInUseError  # noqa: E402
+from .range_reader import OffsetRangeUnavailableError  # noqa: E402
 from .ranges import OffsetRange  # noqa: E402
-from .rdd import commit_offset_ranges, create_rdd, plan_offset_ranges  # noqa: E402
-from .streams import BoundedStream, KafkaStreamSource, StreamResult, StreamSpec  # noqa: E402
+from .rdd import commit_offset_ranges, create_rdd  # noqa: E402
+from .streams import KafkaStreamSource, StreamResult  # noqa: E402
 
-#: The documented API (docs: "API reference"). The other names imported above stay importable
-#: from here for this repository's scripts and tests, but are internals of the modules that own
-#: them: import them from those modules.
+#: The documented API (docs: "API reference"); everything else is imported from the module that defines it.
 __all__ = [
     "DataLossError",
     "GroupInUseError",
@@ -83,7 +72,3 @@ __all__ = [
     "register_data_source",
     "source_lag",
 ]
-
-#: Internals kept importable from the package (see above); not part of the API.
-_INTERNAL = (BoundedStream, DataLoss, GroupView, OffsetRangePartition, QueryOwnership, RangeReader, SCHEMA,
-             SOURCE_NAME, SourceOptions, StreamSpec, ZkConsumerStreamReader, plan_offset_ranges)

@@ -25,7 +25,8 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from .ranges import TopicPartition
+from zkconsumer.structs import TopicPartition
+
 from .spark_json import read_source_offsets, source_offsets_json
 
 __all__ = ["completed_batch", "checkpoint_offsets", "starting_offsets_json", "main"]

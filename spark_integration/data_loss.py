@@ -48,8 +48,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from zkconsumer import ZkConsumerError
+from zkconsumer.structs import TopicPartition
 
-from .ranges import TopicPartition, resolve_start
+from .ranges import resolve_start
 
 __all__ = [
     "DataLoss", "DataLossError", "Planned", "plan_latest", "initial_positions", "report",

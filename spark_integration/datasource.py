@@ -123,13 +123,14 @@ from pyspark.sql.types import StructType
 
 from zkconsumer import ConfigurationError, ConsumerConfig
 from zkconsumer.admin import UnknownTopicError
+from zkconsumer.structs import TopicPartition
 
 from .data_loss import DataLoss, initial_positions, plan_latest, report
 from .group_view import BrokerAddress, GroupView
 from .options import SourceOptions
 from .ownership import QueryOwnership
 from .range_reader import read_offset_range, read_offset_range_batches
-from .ranges import OffsetRange, TopicPartition, TriggerDelay, new_messages, plan_ranges, rate_limit, split_ranges
+from .ranges import OffsetRange, TriggerDelay, new_messages, plan_ranges, rate_limit, split_ranges
 from .rdd import brokers_from_zookeeper
 from .schema import SCHEMA, Row, spark_batch, spark_row
 from .spark_json import read_source_offsets as decode_offsets
@@ -137,7 +138,7 @@ from .spark_json import source_offsets as encode_offsets
 from .starting_offsets import ending_positions, starting_positions, timestamp_positions, timestamps_wanted
 
 __all__ = [
-    "SOURCE_NAME", "SCHEMA", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",
+    "SOURCE_NAME", "ZkConsumerDataSource", "ZkConsumerStreamReader", "ZkConsumerBatchReader",
     "OffsetRangePartition", "register_data_source", "read_rows", "read_batches", "offsets_behind_latest",
     "source_lag",
 ]

@@ -50,12 +50,13 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequen
 
 from zkconsumer import ConsumerConfig
 from zkconsumer.errors import ZkConsumerError
+from zkconsumer.structs import TopicPartition
 
 from .connect import spark_context
 from .data_loss import initial_positions, report
 from .group_view import GroupView
 from .options import PropsLike, plain_props
-from .ranges import OffsetRange, TopicPartition, plan_ranges
+from .ranges import OffsetRange, plan_ranges
 from .rdd import read_ranges
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -26,7 +26,7 @@ Offsets are read and written where the group keeps them, chosen with Kafka
 A commit to Kafka carries no generation (the driver is no member of the group):
 while coordinator members (``group.membership=kafka``, or Kafka's new consumers)
 hold the group, the coordinator refuses it, and :meth:`GroupView.commit` raises the
-connector's :class:`~zkconsumer.offsets.storage.OffsetStorageError` naming that cause,
+connector's :class:`~zkconsumer.errors.OffsetStorageError` naming that cause,
 with nothing written to ZooKeeper either.
 """
 
@@ -39,16 +39,18 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zkconsumer import ConsumerConfig, Whitelist, ZkConsumerError, ZooKeeperUnavailableError
+from zkconsumer import ConsumerConfig, OffsetStorageError, Whitelist, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.admin import BrokerOffsets, UnknownTopicError
 from zkconsumer.kerberos import broker_authenticator, zookeeper_sasl_options
-from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, OffsetStorageError, make_offset_storage
-from zkconsumer.security import broker_ssl_context, zookeeper_acls, zookeeper_auth_data
+from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, make_offset_storage
+from zkconsumer.structs import TopicPartition
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
+from zkconsumer.wire.tls import broker_ssl_context
+from zkconsumer.zookeeper.acl import zookeeper_acls, zookeeper_auth_data
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.reachability import diagnose
 
-from .ranges import OffsetRange, TopicPartition, plan_ranges, resolve_start
+from .ranges import OffsetRange, plan_ranges, resolve_start
 
 __all__ = ["GroupView", "LogOffsetsUnavailableError", "open_zookeeper", "DRIVER_CLIENT_ID"]
 
@@ -272,7 +274,7 @@ class GroupView:
 
         To Kafka: one OffsetCommit v1 request (generation -1); with dual commit,
         then ZooKeeper for what Kafka accepted. Raises
-        :class:`~zkconsumer.offsets.storage.OffsetStorageError` if any offset was
+        :class:`~zkconsumer.errors.OffsetStorageError` if any offset was
         not stored (the coordinator manages the group, or it is unreachable).
         """
         for (topic, partition), offset in sorted(offsets.items()):

@@ -36,7 +36,7 @@ OffsetCommit v1 (generation -1) carries the batch to Kafka, and with
 ``dual.commit.enabled`` ZooKeeper then gets, fenced as above, what Kafka
 accepted. While coordinator members hold the group, Kafka refuses such a commit
 and :meth:`QueryOwnership.commit` raises the connector's
-:class:`~zkconsumer.offsets.storage.OffsetStorageError` naming that cause.
+:class:`~zkconsumer.errors.OffsetStorageError` naming that cause.
 
 Partitions are claimed in sorted order and a claim stops at the first one held
 by someone else, so two queries starting together do not each end up holding
@@ -58,11 +58,11 @@ from kazoo.exceptions import KazooException, SessionExpiredError
 from zkconsumer import ConsumerConfig, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.errors import ZooKeeperSessionExpiredError
 from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, make_offset_storage
-from zkconsumer.security import zookeeper_acls
+from zkconsumer.structs import TopicPartition
+from zkconsumer.zookeeper.acl import zookeeper_acls
 from zkconsumer.zookeeper.group import GroupClient
 
 from .group_view import open_zookeeper
-from .ranges import TopicPartition
 
 __all__ = ["GroupInUseError", "QueryOwnership", "query_thread_id"]
 

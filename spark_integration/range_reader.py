@@ -46,7 +46,6 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from zkconsumer import BrokerUnavailableError, ConsumerConfig, MessageSizeTooLargeError, ZkConsumerError
 from zkconsumer.kerberos import broker_authenticator
-from zkconsumer.security import broker_ssl_context
 from zkconsumer.wire.broker_errors import (
     LeaderNotAvailableError,
     OffsetOutOfRangeError,
@@ -57,6 +56,7 @@ from zkconsumer.wire.broker_errors import (
 from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.messageset import MessageBlock, RawMessage, decode_message_set
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, MetadataResponse
+from zkconsumer.wire.tls import broker_ssl_context
 
 from .ranges import OffsetRange
 

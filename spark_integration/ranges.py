@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 from zkconsumer.structs import TopicPartition
 
 __all__ = [
-    "OffsetRange", "TopicPartition", "resolve_start", "plan_ranges", "offset_key", "parse_offset_key",
+    "OffsetRange", "resolve_start", "plan_ranges", "offset_key", "parse_offset_key",
     "encode_offsets", "decode_offsets", "limit_total", "rate_limit", "new_messages", "TriggerDelay",
     "split_ranges",
 ]

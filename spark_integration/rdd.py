@@ -113,7 +113,7 @@ def commit_offset_ranges(props: PropsLike, ranges: Iterable[OffsetRange]) -> Non
     ZooKeeper by default; ``offsets.storage=kafka``: one OffsetCommit v1
     (generation -1) to the group's coordinator, and with ``dual.commit.enabled``
     (its default) then ZooKeeper. While coordinator members hold the group Kafka
-    refuses it: :class:`~zkconsumer.offsets.storage.OffsetStorageError` naming
+    refuses it: :class:`~zkconsumer.errors.OffsetStorageError` naming
     that cause, nothing written. Empty ranges are written too (they record the position ``auto.offset.reset``
     chose). Idempotent; later ranges of the same partition win.
     """

@@ -25,10 +25,10 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from zkconsumer import ConfigurationError
+from zkconsumer.structs import TopicPartition
 
 from .data_loss import DataLoss
 from .options import EARLIEST, LATEST, SourceOptions, StartingOffsets
-from .ranges import TopicPartition
 
 __all__ = ["starting_positions", "STARTING_OFFSET_OUT_OF_RANGE", "require_every_partition", "timestamps_wanted",
            "timestamp_positions", "ending_positions"]

@@ -5,7 +5,7 @@ Kafka's own ``ZookeeperConsumerConnector`` does, so a group may mix zkconsumer
 members with Kafka's Scala consumer, and Kafka's tools read what zkconsumer
 writes. The documentation's *Architecture* page shows how the modules fit together.
 
-May import: errors, config, consumer, offsets, connector (the public names it publishes).
+May import: errors, config, consumer, connector (the public names it publishes).
 """
 
 from .config import ConsumerConfig
@@ -26,6 +26,7 @@ from .errors import (
     CorruptMessageError,
     MalformedZnodeError,
     MessageSizeTooLargeError,
+    OffsetStorageError,
     RebalanceInProgressError,
     UnknownAckError,
     UnsupportedPatternError,
@@ -34,7 +35,6 @@ from .errors import (
     ZooKeeperSessionExpiredError,
     ZooKeeperUnavailableError,
 )
-from .offsets.storage import OffsetStorageError
 
 __version__ = "0.1.0"
 

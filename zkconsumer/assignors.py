@@ -41,7 +41,6 @@ __all__ = [
     "Assignment",
     "AssignmentError",
     "Assignor",
-    "TopicPartition",
     "assign_range",
     "assign_roundrobin",
     "get_assignor",

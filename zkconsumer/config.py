@@ -75,16 +75,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
-from .config_checks import check_zookeeper_connect, unknown_property
+from .config_checks import check_combinations, unknown_property
 from .errors import ConfigurationError
-from .properties_file import parse_properties, parse_properties_with_lines
+from .properties_file import parse_properties_with_lines
 
 if TYPE_CHECKING:  # declarations only: at run time __getattr__ answers (and a stale file cannot break an import)
     from .config_attributes import PropertyAttributes
 else:
     PropertyAttributes = object
 
-__all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue", "parse_properties"]
+__all__ = ["PROPERTIES", "ConsumerConfig", "Property", "PropertyValue"]
 
 #: What a property value may be given as.
 PropertyValue = Union[str, int, bool, float, None]
@@ -368,48 +368,6 @@ def _parse(prop: Property, raw: PropertyValue) -> Any:
     return text
 
 
-def _check_consumer_id(value: Optional[str]) -> None:
-    if value is not None and ("/" in value or value in (".", "..") or any(ord(c) < 32 for c in value)):
-        raise ConfigurationError("consumer.id", f"invalid value {value!r}: it becomes a ZooKeeper node name")
-
-
-def _check_zookeeper_auth(value: Optional[str]) -> None:
-    if value is not None:
-        user, colon, _ = value.partition(":")
-        if not colon or not user:
-            raise ConfigurationError("zookeeper.auth", "invalid value '***': expected user:password")
-
-
-def _check_combinations(v: Mapping[str, Any]) -> None:
-    check_zookeeper_connect(v["zookeeper.connect"])
-    _check_consumer_id(v["consumer.id"])
-    _check_zookeeper_auth(v["zookeeper.auth"])
-    if v["fetch.wait.max.ms"] > v["socket.timeout.ms"]:
-        raise ConfigurationError(
-            "fetch.wait.max.ms",
-            f"{v['fetch.wait.max.ms']} exceeds socket.timeout.ms ({v['socket.timeout.ms']}); socket.timeout.ms "
-            "should always be at least fetch.wait.max.ms to prevent unnecessary socket timeouts",
-        )
-    if v["zookeeper.acl.enable"] and v["zookeeper.auth"] is None and not v["zookeeper.sasl.enabled"]:
-        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password) or "
-                                 "zookeeper.sasl.enabled")
-    if v["sasl.kerberos.keytab"] is not None and v["sasl.kerberos.principal"] is None:
-        raise ConfigurationError("sasl.kerberos.principal", "is required with sasl.kerberos.keytab")
-    if v["ssl.keyfile"] is not None and v["ssl.certfile"] is None:
-        raise ConfigurationError("ssl.keyfile", "is set but ssl.certfile is not")
-    if v["group.membership"] == "kafka" and v["offsets.storage"] != "kafka":
-        raise ConfigurationError(
-            "group.membership",
-            "kafka requires offsets.storage=kafka: only the coordinator can fence commits by generation "
-            "(the documentation's page Migration from Kafka's consumer moves the offsets first)",
-        )
-    if v["group.membership"] == "kafka" and v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
-        raise ConfigurationError(
-            "heartbeat.interval.ms",
-            f"{v['heartbeat.interval.ms']} must be below session.timeout.ms ({v['session.timeout.ms']})",
-        )
-
-
 # --------------------------------------------------------------------------- names
 
 
@@ -491,7 +449,7 @@ class ConsumerConfig(PropertyAttributes):
                     values[prop.name] = values[prop.derived_from]
                 elif prop.default_fn is not None:
                     values[prop.name] = prop.default_fn(values)
-        _check_combinations(values)
+        check_combinations(values)
 
         object.__setattr__(self, "_given", given)
         object.__setattr__(self, "_values", values)

@@ -1,5 +1,6 @@
 """Checks of :mod:`zkconsumer.config` beyond its table: ``zookeeper.connect`` in the form kazoo reads,
-checked before any connection is tried, and the hint an unknown property name gets.
+checked before any connection is tried, the rules that tie properties together
+(:func:`check_combinations`), and the hint an unknown property name gets.
 
 May import: errors.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import urllib.parse
-from typing import Collection
+from typing import Any, Collection, Mapping, Optional
 
 from .errors import ConfigurationError
 
@@ -40,6 +41,52 @@ def check_zookeeper_connect(value: str) -> None:
             raise ConfigurationError("zookeeper.connect", f"invalid port {port} in {value!r}: {CONNECT_FORM}")
     if slash and chroot and (chroot.endswith("/") or "//" in chroot):
         raise ConfigurationError("zookeeper.connect", f"invalid chroot in {value!r}: /{chroot}")
+
+
+
+def _check_consumer_id(value: Optional[str]) -> None:
+    if value is not None and ("/" in value or value in (".", "..") or any(ord(c) < 32 for c in value)):
+        raise ConfigurationError("consumer.id", f"invalid value {value!r}: it becomes a ZooKeeper node name")
+
+
+def _check_zookeeper_auth(value: Optional[str]) -> None:
+    if value is not None:
+        user, colon, _ = value.partition(":")
+        if not colon or not user:
+            raise ConfigurationError("zookeeper.auth", "invalid value '***': expected user:password")
+
+
+def check_combinations(v: Mapping[str, Any]) -> None:
+    """The rules that tie properties together (and the forms of ``zookeeper.connect``, ``consumer.id``,
+    ``zookeeper.auth``), on the parsed ``values`` of every property; raises
+    :class:`~zkconsumer.errors.ConfigurationError` naming the property to change."""
+    check_zookeeper_connect(v["zookeeper.connect"])
+    _check_consumer_id(v["consumer.id"])
+    _check_zookeeper_auth(v["zookeeper.auth"])
+    if v["fetch.wait.max.ms"] > v["socket.timeout.ms"]:
+        raise ConfigurationError(
+            "fetch.wait.max.ms",
+            f"{v['fetch.wait.max.ms']} exceeds socket.timeout.ms ({v['socket.timeout.ms']}); socket.timeout.ms "
+            "should always be at least fetch.wait.max.ms to prevent unnecessary socket timeouts",
+        )
+    if v["zookeeper.acl.enable"] and v["zookeeper.auth"] is None and not v["zookeeper.sasl.enabled"]:
+        raise ConfigurationError("zookeeper.acl.enable", "true requires zookeeper.auth (user:password) or "
+                                 "zookeeper.sasl.enabled")
+    if v["sasl.kerberos.keytab"] is not None and v["sasl.kerberos.principal"] is None:
+        raise ConfigurationError("sasl.kerberos.principal", "is required with sasl.kerberos.keytab")
+    if v["ssl.keyfile"] is not None and v["ssl.certfile"] is None:
+        raise ConfigurationError("ssl.keyfile", "is set but ssl.certfile is not")
+    if v["group.membership"] == "kafka" and v["offsets.storage"] != "kafka":
+        raise ConfigurationError(
+            "group.membership",
+            "kafka requires offsets.storage=kafka: only the coordinator can fence commits by generation "
+            "(the documentation's page Migration from Kafka's consumer moves the offsets first)",
+        )
+    if v["group.membership"] == "kafka" and v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
+        raise ConfigurationError(
+            "heartbeat.interval.ms",
+            f"{v['heartbeat.interval.ms']} must be below session.timeout.ms ({v['session.timeout.ms']})",
+        )
 
 
 #: Properties of Kafka's newer clients (and what this consumer does instead), named in the error.

@@ -22,7 +22,7 @@ Example::
         for m in stream:
             handle(m.message)
 
-May import: errors, config, structs, consumer, rebalance, coordinator, and what they may import.
+May import: consumer, rebalance, coordinator, and what they may import.
 """
 
 from __future__ import annotations

@@ -187,6 +187,20 @@ class CorruptMessageError(ZkConsumerError):
         super().__init__(f"corrupt message on topic {topic} partition {partition} at offset {offset}: {reason}")
 
 
+class OffsetStorageError(ZkConsumerError):
+    """Offsets could not be read or committed (after the configured retries).
+
+    ``fenced`` lists partitions (topic, partition) found owned by someone else during the same
+    commit (they were not written either); ``retriable`` tells whether trying
+    again later may succeed.
+    """
+
+    def __init__(self, message: str, *, retriable: bool, fenced: Sequence[Tuple[str, int]] = ()) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+        self.fenced = list(fenced)
+
+
 class RebalanceInProgressError(ZkConsumerError):
     """The group is rebalancing, so the requested operation (a commit) was not carried out.
 

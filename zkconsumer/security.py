@@ -4,15 +4,14 @@ The features live with what they secure: :mod:`zkconsumer.zookeeper.acl` (``zook
 ``zookeeper.acl.enable``: the session's credential, the ACL of the group's nodes, the check at
 connect time) and :mod:`zkconsumer.wire.tls` (``security.protocol=SSL`` and ``ssl.*``: the broker
 TLS context). This module checks every setting of both before anything connects
-(:func:`check_config`). Their names are re-exported here for ``spark_integration``, which still
-imports them from ``zkconsumer.security``.
+(:func:`check_config`).
 
 ``zookeeper.sasl.enabled`` and ``security.protocol = SASL_PLAINTEXT/SASL_SSL`` are Kerberos
 (:mod:`zkconsumer.kerberos`): :func:`check_config` logs in first; with ``zookeeper.acl.enable`` the
 ACL's ALL entry is ``sasl:<the login's principal>`` (beside the digest one when ``zookeeper.auth``
 is set too).
 
-May import: errors, kerberos, wire, zookeeper.
+May import: kerberos, wire, zookeeper.
 """
 
 from __future__ import annotations
@@ -22,16 +21,11 @@ from typing import Optional, Protocol
 
 from . import kerberos
 from .wire.tls import SSL_FILE_PROPERTIES, TLSConfig, broker_ssl_context
-from .zookeeper.acl import ZooKeeperAuthConfig, digest_id, prepare_zookeeper, zookeeper_acls, zookeeper_auth_data
+from .zookeeper.acl import ZooKeeperAuthConfig, zookeeper_acls, zookeeper_auth_data
 
 __all__ = [
     "SecurityConfig",
-    "broker_ssl_context",
     "check_config",
-    "digest_id",
-    "prepare_zookeeper",
-    "zookeeper_acls",
-    "zookeeper_auth_data",
 ]
 
 log = logging.getLogger(__name__)

@@ -1,12 +1,11 @@
-"""``python -m benchmarks.latency.reuse``: does the batch path's buffer reuse matter? (issue 31, item 4)
+"""``python -m benchmarks.latency.reuse``: does the batch path's buffer reuse matter?
 
 Decodes one ~1 MB chunk of 100 B messages (a fetch response's worth) into an Arrow record
 batch the way ``KafkaStream.batches()`` does, over and over, in two ways, alternated:
 
 * ``reused``: each batch is dropped before the next chunk is decoded, so the decoder's
   recycled block buffers (``release_bytes`` in ``_speedups_block.c``) are taken again;
-* ``fresh``: the last 16 batches are kept alive, so every chunk gets newly allocated buffers
-  (the behaviour before batches went through ``block.buffers()``).
+* ``fresh``: the last 16 batches are kept alive, so every chunk gets newly allocated buffers.
 
 Prints the distinct value-buffer addresses seen (1 = reused every time) and the CPU time per
 chunk and per million messages of each way; the difference is what reuse saves per chunk,

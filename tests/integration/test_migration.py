@@ -16,7 +16,7 @@ from offsets_support import kafka_committed, produce_evenly, values, zookeeper_c
 from support import Drainer, consumer_props, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
-from zkconsumer.offsets.storage import OffsetStorageError
+from zkconsumer.errors import OffsetStorageError
 
 PARTITIONS = range(4)
 

@@ -20,8 +20,9 @@ from support import Drainer, by_value, consumer_props, offset_checker, owners, p
 
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError
-from zkconsumer.security import broker_ssl_context, digest_id
 from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.tls import broker_ssl_context
+from zkconsumer.zookeeper.acl import digest_id
 
 pytest.importorskip("cryptography", reason="ProjectCluster(ssl=...) generates certificates with cryptography")
 
@@ -230,7 +231,7 @@ def test_acls_under_a_chroot_leave_the_chroot_and_consumers_open(secure: Project
 
 
 def test_the_spark_driver_reads_log_ends_over_tls(secure: ProjectCluster) -> None:
-    from spark_integration import GroupView
+    from spark_integration.group_view import GroupView
     from zkconsumer import ConsumerConfig
 
     topic = unique("tls-ends")

@@ -25,19 +25,18 @@ from kazoo.client import KazooClient
 from support import consumer_props, members, owners, produced_values, unique, wait_until
 
 from spark_integration import (
-    SCHEMA,
     DataLossError,
     GroupInUseError,
     KafkaStreamSource,
-    QueryOwnership,
-    SourceOptions,
-    StreamSpec,
-    ZkConsumerStreamReader,
     commit_offset_ranges,
     create_rdd,
 )
+from spark_integration.datasource import ZkConsumerStreamReader
 from spark_integration.group_view import open_zookeeper
-from spark_integration.streams import run_member
+from spark_integration.options import SourceOptions
+from spark_integration.ownership import QueryOwnership
+from spark_integration.schema import SCHEMA
+from spark_integration.streams import StreamSpec, run_member
 from zkconsumer.admin import UnknownTopicError
 
 pytestmark = pytest.mark.spark
@@ -435,7 +434,8 @@ def test_item12_a_second_streaming_query_on_the_same_group_is_refused_naming_the
 
 CRASHING_DRIVER = textwrap.dedent("""
     import os, sys
-    from spark_integration import SourceOptions, ZkConsumerStreamReader
+    from spark_integration.datasource import ZkConsumerStreamReader
+    from spark_integration.options import SourceOptions
     options = dict(arg.split("=", 1) for arg in sys.argv[1:])
     reader = ZkConsumerStreamReader(SourceOptions.from_options(options))
     print(reader.initialOffset(), flush=True)

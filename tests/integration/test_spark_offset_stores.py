@@ -26,7 +26,7 @@ from spark_integration.options import SourceOptions
 from spark_integration.ownership import QueryOwnership
 from spark_integration.rdd import plan_offset_ranges
 from zkconsumer.admin.stores import CoordinatorOffsets
-from zkconsumer.offsets.storage import OffsetStorageError
+from zkconsumer.errors import OffsetStorageError
 
 pytestmark = pytest.mark.spark
 

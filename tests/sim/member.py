@@ -25,10 +25,9 @@ from kazoo.protocol.states import KazooState
 from zkconsumer import assignors
 from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.consumer.topic_count import StaticTopicCount, TopicCount, Whitelist, WildcardTopicCount
-from zkconsumer.errors import ZkConsumerError
+from zkconsumer.errors import OffsetStorageError, ZkConsumerError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
-from zkconsumer.offsets.storage import OffsetStorageError
 from zkconsumer.rebalance.rebalancer import Rebalancer
 from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat

@@ -22,7 +22,13 @@ TYPE_CHECKING is still two modules that cannot be understood one without the oth
 Besides: no module imports a private name (``_x``, not ``__x__``) of another module, nor a
 private module (``wire/_speedups``, ``admin/_zk``) from outside its folder; no
 ``from M import N`` where M only re-exports N (M, not a package ``__init__``, does not define
-N: import N from the module that does); no module over 600 lines; a small ``zkconsumer.testing``.
+N: import N from the module that does); no ``May import`` name that no module of the folder imports
+(a permission granted but never used); no module over 600 lines; a small ``zkconsumer.testing``.
+
+``spark_integration`` is held to the same checks that need no rules (cycles, private names, re-exports,
+a package ``__init__`` that imports only what it lists in ``__all__`` or uses), and so are its imports
+of ``zkconsumer``: no private name, no name a module only re-exports, from a package only its
+``__all__``. ``zkconsumer`` imports nothing of ``spark_integration``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "zkconsumer"
+SPARK_PACKAGE = ROOT / "spark_integration"
 
 MAX_MODULE_LINES = 600
 #: What a user's tests need (LocalCluster and its fault controls, the Kafka download, and the
@@ -291,6 +298,79 @@ def reexport_violations(package: Package) -> List[str]:
     return found
 
 
+def unused_permission_violations(package: Package) -> List[str]:
+    """Names a ``May import:`` line grants explicitly (not through a phrase) that no module of the unit imports."""
+    used: Dict[str, Set[str]] = {}
+    for imp in package.all_imports():
+        used.setdefault(package.top(imp.importer), set()).add(package.top(imp.target))
+    units = package.units()
+    found = []
+    for unit, module in sorted(units.items()):
+        text = package.rule_text(module)
+        if text is None or EVERYTHING_BUT_TESTING in text:
+            continue
+        names, _transitive, _public = package._parse(unit, text, set(units))
+        found += [f"{unit}: may import {name} but never does" for name in sorted(names - {unit} - used.get(unit, set()))]
+    return found
+
+
+def _all_names(tree: ast.Module) -> Optional[Set[str]]:
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+            return set(ast.literal_eval(stmt.value))
+    return None
+
+
+def init_export_violations(package: Package) -> List[str]:
+    """Public names a package ``__init__`` with an ``__all__`` imports but neither lists nor uses: kept only
+    to be importable from there (import them from their own module instead)."""
+    found = []
+    for module in package.paths:
+        tree = package.trees[module]
+        listed = _all_names(tree) if package.is_package(module) else None
+        if listed is None:
+            continue
+        keep_alive = [stmt for stmt in tree.body if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Tuple, ast.List))
+                      and all(isinstance(e, ast.Name) for e in stmt.value.elts)]  # ``_KEEP = (A, B)`` is no use
+        loaded = {n.id for stmt in tree.body if stmt not in keep_alive for n in ast.walk(stmt)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        imported = {alias.asname or alias.name for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
+                    for alias in stmt.names}
+        extra = sorted(n for n in imported - listed - loaded if not _private(n) and n != "annotations")
+        if extra:
+            found.append(f"{module} imports names it neither lists in __all__ nor uses [{', '.join(extra)}]")
+    return found
+
+
+def foreign_violations(importer: Package, target: Package) -> List[str]:
+    """``importer``'s imports of ``target``: private names or modules, names a module only re-exports, names
+    of a package outside its ``__all__``."""
+    found = []
+    for module, tree in sorted(importer.trees.items()):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [f"{module} imports {alias.name}" for alias in node.names
+                          if alias.name.split(".")[0] == target.name and any(map(_private, alias.name.split(".")))]
+            if not isinstance(node, ast.ImportFrom) or node.level or (node.module or "").split(".")[0] != target.name:
+                continue
+            source = target._known_prefix(node.module or "")
+            if any(_private(part) for part in source.split(".")):
+                found.append(f"{module} imports the private module {source}")
+            listed = _all_names(target.trees[source]) if target.is_package(source) else None
+            for alias in node.names:
+                if target.known(f"{source}.{alias.name}"):
+                    if _private(alias.name):
+                        found.append(f"{module} imports the private module {source}.{alias.name}")
+                elif _private(alias.name):
+                    found.append(f"{module} imports private names of {source} [{alias.name}]")
+                elif target.is_package(source):
+                    if listed is not None and alias.name not in listed:
+                        found.append(f"{module} imports {alias.name} from {source}, not in its __all__")
+                elif alias.name not in target.defines(source):
+                    found.append(f"{module} imports {alias.name} from {source}, which does not define it")
+    return found
+
+
 def cycle_violations(package: Package) -> List[str]:
     edges: Dict[str, Set[str]] = {m: set() for m in package.paths}
     for imp in package.all_imports():
@@ -371,7 +451,7 @@ def zookeeper_violations(package: Package) -> List[str]:
     return found
 
 
-CHECKS = (rule_violations, private_violations, reexport_violations, cycle_violations)
+CHECKS = (rule_violations, private_violations, reexport_violations, cycle_violations, unused_permission_violations)
 
 
 def all_violations(package: Package) -> Set[str]:
@@ -381,6 +461,11 @@ def all_violations(package: Package) -> Set[str]:
 @pytest.fixture(scope="module")
 def zkconsumer() -> Package:
     return Package(PACKAGE)
+
+
+@pytest.fixture(scope="module")
+def spark_integration() -> Package:
+    return Package(SPARK_PACKAGE)
 
 
 def key(violation: str) -> str:
@@ -407,10 +492,29 @@ def test_every_folder_and_top_level_module_states_what_it_may_import(zkconsumer:
     (cycle_violations, "import cycles (TYPE_CHECKING imports included)"),
     (private_violations, "private names or modules imported from another module"),
     (reexport_violations, "names imported from a module that only re-exports them"),
-], ids=["may-import", "cycles", "private", "re-exports"])
+    (unused_permission_violations, "'May import:' names no module of the folder imports"),
+    (init_export_violations, "package __init__ names kept only to be importable from there"),
+], ids=["may-import", "cycles", "private", "re-exports", "unused-permissions", "init-exports"])
 def test_the_package_obeys(zkconsumer: Package, check: Callable[[Package], List[str]], what: str) -> None:
     found = new_violations(check(zkconsumer))
     assert not found, f"{what}:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("check", [cycle_violations, private_violations, reexport_violations, init_export_violations],
+                         ids=["cycles", "private", "re-exports", "init-exports"])
+def test_spark_integration_obeys(spark_integration: Package, check: Callable[[Package], List[str]]) -> None:
+    found = sorted(check(spark_integration))
+    assert not found, "\n".join(found)
+
+
+def test_spark_integration_imports_only_public_homes_of_zkconsumer(spark_integration: Package,
+                                                                   zkconsumer: Package) -> None:
+    found = sorted(set(foreign_violations(spark_integration, zkconsumer)))
+    assert not found, "spark_integration's imports of zkconsumer:\n" + "\n".join(found)
+    assert not foreign_violations(zkconsumer, spark_integration) and not [
+        i for m in zkconsumer.trees for i in ast.walk(zkconsumer.trees[m])
+        if isinstance(i, (ast.Import, ast.ImportFrom)) and "spark_integration" in ast.unparse(i)
+    ], "zkconsumer imports spark_integration"
 
 
 def test_fetch_and_offsets_import_nothing_of_zookeeper(zkconsumer: Package) -> None:
@@ -489,6 +593,29 @@ def test_the_checker_finds_re_exports_and_imports_against_the_rules(tmp_path: Pa
     package = write_package(tmp_path, SYNTHETIC)
     assert reexport_violations(package) == ["pkg.user imports _helper from pkg.high, which does not define it"]
     assert rule_violations(package) == ["pkg.low imports pkg.high (under TYPE_CHECKING): low may not import high"]
+
+
+def test_the_checker_finds_permissions_never_used_and_init_names_kept_for_export(tmp_path: Path) -> None:
+    wire = ('"""Wire.\n\nMay import: low.\n"""\n__all__ = ["run"]\nfrom ..low import _helper as h\n'
+            'from .codec import fast, run, slow\nh()\n_KEPT = (slow,)\n')
+    codec = "def fast() -> None: ...\ndef run() -> None: ...\ndef slow() -> None: ...\n"
+    package = write_package(tmp_path, {**SYNTHETIC, "wire/__init__.py": wire, "wire/codec.py": codec})
+    assert unused_permission_violations(package) == ["pkg: may import low but never does"]
+    assert init_export_violations(package) == ["pkg.wire imports names it neither lists in __all__ nor uses [fast, slow]"]
+
+
+def test_the_checker_finds_foreign_imports_of_private_and_re_exported_names(tmp_path: Path) -> None:
+    package = write_package(tmp_path, SYNTHETIC)
+    user = write_package(tmp_path / "other", {"__init__.py": "", "use.py": (
+        "from pkg.high import _helper\nfrom pkg.user import h\nfrom pkg import Public, low\nfrom pkg import Other\n"
+        "from pkg.wire import _impl\nimport pkg.wire._impl\n")})
+    assert sorted(foreign_violations(user, package)) == [
+        "pkg.use imports Other from pkg, not in its __all__",
+        "pkg.use imports h from pkg.user, which does not define it",
+        "pkg.use imports pkg.wire._impl",
+        "pkg.use imports private names of pkg.high [_helper]",
+        "pkg.use imports the private module pkg.wire._impl",
+    ]
 
 
 def test_the_checker_refuses_a_clause_it_does_not_know(tmp_path: Path) -> None:

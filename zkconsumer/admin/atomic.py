@@ -1,10 +1,10 @@
 """Writing many offset nodes all at once or not at all: one ZooKeeper multi-operation.
 
-``offsets reset --execute`` and ``offsets import`` used to write one node at a time; cut
-short (Ctrl-C, a kill, a lost connection, a node refusing the write) they left some
-partitions moved and others not, without saying which, and a ``shift:+N`` run again
-moved the moved ones twice. :func:`write_offsets` sends every write in one ZooKeeper
-multi-operation, which the server applies entirely or not at all.
+``offsets reset --execute`` and ``offsets import`` cut short (Ctrl-C, a kill, a lost
+connection, a node refusing the write) must not leave some partitions moved and others
+not, without saying which (a ``shift:+N`` run again would move the moved ones twice).
+:func:`write_offsets` sends every write in one ZooKeeper multi-operation, which the server
+applies entirely or not at all.
 
 Each write says what it expects to find, as read when the plan was made: a node at a
 given version (``set`` with that version) or no node (``create``). A node changed since

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from ..errors import BrokerError, MalformedZnodeError
-from ..structs import TopicPartition
+from ..structs import Broker, TopicPartition
 from ..wire.broker_errors import ERROR_NAMES
 from ..wire.connection import BrokerConnection
 from ..wire.protocol import NO_LEADER, ListOffsetsRequest
@@ -71,7 +71,7 @@ class BrokerOffsets:
         self._client_id = client_id
         self._protocol = protocol
         self._connections: Dict[int, BrokerConnection] = {}
-        self._brokers: Dict[int, Optional[zkformat.Broker]] = {}
+        self._brokers: Dict[int, Optional[Broker]] = {}
 
     def __enter__(self) -> "BrokerOffsets":
         return self
@@ -106,7 +106,7 @@ class BrokerOffsets:
                 leaders[tp] = state.leader
         return leaders, problems
 
-    def _broker(self, broker_id: int) -> Optional[zkformat.Broker]:
+    def _broker(self, broker_id: int) -> Optional[Broker]:
         if broker_id not in self._brokers:
             path = zkformat.broker_path(broker_id)
             try:
@@ -116,7 +116,7 @@ class BrokerOffsets:
                 self._brokers[broker_id] = None
         return self._brokers[broker_id]
 
-    def _connection(self, broker: zkformat.Broker) -> BrokerConnection:
+    def _connection(self, broker: Broker) -> BrokerConnection:
         if broker.id not in self._connections:
             self._connections[broker.id] = BrokerConnection(
                 broker.host, broker.port, self._client_id, self._timeout_ms, 0, self._ssl_context,

@@ -118,7 +118,7 @@ class CoordinatorOffsets:
     """A group's offsets in Kafka, through its coordinator (see the module docstring).
 
     Connections are made lazily and closed by :meth:`close` (also a context manager).
-    Reads raise :class:`~zkconsumer.offsets.storage.OffsetStorageError` or a
+    Reads raise :class:`~zkconsumer.errors.OffsetStorageError` or a
     :class:`~zkconsumer.errors.BrokerError` after ``retries`` further attempts.
     """
 

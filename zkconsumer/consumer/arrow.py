@@ -92,8 +92,8 @@ def _topic_column(topic: str, n: int) -> "pa.Array":
     """``n`` times ``topic`` as a string array, built from buffers.
 
     Not ``pa.repeat(pa.scalar(topic))``: ``pa.scalar`` (and ``pa.array``) import pandas
-    on first use when it is installed, a third of a second and ~50 MB of RSS inside the
-    first batch (measured with ``zkconsumer perf --batch``); ``from_buffers`` does not.
+    on first use when it is installed, inside the first batch (the documentation's
+    *Performance* page has the cost); ``from_buffers`` does not.
     """
     cached = _topic_buffers.get(topic)
     if cached is None or cached[0] < n:

@@ -326,10 +326,12 @@ class ConsumerConnectorBase(abc.ABC):
         """
         return self._session_timeout_s()
 
-    def metrics_snapshot(self) -> Dict[str, Any]:
+    def metrics_snapshot(self, *, restart_interval: bool = True) -> Dict[str, Any]:
         """Per-stream queue sizes and partitions, rebalances, messages/s, bytes/s, per-partition lag.
 
-        Rates cover the time since the previous snapshot. Lag is the fetched
+        Rates cover the time since the previous snapshot that restarted the
+        interval (``restart_interval``, the default; a Prometheus scrape does
+        not). Lag is the fetched
         high watermark minus the next offset to hand out. ``fetch`` holds the
         per-broker fetch counters (``FetcherManager.metrics()["brokers"]``);
         ``zookeeper_unanswered_drops`` counts the ZooKeeper connections the
@@ -342,9 +344,9 @@ class ConsumerConnectorBase(abc.ABC):
             size = sum(s.delivered[1] for s in self._streams)
             self.metrics.record_messages(max(0, messages - self._recorded[0]), max(0, size - self._recorded[1]))
             self._recorded = (messages, size)
-            return self._snapshot_locked()
+            return self._snapshot_locked(restart_interval)
 
-    def _snapshot_locked(self) -> Dict[str, Any]:
+    def _snapshot_locked(self, restart_interval: bool) -> Dict[str, Any]:
         status = self.status
         owned = dict(status.owned) if status is not None else {}
         queue_sizes: Dict[str, int] = {}
@@ -356,7 +358,8 @@ class ConsumerConnectorBase(abc.ABC):
             for p in fetch["partitions"].values()
             if p["consumer_lag"] is not None
         }
-        snap = self.metrics.snapshot(owned, queue_sizes, lag, status.as_metrics() if status is not None else None)
+        snap = self.metrics.read(owned, queue_sizes, lag, status.as_metrics() if status is not None else None,
+                                 restart_interval=restart_interval)
         snap["fetch"] = fetch["brokers"]
         snap["zookeeper_unanswered_drops"] = self._heartbeat.unanswered_drops if self._heartbeat is not None else 0
         snap["zookeeper_heartbeat"] = self.heartbeat_mode

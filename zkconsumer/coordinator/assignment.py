@@ -47,10 +47,9 @@ from ..errors import MalformedZnodeError
 from ..structs import TopicPartition
 from ..zookeeper import zkformat
 from . import consumer_protocol
-from .consumer_protocol import PROTOCOL_TYPE
 
 __all__ = [
-    "PROTOCOL_TYPE", "as_member", "decode_share", "member_topics", "pattern_members", "plan", "spread", "subscribed_topics",
+    "as_member", "decode_share", "member_topics", "pattern_members", "plan", "spread", "subscribed_topics",
     "subscription_metadata",
 ]
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from ..assignors import split_thread_id
-from ..consumer.membership import ConsumerRebalanceListener
+from ..consumer.membership import ConsumerRebalanceListener, FetcherControl
 from ..consumer.stream import KafkaStream, clear_streams
 from ..consumer.topic_count import make_thread_id
 from ..errors import ZkConsumerError
@@ -41,12 +41,6 @@ from ..structs import INVALID_OFFSET, TopicPartition
 __all__ = ["Delivery"]
 
 log = logging.getLogger(__name__)
-
-
-class FetcherControl(Protocol):
-    def start_connections(self, infos: Iterable[PartitionTopicInfo]) -> None: ...
-
-    def stop_connections(self) -> None: ...
 
 
 @dataclass(frozen=True)

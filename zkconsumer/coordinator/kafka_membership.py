@@ -42,9 +42,9 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import StaticTopicCount, TopicCount
-from ..errors import RebalanceInProgressError, ZkConsumerError
+from ..errors import OffsetStorageError, RebalanceInProgressError, ZkConsumerError
 from ..offsets.channel import CoordinatorChannel, connection_factory
-from ..offsets.storage import Generation, OffsetStorageError
+from ..offsets.storage import Generation
 from ..structs import TopicPartition
 from ..wire.group_protocol import DescribeGroupsRequest, GroupMember, error_name
 from . import consumer_protocol

@@ -12,7 +12,7 @@ Two threads per member, each with its own connection to the coordinator:
   session (Kafka 0.9's consumer heartbeats from ``poll()`` only; KIP-62 moved
   it to a thread in 0.10.1). Its verdicts only *signal* the membership thread.
 
-States (reported as :class:`~zkconsumer.rebalance.rebalancer.RebalanceState`)::
+States (reported as :class:`~zkconsumer.consumer.membership.RebalanceState`)::
 
     STARTING ─▶ REBALANCING ─JoinGroup─▶ (leader: plan) ─SyncGroup─▶ install ─▶ STABLE
                   ▲    │ failure                                          │

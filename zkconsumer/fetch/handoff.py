@@ -44,7 +44,7 @@ class _Acks(Protocol):
     def in_flight(self, consumed: int) -> int: ...
 
 
-__all__ = ["ChunkQueue", "FetchedDataChunk", "PartitionTopicInfo", "RawMessage", "SHUTDOWN"]
+__all__ = ["ChunkQueue", "FetchedDataChunk", "PartitionTopicInfo", "SHUTDOWN"]
 
 
 class FetchedDataChunk:

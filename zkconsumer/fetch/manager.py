@@ -30,12 +30,9 @@ Threads and who owns what::
   connections are shared among the brokers the member reads from, at least one each
   (:func:`connections_per_broker`: 3 on one broker, 2 each on two, 1 each on three or more),
   and a new partition takes the least loaded one (:func:`spread_over_connections`).
-  ``zkconsumer perf`` per message, 6 partitions on one broker, 1 -> 2 connections (medians
-  of 3 alternated runs): 2.57M -> 3.43M msg/s at 100 B, 688k -> 952k at 1000 B, 119k -> 199k
-  at 10,000 B, the same CPU per message. 2 -> 3 -> 4 connections, 30M x 100 B, 3 alternated
-  rounds: 4.24M -> 4.41M -> 4.73M msg/s; 4 gave +5 % at 1000 B over 2. The default is 3, not 4:
-  each connection may hold a decoded response at once, which for highly compressible
-  compressed topics is large.
+  Each connection may hold a decoded response at once (large for highly compressible
+  compressed topics), which bounds the default; the documentation's *Performance* page has
+  the measurements behind it.
 * A **FetcherThread** fetches its partitions in one request from their
   ``fetched_offset``: every partition whose stream queue has room and that has
   no parked chunk (back-pressure per partition, below). Per partition: data is
@@ -97,6 +94,7 @@ log = logging.getLogger(__name__)
 
 #: A fetcher: ``(leader's broker id, fetcher id)``; each of its connections has a thread.
 FetcherGroup = Tuple[int, int]
+#: ``(host, port) -> BrokerConnection`` (not yet connected; it connects lazily).
 ConnectionFactory = Callable[[str, int], BrokerConnection]
 
 _INT32_MIN = -(1 << 31)

@@ -11,10 +11,18 @@ Contract:
 
 * Every method is thread-safe; counters only ever grow.
 * Rates (``messages_per_s``, ``bytes_per_s``) cover the *interval* since the
-  previous :meth:`~ConsumerMetrics.snapshot` (or since construction, for the
-  first), measured with the injected ``clock`` (``time.monotonic`` by default),
-  so two monitors calling ``snapshot`` share one interval: give each its own
-  :class:`ConsumerMetrics` if that matters.
+  previous :meth:`~ConsumerMetrics.snapshot` or
+  :meth:`~ConsumerMetrics.restart_interval` (or since construction, for the
+  first), measured with the injected ``clock`` (``time.monotonic`` by default).
+  :meth:`~ConsumerMetrics.read` takes the same figures without starting a new
+  interval, so a monitor that reads only counters (Prometheus) leaves the rates
+  of the one that restarts them (the metrics log) alone.
+* Event counters are the rows of :data:`EVENT_COUNTERS`: a new one is a row
+  there (``snapshot()``, the Prometheus collector and the documentation's table
+  follow) and a :meth:`~ConsumerMetrics.count` call where its event happens.
+* Observers (:meth:`~ConsumerMetrics.add_observer`) are told every recorded
+  event, whenever they were added: nothing captures a method that a late
+  observer would have to replace.
 * Lag of a partition is ``high watermark - next offset to consume`` (never
   negative); :meth:`~ConsumerMetrics.lag` computes it from the last high
   watermark recorded with :meth:`~ConsumerMetrics.record_high_watermark`.
@@ -37,16 +45,54 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Tuple
 
 from ..structs import TopicPartition
 from ..threads import ShutdownableThread
 
-__all__ = ["ConsumerMetrics", "MetricsReporter", "PauseTimingListener", "partition_lag"]
+__all__ = ["ConsumerMetrics", "EVENT_COUNTERS", "EventCounter", "MetricsObserver", "MetricsReporter",
+           "PauseTimingListener", "REBALANCE", "partition_lag"]
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+CONSUMER_PREFIX = "zkconsumer_consumer"
+
+
+@dataclass(frozen=True)
+class EventCounter:
+    """A counter of the member that an event adds to: ``name`` is its Prometheus family (the client adds
+    ``_total``), ``help`` its meaning, ``key`` its field in :meth:`ConsumerMetrics.snapshot`."""
+
+    name: str
+    help: str
+    key: str
+
+
+#: The member's event counters, each recorded with ``ConsumerMetrics.count(key)``; the Prometheus collector
+#: exports every row and the documentation's *Monitoring* page's table is generated from them.
+#: Not "rebalance_failed_attempts_total": in OpenMetrics that counter's family would clash with the
+#: rebalance_failed_attempts gauge (same family name), and Prometheus would reject the whole scrape.
+EVENT_COUNTERS: Tuple[EventCounter, ...] = (
+    EventCounter(f"{CONSUMER_PREFIX}_commits", "Offset commits that succeeded.", key="commits"),
+    EventCounter(f"{CONSUMER_PREFIX}_commit_failures", "Offset commits that raised.", key="commit_failures"),
+    EventCounter(f"{CONSUMER_PREFIX}_rebalance_attempt_failures",
+                 "Failed rebalance attempts, all rebalances together (never reset).", key="failed_rebalance_attempts"),
+)
+
+#: The event :meth:`ConsumerMetrics.record_rebalance` tells observers (value: the duration in seconds).
+REBALANCE = "rebalance"
+
+
+class MetricsObserver(Protocol):
+    """Told each event a :class:`ConsumerMetrics` records."""
+
+    def recorded(self, event: str, value: float) -> None:
+        """On the recording thread, after the counters changed: ``event`` is an :data:`EVENT_COUNTERS` key
+        (``value``: the amount added) or :data:`REBALANCE` (``value``: the duration in seconds). Must not
+        block; an exception is logged and dropped."""
 
 
 def partition_lag(
@@ -82,11 +128,14 @@ class ConsumerMetrics:
     Event hooks, called by the connector (explicitly, no monkeypatching):
     :meth:`record_rebalance` (the rebalancer's ``on_rebalanced``),
     :meth:`record_failed_rebalance_attempt` (its ``on_attempt_failed``),
-    :meth:`record_commit` (each attempt of the connector's commit path) and
+    :meth:`record_commit` (each attempt of the connector's commit path),
+    :meth:`count` (any :data:`EVENT_COUNTERS` row) and
     :meth:`partitions_released` / :meth:`fetchers_starting` (through
     :class:`PauseTimingListener`, the rebalance listener the connector hands
-    its rebalancer). Monitors (e.g. the Prometheus collector) read them.
-    Hooks never raise for valid input and never block beyond the short lock.
+    its rebalancer). Monitors (e.g. the Prometheus collector) read them, and
+    observers (:meth:`add_observer`) are told each event as it is recorded.
+    Hooks never raise for valid input and never block beyond the short lock
+    and the observers.
     """
 
     def __init__(self, clock: Clock = time.monotonic) -> None:
@@ -97,9 +146,8 @@ class ConsumerMetrics:
         self._rebalances = 0
         self._last_rebalance_s: Optional[float] = None
         self._total_rebalance_s = 0.0
-        self._failed_rebalance_attempts = 0
-        self._commits = 0
-        self._commit_failures = 0
+        self._counts: Dict[str, int] = {c.key: 0 for c in EVENT_COUNTERS}
+        self._observers: Tuple[MetricsObserver, ...] = ()
         self._paused_at: Optional[float] = None
         self._pause_s = 0.0
         self._high_watermarks: Dict[TopicPartition, int] = {}
@@ -108,7 +156,40 @@ class ConsumerMetrics:
         self._interval_messages = 0
         self._interval_bytes = 0
 
+    # ------------------------------------------------------------------ observers
+
+    def add_observer(self, observer: MetricsObserver) -> None:
+        """Tell ``observer`` every event recorded from now on (adding one twice tells it twice)."""
+        with self._lock:
+            self._observers = self._observers + (observer,)
+
+    def remove_observer(self, observer: MetricsObserver) -> None:
+        """Stop telling ``observer`` (one registration of it); nothing happens if it was not added."""
+        with self._lock:
+            observers = list(self._observers)
+            if observer in observers:
+                observers.remove(observer)
+            self._observers = tuple(observers)
+
+    def _notify(self, event: str, value: float) -> None:
+        for observer in self._observers:  # a tuple replaced whole: no lock needed to iterate it
+            try:
+                observer.recorded(event, value)
+            except Exception:  # an observer must not break the thread that records
+                log.exception("metrics observer %r failed on %s", observer, event)
+
     # ------------------------------------------------------------------ writers
+
+    def count(self, key: str, amount: int = 1) -> None:
+        """Add ``amount`` to the :data:`EVENT_COUNTERS` counter ``key`` and tell the observers.
+
+        Raises :class:`KeyError` for a key not in the table, :class:`ValueError` for a negative amount.
+        """
+        if amount < 0:
+            raise ValueError(f"a counter cannot decrease: {key} += {amount}")
+        with self._lock:
+            self._counts[key] += amount  # KeyError: not a row of EVENT_COUNTERS
+        self._notify(key, amount)
 
     def record_message(self, size: int) -> None:
         """One message of ``size`` bytes (key + value) was handed to the application."""
@@ -132,19 +213,15 @@ class ConsumerMetrics:
             self._rebalances += 1
             self._last_rebalance_s = duration_s
             self._total_rebalance_s += duration_s
+        self._notify(REBALANCE, duration_s)
 
     def record_failed_rebalance_attempt(self) -> None:
         """A rebalance attempt failed (it will be retried); counted for good, unlike the status gauge."""
-        with self._lock:
-            self._failed_rebalance_attempts += 1
+        self.count("failed_rebalance_attempts")
 
     def record_commit(self, ok: bool) -> None:
         """One offset commit attempt of the connector returned (``ok``) or raised (not ``ok``)."""
-        with self._lock:
-            if ok:
-                self._commits += 1
-            else:
-                self._commit_failures += 1
+        self.count("commits" if ok else "commit_failures")
 
     def partitions_released(self) -> None:
         """The member stopped fetching and is about to release partitions (a rebalance pause begins)."""
@@ -206,20 +283,22 @@ class ConsumerMetrics:
         with self._lock:
             return self._total_rebalance_s
 
+    def counter(self, key: str) -> int:
+        """The :data:`EVENT_COUNTERS` counter ``key`` (:class:`KeyError` for a key not in the table)."""
+        with self._lock:
+            return self._counts[key]
+
     @property
     def failed_rebalance_attempts(self) -> int:
-        with self._lock:
-            return self._failed_rebalance_attempts
+        return self.counter("failed_rebalance_attempts")
 
     @property
     def commits(self) -> int:
-        with self._lock:
-            return self._commits
+        return self.counter("commits")
 
     @property
     def commit_failures(self) -> int:
-        with self._lock:
-            return self._commit_failures
+        return self.counter("commit_failures")
 
     def paused_seconds(self) -> float:
         """Seconds spent between releasing and re-fetching partitions, the pause under way included."""
@@ -233,6 +312,17 @@ class ConsumerMetrics:
             high_watermarks = dict(self._high_watermarks)
         return partition_lag(consumed, high_watermarks)
 
+    def restart_interval(self) -> None:
+        """Start a new rate interval now (what :meth:`snapshot` does after reading)."""
+        now = self._clock()
+        with self._lock:
+            self._restart_interval_locked(now)
+
+    def _restart_interval_locked(self, now: float) -> None:
+        self._interval_start = now
+        self._interval_messages = self._messages
+        self._interval_bytes = self._bytes
+
     def snapshot(
         self,
         owned: Mapping[TopicPartition, str],
@@ -240,7 +330,20 @@ class ConsumerMetrics:
         lag: Mapping[TopicPartition, int],
         rebalance: Optional[Mapping[str, Any]] = None,
     ) -> Dict[str, Any]:
-        """One JSON-ready view of the consumer, and the start of a new rate interval.
+        """:meth:`read`, then the start of a new rate interval (both under one lock: no message falls between)."""
+        return self.read(owned, queue_sizes, lag, rebalance, restart_interval=True)
+
+    def read(
+        self,
+        owned: Mapping[TopicPartition, str],
+        queue_sizes: Mapping[str, int],
+        lag: Mapping[TopicPartition, int],
+        rebalance: Optional[Mapping[str, Any]] = None,
+        *,
+        restart_interval: bool = False,
+    ) -> Dict[str, Any]:
+        """One JSON-ready view of the consumer; rates over the interval so far, which goes on unless
+        ``restart_interval``.
 
         ``owned`` maps each owned partition to its stream's thread id;
         ``queue_sizes`` maps thread id to queued chunks; ``lag`` maps partition
@@ -263,18 +366,15 @@ class ConsumerMetrics:
             interval = now - self._interval_start
             new_messages = self._messages - self._interval_messages
             new_bytes = self._bytes - self._interval_bytes
-            self._interval_start = now
-            self._interval_messages = self._messages
-            self._interval_bytes = self._bytes
-            counters = {
+            if restart_interval:
+                self._restart_interval_locked(now)
+            counters: Dict[str, Any] = {
                 "messages": self._messages,
                 "bytes": self._bytes,
                 "rebalances": self._rebalances,
                 "last_rebalance_s": self._last_rebalance_s,
                 "total_rebalance_s": self._total_rebalance_s,
-                "failed_rebalance_attempts": self._failed_rebalance_attempts,
-                "commits": self._commits,
-                "commit_failures": self._commit_failures,
+                **self._counts,
             }
         streams: Dict[str, Dict[str, Any]] = {}
         for thread_id in sorted(set(queue_sizes) | set(owned.values())):

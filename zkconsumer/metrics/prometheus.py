@@ -7,10 +7,11 @@ Two parts:
   ``connector.metrics_snapshot()``, ``connector.config``) and the counters of
   its :class:`ConnectorHooks`;
 * :class:`ConnectorHooks`, counters that need an event rather than a snapshot:
-  the rebalance duration histogram (wrapping ``connector.metrics.record_rebalance``,
-  which the connector hands to its rebalancer when it joins), ZooKeeper
-  connection state changes (a kazoo state listener that only counts) and offset
-  commits and their failures (wrapping the connector's commit path).
+  the rebalance duration histogram (an observer of ``connector.metrics``, so it
+  sees every rebalance recorded after :func:`instrument_connector`, whenever
+  that is called) and ZooKeeper connection state changes (a kazoo state
+  listener that only counts). The member's event counters (commits, failed
+  rebalance attempts: ``EVENT_COUNTERS``) are read from ``connector.metrics``.
 
 :func:`instrument_connector` attaches both and, given a port, serves them over
 HTTP (or pushes them to a Pushgateway); the connector calls it when built with
@@ -25,10 +26,9 @@ could be read plus ``zkconsumer_consumer_scrape_errors_total``); the kazoo
 listener never blocks; :meth:`ConnectorInstrumentation.close` is idempotent,
 removes the listener, stops the HTTP server and joins its thread.
 
-Caveat: ``metrics_snapshot()`` starts a new rate interval, so a connector that
-also logs metrics (``metrics_interval_s``) reports rates over the time since
-the last scrape or log, whichever was later. Prometheus computes its own rates
-from the ``_total`` counters.
+A scrape reads ``metrics_snapshot(restart_interval=False)``: it leaves the rate
+interval of the metrics log (``metrics_interval_s``) alone. Prometheus computes
+its own rates from the ``_total`` counters.
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .consumer import CONSUMER_PREFIX, EVENT_COUNTERS, REBALANCE
 from .http import MetricsServer
 from .push import DEFAULT_PUSH_INTERVAL_S, Pusher
 
 __all__ = ["ConnectorCollector", "ConnectorHooks", "ConnectorInstrumentation", "instrument_connector",
-           "REBALANCE_BUCKETS", "CONSUMER_PREFIX"]
+           "REBALANCE_BUCKETS"]
 
 log = logging.getLogger(__name__)
 
-CONSUMER_PREFIX = "zkconsumer_consumer"
 #: Rebalance duration buckets (seconds): from a quiet join to a long retry storm.
 REBALANCE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
@@ -59,8 +59,8 @@ _REBALANCE_STATES = ("starting", "rebalancing", "stable", "retrying", "disconnec
 
 
 class ConnectorHooks:
-    """Event counters of one connector; thread-safe. :meth:`attach` installs them, :meth:`detach` removes
-    the ZooKeeper listener (the wrappers stay, harmless, until the connector is collected)."""
+    """Event counters of one connector; thread-safe. :meth:`attach` registers them (an observer of the
+    connector's metrics, a kazoo listener), :meth:`detach` removes both."""
 
     def __init__(self, labels: Dict[str, str], registry: Optional[CollectorRegistry] = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -76,6 +76,7 @@ class ConnectorHooks:
         self.rebalance_seconds = self.rebalance_histogram.labels(**labels)
         self._previous_zk_state: Optional[str] = None
         self._zk: Any = None
+        self._metrics: Any = None
         self._clock = clock
 
     # ------------------------------------------------------------------ events
@@ -93,31 +94,30 @@ class ConnectorHooks:
     def observe_rebalance(self, duration_s: float) -> None:
         self.rebalance_seconds.observe(max(0.0, duration_s))
 
+    def recorded(self, event: str, value: float) -> None:
+        """Observer of the connector's ``ConsumerMetrics``: a rebalance's duration feeds the histogram."""
+        if event == REBALANCE:
+            self.observe_rebalance(value)
+
     # ------------------------------------------------------------------ wiring
 
     def attach(self, connector: Any) -> None:
-        """Install the hooks on ``connector`` (before it joins its group).
-
-        Wraps ``connector.metrics.record_rebalance`` (an instance attribute
-        shadows the method; the connector calls it when a rebalance succeeds)
-        to feed the duration histogram, and adds a kazoo state listener.
-        Commits, commit failures, rebalance pauses and failed rebalance attempts
-        are not hooked here: the connector reports them to its
-        :class:`~zkconsumer.metrics.consumer.ConsumerMetrics` itself and the collector
-        reads them there.
+        """Register the hooks on ``connector``, before or after it joined its group: from now on every
+        rebalance its ``metrics`` records feeds the duration histogram, and a kazoo state listener counts
+        transitions. Nothing of the connector is replaced; commits, rebalance pauses and failed rebalance
+        attempts are read from its :class:`~zkconsumer.metrics.consumer.ConsumerMetrics` by the collector.
         """
-        record = connector.metrics.record_rebalance
-
-        def record_rebalance(duration_s: float) -> None:
-            record(duration_s)
-            self.observe_rebalance(duration_s)
-
-        connector.metrics.record_rebalance = record_rebalance
+        self._metrics = connector.metrics
+        self._metrics.add_observer(self)
         self._zk = connector.zk_client
         self._previous_zk_state = str(self._zk.state)
         self._zk.add_listener(self.on_zk_state)
 
     def detach(self) -> None:
+        """Remove the observer and the kazoo listener (idempotent)."""
+        if self._metrics is not None:
+            self._metrics.remove_observer(self)
+            self._metrics = None
         if self._zk is not None:
             try:
                 self._zk.remove_listener(self.on_zk_state)
@@ -156,7 +156,7 @@ class ConnectorCollector(Collector):
         try:
             with self._snapshot_lock:  # concurrent scrapes must not interleave metrics_snapshot() calls
                 status = c.status
-                snapshot = c.metrics_snapshot()
+                snapshot = c.metrics_snapshot(restart_interval=False)
         except Exception:  # noqa: BLE001 - a scrape must not fail because the connector is shutting down
             log.debug("metrics snapshot of %s failed", c.consumer_id, exc_info=True)
             with self._lock:
@@ -267,7 +267,8 @@ class ConnectorCollector(Collector):
         yield errors
 
     def _from_metrics(self, names: List[str], values: List[str]) -> Iterator[Metric]:
-        """Event counters the connector records in its ConsumerMetrics (commits, pauses, failed attempts)."""
+        """The rebalance pause and the :data:`~zkconsumer.metrics.consumer.EVENT_COUNTERS` the connector records
+        in its ConsumerMetrics."""
         p = CONSUMER_PREFIX
         metrics = getattr(self._connector, "metrics", None)
         if metrics is None:
@@ -277,18 +278,10 @@ class ConnectorCollector(Collector):
                                 "them to fetching again).", labels=names)
         m.add_metric(values, metrics.paused_seconds())
         yield m
-        m = CounterMetricFamily(f"{p}_commits", "Offset commits that succeeded.", labels=names)
-        m.add_metric(values, metrics.commits)
-        yield m
-        m = CounterMetricFamily(f"{p}_commit_failures", "Offset commits that raised.", labels=names)
-        m.add_metric(values, metrics.commit_failures)
-        yield m
-        # Not "rebalance_failed_attempts_total": in OpenMetrics that counter's family would clash with the
-        # rebalance_failed_attempts gauge (same family name), and Prometheus would reject the whole scrape.
-        m = CounterMetricFamily(f"{p}_rebalance_attempt_failures",
-                                "Failed rebalance attempts, all rebalances together (never reset).", labels=names)
-        m.add_metric(values, metrics.failed_rebalance_attempts)
-        yield m
+        for counter in EVENT_COUNTERS:  # listed in the documentation from the table itself
+            m = CounterMetricFamily(counter.name, counter.help, labels=names)
+            m.add_metric(values, metrics.counter(counter.key))
+            yield m
 
     def _from_hooks(self, names: List[str], values: List[str]) -> Iterator[Metric]:
         p = CONSUMER_PREFIX
@@ -364,8 +357,8 @@ def instrument_connector(connector: Any, *, port: Optional[int] = None,
     :meth:`~ConnectorInstrumentation.close`, under job ``zkconsumer`` with the grouping key
     ``group``, ``consumer_id``.
 
-    Call before the connector joins its group (the rebalance histogram hook is
-    handed to the rebalancer at join time). Raises
+    May be called before or after the connector joins its group: the histogram
+    sees every rebalance completed from then on. Raises
     :class:`~zkconsumer.errors.ConfigurationError` if the port cannot be bound
     (nothing stays attached then).
     """

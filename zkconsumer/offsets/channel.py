@@ -11,7 +11,7 @@ Contract:
   looking it up first if none is known. A connection failure forgets the
   coordinator and raises :class:`~zkconsumer.errors.BrokerUnavailableError`
   (retriable); a lookup that finds none raises a retriable
-  :class:`~zkconsumer.wire.protocol.KafkaProtocolError` (code 15,
+  :class:`~zkconsumer.wire.broker_errors.KafkaProtocolError` (code 15,
   GROUP_COORDINATOR_NOT_AVAILABLE, while ``__consumer_offsets`` is created).
 * Error codes *inside* a response are the caller's: on
   :data:`~zkconsumer.wire.group_protocol.COORDINATOR_MOVED_CODES` it calls
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 from ..errors import BrokerError, BrokerUnavailableError
+from ..fetch.manager import ConnectionFactory
 from ..kerberos import broker_authenticator
 from ..structs import Broker
 from ..wire.broker_errors import error_for_code
@@ -41,13 +42,11 @@ from ..wire.group_protocol import GROUP_COORDINATOR_NOT_AVAILABLE, GroupCoordina
 from ..wire.protocol import Request
 from ..wire.tls import broker_ssl_context
 
-__all__ = ["Coordinator", "CoordinatorChannel", "ConnectionFactory", "connection_factory"]
+__all__ = ["Coordinator", "CoordinatorChannel", "connection_factory"]
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-#: ``(host, port) -> BrokerConnection`` (not yet connected; it connects lazily).
-ConnectionFactory = Callable[[str, int], BrokerConnection]
 
 
 def connection_factory(config: Any, socket_timeout_ms: int) -> ConnectionFactory:

@@ -25,12 +25,12 @@ import logging
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from ..errors import ConfigurationError, ZooKeeperUnavailableError
+from ..errors import ConfigurationError, OffsetStorageError, ZooKeeperUnavailableError
 from ..fetch.handoff import PartitionTopicInfo
 from ..structs import TopicPartition
 from ..threads import THREADS, Runtime, ShutdownableThread
 from ..zookeeper.group import GroupClient
-from .storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, OffsetStorageError, ZooKeeperOffsetStorage
+from .storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, ZooKeeperOffsetStorage
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class OffsetCommitter:
         thread id under this session (or in that generation), so not written.
         Partitions whose position is not yet known (negative offset:
         ``auto.offset.reset`` pending) are skipped. Raises
-        :class:`~zkconsumer.offsets.storage.OffsetStorageError` (its ``fenced``
+        :class:`~zkconsumer.errors.OffsetStorageError` (its ``fenced``
         set as above) if some offsets could not be written; those written are
         remembered all the same. A storage error with nothing fenced (e.g.
         :class:`~zkconsumer.errors.ZooKeeperUnavailableError`) is raised as it is.

@@ -72,7 +72,7 @@ from typing import (
 
 from kazoo.exceptions import KazooException
 
-from ..errors import BrokerError, ZkConsumerError, ZooKeeperUnavailableError
+from ..errors import BrokerError, OffsetStorageError, ZkConsumerError, ZooKeeperUnavailableError
 from ..structs import TopicPartition
 from ..wire.broker_errors import error_for_code
 from ..wire.group_protocol import (
@@ -96,7 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CommitEntry", "CommitOutcome", "DualOffsetStorage", "Generation", "KafkaOffsetStorage", "NO_GENERATION",
-    "OffsetStorage", "OffsetStorageError", "ZooKeeperOffsetStorage", "make_offset_storage",
+    "OffsetStorage", "ZooKeeperOffsetStorage", "make_offset_storage",
 ]
 
 log = logging.getLogger(__name__)
@@ -153,20 +153,6 @@ class CommitOutcome:
     committed: List[TopicPartition] = field(default_factory=list)
     fenced: List[TopicPartition] = field(default_factory=list)
     error: Optional[ZkConsumerError] = None
-
-
-class OffsetStorageError(ZkConsumerError):
-    """Offsets could not be read or committed (after the configured retries).
-
-    ``fenced`` lists partitions found owned by someone else during the same
-    commit (they were not written either); ``retriable`` tells whether trying
-    again later may succeed.
-    """
-
-    def __init__(self, message: str, *, retriable: bool, fenced: Sequence[TopicPartition] = ()) -> None:
-        super().__init__(message)
-        self.retriable = retriable
-        self.fenced = list(fenced)
 
 
 class OffsetStorage(Protocol):

@@ -19,5 +19,5 @@ module                       holds
 ``tests/unit/rebalance`` check it): the same decision code runs under kazoo and real threads in
 production and under the deterministic simulator in ``tests/sim``.
 
-May import: errors, config, structs, assignors, threads, zookeeper, fetch, offsets, consumer.
+May import: errors, structs, assignors, threads, zookeeper, fetch, offsets, consumer.
 """

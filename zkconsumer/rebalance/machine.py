@@ -8,9 +8,8 @@ only decides, with :mod:`zkconsumer.rebalance.decisions`. :func:`drive` runs a s
 ``execute(effect)`` function; the production driver is
 :class:`~zkconsumer.rebalance.rebalancer.Rebalancer` (the view: members, topics, assignment)
 together with :class:`~zkconsumer.rebalance.ownership.Ownership` (owner nodes, fetchers, offsets,
-the listener, waits). The steps make exactly the calls, in exactly the order, that the
-rebalancer made before they were separated (``tests/sim/trace_hashes.py`` compares every
-ZooKeeper request of a thousand simulated schedules).
+the listener, waits). The ZooKeeper requests a step orders, and their order, are part of its
+contract: ``tests/sim/trace_hashes.py`` pins every request of a thousand simulated schedules.
 
 Steps: :func:`attempt` (one whole attempt, see the rebalancer's module docstring),
 made of :func:`pause` (stop what moves, commit, tell the listener) and :func:`take_ownership`

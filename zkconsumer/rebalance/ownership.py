@@ -418,9 +418,9 @@ class Ownership:
 
         The read that found the holder set a data watch (its flag): while the
         flag is unset and the session is the same, the node is the very node
-        read, so claiming it again would fail. A superseded attempt then costs
-        nothing for the partitions it still waits for, where it used to cost a
-        create and a read each (a burst of joins repeats attempts many times).
+        read, so claiming it again would fail. A superseded attempt then makes no
+        request (no create, no read) for the partitions it still waits for (a burst
+        of joins repeats attempts many times).
         """
         entry = self._held_by_peer.get(tp)
         if entry is None:

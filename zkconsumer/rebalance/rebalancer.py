@@ -84,7 +84,7 @@ from ..consumer.topic_count import TopicCount, consumers_per_topic, topic_count_
 from ..errors import ConsumerRebalanceFailedError, UnsupportedPatternError, ZkConsumerError
 from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
-from ..structs import INVALID_OFFSET, TopicPartition
+from ..structs import TopicPartition
 from ..threads import THREADS, Runtime, Task
 from ..zookeeper.group import GroupClient
 from . import decisions as decide
@@ -94,8 +94,7 @@ from .ownership import OffsetReader, Ownership
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INVALID_OFFSET", "ConsumerRebalanceListener", "FetcherControl", "RebalanceState", "RebalanceStatus",
-           "Rebalancer", "TopicPartition"]
+__all__ = ["Rebalancer"]
 
 #: The shortest wait between attempts and on a conflicting claim, whatever
 #: ``rebalance.backoff.ms`` says (0 would spin on ZooKeeper at full CPU).

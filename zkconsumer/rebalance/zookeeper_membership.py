@@ -22,8 +22,7 @@ from kazoo.protocol.states import KazooState
 from .. import assignors
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import TopicCount
-from ..errors import ConsumerShutdownError, ZkConsumerError, ZooKeeperAccessError, ZooKeeperUnavailableError
-from ..offsets.storage import OffsetStorageError
+from ..errors import ConsumerShutdownError, OffsetStorageError, ZkConsumerError, ZooKeeperAccessError, ZooKeeperUnavailableError
 from ..structs import TopicPartition
 from ..zookeeper import zkformat
 from ..zookeeper.lease import SessionLease

@@ -37,8 +37,6 @@ from typing import Callable, Optional, Sequence, TypeVar
 from ..errors import BrokerUnavailableError
 from .messageset import speedups
 from .protocol import (
-    EARLIEST_TIME,
-    LATEST_TIME,
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -50,7 +48,7 @@ from .protocol import (
     encode_request,
 )
 
-__all__ = ["BrokerConnection", "EARLIEST_TIME", "LATEST_TIME"]
+__all__ = ["BrokerConnection"]
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +175,7 @@ class BrokerConnection:
     def list_offsets(self, topic: str, partition: int, time: int) -> int:
         """The offset of ``topic``/``partition`` before ``time`` (:data:`EARLIEST_TIME`, :data:`LATEST_TIME`).
 
-        Raises the partition's broker error (a :class:`~zkconsumer.wire.protocol.KafkaProtocolError`)
+        Raises the partition's broker error (a :class:`~zkconsumer.wire.broker_errors.KafkaProtocolError`)
         if the broker reports one.
         """
         return self.send(ListOffsetsRequest(((topic, partition, time),))).offset(topic, partition)

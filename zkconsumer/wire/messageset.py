@@ -70,7 +70,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from ..errors import CorruptMessageError
-from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only, xxh32
+from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only
 
 if TYPE_CHECKING:  # the stub's types (whether or not the extension is built)
     from . import _speedups as _speedups_types
@@ -79,7 +79,7 @@ if TYPE_CHECKING:  # the stub's types (whether or not the extension is built)
 RawMessage = Tuple[int, Optional[bytes], Optional[bytes]]
 
 __all__ = ["ACCELERATED", "DecodedMessageSet", "MessageBlock", "decode_message_set", "decode_message_set_python", "speedups",
-           "UnsupportedCompressionError", "xxh32"]
+           "UnsupportedCompressionError"]
 
 
 class Speedups(Protocol):

@@ -60,32 +60,14 @@ from kafka.protocol.metadata import MetadataRequest as _KMetadataRequest
 from kafka.protocol.metadata import MetadataResponse as _KMetadataResponse
 
 from .broker_errors import (
-    ERROR_NAMES,
-    BrokerMessageTooLargeError,
-    BrokerNotAvailableError,
-    InvalidFetchSizeError,
-    InvalidMessageError,
-    KafkaProtocolError,
-    LeaderNotAvailableError,
-    NotLeaderForPartitionError,
-    OffsetOutOfRangeError,
     ProtocolDecodeError,
-    ReplicaNotAvailableError,
-    RequestTimedOutError,
-    UnknownServerError,
-    UnknownTopicOrPartitionError,
-    error_for_code,
     raise_for_code,
 )
 
 __all__ = [
     "API_FETCH", "API_LIST_OFFSETS", "API_METADATA", "CONSUMER_REPLICA_ID",
-    "EARLIEST_TIME", "LATEST_TIME", "NO_LEADER", "ERROR_NAMES",
-    "KafkaProtocolError", "UnknownServerError", "OffsetOutOfRangeError", "InvalidMessageError",
-    "UnknownTopicOrPartitionError", "InvalidFetchSizeError", "LeaderNotAvailableError",
-    "NotLeaderForPartitionError", "RequestTimedOutError", "BrokerNotAvailableError",
-    "ReplicaNotAvailableError", "BrokerMessageTooLargeError", "error_for_code", "raise_for_code",
-    "ProtocolDecodeError", "Request", "KafkaPythonRequest", "decode_exact", "encode_request", "decode_response_header",
+    "EARLIEST_TIME", "LATEST_TIME", "NO_LEADER",
+    "Request", "KafkaPythonRequest", "decode_exact", "encode_request", "decode_response_header",
     "MetadataRequest", "MetadataResponse", "BrokerMetadata", "TopicMetadata", "PartitionMetadata",
     "FetchRequest", "FetchResponse", "FetchPartition", "FetchPartitionResponse",
     "ListOffsetsRequest", "ListOffsetsResponse", "ListOffsetsPartitionResponse",

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple, cast
 from kazoo.exceptions import NoNodeError
 
 from ..errors import MalformedZnodeError
+from ..structs import Broker
 from . import zkformat
 from .group_session import GroupSession
 
@@ -96,7 +97,7 @@ class ClusterReads:
             self._topic_cache[path] = (data, changed, connection)
             return cast(Optional[bytes], data)
 
-    def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
+    def brokers(self, protocol: str = "PLAINTEXT") -> List[Broker]:
         """Live brokers from ``/brokers/ids``; malformed nodes are logged and left out.
 
         Cached (a broker writes its node once per session): the read of the
@@ -112,7 +113,7 @@ class ClusterReads:
                 return self._decode_brokers(sorted(self._broker_cache), protocol)
             return self._read_brokers(protocol)
 
-    def _read_brokers(self, protocol: str) -> List[zkformat.Broker]:
+    def _read_brokers(self, protocol: str) -> List[Broker]:
         changed = threading.Event()  # set by the watch: the cache is stale
 
         def on_change(_event: object) -> None:
@@ -145,7 +146,7 @@ class ClusterReads:
         self._brokers_fresh, self._brokers_session = changed, session
         return self._decode_brokers(sorted(self._broker_cache), protocol)
 
-    def _decode_brokers(self, ids: List[str], protocol: str) -> List[zkformat.Broker]:
+    def _decode_brokers(self, ids: List[str], protocol: str) -> List[Broker]:
         brokers = []
         for broker_id in ids:
             path = f"{zkformat.BROKER_IDS_PATH}/{broker_id}"

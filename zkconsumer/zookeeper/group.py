@@ -48,7 +48,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from ..errors import ConsumerIdInUseError, MalformedZnodeError, ZooKeeperUnavailableError
-from ..structs import TopicPartition
+from ..structs import Broker, TopicPartition
 from . import zkformat
 from .cluster_reads import ClusterReads
 from .fence import SessionFences
@@ -290,7 +290,7 @@ class GroupClient:
         """See :meth:`~zkconsumer.zookeeper.cluster_reads.ClusterReads.partitions_for_topics`."""
         return self.cluster.partitions_for_topics(topics)
 
-    def brokers(self, protocol: str = "PLAINTEXT") -> List[zkformat.Broker]:
+    def brokers(self, protocol: str = "PLAINTEXT") -> List[Broker]:
         """See :meth:`~zkconsumer.zookeeper.cluster_reads.ClusterReads.brokers`."""
         return self.cluster.brokers(protocol)
 

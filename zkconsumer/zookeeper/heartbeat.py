@@ -33,8 +33,8 @@ instruments one kazoo client's connection for all three, in one of two modes
     that leaves a write unanswered for T/6. That halves an idle member's packets (0.23 per
     second at T = 6 s, against 0.5) but spends the margins above: the last packet the server
     saw may be 0.733 T old, so a whole-process freeze or a server pause longer than about
-    0.27 T can cost the session (at T = 6 s, measured: 2 of 11 idle sessions lost to a 3 s
-    SIGSTOP, 4 of 8 to a 4 s one), and an fsync stall longer than T/6 makes every member with a
+    0.27 T can cost the session (the documentation's *Guarantees under faults* page has measured
+    freezes), and an fsync stall longer than T/6 makes every member with a
     write outstanding reconnect at once. Meant for large fleets of idle members with long
     session timeouts, where the ensemble's packet rate matters more than these margins.
 

@@ -31,14 +31,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ..errors import MalformedZnodeError
-from ..structs import Broker  # in __all__: zkformat.Broker still names it (structs is its home)
+from ..structs import Broker
 
 __all__ = [
     "BROKER_IDS_PATH",
     "BROKER_TOPICS_PATH",
     "CONSUMERS_PATH",
     "REGISTRATION_PATTERNS",
-    "Broker",
     "GroupPaths",
     "PartitionState",
     "Registration",

@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks.cluster.tls import SslFiles, SslOptions, generate_ssl_files, ssl_listener_properties
 from zkconsumer import ConsumerConfig
-from zkconsumer.security import broker_ssl_context
 from zkconsumer.testing.properties import broker_properties
+from zkconsumer.wire.tls import broker_ssl_context
 
 cryptography = pytest.importorskip("cryptography", reason="the test certificates are generated with cryptography")
 

@@ -12,7 +12,6 @@ from zkconsumer.assignors import AssignmentError
 from zkconsumer.consumer.topic_count import StaticTopicCount, Whitelist, WildcardTopicCount
 from zkconsumer.coordinator import consumer_protocol as cp
 from zkconsumer.coordinator.assignment import (
-    PROTOCOL_TYPE,
     as_member,
     decode_share,
     pattern_members,
@@ -21,6 +20,7 @@ from zkconsumer.coordinator.assignment import (
     subscribed_topics,
     subscription_metadata,
 )
+from zkconsumer.coordinator.consumer_protocol import PROTOCOL_TYPE
 from zkconsumer.zookeeper import zkformat
 
 

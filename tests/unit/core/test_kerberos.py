@@ -13,8 +13,10 @@ from typing import Dict, List
 import pytest
 from kazoo.security import ACL, Id, Permissions
 
-from zkconsumer import ConsumerConfig, kerberos, security
+from zkconsumer import ConsumerConfig, kerberos
 from zkconsumer.errors import ConfigurationError
+from zkconsumer.wire import tls
+from zkconsumer.zookeeper import acl
 
 from .test_security import FakeZk, group_nodes
 
@@ -55,8 +57,8 @@ def test_acl_enable_is_satisfied_by_sasl_alone() -> None:
 
 
 def test_sasl_ssl_gets_a_tls_context_too() -> None:
-    assert security.broker_ssl_context(config(**{"security.protocol": "SASL_SSL"})) is not None
-    assert security.broker_ssl_context(config(**{"security.protocol": "SASL_PLAINTEXT"})) is None
+    assert tls.broker_ssl_context(config(**{"security.protocol": "SASL_SSL"})) is not None
+    assert tls.broker_ssl_context(config(**{"security.protocol": "SASL_PLAINTEXT"})) is None
 
 
 @pytest.mark.parametrize("text,keytab,prop,words", [
@@ -101,9 +103,9 @@ def sasl_config(**props: object) -> ConsumerConfig:
 
 
 def test_sasl_acls_give_the_principal_everything_and_the_world_read(logged_in: None) -> None:
-    assert security.zookeeper_acls(sasl_config()) == [ACL(Permissions.ALL, Id("sasl", "app@EXAMPLE.COM")),
+    assert acl.zookeeper_acls(sasl_config()) == [ACL(Permissions.ALL, Id("sasl", "app@EXAMPLE.COM")),
                                                       ACL(Permissions.READ, Id("world", "anyone"))]
-    both = security.zookeeper_acls(sasl_config(**{"zookeeper.auth": "alice:secret"}))
+    both = acl.zookeeper_acls(sasl_config(**{"zookeeper.auth": "alice:secret"}))
     assert both is not None and [a.id.scheme for a in both] == ["digest", "sasl", "world"]
 
 
@@ -113,10 +115,10 @@ def sasl_owned(ident: str) -> List[ACL]:
 
 @pytest.mark.parametrize("ident", ["app@EXAMPLE.COM", "app"])
 def test_prepare_accepts_nodes_of_our_principal(logged_in: None, ident: str) -> None:
-    security.prepare_zookeeper(FakeZk(group_nodes(sasl_owned(ident))), sasl_config())  # type: ignore[arg-type]
+    acl.prepare_zookeeper(FakeZk(group_nodes(sasl_owned(ident))), sasl_config())  # type: ignore[arg-type]
 
 
 def test_prepare_refuses_nodes_of_another_principal(logged_in: None) -> None:
     with pytest.raises(ConfigurationError, match="sasl:other@EXAMPLE.COM"):
-        security.prepare_zookeeper(FakeZk(group_nodes(sasl_owned("other@EXAMPLE.COM"))),  # type: ignore[arg-type]
+        acl.prepare_zookeeper(FakeZk(group_nodes(sasl_owned("other@EXAMPLE.COM"))),  # type: ignore[arg-type]
                                    sasl_config())

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import List
+from typing import List, Tuple
 
 import pytest
 
-from zkconsumer.metrics.consumer import ConsumerMetrics, MetricsReporter, partition_lag
+from zkconsumer.metrics.consumer import EVENT_COUNTERS, REBALANCE, ConsumerMetrics, MetricsReporter, partition_lag
 
 
 class FakeClock:
@@ -198,3 +198,62 @@ def test_reporter_survives_a_failing_snapshot(captured_logger) -> None:
 def test_reporter_rejects_a_non_positive_interval() -> None:
     with pytest.raises(ValueError):
         MetricsReporter(lambda: {}, 0)
+
+
+def test_read_leaves_the_rate_interval_to_snapshot() -> None:
+    clock = FakeClock()
+    m = ConsumerMetrics(clock=clock)
+    m.record_messages(10, 100)
+    clock.now += 2.0
+    assert m.read({}, {}, {})["messages_per_s"] == 5.0  # a scrape: the interval goes on
+    m.record_messages(10, 100)
+    clock.now += 2.0
+    assert m.snapshot({}, {}, {})["messages_per_s"] == 5.0  # 20 messages over the whole 4 s
+    clock.now += 1.0
+    assert m.read({}, {}, {})["interval_s"] == 1.0
+    m.restart_interval()
+    assert m.read({}, {}, {})["interval_s"] == 0.0
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.events: List[Tuple[str, float]] = []
+
+    def recorded(self, event: str, value: float) -> None:
+        self.events.append((event, value))
+
+
+def test_observers_are_told_every_event_and_a_failing_one_breaks_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    m = ConsumerMetrics(clock=FakeClock())
+
+    class Failing:
+        def recorded(self, event: str, value: float) -> None:
+            raise RuntimeError("observer bug")
+
+    seen = Observer()
+    m.add_observer(Failing())
+    m.add_observer(seen)
+    with caplog.at_level(logging.ERROR, logger="zkconsumer.metrics.consumer"):
+        m.record_rebalance(0.5)
+        m.record_commit(True)
+        m.record_commit(False)
+        m.record_failed_rebalance_attempt()
+    assert seen.events == [(REBALANCE, 0.5), ("commits", 1), ("commit_failures", 1), ("failed_rebalance_attempts", 1)]
+    assert (m.rebalances, m.commits, m.commit_failures, m.failed_rebalance_attempts) == (1, 1, 1, 1)
+    assert "observer bug" in caplog.text
+    m.remove_observer(seen)
+    m.remove_observer(seen)  # not registered any more: nothing happens
+    m.record_rebalance(0.1)
+    assert len(seen.events) == 4
+
+
+def test_every_event_counter_is_in_the_snapshot() -> None:
+    m = ConsumerMetrics(clock=FakeClock())
+    for n, counter in enumerate(EVENT_COUNTERS, 1):
+        m.count(counter.key, n)
+    snap = m.snapshot({}, {}, {})
+    assert [snap[c.key] for c in EVENT_COUNTERS] == list(range(1, len(EVENT_COUNTERS) + 1))
+    with pytest.raises(KeyError):
+        m.count("not_a_counter")
+    with pytest.raises(ValueError):
+        m.count(EVENT_COUNTERS[0].key, -1)

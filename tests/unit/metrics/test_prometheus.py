@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from zkconsumer.consumer.membership import RebalanceState, RebalanceStatus
 from zkconsumer.errors import ConfigurationError
 from zkconsumer.fetch.fetch_stats import FetchStats
-from zkconsumer.metrics.consumer import ConsumerMetrics, PauseTimingListener
+from zkconsumer.metrics.consumer import EVENT_COUNTERS, ConsumerMetrics, PauseTimingListener
 from zkconsumer.metrics.prometheus import instrument_connector
 
 
@@ -46,11 +46,12 @@ class FakeConnector:
         self.fail_snapshot = False
         self.fetch_stats = FetchStats()
 
-    def metrics_snapshot(self) -> Dict[str, Any]:
+    def metrics_snapshot(self, *, restart_interval: bool = True) -> Dict[str, Any]:
         if self.fail_snapshot:
             raise RuntimeError("shutting down")
         self.metrics.record_messages(0, 0)
-        snap = self.metrics.snapshot(dict(self.status.owned), {"g_host-1-0": 3}, {("t", 0): 7, ("t", 1): 0})
+        snap = self.metrics.read(dict(self.status.owned), {"g_host-1-0": 3}, {("t", 0): 7, ("t", 1): 0},
+                                 restart_interval=restart_interval)
         snap["fetch"] = self.fetch_stats.snapshot()
         snap["zookeeper_unanswered_drops"] = 1
         snap["zookeeper_heartbeat"] = "kafka/native"
@@ -315,3 +316,48 @@ def test_instrumenting_does_not_patch_the_connectors_private_methods() -> None:
     commit, listener = connector._commit, getattr(connector, "_listener", None)
     instrument_connector(connector, registry=CollectorRegistry())
     assert connector._commit == commit and getattr(connector, "_listener", None) is listener
+
+
+def test_instrumenting_after_the_join_still_sees_rebalances() -> None:
+    """The coordinator hands ``member.metrics.record_rebalance`` to its membership when it joins; a connector
+    instrumented after that must still feed the duration histogram (the recorder tells its observers)."""
+    connector = FakeConnector()
+    on_rebalanced = connector.metrics.record_rebalance  # captured at join time, as KafkaMembership does
+    registry = CollectorRegistry()
+    instrumentation = instrument_connector(connector, registry=registry)
+    on_rebalanced(0.2)
+    h = families(registry)["zkconsumer_consumer_rebalance_duration_seconds"]
+    assert one(h, "zkconsumer_consumer_rebalance_duration_seconds_count") == 1
+    instrumentation.close()  # the observer goes with the instrumentation
+    on_rebalanced(0.3)
+    assert one(instrumentation.hooks.rebalance_histogram.collect()[0].samples,
+               "zkconsumer_consumer_rebalance_duration_seconds_count") == 1
+    assert connector.metrics.rebalances == 2
+
+
+def test_a_scrape_does_not_restart_the_rate_interval() -> None:
+    connector = FakeConnector()
+    asked: List[bool] = []
+    snapshot = connector.metrics_snapshot
+
+    def recording(*, restart_interval: bool = True) -> Dict[str, Any]:
+        asked.append(restart_interval)
+        return snapshot(restart_interval=restart_interval)
+
+    connector.metrics_snapshot = recording  # type: ignore[method-assign]
+    registry = CollectorRegistry()
+    instrument_connector(connector, registry=registry)
+    families(registry)
+    assert asked == [False]
+
+
+def test_every_event_counter_is_exported() -> None:
+    """A new row of EVENT_COUNTERS is a new Prometheus counter, with nothing else to change here."""
+    connector = FakeConnector()
+    registry = CollectorRegistry()
+    instrument_connector(connector, registry=registry)
+    for n, counter in enumerate(EVENT_COUNTERS, 1):
+        connector.metrics.count(counter.key, n)
+    f = families(registry)
+    for n, counter in enumerate(EVENT_COUNTERS, 1):
+        assert one(f[counter.name], counter.name + "_total") == n

@@ -10,7 +10,7 @@ from typing import Deque, Dict, List, Optional, Tuple
 import pytest
 
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
+from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, OffsetStorageError, ZooKeeperUnavailableError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter, checked_offsets
 from zkconsumer.offsets.storage import (
@@ -19,7 +19,6 @@ from zkconsumer.offsets.storage import (
     DualOffsetStorage,
     Generation,
     KafkaOffsetStorage,
-    OffsetStorageError,
     ZooKeeperOffsetStorage,
 )
 from zkconsumer.wire import group_protocol as g

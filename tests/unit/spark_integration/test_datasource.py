@@ -13,7 +13,6 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from spark_integration.data_loss import DataLossError
 from spark_integration.datasource import (
-    SCHEMA,
     SOURCE_NAME,
     OffsetRangePartition,
     ZkConsumerDataSource,
@@ -22,6 +21,7 @@ from spark_integration.datasource import (
 )
 from spark_integration.options import SourceOptions
 from spark_integration.ranges import OffsetRange
+from spark_integration.schema import SCHEMA
 from zkconsumer import ConfigurationError, ConsumerConfig
 from zkconsumer.admin import UnknownTopicError
 

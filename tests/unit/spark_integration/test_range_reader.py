@@ -281,8 +281,7 @@ def test_item3_batches_have_the_spark_sources_arrow_schema_exactly() -> None:
     pytest.importorskip("pyspark")
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from spark_integration.datasource import SCHEMA
-    from spark_integration.schema import arrow_schema, spark_batch
+    from spark_integration.schema import SCHEMA, arrow_schema, spark_batch
     from zkconsumer.consumer.arrow import NOT_NULL_SCHEMA
 
     cluster = FakeCluster()

@@ -10,6 +10,7 @@ from kafka.protocol.old.list_offsets import ListOffsetsRequest_v0, ListOffsetsRe
 from kafka.protocol.old.metadata import MetadataRequest_v0, MetadataResponse_v0
 
 from zkconsumer.errors import BrokerError
+from zkconsumer.wire import broker_errors as be
 from zkconsumer.wire import protocol as p
 
 
@@ -84,64 +85,64 @@ def test_list_offsets_response_decoding_and_offset_lookup() -> None:
     raw = ListOffsetsResponse_v0(topics=[("t", [(0, 0, [42]), (1, 3, [])])]).encode()
     resp = p.ListOffsetsRequest([("t", 0, -1), ("t", 1, -1)]).decode_response(memoryview(raw))
     assert resp.offset("t", 0) == 42
-    with pytest.raises(p.UnknownTopicOrPartitionError) as info:
+    with pytest.raises(be.UnknownTopicOrPartitionError) as info:
         resp.offset("t", 1)
     assert info.value.retriable and info.value.topic == "t" and info.value.partition == 1
-    with pytest.raises(p.ProtocolDecodeError):
+    with pytest.raises(be.ProtocolDecodeError):
         resp.offset("t", 9)
 
 
 def test_truncated_response_raises_decode_error() -> None:
     raw = MetadataResponse_v0(brokers=[(1, "h1", 9092)], topics=[]).encode()
-    with pytest.raises(p.ProtocolDecodeError):
+    with pytest.raises(be.ProtocolDecodeError):
         p.MetadataRequest([]).decode_response(memoryview(raw[:-3]))
     fetch = FetchResponse_v0(topics=[("t", [(0, 0, 100, b"abcdef")])]).encode()
-    with pytest.raises(p.ProtocolDecodeError):
+    with pytest.raises(be.ProtocolDecodeError):
         p.FetchRequest(0, 0, []).decode_response(memoryview(fetch[:-2]))
 
 
 def test_response_header() -> None:
     cid, body = p.decode_response_header(memoryview(b"\x00\x00\x00\x07rest"))
     assert cid == 7 and bytes(body) == b"rest"
-    with pytest.raises(p.ProtocolDecodeError):
+    with pytest.raises(be.ProtocolDecodeError):
         p.decode_response_header(memoryview(b"\x00"))
 
 
 @pytest.mark.parametrize("code, cls, retriable", [
-    (1, p.OffsetOutOfRangeError, False),
-    (2, p.InvalidMessageError, False),
-    (3, p.UnknownTopicOrPartitionError, True),
-    (5, p.LeaderNotAvailableError, True),
-    (6, p.NotLeaderForPartitionError, True),
-    (7, p.RequestTimedOutError, True),
-    (9, p.ReplicaNotAvailableError, True),
-    (10, p.BrokerMessageTooLargeError, False),
+    (1, be.OffsetOutOfRangeError, False),
+    (2, be.InvalidMessageError, False),
+    (3, be.UnknownTopicOrPartitionError, True),
+    (5, be.LeaderNotAvailableError, True),
+    (6, be.NotLeaderForPartitionError, True),
+    (7, be.RequestTimedOutError, True),
+    (9, be.ReplicaNotAvailableError, True),
+    (10, be.BrokerMessageTooLargeError, False),
 ])
 def test_error_table(code: int, cls: type, retriable: bool) -> None:
-    err = p.error_for_code(code, "detail", "t", 4)
+    err = be.error_for_code(code, "detail", "t", 4)
     assert type(err) is cls and isinstance(err, BrokerError)
     assert err.error_code == code and err.retriable is retriable
-    assert p.ERROR_NAMES[code] in str(err) and "t-4" in str(err) and "detail" in str(err)
+    assert be.ERROR_NAMES[code] in str(err) and "t-4" in str(err) and "detail" in str(err)
 
 
 def test_every_known_code_maps_to_its_own_class() -> None:
-    for code, name in p.ERROR_NAMES.items():
+    for code, name in be.ERROR_NAMES.items():
         if code <= 0:
             continue
-        err = p.error_for_code(code)
+        err = be.error_for_code(code)
         assert err.error_code == code and err.error_name == name
-    assert p.error_for_code(14).retriable and not p.error_for_code(29).retriable
+    assert be.error_for_code(14).retriable and not be.error_for_code(29).retriable
 
 
 def test_unknown_codes() -> None:
     for code in (-1, 99):
-        err = p.error_for_code(code)
-        assert isinstance(err, p.UnknownServerError) and err.error_code == code and not err.retriable
+        err = be.error_for_code(code)
+        assert isinstance(err, be.UnknownServerError) and err.error_code == code and not err.retriable
     with pytest.raises(ValueError):
-        p.error_for_code(0)
-    p.raise_for_code(0)
-    with pytest.raises(p.NotLeaderForPartitionError):
-        p.raise_for_code(6)
+        be.error_for_code(0)
+    be.raise_for_code(0)
+    with pytest.raises(be.NotLeaderForPartitionError):
+        be.raise_for_code(6)
 
 
 # --------------------------------------------------------------------------- issue 17 item 4: kafka-python writes the bytes
@@ -169,15 +170,15 @@ def test_kafka_python_frame_matches_the_hand_written_header() -> None:
 
 def test_garbage_and_padding_are_decode_errors() -> None:
     bad_utf8 = struct.pack(">ii", 1, 1) + b"\x00\x02\xff\xfe" + struct.pack(">ii", 9092, 0)
-    with pytest.raises(p.ProtocolDecodeError, match="does not parse"):
+    with pytest.raises(be.ProtocolDecodeError, match="does not parse"):
         p.MetadataRequest([]).decode_response(memoryview(bad_utf8))
     raw = MetadataResponse_v0(brokers=[(1, "h1", 9092)], topics=[]).encode()
-    with pytest.raises(p.ProtocolDecodeError, match="2 unexpected trailing bytes"):
+    with pytest.raises(be.ProtocolDecodeError, match="2 unexpected trailing bytes"):
         p.MetadataRequest([]).decode_response(memoryview(raw + b"\x00\x00"))
     raw = ListOffsetsResponse_v0(topics=[("t", [(0, 0, [42])])]).encode()
-    with pytest.raises(p.ProtocolDecodeError):
+    with pytest.raises(be.ProtocolDecodeError):
         p.ListOffsetsRequest([("t", 0, -1)]).decode_response(memoryview(raw[:-1]))
-    with pytest.raises(p.ProtocolDecodeError):
+    with pytest.raises(be.ProtocolDecodeError):
         p.ListOffsetsRequest([("t", 0, -1)]).decode_response(memoryview(raw + b"\x00"))
 
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from zkconsumer.errors import MalformedZnodeError, ZkConsumerError
+from zkconsumer.structs import Broker
 from zkconsumer.zookeeper.zkformat import (
     BROKER_IDS_PATH,
     BROKER_TOPICS_PATH,
     CONSUMERS_PATH,
-    Broker,
     GroupPaths,
     PartitionState,
     Registration,
