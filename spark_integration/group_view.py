@@ -9,7 +9,7 @@ planner. Executors never receive it (it is not picklable).
 
 Offsets are read and written where the group keeps them, chosen with Kafka
 0.8.2's consumer properties, as the connector does
-(:func:`zkconsumer.offsets.storage.make_offset_storage`):
+(:func:`zkconsumer.consumer.offset_stores.make_offset_storage`):
 
 =============================================  ===============================================
 ``offsets.storage`` / ``dual.commit.enabled``  offsets
@@ -41,8 +41,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkconsumer import ConsumerConfig, OffsetStorageError, Whitelist, ZkConsumerError, ZooKeeperUnavailableError
 from zkconsumer.admin import BrokerOffsets, UnknownTopicError
+from zkconsumer.commits import CommitEntry, OffsetStorage
+from zkconsumer.consumer.offset_stores import make_offset_storage
 from zkconsumer.kerberos import broker_authenticator, zookeeper_sasl_options
-from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, make_offset_storage
 from zkconsumer.structs import TopicPartition
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME
 from zkconsumer.wire.tls import broker_ssl_context

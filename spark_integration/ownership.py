@@ -30,7 +30,7 @@ one ZooKeeper multi-operation (:meth:`zkconsumer.zookeeper.group.GroupClient.com
 
 With ``offsets.storage=kafka`` the query still holds the owner nodes (they
 fence it against other queries and ZooKeeper-membership consumers), and writes
-through the connector's storage (:func:`~zkconsumer.offsets.storage.make_offset_storage`,
+through the connector's storage (:func:`~zkconsumer.consumer.offset_stores.make_offset_storage`,
 fenced by these owner nodes): each partition is checked held before one
 OffsetCommit v1 (generation -1) carries the batch to Kafka, and with
 ``dual.commit.enabled`` ZooKeeper then gets, fenced as above, what Kafka
@@ -56,8 +56,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, SessionExpiredError
 
 from zkconsumer import ConsumerConfig, ZkConsumerError, ZooKeeperUnavailableError
+from zkconsumer.commits import CommitEntry, OffsetStorage
+from zkconsumer.consumer.offset_stores import make_offset_storage
 from zkconsumer.errors import ZooKeeperSessionExpiredError
-from zkconsumer.offsets.storage import CommitEntry, OffsetStorage, make_offset_storage
 from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper.acl import zookeeper_acls
 from zkconsumer.zookeeper.group import GroupClient

@@ -18,11 +18,12 @@ from zkconsumer import (
     ZkConsumerError,
     ZookeeperConsumerConnector,
 )
+from zkconsumer.commits import CommitEntry
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.coordinator.kafka_membership import CoordinatorMembership
 from zkconsumer.offsets.channel import CoordinatorChannel, connection_factory
-from zkconsumer.offsets.storage import CommitEntry, KafkaOffsetStorage
+from zkconsumer.offsets.storage import KafkaOffsetStorage
 from zkconsumer.zookeeper.group import GroupClient
 
 

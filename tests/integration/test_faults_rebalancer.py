@@ -24,11 +24,11 @@ from zkconsumer.consumer.topic_count import StaticTopicCount
 from zkconsumer.errors import ConsumerRebalanceFailedError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
-from zkconsumer.offsets.storage import ZooKeeperOffsetStorage
 from zkconsumer.rebalance.rebalancer import Rebalancer
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.zookeeper.offset_storage import ZooKeeperOffsetStorage
 
 TP = Tuple[str, int]
 
@@ -213,7 +213,7 @@ def test_item3_ownership_lost_ignores_partitions_this_session_still_holds(cluste
     rebalancer = Rebalancer(
         group=member, topic_count=StaticTopicCount(member.consumer_id, {topic: 1}),
         assignor=assignors.assign_range, queue_for=lambda t, thread: queue, streams=[KafkaStream(queue, 10)],
-        fetchers=fetchers, committer=OffsetCommitter(member), auto_commit=False, fetch_size=1024,
+        fetchers=fetchers, committer=OffsetCommitter(member, ZooKeeperOffsetStorage(member)), auto_commit=False, fetch_size=1024,
         max_retries=2, backoff_ms=200, exclude_internal_topics=True,
         register=lambda: member.register(registration), watch_topics=lambda topics: None,
         on_failure=failures.append, read_offsets=read_offsets,

@@ -6,9 +6,10 @@ from offsets_support import consume, kafka_committed, next_offsets, produce_even
 from support import consumer_props, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
+from zkconsumer.commits import NO_GENERATION, CommitEntry
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.offsets.channel import CoordinatorChannel, connection_factory
-from zkconsumer.offsets.storage import NO_GENERATION, CommitEntry, KafkaOffsetStorage
+from zkconsumer.offsets.storage import KafkaOffsetStorage
 from zkconsumer.zookeeper.group import GroupClient
 
 PARTITIONS = range(4)

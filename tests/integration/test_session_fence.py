@@ -30,10 +30,11 @@ from kazoo.protocol.states import KazooState
 from support import unique, wait_until
 
 from benchmarks.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
-from zkconsumer.offsets.storage import CommitEntry, ZooKeeperOffsetStorage
+from zkconsumer.commits import CommitEntry
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
+from zkconsumer.zookeeper.offset_storage import ZooKeeperOffsetStorage
 
 pytestmark = pytest.mark.integration
 

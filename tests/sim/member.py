@@ -33,6 +33,7 @@ from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import zkformat
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.lease import SessionLease
+from zkconsumer.zookeeper.offset_storage import ZooKeeperOffsetStorage
 from zkconsumer.zookeeper.watchers import GroupWatcher
 from zkconsumer.zookeeper.zkcalls import BoundedZooKeeper
 
@@ -67,7 +68,7 @@ class Member(SimProcess):
         self.watcher = GroupWatcher(self.client, self.group.paths, self._signal, topic_allowed)  # type: ignore[arg-type]
         self.group.member_list = self.watcher.member_list
         self.group.topic_data = self.watcher.topic_data
-        self.committer = OffsetCommitter(self.group, runtime=runtime)
+        self.committer = OffsetCommitter(self.group, ZooKeeperOffsetStorage(self.group), runtime=runtime)
         self.heartbeat = SimHeartbeat(self.client, kernel.clock)
         self.lease: Optional[SessionLease] = None  # made after registering, as ZooKeeperMembership does
         self.fetchers = SimFetchers(kernel, random.Random(seed * 5 + 2), self.deliverable, self.lease_session)

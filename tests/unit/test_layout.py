@@ -423,15 +423,9 @@ def strongly_connected(edges: Dict[str, Set[str]]) -> List[List[str]]:
 #: Folders that know nothing of ZooKeeper (neither ``zookeeper/`` nor kazoo): fetching and committing
 #: work the same whichever membership (ZooKeeper or the brokers' coordinator) runs the group.
 ZOOKEEPER_FREE = ("fetch", "offsets")
-#: What ``offsets/`` still imports of ZooKeeper: the ZooKeeper offset storage and the committer's
-#: ``GroupClient``, which move out once ``GroupClient`` is composed of collaborators (issue 43,
-#: item 1). Each entry must still occur (test_zookeeper_free_exceptions_still_occur).
-ZOOKEEPER_FREE_EXCEPTIONS: FrozenSet[str] = frozenset({
-    "zkconsumer.offsets.storage imports kazoo.exceptions",
-    "zkconsumer.offsets.storage imports zkconsumer.zookeeper.offset_nodes",
-    "zkconsumer.offsets.storage imports zkconsumer.zookeeper.group (under TYPE_CHECKING)",
-    "zkconsumer.offsets.committer imports zkconsumer.zookeeper.group",
-})
+#: Imports a ZOOKEEPER_FREE folder may still make of ZooKeeper (none now; each entry must still
+#: occur: test_zookeeper_free_exceptions_still_occur).
+ZOOKEEPER_FREE_EXCEPTIONS: FrozenSet[str] = frozenset()
 
 
 def zookeeper_violations(package: Package) -> List[str]:

@@ -18,6 +18,6 @@ module                   holds
 Who decides which member consumes what lives above this package: :mod:`zkconsumer.rebalance`
 (ZooKeeper membership) and :mod:`zkconsumer.coordinator` (the brokers' group coordinator).
 
-May import: errors, config, structs, assignors, java_regex, threads, security, kerberos, wire, zookeeper,
+May import: errors, config, structs, commits, assignors, java_regex, threads, security, kerberos, wire, zookeeper,
 fetch, offsets, metrics.
 """

@@ -56,7 +56,6 @@ from ..fetch.manager import FetcherManager
 from ..metrics.consumer import ConsumerMetrics, MetricsReporter, PauseTimingListener
 from ..offsets.committer import AutoCommitter, OffsetCommitter, checked_offsets
 from ..offsets.retry import commit_retrying
-from ..offsets.storage import make_offset_storage
 from ..structs import TopicPartition
 from ..threads import ParallelStops
 from ..zookeeper.acl import zookeeper_acls
@@ -64,6 +63,7 @@ from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
 from .acks import ProcessedOffsets
 from .membership import ConsumerRebalanceListener, Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
+from .offset_stores import make_offset_storage
 from .pausing import Pauses
 from .seeking import GroupSeeks
 from .stream import Decoder, FailureSignal, KafkaStream, clear_streams

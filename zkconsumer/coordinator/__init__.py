@@ -18,6 +18,6 @@ module                   owns
 The coordinator itself is found through :mod:`zkconsumer.offsets.channel` (shared with
 offset storage in Kafka). Nothing is imported here: importing one module of the package loads no other.
 
-May import: errors, structs, assignors, threads, wire, zookeeper, fetch, offsets, consumer
+May import: errors, structs, commits, assignors, threads, wire, zookeeper, fetch, offsets, consumer
 (not :mod:`zkconsumer.rebalance`: the two memberships know nothing of each other).
 """

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from ..assignors import split_thread_id
+from ..commits import Generation
 from ..consumer.membership import ConsumerRebalanceListener, FetcherControl
 from ..consumer.stream import KafkaStream, clear_streams
 from ..consumer.topic_count import make_thread_id
 from ..errors import ZkConsumerError
 from ..fetch.handoff import ChunkQueue, PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
-from ..offsets.storage import Generation
 from ..structs import INVALID_OFFSET, TopicPartition
 
 __all__ = ["Delivery"]

@@ -40,11 +40,11 @@ import logging
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..commits import Generation
 from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import StaticTopicCount, TopicCount
 from ..errors import OffsetStorageError, RebalanceInProgressError, ZkConsumerError
 from ..offsets.channel import CoordinatorChannel, connection_factory
-from ..offsets.storage import Generation
 from ..structs import TopicPartition
 from ..wire.group_protocol import DescribeGroupsRequest, GroupMember, error_name
 from . import consumer_protocol

@@ -59,9 +59,9 @@ from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple,
 
 from kazoo.exceptions import KazooException
 
+from ..commits import Generation
 from ..consumer.membership import RebalanceState, RebalanceStatus
 from ..errors import ConfigurationError, ZkConsumerError
-from ..offsets.storage import Generation
 from ..structs import TopicPartition
 from ..threads import ShutdownableThread
 from ..wire.broker_errors import error_for_code

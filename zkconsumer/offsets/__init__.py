@@ -5,11 +5,12 @@ module             holds
 =================  ===================================================================
 ``committer.py``   :class:`OffsetCommitter` (what was handed out, what is committed) and
                    :class:`AutoCommitter` (``auto.commit.enable``)
-``storage.py``     where offsets go (``offsets.storage``): ZooKeeper, Kafka, or both
-                   (``dual.commit.enabled``), fenced by ownership or generation
+``storage.py``     offsets in Kafka, or in Kafka and ZooKeeper (``dual.commit.enabled``),
+                   fenced by ownership or generation (the ZooKeeper store is
+                   ``zookeeper/offset_storage.py``)
 ``channel.py``     :class:`CoordinatorChannel`: the connection to the group's offsets
                    coordinator broker, found again when it moves
 =================  ===================================================================
 
-May import: errors, config, structs, threads, kerberos, wire, zookeeper, fetch.
+May import: errors, structs, commits, threads, kerberos, wire, fetch.
 """

@@ -5,15 +5,15 @@ one commit per partition per interval that is most of a large group's ZooKeeper
 write load. :class:`OffsetCommitter` remembers the last value known to be
 stored for each partition (read at claim time or written by us) and writes to
 ZooKeeper only partitions whose consumed offset moved, plus those whose stores
-were found disagreeing (:meth:`~zkconsumer.offsets.storage.OffsetStorage.out_of_sync`).
+were found disagreeing (:meth:`~zkconsumer.commits.OffsetStorage.out_of_sync`).
 Kafka is sent every offset at every commit, as Kafka's consumer does, because a
 0.9 broker expires offsets ``offsets.retention.minutes`` after their last commit.
 
-Where offsets are written is an :class:`~zkconsumer.offsets.storage.OffsetStorage`
+Where offsets are written is an :class:`~zkconsumer.commits.OffsetStorage`
 (ZooKeeper by default; Kafka, or both, per ``offsets.storage`` and
 ``dual.commit.enabled``). Commits are *fenced*: a partition is written only while
 this member still owns it, in ZooKeeper under its current session (see
-:meth:`GroupClient.commit_offset_if_owner`) or, for a broker-managed group, in
+``GroupClient.commit_offset_if_owner``) or, for a broker-managed group, in
 the coordinator's current generation, so a member that was frozen past its
 session timeout, or lost a partition some other way, never overwrites the new
 owner's offsets.
@@ -23,33 +23,49 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Tuple
 
+from ..commits import NO_GENERATION, CommitEntry, Generation, OffsetStorage
 from ..errors import ConfigurationError, OffsetStorageError, ZooKeeperUnavailableError
 from ..fetch.handoff import PartitionTopicInfo
 from ..structs import TopicPartition
 from ..threads import THREADS, Runtime, ShutdownableThread
-from ..zookeeper.group import GroupClient
-from .storage import NO_GENERATION, CommitEntry, Generation, OffsetStorage, ZooKeeperOffsetStorage
 
 log = logging.getLogger(__name__)
+
+
+class _Deadlines(Protocol):
+    def remaining(self) -> Optional[float]: ...
+
+
+class CommitScope(Protocol):
+    """What the committer needs of the group: its id (for logs) and the caller's deadline.
+
+    ``client.remaining()``: seconds left of the calling thread's deadline (``None``: none), so
+    that waiting for the commit lock never outlasts it. A ``GroupClient`` is one.
+    """
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def client(self) -> _Deadlines: ...
 
 
 class OffsetCommitter:
     """Writes ``PartitionTopicInfo.consumed_offset`` values to the group's offset storage.
 
-    ``storage`` defaults to fenced ZooKeeper offsets of ``group``
-    (:class:`~zkconsumer.offsets.storage.ZooKeeperOffsetStorage`).
+    ``storage`` is where the offsets go (the connector builds it from the configuration:
+    ``zkconsumer.consumer.offset_stores.make_offset_storage``).
 
     Thread-safe: the auto-commit thread, the rebalancer and the application may
     commit concurrently; commits are serialised so an older value never
     overwrites a newer one written by a concurrent commit.
     """
 
-    def __init__(self, group: GroupClient, storage: Optional[OffsetStorage] = None,
-                 runtime: Runtime = THREADS) -> None:
+    def __init__(self, group: CommitScope, storage: OffsetStorage, runtime: Runtime = THREADS) -> None:
         self._group = group
-        self._storage: OffsetStorage = storage if storage is not None else ZooKeeperOffsetStorage(group)
+        self._storage = storage
         self._lock = runtime.lock()  # held across the write: a simulation's runtime must know it
         self._books = runtime.lock()  # guards _checkpoints only, never held across a write
         self._checkpoints: Dict[TopicPartition, int] = {}
@@ -117,7 +133,7 @@ class OffsetCommitter:
         ZooKeeper; they are re-sent to Kafka (see the module docstring).
 
         ``generation`` is the broker-managed group's generation the partitions
-        were assigned in (:data:`~zkconsumer.offsets.storage.NO_GENERATION` under
+        were assigned in (:data:`~zkconsumer.commits.NO_GENERATION` under
         ZooKeeper membership).
 
         Returns the partitions that were *fenced*: no longer owned by that

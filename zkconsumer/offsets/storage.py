@@ -7,12 +7,15 @@ also written to ZooKeeper, while a read takes the larger of the two. That is
 the migration path: a group moves its offsets into Kafka without reprocessing
 or skipping anything, and can move back.
 
-Three storages share one small interface (:class:`OffsetStorage`):
+Three storages share one small interface (:class:`~zkconsumer.commits.OffsetStorage`); this module
+holds the Kafka and the dual one, which know nothing of ZooKeeper. The ZooKeeper one is
+:class:`~zkconsumer.zookeeper.offset_storage.ZooKeeperOffsetStorage`, and
+:func:`~zkconsumer.consumer.offset_stores.make_offset_storage` builds what a configuration asks for:
 
 =========================  =====================================================================
 storage                    behaviour
 =========================  =====================================================================
-:class:`ZooKeeperOffsetStorage`  ``/consumers/<g>/offsets/<t>/<p>``; *fenced* under ZooKeeper
+``ZooKeeperOffsetStorage``       ``/consumers/<g>/offsets/<t>/<p>``; *fenced* under ZooKeeper
                            membership (written only while this session owns the partition, one
                            multi-operation), plain writes under coordinator membership
 :class:`KafkaOffsetStorage`      OffsetCommit/OffsetFetch to the coordinator (found with a
@@ -53,215 +56,37 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from typing import (
-    TYPE_CHECKING,
     Callable,
     Dict,
     Iterable,
     List,
     Mapping,
-    NamedTuple,
     Optional,
-    Protocol,
     Sequence,
     Set,
-    Tuple,
     Union,
 )
 
-from kazoo.exceptions import KazooException
-
-from ..errors import BrokerError, OffsetStorageError, ZkConsumerError, ZooKeeperUnavailableError
+from ..commits import NO_GENERATION, CommitEntry, CommitOutcome, Generation, OffsetStorage
+from ..errors import BrokerError, OffsetStorageError, ZkConsumerError
 from ..structs import TopicPartition
 from ..wire.broker_errors import error_for_code
 from ..wire.group_protocol import (
     COORDINATOR_MOVED_CODES,
-    DEFAULT_GENERATION_ID,
     GROUP_LOAD_IN_PROGRESS,
     MEMBERSHIP_LOST_CODES,
-    UNKNOWN_MEMBER_ID,
     OffsetCommitEntry,
     OffsetCommitRequestV1,
     OffsetCommitRequestV2,
     OffsetFetchRequest,
     error_name,
 )
-from ..zookeeper.offset_nodes import MAX_COMMIT_BATCH
-from .channel import Coordinator, CoordinatorChannel, connection_factory
+from .channel import Coordinator, CoordinatorChannel
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..config import ConsumerConfig
-    from ..zookeeper.group import GroupClient
-
-__all__ = [
-    "CommitEntry", "CommitOutcome", "DualOffsetStorage", "Generation", "KafkaOffsetStorage", "NO_GENERATION",
-    "OffsetStorage", "ZooKeeperOffsetStorage", "make_offset_storage",
-]
+__all__ = ["DualOffsetStorage", "KafkaOffsetStorage"]
 
 log = logging.getLogger(__name__)
-
-
-class Generation(NamedTuple):
-    """A broker-managed group's generation as one member sees it (the commit fence).
-
-    :data:`NO_GENERATION` (``-1``, ``""``) stands for a group the coordinator does
-    not manage: its membership is in ZooKeeper.
-    """
-
-    generation_id: int
-    member_id: str
-
-    @property
-    def managed(self) -> bool:
-        """Whether the broker's group coordinator manages the membership."""
-        return self.generation_id >= 0
-
-
-NO_GENERATION = Generation(DEFAULT_GENERATION_ID, UNKNOWN_MEMBER_ID)
-
-
-@dataclass(frozen=True)
-class CommitEntry:
-    """One offset to commit and the thread id that owns the partition (ZooKeeper fencing).
-
-    ``changed`` is ``False`` when the store(s) already hold ``offset`` as far as
-    the committer knows: ZooKeeper skips it, Kafka re-commits it (retention).
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    owner: str
-    changed: bool = True
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-
-@dataclass
-class CommitOutcome:
-    """What a :meth:`OffsetStorage.write` did.
-
-    ``committed``: stored. ``fenced``: not written because this member no longer
-    owns them (ZooKeeper owner node, or the coordinator's generation). ``error``:
-    why the remaining ones were not written (``None`` if every entry is in one of
-    the two lists).
-    """
-
-    committed: List[TopicPartition] = field(default_factory=list)
-    fenced: List[TopicPartition] = field(default_factory=list)
-    error: Optional[ZkConsumerError] = None
-
-
-class OffsetStorage(Protocol):
-    """Where a group's committed offsets are read from and written to."""
-
-    #: ``"zookeeper"``, ``"kafka"`` or ``"kafka+zookeeper"``: for logs.
-    name: str
-    #: Whether unchanged offsets must be written too (Kafka's retention); else they are skipped.
-    rewrites_unchanged: bool
-
-    def read(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
-        """The committed next-offset-to-consume of each partition, ``None`` if none; raises on failure."""
-
-    def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
-        """Commit ``entries`` under ``generation``; never raises for a failed commit (see ``error``)."""
-
-    def out_of_sync(self) -> Set[TopicPartition]:
-        """Partitions whose stores disagreed at the last read: to be written even if unchanged."""
-
-    def close(self) -> None:
-        """Release connections (idempotent); later calls may fail."""
-
-
-# --------------------------------------------------------------------------- ZooKeeper
-
-
-class ZooKeeperOffsetStorage:
-    """Offsets in ``/consumers/<g>/offsets`` through :class:`~zkconsumer.zookeeper.group.GroupClient`.
-
-    ``fenced=True`` (ZooKeeper membership): a partition is written only while
-    this session holds its owner node with the entry's thread id
-    (:meth:`GroupClient.commit_offset_if_owner`). ``fenced=False`` (coordinator
-    membership, dual commit): written as is, after Kafka accepted the same
-    offset under the member's generation.
-    """
-
-    name = "zookeeper"
-    rewrites_unchanged = False
-
-    def __init__(self, group: "GroupClient", *, fenced: bool = True) -> None:
-        self._group = group
-        self._fenced = fenced
-
-    def read(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
-        return self._group.read_offsets(list(partitions))
-
-    def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
-        """Write each changed entry; one partition's refused write does not stop the others.
-
-        Fenced, the changed entries are first written in multi-operations of up
-        to :data:`MAX_COMMIT_BATCH` partitions
-        (:meth:`GroupClient.commit_offsets_if_owner`: one request for a whole
-        commit in the steady state); the entries of one that writes nothing (a
-        partition fenced, refused, ZooKeeper away) are each written on their own
-        as below.
-
-        A write the server refuses (``NoAuthError`` on an offset node protected by
-        another client's ACL, ...) is an *error* for that partition, never
-        fencing: the partition stays owned and its offset is tried again at the
-        next commit. ZooKeeper being unreachable ends the commit (the other
-        writes would fail the same way).
-        """
-        outcome = CommitOutcome()
-        # The session the entries were handed out under (kept while the connection is only
-        # SUSPENDED): a write sent on a later session is fenced (GroupClient.commit_offset_if_owner;
-        # found by the simulator, tests/sim). None: no session now, so none of ours holds anything.
-        session = self._group.session_id
-        if self._fenced and session is None:
-            outcome.fenced.extend(e.tp for e in entries if e.changed)
-            outcome.committed.extend(e.tp for e in entries if not e.changed)
-            return outcome
-        written: Set[TopicPartition] = set()  # by a multi-operation of up to MAX_COMMIT_BATCH partitions
-        changed = [e for e in entries if e.changed]
-        for start in range(0, len(changed) if self._fenced else 0, MAX_COMMIT_BATCH):
-            batch = changed[start:start + MAX_COMMIT_BATCH]
-            if self._group.commit_offsets_if_owner([(e.topic, e.partition, e.offset) for e in batch], session):
-                written.update(e.tp for e in batch)
-        refused: List[Tuple[TopicPartition, BaseException]] = []
-        for entry in entries:
-            if not entry.changed or entry.tp in written:
-                outcome.committed.append(entry.tp)  # already there (KAFKA-987), or in a multi: no write
-                continue
-            try:
-                if not self._fenced:
-                    self._group.commit_offset(entry.topic, entry.partition, entry.offset)
-                elif not self._group.commit_offset_if_owner(entry.topic, entry.partition, entry.offset, entry.owner,
-                                                            session):
-                    outcome.fenced.append(entry.tp)
-                    continue
-            except ZooKeeperUnavailableError as exc:
-                outcome.error = exc
-                break
-            except (ZkConsumerError, KazooException) as exc:
-                refused.append((entry.tp, exc))
-                continue
-            outcome.committed.append(entry.tp)
-        if refused and outcome.error is None:
-            outcome.error = OffsetStorageError(
-                "ZooKeeper refused the offsets of " + ", ".join(
-                    f"{t}-{p} ({type(exc).__name__}: {exc})" for (t, p), exc in refused)
-                + "; they stay owned and are written again at the next commit",
-                retriable=all(getattr(exc, "retriable", False) for _, exc in refused), fenced=outcome.fenced)
-        return outcome
-
-    def out_of_sync(self) -> Set[TopicPartition]:
-        return set()
-
-    def close(self) -> None:
-        pass
 
 
 # --------------------------------------------------------------------------- Kafka
@@ -499,42 +324,3 @@ class DualOffsetStorage:
 
 
 # --------------------------------------------------------------------------- from config
-
-
-def make_offset_storage(config: "ConsumerConfig", group: "GroupClient", *,
-                        owner_fenced: Optional[bool] = None) -> OffsetStorage:
-    """The storage ``config`` asks for.
-
-    ``offsets.storage=zookeeper``: :class:`ZooKeeperOffsetStorage`.
-    ``offsets.storage=kafka``: :class:`KafkaOffsetStorage`, wrapped in
-    :class:`DualOffsetStorage` when ``dual.commit.enabled``. Under
-    ``group.membership=zookeeper`` every write is fenced by ZooKeeper ownership;
-    under ``group.membership=kafka`` by the coordinator's generation.
-
-    ``owner_fenced`` overrides that choice for a writer that is no member
-    (Spark's driver): ``True`` fences by the ZooKeeper owner nodes the entries
-    name, ``False`` writes as is (Kafka: OffsetCommit v1 under generation -1,
-    which the coordinator still refuses while it manages the group).
-    """
-    if config.offsets_storage == "zookeeper":
-        return ZooKeeperOffsetStorage(group, fenced=owner_fenced is not False)
-
-    zookeeper_membership = config.group_membership == "zookeeper" if owner_fenced is None else owner_fenced
-
-    channel = CoordinatorChannel(
-        config.group_id,
-        brokers=lambda: group.brokers(config.security_protocol),
-        connect=connection_factory(config, config.offsets_channel_socket_timeout_ms),
-        name="offsets",
-    )
-    kafka = KafkaOffsetStorage(
-        channel, config.group_id,
-        max_retries=config.offsets_commit_max_retries,
-        backoff_ms=config.offsets_channel_backoff_ms,
-        # checked for unmanaged generations only: ZooKeeper membership, also after a switch; not for a
-        # writer that holds no owner nodes (owner_fenced=False: Spark's driver)
-        owns=group.owns if owner_fenced is not False else None,
-    )
-    if not config.dual_commit_enabled:
-        return kafka
-    return DualOffsetStorage(kafka, ZooKeeperOffsetStorage(group, fenced=zookeeper_membership))

@@ -1,4 +1,4 @@
 """ZooKeeper: the group's paths and JSON, membership, watches, the session lease, bounded calls.
 
-May import: errors, structs, threads, kerberos.
+May import: errors, structs, commits, threads, kerberos.
 """

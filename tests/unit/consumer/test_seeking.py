@@ -10,12 +10,12 @@ from typing import Dict, List, Optional, Sequence, Set
 import pytest
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from zkconsumer.commits import CommitEntry, CommitOutcome
 from zkconsumer.consumer.acks import ProcessedOffsets
 from zkconsumer.consumer.seeking import GroupSeeks
 from zkconsumer.errors import MalformedZnodeError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
-from zkconsumer.offsets.storage import CommitEntry, CommitOutcome
 from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import seek_nodes
 

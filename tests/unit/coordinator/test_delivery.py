@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from zkconsumer.commits import Generation
 from zkconsumer.coordinator.delivery import Delivery
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
-from zkconsumer.offsets.storage import Generation
 
 TP = Tuple[str, int]
 

@@ -11,6 +11,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional
 
 import pytest
 
+from zkconsumer.commits import CommitOutcome, Generation
 from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.consumer.stream import KafkaStream
 from zkconsumer.coordinator.consumer_protocol import decode_assignment, encode_assignment
@@ -19,7 +20,6 @@ from zkconsumer.coordinator.membership import GroupMembership
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
-from zkconsumer.offsets.storage import CommitOutcome, Generation
 from zkconsumer.structs import INVALID_OFFSET
 from zkconsumer.wire import group_protocol as g
 

@@ -9,20 +9,15 @@ from typing import Deque, Dict, List, Optional, Tuple
 
 import pytest
 
+from zkconsumer.commits import NO_GENERATION, CommitEntry, Generation
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, OffsetStorageError, ZooKeeperUnavailableError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter, checked_offsets
-from zkconsumer.offsets.storage import (
-    NO_GENERATION,
-    CommitEntry,
-    DualOffsetStorage,
-    Generation,
-    KafkaOffsetStorage,
-    ZooKeeperOffsetStorage,
-)
+from zkconsumer.offsets.storage import DualOffsetStorage, KafkaOffsetStorage
 from zkconsumer.wire import group_protocol as g
 from zkconsumer.zookeeper.offset_nodes import MAX_COMMIT_BATCH
+from zkconsumer.zookeeper.offset_storage import ZooKeeperOffsetStorage
 
 TP = Tuple[str, int]
 
@@ -257,7 +252,7 @@ def test_kafka_is_sent_unchanged_offsets_again_so_they_never_expire() -> None:
 def test_zookeeper_offsets_that_did_not_move_are_not_rewritten() -> None:
     group = FakeGroup()
     group.owners = {("t", 0): "me-0"}
-    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    committer = OffsetCommitter(group, ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
     info = PartitionTopicInfo("t", 0, ChunkQueue(1), 30, 1024)
     committer.commit([(info, "me-0")])
     committer.commit([(info, "me-0")])
@@ -281,7 +276,7 @@ def test_a_zookeeper_error_is_raised_as_it_is_when_nothing_was_fenced() -> None:
     group = FakeGroup()
     group.owners = {("t", 0): "me-0"}
     group.fail_writes = True
-    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    committer = OffsetCommitter(group, ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
     with pytest.raises(ZooKeeperUnavailableError):
         committer.commit([(PartitionTopicInfo("t", 0, ChunkQueue(1), 5, 1024), "me-0")])
 
@@ -368,7 +363,7 @@ def test_zookeeper_storage_writes_a_large_commit_in_multi_operations_of_bounded_
 def test_explicit_offsets_are_committed_as_given_and_only_for_the_partitions_named() -> None:
     group = FakeGroup()
     group.owners = {("t", 0): "me-0", ("t", 1): "me-0"}
-    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    committer = OffsetCommitter(group, ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
     infos = [PartitionTopicInfo("t", p, ChunkQueue(1), 30, 1024) for p in (0, 1)]
     assert committer.commit([(info, "me-0") for info in infos], offsets={("t", 0): 12, ("t", 9): 5}) == []
     assert group.offsets == {("t", 0): 12}  # t-1 not named: left alone; t-9 not owned: not written

@@ -8,9 +8,9 @@ import time
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from zkconsumer.commits import NO_GENERATION, CommitEntry, CommitOutcome, Generation
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
-from zkconsumer.offsets.storage import NO_GENERATION, CommitEntry, CommitOutcome, Generation
 from zkconsumer.rebalance.ownership import Ownership
 from zkconsumer.structs import INVALID_OFFSET, TopicPartition
 from zkconsumer.threads import THREADS

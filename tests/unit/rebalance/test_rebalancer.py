@@ -19,6 +19,7 @@ from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
 from zkconsumer.rebalance.rebalancer import Rebalancer
 from zkconsumer.structs import INVALID_OFFSET
+from zkconsumer.zookeeper.offset_storage import ZooKeeperOffsetStorage
 from zkconsumer.zookeeper.zkformat import Registration
 
 TP = Tuple[str, int]
@@ -188,7 +189,7 @@ def build(group: FakeGroup, *, backoff_ms: int = 200, max_retries: int = 2, auto
         queue_for=lambda topic, thread: queue,
         streams=[stream],
         fetchers=fetchers,
-        committer=committer or OffsetCommitter(group),  # type: ignore[arg-type]
+        committer=committer or OffsetCommitter(group, ZooKeeperOffsetStorage(group)),  # type: ignore[arg-type]
         auto_commit=auto_commit,
         fetch_size=1024,
         max_retries=max_retries,
@@ -466,7 +467,7 @@ def test_a_stop_with_a_timeout_returns_while_a_step_hangs_and_says_the_thread_ha
 
 def test_a_fenced_partition_stops_being_delivered_and_is_reclaimed_once_free(group: FakeGroup) -> None:
     rebalancer, fetchers, _ = build(group, backoff_ms=5000)
-    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    committer = OffsetCommitter(group, ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
     with rebalancing(rebalancer):
         settle(rebalancer)
         group.owner_nodes[("t", 1)] = "g_intruder-0"  # taken over behind our back
@@ -646,7 +647,7 @@ def test_item2_a_failed_commit_in_pause_does_not_stall_the_rebalance(group: Fake
                  lambda: f"stalled: {rebalancer.status}")
         assert rebalancer.status.failed_attempts == 0 and group.releases == [("t", 2), ("t", 3)]
         broken[0] = False
-        committer = OffsetCommitter(group)  # type: ignore[arg-type]
+        committer = OffsetCommitter(group, ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
         committer.commit(rebalancer.owned_partitions())
         assert group.offsets == {("t", 0): 9, ("t", 1): 9}
 
@@ -697,7 +698,7 @@ def test_item13a_zero_backoff_does_not_spin(group: FakeGroup) -> None:
 
 def test_item13d_the_checkpoint_is_cleared_when_no_offset_is_found(group: FakeGroup) -> None:
     """A checkpoint from an earlier ownership does not make the committer skip a needed write."""
-    committer = OffsetCommitter(group)  # type: ignore[arg-type]
+    committer = OffsetCommitter(group, ZooKeeperOffsetStorage(group))  # type: ignore[arg-type]
     rebalancer, fetchers, _ = build(group, auto_commit=False, committer=committer)
     committer.checkpoint("t", 0, 5)  # stored during an earlier ownership; the node was deleted since
     with rebalancing(rebalancer):
@@ -733,7 +734,7 @@ def test_item13e_a_partition_moving_between_our_streams_resumes_where_it_was(gro
         topic_count=StaticTopicCount(ME, {"t": 2}), assignor=assignors.assign_range,
         queue_for=lambda topic, thread: queues[thread],
         streams=[KafkaStream(q, 10, thread_id=t) for t, q in queues.items()], fetchers=fetchers,
-        committer=OffsetCommitter(group), auto_commit=False, fetch_size=1024,  # type: ignore[arg-type]
+        committer=OffsetCommitter(group, ZooKeeperOffsetStorage(group)), auto_commit=False, fetch_size=1024,  # type: ignore[arg-type]
         max_retries=2, backoff_ms=100, exclude_internal_topics=True, register=group.register,
         watch_topics=lambda topics: None, on_failure=lambda exc: None,
     )
