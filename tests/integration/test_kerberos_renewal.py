@@ -80,8 +80,8 @@ def test_member_recovers_by_itself_when_the_kdc_returns_after_its_tickets_expire
         short_tickets: ProjectCluster) -> None:
     """The KDC is down long enough for every ticket to expire, then the member's ZooKeeper connection
     drops (a proxy resets it): its reconnection cannot authenticate (no ticket can be had). That must
-    stay a dropped connection kazoo retries, not kazoo's AUTH_FAILED, after which kazoo never
-    reconnects. (ZooKeeper itself cannot restart meanwhile: its own login needs the KDC.)"""
+    stay a dropped connection kazoo retries: after AUTH_FAILED, or an error kazoo does not know,
+    kazoo never reconnects. (ZooKeeper itself cannot restart meanwhile: its own login needs the KDC.)"""
     cluster = short_tickets
     topic, group = cluster.create_topic(unique("kdc-back"), partitions=1), unique("g-kdc-back")
     cluster.produce(topic, [b"m0"], partition=0)
