@@ -345,6 +345,12 @@ def zookeeper_sasl_options(config: KerberosSettings,
 _registered = threading.Lock()
 
 
+def _kazoo_exceptions() -> Any:
+    from kazoo import exceptions
+
+    return exceptions
+
+
 def _register_puresasl_mechanism() -> None:
     try:
         from puresasl import mechanisms  # type: ignore[import-untyped]
@@ -365,12 +371,26 @@ def _register_puresasl_mechanism() -> None:
 
             def __init__(self, sasl: Any, login: KerberosLogin, **props: Any) -> None:
                 super().__init__(sasl)
-                self._sasl = GssapiSasl(login.credentials(), sasl.service, service_host(sasl.host),
-                                        "zookeeper.sasl.service.name")
+                # Everything that needs the KDC (a login, the service ticket) happens here, where kazoo
+                # lets a ConnectionDropped through as a retriable connection failure: an error in
+                # process() becomes AUTH_FAILED, after which kazoo never reconnects.
+                try:
+                    self._sasl = GssapiSasl(login.credentials(), sasl.service, service_host(sasl.host),
+                                            "zookeeper.sasl.service.name")
+                    self._first: Optional[bytes] = self._sasl.step(None)
+                except KdcUnavailableError as error:
+                    log.warning("ZooKeeper SASL/GSSAPI: %s", error)
+                    raise _kazoo_exceptions().ConnectionDropped(str(error)) from error
+                except Exception as error:  # not retriable: kazoo's AUTH_FAILED, as in process()
+                    log.error("ZooKeeper SASL/GSSAPI authentication failed: %s", error)
+                    raise _kazoo_exceptions().AuthFailedError(str(error)) from error
 
             def process(self, challenge: Optional[bytes] = None) -> bytes:
                 try:
-                    response = self._sasl.step(challenge)
+                    if self._first is not None and not challenge:
+                        response, self._first = self._first, None
+                    else:
+                        response = self._sasl.step(challenge)
                 except Exception as error:  # kazoo logs only "Unknown error": say what it was
                     log.error("ZooKeeper SASL/GSSAPI authentication failed: %s", error)
                     raise

@@ -1,4 +1,4 @@
-"""A kerberized LocalCluster: a real MIT KDC, ZooKeeper with SASL, brokers with a SASL_PLAINTEXT listener.
+"""A kerberized LocalCluster: a real MIT KDC, ZooKeeper with SASL, brokers with SASL_PLAINTEXT (and SASL_SSL) listeners.
 
 :class:`KerberosListeners` (a LocalCluster subclass taking ``kerberos=``) starts a
 :class:`~benchmarks.cluster.kdc.LocalKdc` in the cluster's work directory before
@@ -10,7 +10,8 @@ and the clients (:data:`CLIENT`, :data:`OTHER_CLIENT`), then runs
 - every Kafka 0.9.0.1 broker with ``listeners=PLAINTEXT://...,SASL_PLAINTEXT://...``
   (inter-broker traffic stays on PLAINTEXT), ``sasl.kerberos.service.name=kafka``, a
   JAAS ``KafkaServer`` section (``kafka/localhost``) and a ``Client`` section, so the
-  brokers' own ZooKeeper sessions authenticate too;
+  brokers' own ZooKeeper sessions authenticate too; with ``ssl=`` as well, the SSL port
+  (:mod:`.tls`'s material) is a ``SASL_SSL`` listener instead of an ``SSL`` one;
 - Kafka's tools (``KafkaTools``) with a JAAS file logging in as :data:`CLIENT`.
 
 Services are named for ``localhost`` and every address is 127.0.0.1, which both
@@ -19,25 +20,26 @@ MIT's library and Java reverse-resolve to ``localhost`` (``/etc/hosts``).
 The test process must point MIT's library at the realm: ``os.environ.update(cluster.kdc.environ)``
 (``KRB5_CONFIG``). Example::
 
-    with ProjectCluster(brokers=1, kerberos=True) as cluster:
-        os.environ.update(cluster.kdc.environ)
+    with kerberized_cluster(brokers=1) as cluster:   # KRB5_CONFIG set for the duration
         props = {**consumer_props, **cluster.kerberos_consumer_properties()}
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from zkconsumer.testing import LocalCluster
 from zkconsumer.testing.core import HOST, KAFKA_MAIN, ZOOKEEPER_MAIN
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import PropertyValue
 
-from .kdc import LocalKdc, jaas_section
+from .kdc import LocalKdc, find_kdc_tools, jaas_section
 
-__all__ = ["CLIENT", "OTHER_CLIENT", "KerberosListeners", "KerberosOptions"]
+__all__ = ["CLIENT", "OTHER_CLIENT", "KerberosListeners", "KerberosOptions", "kerberized_cluster", "realm_environment"]
 
 #: The clients' principals (realm added): the consumer's, and a second identity for ACL tests.
 CLIENT = "zkclient"
@@ -74,8 +76,6 @@ class KerberosListeners(LocalCluster):
     def _start_zookeeper(self) -> None:
         """The KDC, principals, keytabs and JAAS files first, then ZooKeeper (with SASL)."""
         if self._kerberos is not None:
-            if getattr(self, "_ssl_options", None) is not None:
-                raise LocalClusterError("kerberos= and ssl= cannot be combined (both set the brokers' listeners)")
             self._start_kdc(self._kerberos)
             self._zookeeper_config.setdefault("authProvider.1", SASL_AUTH_PROVIDER)
         super()._start_zookeeper()
@@ -110,6 +110,9 @@ class KerberosListeners(LocalCluster):
         overrides = super()._broker_overrides(broker_id)
         if self._kerberos is not None:
             listeners = f"PLAINTEXT://{HOST}:{self._broker_ports[broker_id]},SASL_PLAINTEXT://{HOST}:{self._sasl_ports[broker_id]}"
+            ssl_port = getattr(self, "_ssl_ports", {}).get(broker_id)
+            if ssl_port is not None:  # with ssl=: the SSL port speaks SASL_SSL (the ssl.* settings apply to it)
+                listeners += f",SASL_SSL://{HOST}:{ssl_port}"
             overrides.update({"listeners": listeners, "advertised.listeners": listeners, "host.name": None,
                               "port": None, "advertised.host.name": None, "advertised.port": None,
                               "security.inter.broker.protocol": "PLAINTEXT", "sasl.kerberos.service.name": "kafka"})
@@ -146,16 +149,51 @@ class KerberosListeners(LocalCluster):
         self._check_broker_id(broker_id)
         return self._sasl_ports[broker_id]
 
-    def kerberos_consumer_properties(self, principal: str = CLIENT, *, zookeeper: bool = True) -> Dict[str, str]:
-        """zkconsumer properties logging in as ``principal`` from its keytab, SASL to brokers (and ZooKeeper)."""
+    def kerberos_consumer_properties(self, principal: str = CLIENT, *, zookeeper: bool = True,
+                                     protocol: str = "SASL_PLAINTEXT") -> Dict[str, str]:
+        """zkconsumer properties logging in as ``principal`` from its keytab, SASL to brokers (and ZooKeeper);
+        ``protocol="SASL_SSL"`` (a cluster with ``ssl=`` too) adds ``ssl.cafile`` trusting the test CA."""
         kdc = self.kdc
-        props = {"security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.service.name": "kafka",
+        props = {"security.protocol": protocol, "sasl.kerberos.service.name": "kafka",
                  "sasl.kerberos.keytab": str(kdc.keytab(principal)), "sasl.kerberos.principal": kdc.qualified(principal)}
         if zookeeper:
             props["zookeeper.sasl.enabled"] = "true"
+        if protocol == "SASL_SSL":
+            props["ssl.cafile"] = str(self.ssl_files.ca)
         return props
 
     def _require_kerberos(self) -> None:
         self._require_running()
         if self._kerberos is None:
             raise LocalClusterError("this cluster is not kerberized; create it with kerberos=True")
+
+
+@contextlib.contextmanager
+def realm_environment(kdc: LocalKdc) -> Iterator[None]:
+    """Point this process's MIT library at ``kdc``'s realm (``KRB5_CONFIG``...) for the duration, then restore."""
+    saved = {key: os.environ.get(key) for key in kdc.environ}
+    os.environ.update(kdc.environ)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def kerberized_cluster(**options: Any) -> Iterator[Any]:
+    """A started ``ProjectCluster(kerberos=..., **options)`` (``kerberos=True`` unless given) with this
+    process pointed at its realm (:func:`realm_environment`); stopped, and the environment restored, on exit.
+
+    Raises :class:`~zkconsumer.testing.errors.MissingDependencyError` (naming the Debian packages)
+    before starting anything when MIT's KDC tools are missing.
+    """
+    from . import ProjectCluster  # the package imports this module
+
+    find_kdc_tools()
+    options.setdefault("kerberos", True)
+    with ProjectCluster(**options) as cluster, realm_environment(cluster.kdc):
+        yield cluster

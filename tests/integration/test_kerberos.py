@@ -1,87 +1,51 @@
 """Kerberos: SASL/GSSAPI to Kafka 0.9.0.1 brokers and to ZooKeeper 3.4.6, against a real MIT KDC.
 
-One module-scoped kerberized cluster (``ProjectCluster(kerberos=True)``: Debian's ``krb5kdc``
-on loopback, ZooKeeper with the SASL auth provider, one broker with PLAINTEXT and
-SASL_PLAINTEXT listeners) serves every test. Messages are produced through the PLAINTEXT
-listener; every consumer reads through SASL_PLAINTEXT. This process points MIT's library at
+One module-scoped kerberized cluster (``ProjectCluster(kerberos=True, ssl=True)``: Debian's
+``krb5kdc`` on loopback, ZooKeeper with the SASL auth provider, one broker with PLAINTEXT,
+SASL_PLAINTEXT and SASL_SSL listeners) serves every test. Messages are produced through the
+PLAINTEXT listener; consumers read through SASL_PLAINTEXT, one through SASL_SSL. This process points MIT's library at
 the test realm with ``KRB5_CONFIG`` for the module.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
-from support import Drainer, consumer_props, offset_checker, owners, produced_values, unique, wait_until
+from support import Cli, Drainer, offset_checker, owners, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
+from zkconsumer.admin.access import BrokerAccess
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
 from zkconsumer.kerberos import broker_authenticator, zookeeper_sasl_options
+from zkconsumer.monitoring.exporter import LagExporter
 from zkconsumer.wire.connection import BrokerConnection
 
 pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
+from kerberos_support import consume, kerberized_or_skip, kerberos_props, produce_topic  # noqa: E402
+
 from benchmarks.cluster import ProjectCluster  # noqa: E402
-from benchmarks.cluster.kdc import find_kdc_tools  # noqa: E402
 from benchmarks.cluster.kerberos import CLIENT, OTHER_CLIENT  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def kerberized() -> Iterator[ProjectCluster]:
-    """ZooKeeper (SASL) + one broker (PLAINTEXT and SASL_PLAINTEXT listeners) in a real KDC's realm."""
-    try:
-        find_kdc_tools()
-    except Exception as error:  # MissingDependencyError: a machine without krb5-kdc
-        if os.environ.get("ZKCONSUMER_REQUIRE_TOOLS") == "1":
-            raise
-        pytest.skip(str(error))
-    with ProjectCluster(brokers=1, partitions=2, kerberos=True) as cluster:
-        saved = {key: os.environ.get(key) for key in cluster.kdc.environ}
-        os.environ.update(cluster.kdc.environ)
-        try:
-            yield cluster
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-def kerberos_props(cluster: ProjectCluster, group: str, principal: str = CLIENT, **extra: object) -> dict:
-    props = consumer_props(cluster, group)
-    props.update(cluster.kerberos_consumer_properties(principal))
-    props.update(extra)
-    return props
+    """ZooKeeper (SASL) + one broker (PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners) in a real KDC's realm."""
+    yield from kerberized_or_skip(brokers=1, partitions=2, ssl=True)
 
 
 def sasl_zookeeper(cluster: ProjectCluster, principal: str) -> KazooClient:
     """A kazoo client authenticated to ZooKeeper as ``principal`` (zkconsumer's GSSAPI mechanism)."""
     config = ConsumerConfig(kerberos_props(cluster, unique("g-kazoo"), principal))
     return cluster.kazoo_client(sasl_options=zookeeper_sasl_options(config))
-
-
-def produce_topic(cluster: ProjectCluster, name: str, per_partition: int = 5) -> str:
-    topic = cluster.create_topic(unique(name), partitions=2)
-    for partition in (0, 1):
-        cluster.produce(topic, produced_values(per_partition, f"p{partition}"), partition=partition)
-    return topic
-
-
-def consume(props: dict, topic: str, count: int) -> List[bytes]:
-    with ZookeeperConsumerConnector(props) as connector:
-        drainer = Drainer(connector.create_message_streams({topic: 1})[topic])
-        drainer.wait_for(count)
-        drainer.stop()
-        connector.commit_offsets()
-        return [m.message for m in drainer.messages]
 
 
 # =========================================================================== what works
@@ -113,6 +77,23 @@ def test_consumes_over_sasl_plaintext_and_commits_under_sasl_acls(kerberized: Pr
     # Kafka's own tool, logged in as the same principal (JAAS Client section), reads the offsets.
     checked = offset_checker(kerberized, group, topic)
     assert {p: row[0] for p, row in checked.items()} == {0: 6, 1: 5}
+
+
+def test_consumes_and_commits_over_sasl_ssl(kerberized: ProjectCluster) -> None:
+    """SASL_SSL: TLS to the broker's SASL_SSL listener (trusting the test CA), then GSSAPI inside it."""
+    topic, group = produce_topic(kerberized, "krb-ssl"), unique("g-krb-ssl")
+    props = kerberos_props(kerberized, group, protocol="SASL_SSL")
+    assert sorted(consume(props, topic, 10)) == sorted(produced_values(5, "p0") + produced_values(5, "p1"))
+    reader = kerberized.kazoo_client()
+    assert [reader.get(f"/consumers/{group}/offsets/{topic}/{p}")[0] for p in (0, 1)] == [b"5", b"5"]
+    # The member fetched from the SASL_SSL port: the broker's registration lists it, and the
+    # same keytab over the SASL_SSL port without TLS is refused (the listener really is TLS).
+    assert f"SASL_SSL://127.0.0.1:{kerberized.ssl_port(0)}" in reader.get("/brokers/ids/0")[0].decode()
+    config = ConsumerConfig(kerberos_props(kerberized, group))  # SASL_PLAINTEXT: no TLS
+    plain = BrokerConnection("127.0.0.1", kerberized.ssl_port(0), "c", 10000, 0, None,
+                             authenticate=broker_authenticator(config))
+    with plain, pytest.raises(BrokerUnavailableError):
+        plain.metadata([])
 
 
 def test_ticket_cache_login(kerberized: ProjectCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -240,3 +221,52 @@ def test_mixed_group_with_kafkas_scala_consumer_over_zookeeper_sasl(kerberized: 
             assert set(reader.get_acls(f"/consumers/{group}/owners/{topic}/1")[0]) == sasl_and_read
     finally:
         kerberized.stop_tool(kafka_member)
+
+
+# =========================================================================== the CLI and the exporter
+
+
+def test_admin_commands_and_the_exporter_take_kerberos_and_tls_settings(kerberized: ProjectCluster, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--consumer-config``/``--property`` carry SASL_SSL (Kerberos inside TLS) and ZooKeeper SASL to the admin
+    commands and the exporter: the group's sasl-ACL'd nodes can be written as its principal, and a wrong
+    broker service name fails, so the brokers really are reached with GSSAPI."""
+    topic, group = produce_topic(kerberized, "krb-cli"), unique("g-krb-cli")
+    consume(kerberos_props(kerberized, group, **{"zookeeper.acl.enable": "true"}), topic, 10)
+    settings = kerberized.kerberos_consumer_properties(protocol="SASL_SSL")
+    config = tmp_path / "client.properties"
+    config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    cli, secure = Cli(kerberized, capsys), ("--consumer-config", str(config))
+
+    code, out, err = cli("groups", "describe", "--group", group, "--format", "json", *secure)
+    assert code == 0, err
+    assert json.loads(out)["total_lag"] == 0
+    code, out, err = cli("groups", "list", *secure)
+    assert code == 0 and group in out.split(), err
+    code, out, err = cli("groups", "status", "--group", group, "--samples", "2", "--interval-ms", "100", *secure)
+    assert code == 0, err
+
+    # ZooKeeper SASL: only the group's principal may write its offsets (sasl ACLs).
+    reset = ("offsets", "reset", "--group", group, "--topic", topic, "--to", "earliest", "--execute")
+    code, out, err = cli(*reset)
+    assert code != 0
+    with capsys.disabled():  # the error text, for the record
+        print("\nreset without Kerberos:", code, err.strip())
+    code, out, err = cli(*reset, *secure)
+    assert code == 0, err
+    reader = kerberized.kazoo_client()
+    assert [reader.get(f"/consumers/{group}/offsets/{topic}/{p}")[0] for p in (0, 1)] == [b"0", b"0"]
+
+    # The brokers are reached with GSSAPI: a wrong service name is named.
+    code, out, err = cli("groups", "describe", "--group", group, *secure, "--property", "sasl.kerberos.service.name=kfk")
+    assert code != 0 and "kfk/localhost" in err, (code, err)
+    with capsys.disabled():
+        print("\ndescribe with a wrong service name:", code, err.strip())
+
+    # The exporter's poller, with the same settings.
+    client = ConsumerConfig(kerberos_props(kerberized, group, protocol="SASL_SSL"))
+    exporter = LagExporter(reader, groups=[group], access=BrokerAccess.from_config(client))
+    assert exporter.poll_once()[group].total_lag == 10
+    wrong = ConsumerConfig(kerberos_props(kerberized, group, protocol="SASL_SSL",
+                                          **{"sasl.kerberos.service.name": "kfk"}))
+    assert group not in LagExporter(reader, groups=[group], access=BrokerAccess.from_config(wrong)).poll_once()

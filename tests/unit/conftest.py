@@ -24,7 +24,7 @@ def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(kafka.codec, "xxhash", type("xxhash", (), {"xxh32": staticmethod(Digest)}))
 
 
-#: Unit tests that need the ``spark`` extra (PySpark, pyarrow, numpy), the test extra's mypy or
+#: Unit tests that need the ``spark`` extra (PySpark, pyarrow, numpy), the kerberos extra, the test extra's mypy or
 #: Python 3.10+'s ``sys.stdlib_module_names``. scripts/test-pythons runs the unit tier on every supported Python
 #: version in a virtualenv with the runtime dependencies only, and sets
 #: ``ZKCONSUMER_WITHOUT_SPARK_EXTRA=1``: these are then not collected (rather than skipped, which
@@ -36,6 +36,7 @@ NEEDS_SPARK_EXTRA = [
     "test_dependencies.py",                    # every extra installed; sys.stdlib_module_names (3.10+)
     "core/test_config_types_mypy.py",          # mypy, the lint toolchain of the test extra
     "benchmarks/test_drivers.py",              # the examples import PySpark; the drivers, the checkout's .venv
+    "core/test_kerberos_reconnect.py",         # pure-sasl, the kerberos extra
 ]
 
 if os.environ.get("ZKCONSUMER_WITHOUT_SPARK_EXTRA", "") not in ("", "0"):

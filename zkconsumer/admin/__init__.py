@@ -63,7 +63,7 @@ submodule              contents
 :mod:`.stored_io`      export, import and reset on Kafka or both stores (``--offsets-storage``)
 =====================  ==================================================================
 
-May import: errors, structs, wire, zookeeper, consumer, offsets.
+May import: errors, structs, wire, zookeeper, consumer, offsets, kerberos.
 """
 
 from __future__ import annotations

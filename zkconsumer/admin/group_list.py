@@ -32,10 +32,10 @@ from kazoo.exceptions import NoNodeError
 
 from ..errors import MalformedZnodeError, ZkConsumerError
 from ..structs import TopicPartition
-from ..wire.connection import BrokerConnection
 from ..wire.group_protocol import ListGroupsRequest, error_name
 from ..zookeeper import zkformat
 from . import reads
+from .access import PLAINTEXT, BrokerAccess
 from .errors import AdminError
 from .stores import CoordinatorOffsets, group_partitions
 
@@ -85,8 +85,9 @@ def where(in_zookeeper: bool, in_kafka: bool) -> Optional[str]:
 
 
 def list_all_groups(zk: KazooClient, *, socket_timeout_ms: int = 10000,
-                    client_id: str = reads.ADMIN_CLIENT_ID) -> GroupListing:
-    """ZooKeeper's groups and every broker's (ListGroups v0); see the module docstring."""
+                    client_id: str = reads.ADMIN_CLIENT_ID, access: BrokerAccess = PLAINTEXT) -> GroupListing:
+    """ZooKeeper's groups and every broker's (ListGroups v0, at ``access.protocol``'s endpoint); see the
+    module docstring."""
     in_zookeeper = reads.list_groups(zk)
     kafka: Dict[str, int] = {}
     problems: List[str] = []
@@ -94,13 +95,13 @@ def list_all_groups(zk: KazooClient, *, socket_timeout_ms: int = 10000,
         path = f"{zkformat.BROKER_IDS_PATH}/{name}"
         try:
             data, _ = zk.retry(zk.get, path)
-            broker = zkformat.decode_broker(path, data)
+            broker = zkformat.decode_broker(path, data, access.protocol)
         except NoNodeError:
             continue  # the broker went away since the listing
         except MalformedZnodeError as exc:
             problems.append(f"broker {name}: {exc}")
             continue
-        connection = BrokerConnection(broker.host, broker.port, client_id, socket_timeout_ms, 0, None)
+        connection = access.connection(broker.host, broker.port, client_id, socket_timeout_ms)
         try:
             listed = connection.send(ListGroupsRequest())
         except ZkConsumerError as exc:
@@ -123,12 +124,14 @@ def _has_zookeeper_offsets(zk: KazooClient, group: str) -> bool:
 
 
 def locate_groups(zk: KazooClient, listing: GroupListing, *, socket_timeout_ms: int = 10000,
-                  coordinator: Optional[Callable[[str], CoordinatorOffsets]] = None) -> List[GroupLocation]:
+                  coordinator: Optional[Callable[[str], CoordinatorOffsets]] = None,
+                  access: BrokerAccess = PLAINTEXT) -> List[GroupLocation]:
     """Where each of ``listing.groups`` keeps its offsets and members (one coordinator round per group).
 
     ``coordinator(group)`` makes the group's :class:`~.stores.CoordinatorOffsets` (injectable).
     """
-    connect = coordinator or (lambda group: CoordinatorOffsets(zk, group, socket_timeout_ms=socket_timeout_ms))
+    connect = coordinator or (lambda group: CoordinatorOffsets(zk, group, socket_timeout_ms=socket_timeout_ms,
+                                                               access=access))
     in_zookeeper = set(listing.zookeeper)
     every: List[TopicPartition] = []
     located: List[GroupLocation] = []

@@ -17,6 +17,7 @@ from ..wire.connection import BrokerConnection
 from ..wire.protocol import NO_LEADER, ListOffsetsRequest
 from ..zookeeper import zkformat
 from . import reads
+from .access import BrokerAccess
 
 __all__ = ["LogOffsets", "TimeOffsets", "BrokerOffsets", "NONE_BEFORE"]
 
@@ -57,13 +58,17 @@ class BrokerOffsets:
     address from ``/brokers/ids/<leader>`` (as ConsumerOffsetChecker does).
     Connections are kept per broker until :meth:`close` (also a context manager).
     ``protocol`` picks the broker endpoint; give ``ssl_context`` for ``SSL`` endpoints, ``authenticate``
-    (:func:`zkconsumer.kerberos.broker_authenticator`) for ``SASL_*`` ones.
+    (:func:`zkconsumer.kerberos.broker_authenticator`) for ``SASL_*`` ones, or all three as ``access``
+    (a :class:`~.access.BrokerAccess`, which then replaces them).
     """
 
     def __init__(self, zk: KazooClient, *, socket_timeout_ms: int = 10000,
                  client_id: str = "zkconsumer-admin", protocol: str = "PLAINTEXT",
                  ssl_context: Optional[ssl.SSLContext] = None,
-                 authenticate: Optional[Callable[[socket.socket, str], None]] = None) -> None:
+                 authenticate: Optional[Callable[[socket.socket, str], None]] = None,
+                 access: Optional[BrokerAccess] = None) -> None:
+        if access is not None:
+            protocol, ssl_context, authenticate = access.protocol, access.ssl_context, access.authenticate
         self._zk = zk
         self._ssl_context = ssl_context
         self._authenticate = authenticate

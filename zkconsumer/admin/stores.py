@@ -46,6 +46,7 @@ from ..wire.group_protocol import (
     error_name,
 )
 from . import reads
+from .access import PLAINTEXT, BrokerAccess
 from .errors import AdminError, UnknownTopicError
 
 __all__ = ["OFFSET_STORES", "STORE_CHOICES", "StoredOffset", "GroupOffsets", "CoordinatorOffsets",
@@ -123,14 +124,16 @@ class CoordinatorOffsets:
     """
 
     def __init__(self, zk: KazooClient, group: str, *, socket_timeout_ms: int = 10000,
-                 client_id: str = reads.ADMIN_CLIENT_ID, retries: int = 3, backoff_ms: int = 200) -> None:
+                 client_id: str = reads.ADMIN_CLIENT_ID, retries: int = 3, backoff_ms: int = 200,
+                 access: BrokerAccess = PLAINTEXT) -> None:
         self.group = group
         client = reads.group_client(zk, group)
 
         def connect(host: str, port: int) -> BrokerConnection:
-            return BrokerConnection(host, port, client_id, socket_timeout_ms, 0, None)
+            return access.connection(host, port, client_id, socket_timeout_ms)
 
-        self._channel = CoordinatorChannel(group, brokers=client.brokers, connect=connect, name="admin")
+        self._channel = CoordinatorChannel(group, brokers=lambda: client.brokers(access.protocol), connect=connect,
+                                           name="admin")
         self._attempts = 1 + max(0, retries)
         self._backoff_s = backoff_ms / 1000.0
         self._storage = KafkaOffsetStorage(self._channel, group, max_retries=retries, backoff_ms=backoff_ms)

@@ -13,14 +13,18 @@ import argparse
 import contextlib
 import logging
 import os
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ..admin.access import PLAINTEXT, BrokerAccess
 from ..admin.stores import STORE_CHOICES
 from ..errors import ZooKeeperUnavailableError
 from ..zookeeper.reachability import diagnose
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import ConsumerConfig
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -42,8 +46,14 @@ class CliError(Exception):
         super().__init__(message)
 
 
-def common_options() -> argparse.ArgumentParser:
-    """The options every command accepts (used as an argparse parent parser)."""
+def common_options(client_config: bool = True) -> argparse.ArgumentParser:
+    """The options every command accepts (used as an argparse parent parser).
+
+    With ``client_config`` (every command but ``consume`` and ``perf``, whose own
+    ``--property``/``--consumer-config`` take every consumer property), ``--consumer-config``
+    and ``--property`` give the security settings the command connects with
+    (:func:`client_settings`).
+    """
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection")
     group.add_argument("--zookeeper", required=True, metavar="HOST:PORT[,...][/CHROOT]",
@@ -54,8 +64,52 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--zookeeper-auth", metavar="USER:PASSWORD", default=os.environ.get("ZKCONSUMER_ZOOKEEPER_AUTH"),
                        help="ZooKeeper digest credential, as zookeeper.auth (default: $ZKCONSUMER_ZOOKEEPER_AUTH); "
                             "needed to change groups whose nodes have ACLs")
+    if client_config:
+        group.add_argument("--consumer-config", metavar="FILE",
+                           help="a consumer.properties file whose security settings the command uses: "
+                                "security.protocol, ssl.*, sasl.kerberos.*, zookeeper.sasl.* (others are ignored)")
+        group.add_argument("--property", action="append", type=key_value, default=[], metavar="KEY=VALUE",
+                           help="a security setting, as in --consumer-config, overriding it (repeatable)")
     parent.add_argument("-v", "--verbose", action="store_true", help="log progress and ZooKeeper connection details")
     return parent
+
+
+def key_value(text: str) -> Tuple[str, str]:
+    """argparse type: ``k=v`` → ``("k", "v")``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def client_settings(args: argparse.Namespace) -> Optional["ConsumerConfig"]:
+    """The configuration ``--consumer-config`` and ``--property`` give (``None`` without either).
+
+    Only its security settings are used. The security settings are checked
+    (:func:`zkconsumer.security.check_config`: a Kerberos login, TLS files) before anything
+    connects; a refused setting raises ConfigurationError naming it.
+    """
+    path: Optional[str] = getattr(args, "consumer_config", None)
+    overrides: Dict[str, Any] = dict(getattr(args, "property", None) or [])
+    if path is None and not overrides:
+        return None
+    from ..config import ConsumerConfig  # the consumer's configuration, loaded only when asked for
+    from ..security import check_config
+
+    overrides.update({"zookeeper.connect": args.zookeeper, "group.id": overrides.get("group.id", "zkconsumer-admin")})
+    try:
+        config = ConsumerConfig.from_properties(path, **overrides) if path else ConsumerConfig(overrides)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    check_config(config)
+    return config
+
+
+def broker_access(args: argparse.Namespace) -> BrokerAccess:
+    """How the command reaches the brokers: :data:`~zkconsumer.admin.access.PLAINTEXT` unless
+    ``--consumer-config``/``--property`` say otherwise."""
+    config = client_settings(args)
+    return PLAINTEXT if config is None else BrokerAccess.from_config(config)
 
 
 def add_storage_option(parser: argparse.ArgumentParser, what: str = "read") -> None:
@@ -98,6 +152,12 @@ def zookeeper(args: argparse.Namespace) -> Iterator[KazooClient]:
     :class:`CliError` (usage) for a connect string kazoo cannot parse.
     """
     ZK_LOGGER.setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    config = client_settings(args)
+    sasl_options = None
+    if config is not None and config.zookeeper_sasl_enabled:
+        from ..kerberos import zookeeper_sasl_options
+
+        sasl_options = zookeeper_sasl_options(config)
     timeout_ms = args.zk_timeout_ms or DEFAULT_ZK_TIMEOUT_MS
     timeout_s = timeout_ms / 1000.0
     try:
@@ -107,6 +167,7 @@ def zookeeper(args: argparse.Namespace) -> Iterator[KazooClient]:
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
             command_retry={"max_tries": 3, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
             auth_data=[("digest", args.zookeeper_auth)] if args.zookeeper_auth else None,
+            sasl_options=sasl_options,
             logger=ZK_LOGGER,
         )
     except ValueError as exc:

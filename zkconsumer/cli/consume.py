@@ -32,9 +32,9 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, List, Optional
 
-from .common import EXIT_INTERRUPTED, EXIT_OK, CliError, common_options, positive_int
+from .common import EXIT_INTERRUPTED, EXIT_OK, CliError, common_options, key_value, positive_int
 from .interrupt import InterruptLatch
 from .progress import RateTicker, StatusLine, format_rate, terminal_caps
 from .sink import line_of, sink_for
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Register ``consume``."""
-    p = commands.add_parser("consume", parents=[common_options()],
+    p = commands.add_parser("consume", parents=[common_options(client_config=False)],
                             help="print messages of a topic as a member of a consumer group")
     p.add_argument("--group", required=True, metavar="GROUP",
                    help="the consumer group to join (group.id); its committed offsets say where to start")
@@ -64,14 +64,6 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                    help="a consumer property, e.g. auto.commit.interval.ms=1000 (repeatable)")
     p.add_argument("--consumer-config", metavar="FILE", help="a consumer.properties file")
     p.set_defaults(run=run_consume)
-
-
-def key_value(text: str) -> Tuple[str, str]:
-    """argparse type: ``k=v`` → ``("k", "v")``."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def consumer_properties(args: argparse.Namespace) -> Dict[str, PropertyValue]:

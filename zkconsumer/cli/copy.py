@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 from ..admin import copy as copying
 from ..admin.stores import CoordinatorOffsets
 from ..errors import ZooKeeperAccessError
-from .common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, zookeeper
+from .common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, broker_access, zookeeper
 from .output import render_json, render_table
 
 
@@ -67,7 +67,9 @@ def run_copy(args: argparse.Namespace) -> int:
     if args.source == args.destination:
         raise CliError(f"nothing to copy: --from and --to are both {args.source}", EXIT_USAGE)
     notes = sys.stdout if args.format == "table" else sys.stderr
-    with zookeeper(args) as zk, CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
+    access = broker_access(args)
+    with zookeeper(args) as zk, \
+            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms, access=access) as kafka:
         plan = copying.plan_copy(zk, args.group, args.source, args.destination, kafka, args.topic)
         sys.stdout.write(render_copy_plan(plan, args.format))
         if plan.live:

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from ..metrics.http import MetricsServer
 from ..monitoring.burrow import DEFAULT_WINDOW
 from ..monitoring.exporter import LagCollector, LagExporter
-from .common import EXIT_OK, add_storage_option, common_options, positive_int, zookeeper
+from .common import EXIT_OK, add_storage_option, broker_access, common_options, positive_int, zookeeper
 
 #: Default port (not registered with Prometheus' port allocation list; pick another with --port).
 DEFAULT_PORT = 9311
@@ -56,11 +56,13 @@ def run_exporter(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: Any) -> None:
         stop.set()
 
+    access = broker_access(args)
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         with zookeeper(args) as zk:
             exporter = LagExporter(zk, groups=args.group, window=args.window, interval_s=args.interval_s,
-                                   socket_timeout_ms=args.socket_timeout_ms, offsets_storage=args.offsets_storage)
+                                   socket_timeout_ms=args.socket_timeout_ms, offsets_storage=args.offsets_storage,
+                                   access=access)
             registry = CollectorRegistry()
             registry.register(LagCollector(exporter))
             server = MetricsServer(registry, args.port, args.addr)

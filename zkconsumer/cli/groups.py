@@ -18,6 +18,7 @@ from .common import (
     EXIT_USAGE,
     CliError,
     add_storage_option,
+    broker_access,
     common_options,
     positive_float,
     positive_int,
@@ -88,9 +89,11 @@ def run_list(args: argparse.Namespace) -> int:
     """The groups of ZooKeeper and of every broker (ListGroups), one name a line or a JSON list of names;
     with ``--stores``, where each keeps its offsets and members. A broker that cannot be asked is a
     warning on stderr: ZooKeeper's groups are listed all the same."""
+    access = broker_access(args)
     with zookeeper(args) as zk:
-        listing = list_all_groups(zk, socket_timeout_ms=args.socket_timeout_ms)
-        located = locate_groups(zk, listing, socket_timeout_ms=args.socket_timeout_ms) if args.stores else None
+        listing = list_all_groups(zk, socket_timeout_ms=args.socket_timeout_ms, access=access)
+        located = (locate_groups(zk, listing, socket_timeout_ms=args.socket_timeout_ms, access=access)
+                   if args.stores else None)
     for problem in listing.problems:
         sys.stderr.write(f"warning: could not list the groups of {problem}; groups known only to it may be "
                          "missing\n")
@@ -116,8 +119,9 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.watch is not None:
         return run_watch(args)
     progress = TtyProgress(f"describing {args.group}", sys.stderr)
-    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
-            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
+    access = broker_access(args)
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms, access=access) as offsets, \
+            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms, access=access) as kafka:
         try:
             description = admin.describe_group(zk, args.group, offsets, progress, args.offsets_storage, kafka)
         finally:
@@ -144,8 +148,9 @@ def run_watch(args: argparse.Namespace) -> int:
         raise CliError("--watch draws a table: it cannot be combined with --format json or csv", EXIT_USAGE)
     caps = terminal_caps(sys.stdout)
     try:
-        with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
-                CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
+        access = broker_access(args)
+        with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms, access=access) as offsets, \
+                CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms, access=access) as kafka:
             def describe() -> admin.GroupDescription:
                 return admin.describe_group(zk, args.group, offsets, None, args.offsets_storage, kafka)
 
@@ -166,8 +171,9 @@ def run_status(args: argparse.Namespace) -> int:
     """Poll the group ``--samples`` times, ``--interval-ms`` apart, and print Burrow's verdict on the last poll."""
     progress = TtyProgress(f"sampling {args.group}", sys.stderr, min_interval_s=0.0)
     monitor = LagMonitor(args.samples)
-    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
-            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
+    access = broker_access(args)
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms, access=access) as offsets, \
+            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms, access=access) as kafka:
         try:
             for i in range(args.samples):
                 if i:

@@ -26,7 +26,7 @@ from ..admin import reads
 from ..admin.errors import AdminError
 from ..admin.stores import CoordinatorOffsets, group_partitions, read_group_offsets
 from ..zookeeper import migration
-from .common import EXIT_ERROR, EXIT_OK, CliError, positive_float, zookeeper
+from .common import EXIT_ERROR, EXIT_OK, CliError, broker_access, positive_float, zookeeper
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
@@ -68,7 +68,8 @@ def _offsets_not_in_kafka(zk: KazooClient, group: str, coordinator: CoordinatorO
 
 def run_migrate(args: argparse.Namespace) -> int:
     group, to = args.group, args.to
-    with zookeeper(args) as zk, CoordinatorOffsets(zk, group, socket_timeout_ms=args.socket_timeout_ms) as coord:
+    access = broker_access(args)
+    with zookeeper(args) as zk, CoordinatorOffsets(zk, group, socket_timeout_ms=args.socket_timeout_ms, access=access) as coord:
         intent = migration.read_intent(zk, group)
         registered, at_coordinator = _where(zk, coord, group)
         sys.stdout.write(f"group {group}: {len(registered)} member(s) registered in ZooKeeper, "

@@ -11,10 +11,11 @@ from typing import Any, Dict, List, Optional
 
 from .. import admin
 from ..admin import atomic, stored_io
+from ..admin.access import PLAINTEXT, BrokerAccess
 from ..admin.stores import CoordinatorOffsets, GroupOffsets, group_partitions, read_group_offsets
 from ..errors import ZooKeeperAccessError
 from . import copy, seek
-from .common import EXIT_OK, CliError, add_storage_option, common_options, zookeeper
+from .common import EXIT_OK, CliError, add_storage_option, broker_access, common_options, zookeeper
 from .output import FORMATS, TtyProgress, render_plan
 from .targets import TIME_HELP, datetime_target, duration_target, partition_list, reset_target
 
@@ -89,13 +90,14 @@ def _write_atomically(path: str, text: str) -> None:
 class Coordinators:
     """One :class:`CoordinatorOffsets` per group, made on first use and closed together."""
 
-    def __init__(self, zk: Any, socket_timeout_ms: int) -> None:
-        self._zk, self._timeout = zk, socket_timeout_ms
+    def __init__(self, zk: Any, socket_timeout_ms: int, access: BrokerAccess = PLAINTEXT) -> None:
+        self._zk, self._timeout, self._access = zk, socket_timeout_ms, access
         self._open: Dict[str, CoordinatorOffsets] = {}
 
     def __call__(self, group: str) -> CoordinatorOffsets:
         if group not in self._open:
-            self._open[group] = CoordinatorOffsets(self._zk, group, socket_timeout_ms=self._timeout)
+            self._open[group] = CoordinatorOffsets(self._zk, group, socket_timeout_ms=self._timeout,
+                                                   access=self._access)
         return self._open[group]
 
     def close(self) -> None:
@@ -105,7 +107,7 @@ class Coordinators:
 
 def run_export(args: argparse.Namespace) -> int:
     with zookeeper(args) as zk:
-        coordinators = Coordinators(zk, args.socket_timeout_ms)
+        coordinators = Coordinators(zk, args.socket_timeout_ms, broker_access(args))
         try:
             entries, notes = stored_io.export_stored(zk, args.group, args.offsets_storage, coordinators)
         finally:
@@ -139,7 +141,7 @@ def run_import(args: argparse.Namespace) -> int:
     progress = TtyProgress("importing offsets", sys.stderr)
     writes: List[atomic.OffsetWrite] = []
     with zookeeper(args) as zk:
-        coordinators = Coordinators(zk, args.socket_timeout_ms)
+        coordinators = Coordinators(zk, args.socket_timeout_ms, broker_access(args))
         try:
             stores = _import_stores(zk, entries, args.offsets_storage, coordinators, args.force)
             to_kafka = [e for e in entries if stores[e.group] != "zookeeper"]
@@ -202,8 +204,9 @@ def _import_kafka(entries: List[admin.OffsetEntry], coordinators: Coordinators, 
 
 
 def run_reset(args: argparse.Namespace) -> int:
-    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets, \
-            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms) as kafka:
+    access = broker_access(args)
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms, access=access) as offsets, \
+            CoordinatorOffsets(zk, args.group, socket_timeout_ms=args.socket_timeout_ms, access=access) as kafka:
         live = admin.live_members(zk, args.group)
         if live:
             raise admin.GroupActiveError(args.group, live, "reset offsets")

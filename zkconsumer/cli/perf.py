@@ -32,14 +32,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config import PropertyValue
     from ..consumer.stream import KafkaStream
 
-from .common import EXIT_OK, CliError, common_options, positive_int
-from .consume import key_value
+from .common import EXIT_OK, CliError, common_options, key_value, positive_int
 from .progress import RateTicker, StatusLine, format_rate
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Register ``perf``."""
-    p = commands.add_parser("perf", parents=[common_options()],
+    p = commands.add_parser("perf", parents=[common_options(client_config=False)],
                             help="measure consumer throughput (Kafka's ConsumerPerformance --zookeeper)")
     p.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to read")
     p.add_argument("--messages", required=True, type=positive_int, metavar="N", help="messages to consume")

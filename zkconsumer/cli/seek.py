@@ -13,7 +13,7 @@ import sys
 
 from .. import admin
 from ..admin import seek as seeking
-from .common import EXIT_ERROR, EXIT_OK, CliError, zookeeper
+from .common import EXIT_ERROR, EXIT_OK, CliError, broker_access, zookeeper
 from .output import FORMATS, render_plan
 from .targets import TIME_HELP, datetime_target, duration_target, partition_list, reset_target
 
@@ -56,7 +56,8 @@ def run_seek(args: argparse.Namespace) -> int:
         raise CliError("offsets seek needs --topic and one of --to, --to-datetime, --by-duration (or --cancel)")
     if args.to.kind == "shift":
         raise CliError("offsets seek takes earliest, latest, an offset or a time, not a shift")
-    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms) as offsets:
+    access = broker_access(args)
+    with zookeeper(args) as zk, admin.BrokerOffsets(zk, socket_timeout_ms=args.socket_timeout_ms, access=access) as offsets:
         plan = admin.plan_reset(zk, args.group, args.topic, args.to, offsets, args.partitions)
         sys.stdout.write(render_plan(plan, args.format).replace("Reset group", "Seek group", 1))
         notes = sys.stdout if args.format == "table" else sys.stderr

@@ -34,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ..admin import BrokerOffsets, LogOffsets, list_groups
+from ..admin.access import PLAINTEXT, BrokerAccess
 from ..admin.snapshot import snapshot_group
 from ..admin.stores import STORE_CHOICES, CoordinatorOffsets
 from ..errors import ZkConsumerError
@@ -84,17 +85,19 @@ class LagExporter:
     ``groups``: the groups to watch (``None``: every child of ``/consumers`` at each poll).
     ``log_offsets``: where log end offsets come from (default: :class:`BrokerOffsets` on ``zk``).
     ``offsets_storage``: where committed offsets are read (see the module docstring).
+    ``access``: the brokers' endpoint, TLS and SASL (:class:`~zkconsumer.admin.access.BrokerAccess`).
     """
 
     def __init__(self, zk: KazooClient, *, groups: Optional[Iterable[str]] = None, window: int = DEFAULT_WINDOW,
                  interval_s: float = 10.0, log_offsets: Optional[LogOffsets] = None,
                  socket_timeout_ms: int = 10000, clock: Callable[[], float] = time.time,
-                 offsets_storage: str = "zookeeper") -> None:
+                 offsets_storage: str = "zookeeper", access: BrokerAccess = PLAINTEXT) -> None:
         if interval_s <= 0:
             raise ValueError(f"the poll interval must be positive, got {interval_s}")
         if offsets_storage not in STORE_CHOICES:
             raise ValueError(f"unknown offsets storage {offsets_storage!r}: expected one of {', '.join(STORE_CHOICES)}")
         self._store = offsets_storage
+        self._access = access
         self._zk = zk
         self._groups = sorted(set(groups)) if groups else None
         self._interval_s = interval_s
@@ -120,7 +123,7 @@ class LagExporter:
         brokers = None
         if self._log_offsets is None:
             brokers = BrokerOffsets(self._zk, socket_timeout_ms=self._socket_timeout_ms,
-                                    client_id="zkconsumer-exporter")
+                                    client_id="zkconsumer-exporter", access=self._access)
         try:
             return self._poll(_PollOffsets(self._log_offsets or brokers), started)  # type: ignore[arg-type]
         finally:
@@ -145,7 +148,7 @@ class LagExporter:
                     snap = snapshot_group(self._zk, group, offsets, clock=self._clock)
                 else:
                     kafka = CoordinatorOffsets(self._zk, group, socket_timeout_ms=self._socket_timeout_ms,
-                                               client_id="zkconsumer-exporter")
+                                               client_id="zkconsumer-exporter", access=self._access)
                     snap = snapshot_group(self._zk, group, offsets, clock=self._clock, store=self._store, kafka=kafka)
             except (KazooException, ZkConsumerError) as exc:
                 log.info("cannot read group %s: %s", group, exc)

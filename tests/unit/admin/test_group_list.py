@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 from kazoo.exceptions import NoNodeError
 
-from zkconsumer.admin import group_list
+from zkconsumer.admin import access, group_list
 from zkconsumer.errors import BrokerUnavailableError
 from zkconsumer.wire.group_protocol import ListedGroups
 
@@ -49,7 +49,7 @@ def test_a_broker_that_cannot_be_asked_is_a_problem_and_only_consumer_groups_are
                                       ("zk-a", "consumer"), ("empty", "")))}
 
     class FakeConnection:
-        def __init__(self, host: str, port: int, *args: Any) -> None:
+        def __init__(self, host: str, port: int, *args: Any, **kwargs: Any) -> None:
             self.port = port
 
         def send(self, request: Any) -> ListedGroups:
@@ -60,7 +60,7 @@ def test_a_broker_that_cannot_be_asked_is_a_problem_and_only_consumer_groups_are
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(group_list, "BrokerConnection", FakeConnection)
+    monkeypatch.setattr(access, "BrokerConnection", FakeConnection)
     listing = group_list.list_all_groups(zk)  # type: ignore[arg-type]
     assert listing.zookeeper == ["zk-a", "zk-b"]
     assert listing.kafka == {"modern": 0, "old": 0, "zk-a": 0, "empty": 0}  # connect's group is no consumer group
