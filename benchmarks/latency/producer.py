@@ -31,6 +31,8 @@ from typing import Any
 from .stamps import STAMP, now_us, stamped_value
 
 TICK_S = 0.001
+#: Rate 0 (the idle phase): nothing is sent; the loop only waits for its end.
+IDLE_TICK_S = 0.1
 
 
 def linger_ms(rate: float) -> int:
@@ -80,7 +82,7 @@ def main(bootstrap: str, topic: str, rate: float, seconds: float, partitions: in
                 break
             sent += 1
         producer.poll(0)
-        time.sleep(TICK_S if rate >= 1000 else min(TICK_S, 1.0 / rate))
+        time.sleep(IDLE_TICK_S if rate <= 0 else TICK_S if rate >= 1000 else min(TICK_S, 1.0 / rate))
     producer.flush(30)
     elapsed = time.monotonic() - start
     ordered = array("q", sorted(acked_us))

@@ -33,7 +33,8 @@ from benchmarks.runner import ROOT, child_env, log
 from .stamps import now_us
 from .workers import KINDS, PARTITIONS, Launcher, Window, finish, wait_ready
 
-RATES = (1000, 10000, 100000)
+#: 0 is the idle phase: the producer sends nothing; each consumer's CPU over the window is its idle cost.
+RATES = (0, 1000, 10000, 100000)
 SETTINGS = ("defaults", "tuned")
 MODES = ("isolated", "together")
 READY_TIMEOUT = 90.0
@@ -94,6 +95,7 @@ def phase(cluster: Any, launcher: Launcher, rate: int, setting: str, kinds: Sequ
     produced = json.loads(producer.stdout.strip().splitlines()[-1])
     steal = steal_percent(cpu0, cpu1)
     return {"rate": rate, "setting": setting, "kinds": list(kinds), "topic": topic, "producer": produced,
+            "seconds": seconds,
             "expected": int(rate * seconds), "load": [round(load0, 2), round(load1, 2)],
             "steal_pct": None if steal is None else round(steal, 2), "results": results}
 
@@ -102,7 +104,8 @@ def format_table(phases: Sequence[Dict[str, Any]]) -> str:
     """One row per phase and kind: p50, p99, p99.9, max (ms), p99 minus its phase's floor's, CPU s per million.
 
     ``#`` is the phase's place in the run; each phase's own floor row comes first, and carries
-    the phase's producer's acknowledgement p99 (``ack-p99``, ms; blank in older results).
+    the phase's producer's acknowledgement p99 (``ack-p99``, ms; blank in older results). At rate 0
+    (the idle phase: no message sent) the CPU column is the share of one core over the window (``%``).
     """
     head = (f"{'#':>3} {'rate':>7} {'setting':<9} {'consumer':<17} {'count':>8} {'p50':>8} {'p99':>8} "
             f"{'p99.9':>8} {'max':>8} {'p99-floor':>9} {'CPU s/M':>8}  load   steal  ack-p99")
@@ -115,7 +118,7 @@ def format_table(phases: Sequence[Dict[str, Any]]) -> str:
                 f"{ph.get('position', ''):>3} {ph['rate']:>7} {ph['setting']:<9} {r['kind']:<17} {r['count']:>8} "
                 f"{_ms(r['p50_ms'])} "
                 f"{_ms(r['p99_ms'])} {_ms(r['p999_ms'])} {_ms(r['max_ms'])} {_ms(over, 9)} "
-                f"{_ms(r['cpu_s_per_m'])}  {ph['load'][1]:<5} {ph['steal_pct']!s:<6} {_ack(ph, r['kind'])}")
+                f"{_cpu(ph, r)}  {ph['load'][1]:<5} {ph['steal_pct']!s:<6} {_ack(ph, r['kind'])}")
     return "\n".join(lines)
 
 
@@ -132,6 +135,13 @@ def _ack(phase: Dict[str, Any], kind: str) -> str:
     """The producer's acknowledgement p99 (ms), on the floor's row of its phase only."""
     ack = phase.get("producer", {}).get("ack_p99_ms")
     return f"{ack:.1f}" if kind == "floor" and ack is not None else ""
+
+
+def _cpu(phase: Dict[str, Any], result: Dict[str, Any]) -> str:
+    """CPU seconds per million messages; at rate 0, the window's CPU as a percentage of one core."""
+    if phase["rate"] == 0 and result.get("cpu_s") is not None and phase.get("seconds"):
+        return f"{100.0 * result['cpu_s'] / phase['seconds']:>7.2f}%"
+    return _ms(result.get("cpu_s_per_m"))
 
 
 def _ms(value: Optional[float], width: int = 8) -> str:

@@ -17,7 +17,7 @@ import threading
 import time
 from array import array
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 STAMP = struct.Struct(">q")
 VALUE_SIZE = 100
@@ -46,12 +46,17 @@ def worker_arguments(description: str) -> argparse.ArgumentParser:
 
 
 class CpuWindow(threading.Thread):
-    """Samples this process's CPU time (all threads) at wall-clock ``t0`` and ``t1`` (microseconds)."""
+    """Samples this process's CPU time (all threads) at wall-clock ``t0`` and ``t1`` (microseconds).
 
-    def __init__(self, t0: int, t1: int) -> None:
+    ``counters``: also sampled at both (e.g. fetch requests so far); :meth:`counted` gives their differences.
+    """
+
+    def __init__(self, t0: int, t1: int, counters: Optional[Callable[[], Dict[str, int]]] = None) -> None:
         super().__init__(name="cpu-window", daemon=True)
         self.t0, self.t1 = t0, t1
         self.samples: List[float] = []
+        self.counts: List[Dict[str, int]] = []
+        self._counters = counters
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -59,10 +64,18 @@ class CpuWindow(threading.Thread):
             if self._stop_event.wait(max(0.0, (at - now_us()) / 1e6)):
                 return
             self.samples.append(time.process_time())
+            if self._counters is not None:
+                self.counts.append(self._counters())
 
     def seconds(self) -> Optional[float]:
         """CPU seconds spent between t0 and t1, or ``None`` if the window was not reached."""
         return self.samples[1] - self.samples[0] if len(self.samples) == 2 else None
+
+    def counted(self) -> Dict[str, int]:
+        """How much each counter grew between t0 and t1 (empty without counters or a whole window)."""
+        if len(self.counts) != 2:
+            return {}
+        return {k: v - self.counts[0].get(k, 0) for k, v in self.counts[1].items()}
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -72,11 +85,11 @@ class CpuWindow(threading.Thread):
 class Recorder:
     """Latencies (us) of the window's messages, and the optional trace; ``add`` is the per-message path."""
 
-    def __init__(self, t0: int, t1: int, trace: bool) -> None:
+    def __init__(self, t0: int, t1: int, trace: bool, counters: Optional[Callable[[], Dict[str, int]]] = None) -> None:
         self.t0, self.t1 = t0, t1
         self.latencies = array("q")
         self.trace: Optional[array] = array("q") if trace else None
-        self.cpu = CpuWindow(t0, t1)
+        self.cpu = CpuWindow(t0, t1, counters)
         self.cpu.start()
 
     def add(self, partition: int, stamp: int, delivered: int) -> None:
@@ -106,7 +119,7 @@ class Recorder:
                 self.trace.byteswap()  # big-endian, as the Java worker writes it
             with open(trace_path, "wb") as out:
                 self.trace.tofile(out)
-        summary = summarize(kind, setting, self.latencies, self.cpu.seconds(), **extra)
+        summary = summarize(kind, setting, self.latencies, self.cpu.seconds(), **self.cpu.counted(), **extra)
         print(json.dumps(summary), flush=True)
         return summary
 

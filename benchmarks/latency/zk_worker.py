@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from typing import Dict
 
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 
@@ -27,10 +28,16 @@ def main() -> int:
     with ZookeeperConsumerConnector(ConsumerConfig(props)) as connector:
         stream = connector.create_message_streams({args.topic: 1})[args.topic][0]
         t0, t1, deadline = ready(args.window)
-        recorder = Recorder(t0, t1, bool(args.trace))
+        recorder = Recorder(t0, t1, bool(args.trace), lambda: _fetch_counts(connector))
         (_read_batches if args.batch else _read_messages)(stream, recorder, deadline)
     recorder.finish(kind, args.setting, args.trace)
     return 0
+
+
+def _fetch_counts(connector: ZookeeperConsumerConnector) -> Dict[str, int]:
+    """Fetch requests answered and messages fetched so far, over all brokers (the metrics' counters)."""
+    brokers = connector.metrics_snapshot()["fetch"].values()
+    return {"fetch_requests": sum(b["requests"] for b in brokers), "fetched_messages": sum(b["messages"] for b in brokers)}
 
 
 def _read_messages(stream: object, recorder: Recorder, deadline: int) -> None:

@@ -59,3 +59,12 @@ def test_the_floor_row_carries_its_phases_producer_acknowledgement_p99():
 
 def test_the_producer_lingers_longer_only_above_1000_messages_a_second():
     assert [linger_ms(rate) for rate in (100, 1000, 1001, 10000, 100000)] == [1, 1, 5, 5, 5]
+
+
+def test_an_idle_phase_shows_each_kinds_cpu_as_a_share_of_one_core():
+    idle = {"position": 1, "rate": 0, "setting": "defaults", "kinds": ["floor", "kafka"], "load": [0, 0.5],
+            "steal_pct": 0.0, "seconds": 20.0,
+            "results": [{**_result("floor", 0.0), "count": 0, "cpu_s": 0.1},
+                        {**_result("kafka", 0.0), "count": 0, "cpu_s": 0.4, "cpu_s_per_m": None}]}
+    floor_row, kafka_row = format_table([idle]).splitlines()[2:]
+    assert "0.50%" in floor_row and "2.00%" in kafka_row  # 0.1 s and 0.4 s of CPU over 20 s
