@@ -11,9 +11,12 @@ How the executors get their credentials, as a site would give them:
   name, ``sasl.kerberos.keytab=zkclient.keytab``: executors find it in the task's working
   directory, the driver among its Spark files (``spark_integration.credentials``);
 * ``KRB5_CONFIG`` reaches the executors through ``spark.executorEnv.KRB5_CONFIG`` only: the
-  Workers (started before this module's KDC) do not have it, which the first test checks.
+  Workers (started before this module's KDC) do not have it, which the first test checks;
 * for the ticket-cache test, ``spark.executorEnv.KRB5CCNAME`` names a cache filled by ``kinit``
   (the test cluster's executors share one host; a real cluster needs one per executor host).
+
+The tests read through the streaming ``zkconsumer`` source, ``create_rdd`` (with
+``commit_offset_ranges``) and ``foreach_stream``'s members.
 
 The driver (this process, and the driver JVM's Python workers that plan the ``zkconsumer``
 source) gets ``KRB5_CONFIG`` from the environment. This module is pickled by value.
@@ -31,7 +34,7 @@ from typing import Dict, Iterator, List, Set, Tuple
 import pytest
 from support import consumer_props, unique
 
-from spark_integration import KafkaStreamSource, register_data_source
+from spark_integration import KafkaStreamSource, commit_offset_ranges, create_rdd, register_data_source
 from spark_integration.group_view import GroupView
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.testing.errors import MissingDependencyError
@@ -178,6 +181,19 @@ def test_streaming_source_reads_a_kerberized_topic_and_commits_under_sasl_acls(
     assert not query.isActive and query.exception() is None
     rows = sorted((r.partition, r.offset) for r in spark.read.parquet(str(tmp_path / "sink")).collect())
     assert rows == placed  # every message once
+    check_group(kerberized, group, topic, placed)
+
+
+def test_create_rdd_reads_a_kerberized_topic_and_commit_offset_ranges_writes_under_sasl_acls(
+    spark, kerberized: ProjectCluster
+) -> None:
+    """The driver plans (and commits) with the keytab from its Spark files, the executors read with theirs."""
+    topic, placed = produce(kerberized)
+    group = unique("g-krb-spark-rdd")
+    props = spark_props(kerberized, group)
+    rdd = create_rdd(spark.sparkContext, props, [topic])
+    assert sorted(rdd.map(lambda m: (m.partition, m.offset)).collect()) == placed
+    commit_offset_ranges(props, rdd.offset_ranges)
     check_group(kerberized, group, topic, placed)
 
 
