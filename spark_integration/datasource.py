@@ -125,6 +125,7 @@ from zkconsumer import ConfigurationError, ConsumerConfig
 from zkconsumer.admin import UnknownTopicError
 from zkconsumer.structs import TopicPartition
 
+from .credentials import consumer_config
 from .data_loss import DataLoss, initial_positions, plan_latest, report
 from .group_view import BrokerAddress, GroupView
 from .options import SourceOptions
@@ -238,7 +239,7 @@ class _Planner:
     @property
     def view(self) -> GroupView:
         if self._view is None:
-            self._view = self._view_factory(ConsumerConfig(self.options.props))
+            self._view = self._view_factory(consumer_config(self.options.props))
         return self._view
 
     @property
@@ -246,7 +247,7 @@ class _Planner:
         if self._ownership is None:
             if self._ownership_factory is None:
                 raise RuntimeError("this reader holds no partitions (batch reads commit nothing)")
-            self._ownership = self._ownership_factory(ConsumerConfig(self.options.props))
+            self._ownership = self._ownership_factory(consumer_config(self.options.props))
         return self._ownership
 
     def topic_partitions(self) -> List[TopicPartition]:

@@ -48,11 +48,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from zkconsumer import ConsumerConfig
 from zkconsumer.errors import ZkConsumerError
 from zkconsumer.structs import TopicPartition
 
 from .connect import spark_context
+from .credentials import consumer_config
 from .data_loss import initial_positions, report
 from .group_view import GroupView
 from .options import PropsLike, plain_props
@@ -156,7 +156,7 @@ def next_batch(conn: Any, props: PropsLike, topics: Sequence[str], *,
     """
     if isinstance(topics, str):
         raise TypeError("topics must be a list of topic names, not a string")
-    config = props if isinstance(props, ConsumerConfig) else ConsumerConfig(props)
+    config = consumer_config(props)
     topics = list(dict.fromkeys(topics))
     stored = load_offsets(conn, str(config.group_id), topics, table)
     with GroupView(config) as view:
@@ -181,7 +181,7 @@ def create_rdd_for_ranges(sc: "SparkContext", props: PropsLike, ranges: Sequence
     sc = spark_context(sc, "create_rdd_for_ranges")
     ranges = [OffsetRange(*r) for r in ranges]
     plain = plain_props(props)
-    with GroupView(ConsumerConfig(plain)) as view:
+    with GroupView(consumer_config(plain)) as view:
         brokers = view.brokers()
     reader = functools.partial(read_ranges, plain, brokers)
     rdd = sc.parallelize([tuple(r) for r in ranges], max(1, len(ranges))).mapPartitions(reader)

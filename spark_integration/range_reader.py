@@ -58,6 +58,7 @@ from zkconsumer.wire.messageset import MessageBlock, RawMessage, decode_message_
 from zkconsumer.wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse, MetadataResponse
 from zkconsumer.wire.tls import broker_ssl_context
 
+from .credentials import consumer_config
 from .ranges import OffsetRange
 
 __all__ = ["RangeReader", "OffsetRangeUnavailableError", "BrokerAddress", "read_offset_range",
@@ -352,7 +353,7 @@ def read_offset_range(
     fail_on_data_loss: bool = True,
 ) -> Iterator[Sequence[RawMessage]]:
     """Chunks of one range, with a reader made from plain ``props`` and closed at the end (executor entry point)."""
-    with RangeReader(ConsumerConfig(props), brokers, refresh_brokers=refresh_brokers,
+    with RangeReader(consumer_config(props), brokers, refresh_brokers=refresh_brokers,
                      fail_on_data_loss=fail_on_data_loss) as reader:
         yield from reader.read(offset_range)
 
@@ -366,6 +367,6 @@ def read_offset_range_batches(
     schema: Any = None,
 ) -> Iterator[Any]:
     """Arrow record batches of one range (:meth:`RangeReader.batches`), with a reader closed at the end."""
-    with RangeReader(ConsumerConfig(props), brokers, refresh_brokers=refresh_brokers,
+    with RangeReader(consumer_config(props), brokers, refresh_brokers=refresh_brokers,
                      fail_on_data_loss=fail_on_data_loss) as reader:
         yield from reader.batches(offset_range, schema)

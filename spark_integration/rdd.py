@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequ
 from zkconsumer import ConsumerConfig, MessageAndMetadata
 
 from .connect import spark_context
+from .credentials import consumer_config
 from .group_view import BrokerAddress, GroupView
 from .options import PropsLike, plain_props
 from .range_reader import read_offset_range
@@ -46,7 +47,7 @@ __all__ = ["create_rdd", "plan_offset_ranges", "commit_offset_ranges", "read_ran
 
 
 def _config(props: PropsLike) -> ConsumerConfig:
-    return props if isinstance(props, ConsumerConfig) else ConsumerConfig(props)
+    return consumer_config(props)
 
 
 def plan_offset_ranges(
@@ -66,7 +67,7 @@ def plan_offset_ranges(
 
 def brokers_from_zookeeper(props: Dict[str, str]) -> List[BrokerAddress]:
     """Live broker addresses from ``/brokers/ids`` (a short ZooKeeper session; used when known brokers fail)."""
-    with GroupView(ConsumerConfig(props)) as view:
+    with GroupView(consumer_config(props)) as view:
         return view.brokers()
 
 
@@ -98,7 +99,7 @@ def create_rdd(
     if isinstance(topics, str):
         raise TypeError("topics must be a list of topic names, not a string")
     plain = plain_props(props)
-    with GroupView(ConsumerConfig(plain)) as view:
+    with GroupView(consumer_config(plain)) as view:
         ranges = view.plan(list(dict.fromkeys(topics)), max_messages_per_partition=max_messages_per_partition)
         brokers = view.brokers()
     reader = functools.partial(read_ranges, plain, brokers)

@@ -71,6 +71,7 @@ from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.zkformat import Registration
 
 from .connect import spark_context
+from .credentials import consumer_config
 from .options import MemberMetrics, PropsLike, member_config, plain_props
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -296,7 +297,7 @@ def run_member(
     used, with a warning). ``metrics_pushgateway`` pushes them to a Prometheus
     Pushgateway every 10 s and once more as the member leaves.
     """
-    config = member_config(props, max_messages)
+    config = member_config(consumer_config(props), max_messages)
     connector = _connect(config, metrics_port, metrics_pushgateway)
     served: Optional[int] = connector.prometheus.port if connector.prometheus is not None else None
     if served is not None:
