@@ -37,12 +37,12 @@ from support import consumer_props, unique
 from spark_integration import KafkaStreamSource, commit_offset_ranges, create_rdd, register_data_source
 from spark_integration.group_view import GroupView
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.testing.errors import MissingDependencyError
 
 pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
+from kerberos_support import kerberized_or_skip  # noqa: E402
+
 from benchmarks.cluster import ProjectCluster  # noqa: E402
-from benchmarks.cluster.kdc import find_kdc_tools  # noqa: E402
 from benchmarks.cluster.kerberos import CLIENT  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -53,16 +53,7 @@ Record = Tuple[int, int]  # (partition, offset)
 @pytest.fixture(scope="module")
 def kerberized(spark_cluster) -> Iterator[ProjectCluster]:
     """The kerberized cluster; ``spark_cluster`` comes first, so its Workers never see ``KRB5_CONFIG``."""
-    try:
-        find_kdc_tools()
-    except MissingDependencyError as error:  # a machine without krb5-kdc (CI has it: no skip there)
-        if os.environ.get("ZKCONSUMER_REQUIRE_TOOLS") == "1":
-            raise
-        pytest.skip(str(error))
-    with ProjectCluster(brokers=1, partitions=2, kerberos=True) as cluster, pytest.MonkeyPatch.context() as env:
-        for key, value in cluster.kdc.environ.items():  # the driver's krb5.conf
-            env.setenv(key, value)
-        yield cluster
+    yield from kerberized_or_skip(brokers=1, partitions=2)
 
 
 @pytest.fixture(scope="module")
