@@ -159,8 +159,8 @@ def check_deliveries(members: Sequence[Delivering], acked: Collection[bytes],
     values = {v for _, _, _, v, _ in every}
     lost = set(acked) - values
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages never delivered"
-    assert not twice, f"{len(twice)} offsets delivered twice: {twice[:10]}"
     assert not back, f"two members delivered one partition at once: {back[:10]}"
+    assert not twice, f"{len(twice)} offsets delivered twice: {twice[:10]}"
     return {"delivered": len(every), "redelivered": len(every) - len({(p, o) for _, p, o, _, _ in every}),
             "steps_back": steps_back}
 

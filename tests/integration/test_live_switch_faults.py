@@ -23,8 +23,9 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
+from kazoo.exceptions import NoNodeError
 from support import Producer, consumer_props, new_topic, unique, wait_until
-from switch_support import Recorder, RecorderProcess, migrate, referee, settled
+from switch_support import Recorder, RecorderProcess, check_deliveries, migrate, referee, settled
 
 from zkconsumer.zookeeper import migration
 
@@ -50,7 +51,10 @@ def owners_of(zk, group: str, topic: str, consumer_id: str) -> int:
     path = f"/consumers/{group}/owners/{topic}"
     count = 0
     for name in (zk.get_children(path) if zk.exists(path) else []):
-        data, _ = zk.get(f"{path}/{name}")
+        try:
+            data, _ = zk.get(f"{path}/{name}")
+        except NoNodeError:  # released meanwhile
+            continue
         count += data.decode().startswith(consumer_id + "-")
     return count
 
@@ -231,3 +235,72 @@ def test_the_coordinator_broker_killed_mid_switch_and_started_again(local, local
         local.start_broker(0)
 
     fault_mid_switch(local, local_zk, unique("g-brokerdown"), kill_and_start, at_node=True)
+
+
+class _Seen:
+    def __init__(self, name: str, delivered: List[Tuple[float, int, int, bytes]]) -> None:
+        self.name = name
+        self.delivered = delivered
+
+
+def test_the_referee_tells_a_redelivery_after_a_crash_from_two_members_at_once() -> None:
+    """The relaxed referee is not vacuous: a take-over from a killed member's last commit passes;
+    the same offsets handed out by two live members alternately do not, nor a step back without a crash."""
+    killed = _Seen("a", [(1.0, 0, 10, b"x10"), (1.1, 0, 11, b"x11"), (1.2, 0, 12, b"x12")])
+    successor = _Seen("b", [(5.0, 0, 11, b"x11"), (5.1, 0, 12, b"x12"), (5.2, 0, 13, b"x13")])
+    acked = {b"x10", b"x11", b"x12", b"x13"}
+    counts = check_deliveries([killed, successor], acked, may_redeliver_after=lambda name: name == "a")
+    assert counts == {"delivered": 6, "redelivered": 2, "steps_back": 1}
+    with pytest.raises(AssertionError, match="two members delivered one partition at once"):
+        check_deliveries([killed, successor], acked)
+    a = _Seen("a", [(1.0, 0, 10, b"x10"), (1.2, 0, 11, b"x11"), (1.4, 0, 12, b"x12")])
+    b = _Seen("b", [(1.1, 0, 10, b"x10"), (1.3, 0, 11, b"x11"), (1.5, 0, 12, b"x12")])
+    with pytest.raises(AssertionError, match="two members delivered one partition at once"):
+        check_deliveries([a, b], {b"x10", b"x11", b"x12"}, may_redeliver_after=lambda name: True)
+
+
+def test_a_member_cut_off_from_zookeeper_beyond_its_session_timeout_mid_switch(cluster, zk, make_topic) -> None:
+    """One member reaches ZooKeeper through a proxy, cut (silence) for 10 s, longer than its 6 s session
+    timeout, as the migration node appears: its session expires with ZooKeeper up, so its
+    registration and owner nodes vanish and the barrier opens while it may still hold fetched
+    data; its session lease must stop it handing out before the others start, and once the proxy
+    heals it joins the coordinator on a new session (its old registration may not come back)."""
+    from benchmarks.cluster.proxy import TcpProxy
+
+    topic = make_topic(partitions=PARTITIONS)
+    group = unique("g-cut")
+    producer = Producer(cluster, topic)
+    members: List[Recorder] = []
+    host, port = cluster.zk_connect.split(",")[0].split("/")[0].rsplit(":", 1)
+    with TcpProxy(host, int(port), name="zk-proxy") as proxy:
+        try:
+            props = switch_props(cluster, group)
+            members = [Recorder(f"m{i}", props, topic) for i in range(MEMBERS - 1)]
+            members.append(Recorder("cut", dict(props, **{"zookeeper.connect": proxy.address}), topic))
+            for m in members:
+                assert m.joined.wait(90), f"{m.name} did not join"
+            wait_until(lambda: len(registered(zk, group)) == MEMBERS and all(m.delivered for m in members), 90,
+                       "every member registered and delivering")
+            cut_id = members[-1].connector.consumer_id
+            before = registered(zk, group)
+            runner, result = migrate_in_background(cluster, group, 120)
+            session = members[-1].connector.zk_client.client_id[0]
+            left = first_deregistration(zk, group, before, at_node=True)
+            proxy.cut("blackhole")
+            held = owners_of(zk, group, topic, cut_id)
+            print(f"cut with {left} registered ({cut_id} among them: {cut_id in left}), its owner nodes: {held}")
+            assert cut_id in left, "the cut member had deregistered before the cut"
+            wait_until(lambda: cut_id not in registered(zk, group), 30, "the cut member's session to expire")
+            time.sleep(4)
+            proxy.heal()
+            wait_until(lambda: on_coordinator(zk, group, MEMBERS), 90, f"{MEMBERS} coordinator members and no /ids")
+            assert {m.kind for m in members} == {"kafka"}
+            assert members[-1].connector.zk_client.client_id[0] != session, "the cut member's session did not expire"
+            time.sleep(3)
+            counts = referee(producer, members, may_redeliver_after=lambda name: name == "cut")
+            runner.join(150)
+            print(f"referee: {counts}; command: {getattr(result.get('out'), 'returncode', 'running')}")
+        finally:
+            producer.stop()
+            for m in members:
+                m.stop()
