@@ -12,102 +12,20 @@ would go back, or deliver an offset twice).
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import pytest
 from support import Producer, consumer_props, unique, wait_until
+from switch_support import Recorder, migrate, referee, settled
 
-from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.admin.stores import CoordinatorOffsets
 from zkconsumer.zookeeper import migration
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 8
-
-
-class Recorder:
-    """One member and what it delivered: ``(time, partition, offset, value)``."""
-
-    def __init__(self, name: str, props: Dict[str, object], topic: str) -> None:
-        self.name = name
-        self.connector = ZookeeperConsumerConnector(props)
-        self.delivered: List[Tuple[float, int, int, bytes]] = []
-        self._stop = threading.Event()
-        self._threads: List[threading.Thread] = []
-        self._topic = topic
-        self.joined = threading.Event()
-        starter = threading.Thread(target=self._start, daemon=True)
-        starter.start()
-        self._threads.append(starter)
-
-    def _start(self) -> None:
-        streams = self.connector.create_message_streams({self._topic: 2})[self._topic]
-        for stream in streams:
-            t = threading.Thread(target=self._drain, args=(stream,), daemon=True)
-            t.start()
-            self._threads.append(t)
-        self.joined.set()
-
-    def _drain(self, stream) -> None:
-        while not self._stop.is_set():
-            try:
-                for m in stream:
-                    self.delivered.append((time.monotonic(), m.partition, m.offset, m.message))
-                    if self._stop.is_set():
-                        return
-                return
-            except ConsumerTimeoutError:
-                continue
-
-    @property
-    def kind(self) -> str:
-        return self.connector.membership.kind
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.connector.shutdown()
-        for t in self._threads:
-            t.join(15)
-
-
-def migrate(cluster, group: str, to: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zkconsumer", "groups", "migrate", "--zookeeper", cluster.zk_connect,
-                           "--group", group, "--to", to, *extra], capture_output=True, text=True, timeout=240)
-
-
-def check_deliveries(members: List[Recorder], acked: set) -> None:
-    """0 lost, no (partition, offset) twice, and in each partition offsets only go up in time order."""
-    every = sorted((t, p, o, v, m.name) for m in members for t, p, o, v in list(m.delivered))
-    seen: Dict[Tuple[int, int], str] = {}
-    twice = []
-    last: Dict[int, Tuple[int, str]] = {}
-    back = []
-    for _, p, o, _, name in every:
-        if (p, o) in seen:
-            twice.append(f"{p}/{o} by {seen[(p, o)]} and {name}")
-        seen[(p, o)] = name
-        previous = last.get(p)
-        if previous is not None and o <= previous[0]:
-            back.append(f"partition {p}: offset {o} by {name} after {previous[0]} by {previous[1]}")
-        last[p] = (o, name)
-    values = {v for _, _, _, v, _ in every}
-    lost = acked - values
-    assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages never delivered"
-    assert not twice, f"{len(twice)} offsets delivered twice: {twice[:10]}"
-    assert not back, f"two members delivered one partition at once: {back[:10]}"
-
-
-def settled(zk, cluster, group: str, to: str, count: int) -> bool:
-    registered = zk.get_children(f"/consumers/{group}/ids") if zk.exists(f"/consumers/{group}/ids") else []
-    with CoordinatorOffsets(zk, group) as coordinator:
-        at_coordinator = coordinator.live_members()
-    if to == "kafka":
-        return not registered and len(at_coordinator) == count
-    return not at_coordinator and len(registered) == count
 
 
 def test_a_running_group_moves_to_the_coordinator_and_back_without_two_owners(cluster, zk, make_topic) -> None:
@@ -139,7 +57,7 @@ def test_a_running_group_moves_to_the_coordinator_and_back_without_two_owners(cl
         assert late.joined.wait(90)
         everyone = members + [late]
         wait_until(lambda: {m.kind for m in everyone} == {"kafka"}, 60, "every member at the coordinator")
-        wait_until(lambda: settled(zk, cluster, group, "kafka", 5), 60, "5 coordinator members and no /ids")
+        wait_until(lambda: settled(zk, group, "kafka", 5), 60, "5 coordinator members and no /ids")
         owners = f"/consumers/{group}/owners/{topic}"
         assert not zk.exists(owners) or zk.get_children(owners) == [], "owner nodes left after the switch"
         time.sleep(3)  # consume a while on the coordinator
@@ -148,13 +66,10 @@ def test_a_running_group_moves_to_the_coordinator_and_back_without_two_owners(cl
         out = migrate(cluster, group, "zookeeper", "--execute")
         assert out.returncode == 0, out.stdout + out.stderr
         wait_until(lambda: {m.kind for m in everyone} == {"zookeeper"}, 60, "every member back in ZooKeeper")
-        wait_until(lambda: settled(zk, cluster, group, "zookeeper", 5), 60, "5 ZooKeeper members, none at the coordinator")
+        wait_until(lambda: settled(zk, group, "zookeeper", 5), 60, "5 ZooKeeper members, none at the coordinator")
         time.sleep(3)
 
-        acked = producer.stop()
-        wait_until(lambda: acked <= {v for m in everyone for _, _, _, v in list(m.delivered)}, 90,
-                   "every acknowledged message to be delivered")
-        check_deliveries(everyone, acked)
+        referee(producer, everyone)
     finally:
         producer.stop()
         for m in members + ([late] if late is not None else []):
@@ -186,12 +101,9 @@ def test_a_member_that_cannot_follow_holds_the_coordinator_back_until_it_stops(c
         with CoordinatorOffsets(zk, group) as coordinator:
             assert coordinator.live_members() == [], "a coordinator member joined while a ZooKeeper member runs"
         stuck.stop()
-        wait_until(lambda: settled(zk, cluster, group, "kafka", 3), 60, "3 coordinator members once it stopped")
+        wait_until(lambda: settled(zk, group, "kafka", 3), 60, "3 coordinator members once it stopped")
         time.sleep(3)
-        acked = producer.stop()
-        wait_until(lambda: acked <= {v for m in members for _, _, _, v in list(m.delivered)}, 90,
-                   "every acknowledged message to be delivered")
-        check_deliveries(members, acked)
+        referee(producer, members)
     finally:
         producer.stop()
         for m in members:
