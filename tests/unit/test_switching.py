@@ -316,3 +316,36 @@ def test_a_rollback_whose_registration_is_refused_follows_the_node_back_to_the_c
         FakeMembership.join = original  # type: ignore[method-assign]
         FakeMembership.failing.clear()
         switcher.stop()
+
+
+def test_a_zookeeper_member_does_not_register_again_during_a_rollback_while_the_coordinator_lists_members() -> None:
+    # Simulator, switch schedule seed 8101: a member cut off through the switch came back once the rollback had
+    # begun and registered while a coordinator member still delivered its partitions.
+    _, zk, member = make([])
+    say(zk, "zookeeper")
+    assert "the coordinator still lists 1 member(s): m1" in (registration_refused(member, lambda: ["m1"]) or "")
+    assert registration_refused(member, lambda: []) is None
+
+    def cannot_tell() -> List[str]:
+        raise ZkConsumerError("DescribeGroups: no answer")
+
+    with pytest.raises(ZkConsumerError):
+        registration_refused(member, cannot_tell)  # the attempt fails and is retried
+    zk.nodes.pop(migration.migration_path(GROUP))
+    assert registration_refused(member, cannot_tell) is None  # no migration: the coordinator is not asked
+
+
+def test_the_coordinator_barrier_reads_ids_after_a_sync() -> None:
+    # Simulator, switch schedule seed 4844: a member connected to a follower behind its leader read /ids empty
+    # after a member had registered, and joined the coordinator beside it.
+    from zkconsumer.coordinator.kafka_membership import CoordinatorMembership
+
+    calls: List[str] = []
+    group = SimpleNamespace(
+        paths=zkformat.GroupPaths(GROUP),
+        client=SimpleNamespace(sync=lambda path: calls.append(f"sync {path}")),
+        members=lambda fresh=False: calls.append(f"members fresh={fresh}") or {"g_c2": object()},
+    )
+    why = CoordinatorMembership._zookeeper_members_gone(SimpleNamespace(_member=SimpleNamespace(group=group)))  # type: ignore[arg-type]
+    assert calls == ["sync /consumers/g/ids", "members fresh=True"]
+    assert why is not None and "g_c2" in why

@@ -60,17 +60,27 @@ log = logging.getLogger(__name__)
 POLL_S = 5.0
 
 
-def registration_refused(member: Member) -> Optional[str]:
-    """Why a ZooKeeper member must not register (again) now: the migration node says ``kafka``.
+def registration_refused(member: Member,
+                         coordinator_members: Optional[Callable[[], List[str]]] = None) -> Optional[str]:
+    """Why a ZooKeeper member must not register (again) now: the migration node says ``kafka``, or it says
+    ``zookeeper`` (a rollback) while the coordinator (``coordinator_members()``, when given) lists a member.
 
     A ZooKeeper member whose session expired during a switch would otherwise register again
-    after coordinator members joined (they checked ``/ids`` only before joining). Raises
-    kazoo's errors (the registration attempt fails and is retried).
+    after coordinator members joined (they checked ``/ids`` only before joining); one whose session
+    expired while it was cut off, and that comes back once a rollback began, would register while
+    coordinator members still deliver (found by the simulator: switch schedule seed 8101). Raises
+    kazoo's errors, and what ``coordinator_members`` raises when the coordinator cannot tell (the
+    registration attempt fails and is retried).
     """
     intent = migration.read_intent(member.group.client, member.config.group_id)
     if intent is not None and intent.to == "kafka":
         return (f"group {member.config.group_id} is migrating to coordinator membership "
                 f"({migration.migration_path(member.config.group_id)})")
+    if intent is not None and coordinator_members is not None:
+        left = coordinator_members()
+        if left:
+            return (f"group {member.config.group_id} is moving back to ZooKeeper membership and the coordinator "
+                    f"still lists {len(left)} member(s): {', '.join(left[:3])}")
     return None
 
 
