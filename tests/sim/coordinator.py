@@ -92,8 +92,13 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ the wire
 
-    def call(self, kind: str, args: Sequence[Any], timeout: float, client: str) -> Optional[Any]:
-        """From a member's task: send ``kind(*args)``, wait for the answer (``None``: none within ``timeout``)."""
+    def call(self, kind: str, args: Sequence[Any], timeout: float, client: str,
+             alive: Callable[[], bool] = lambda: True) -> Optional[Any]:
+        """From a member's task: send ``kind(*args)``, wait for the answer (``None``: none within ``timeout``).
+        A process killed meanwhile (``alive()`` false) sends nothing and never runs on: a task of a member
+        killed while frozen is resumed once by the kernel at the freeze's end, and must not heartbeat."""
+        if not alive():
+            self.kernel.block(None)
         box: List[Any] = []
         done = SimEvent(self.kernel)
 
@@ -265,16 +270,18 @@ class SimChannel:
     """``CoordinatorChannel``'s surface for the production ``KafkaOffsetStorage``: OffsetCommit and
     OffsetFetch go to the model; no answer within ``timeout`` raises a retriable broker error."""
 
-    def __init__(self, coordinator: GroupCoordinator, client: str, timeout: float = 5.0) -> None:
+    def __init__(self, coordinator: GroupCoordinator, client: str, timeout: float = 5.0,
+                 alive: Callable[[], bool] = lambda: True) -> None:
         self._coordinator = coordinator
         self._client = client
+        self._alive = alive
         self._timeout = timeout
         self.coordinator = None
 
     def send(self, request: Any) -> Any:
         from zkconsumer.errors import BrokerUnavailableError
         kind = "fetch" if isinstance(request, OffsetFetchRequest) else "commit"
-        got = self._coordinator.call(kind, (request,), self._timeout, self._client)
+        got = self._coordinator.call(kind, (request,), self._timeout, self._client, self._alive)
         if got is None:
             raise BrokerUnavailableError("no answer from the coordinator")
         return got

@@ -81,9 +81,11 @@ class Member(SimProcess):
         self.switcher: Optional[Switcher] = None
         if coordinator is None:
             self.committer = OffsetCommitter(self.group, runtime=runtime)
-        else:  # a switch schedule: offsets.storage=kafka, fenced by owner nodes under ZooKeeper membership
-            storage = KafkaOffsetStorage(SimChannel(coordinator, self.name), GROUP, max_retries=2, backoff_ms=1000,
-                                         owns=self.group.owns)
+        else:  # a switch schedule: offsets.storage=kafka, fenced by owner nodes under ZooKeeper membership (as
+            # make_offset_storage builds it, over the coordinator model)
+            storage = KafkaOffsetStorage(SimChannel(coordinator, self.name, alive=self.alive), GROUP, max_retries=2,
+                                         backoff_ms=1000,
+                                         owns=self.group.owns, session=lambda: self.group.session_id)
             storage._closed = SimEvent(kernel)  # type: ignore[assignment]
             self.committer = OffsetCommitter(self.group, storage=storage, runtime=runtime)
             self.switcher = Switcher(self, coordinator)
@@ -134,6 +136,10 @@ class Member(SimProcess):
         """``ZooKeeperMembership._rebalanced``: the current session's proofs count for the lease."""
         if self.lease is not None:
             self.lease.accept_session()
+
+    def alive(self) -> bool:
+        """Not killed (kill -9)."""
+        return self.state != "killed"
 
     def deliverable(self) -> bool:
         """``ZooKeeperMembership.deliverable``: the fetchers may queue (``CoordinatorMembership``'s: always)."""

@@ -73,7 +73,7 @@ class CoordinatorSide:
         self.task: Optional[SimTask] = None
 
     def _call(self, kind: str, *args: Any, timeout: float) -> Any:
-        return self.coordinator.call(kind, args, timeout, self.m.name)
+        return self.coordinator.call(kind, args, timeout, self.m.name, self.m.alive)
 
     def start(self) -> None:
         self.task = self.m.spawn(self._run, "coordinator")
@@ -206,7 +206,7 @@ class _Production:
 
     def _coordinator_members(self) -> List[str]:
         """``coordinator_members``: DescribeGroups; raises when the coordinator does not answer."""
-        left = self._coordinator.call("describe", (), self._m.session_timeout, self._m.name)
+        left = self._coordinator.call("describe", (), self._m.session_timeout, self._m.name, self._m.alive)
         if left is None:
             raise ZkConsumerError("DescribeGroups: no answer")
         return list(left)
@@ -227,9 +227,10 @@ class Switcher:
         return migration.read_intent(self.m.group.client, GROUP_ID)
 
     def refused(self) -> Optional[str]:
-        """Production ``registration_refused``."""
+        """Production ``registration_refused``, with the coordinator's members as the connector passes them."""
         return registration_refused(SimpleNamespace(group=self.m.group,  # type: ignore[arg-type]
-                                                    config=SimpleNamespace(group_id=GROUP_ID)))
+                                                    config=SimpleNamespace(group_id=GROUP_ID)),
+                                    self.production._coordinator_members)
 
     def run(self) -> None:
         m = self.m

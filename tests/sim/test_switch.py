@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
 from zkconsumer.coordinator.kafka_membership import CoordinatorMembership
+from zkconsumer.offsets.storage import KafkaOffsetStorage
 from zkconsumer.wire.group_protocol import (
     NO_ERROR,
     UNKNOWN_MEMBER,
@@ -23,7 +24,7 @@ from zkconsumer.wire.group_protocol import (
     OffsetCommitRequestV2,
 )
 
-from . import switch
+from . import member, switch
 from .coordinator import GroupCoordinator
 from .kernel import Kernel, SimTask
 from .world import Schedule, generate, generate_switch, run
@@ -37,7 +38,46 @@ from .world import Schedule, generate, generate_switch, run
 #:     the-coordinator (seed 141): ``migrate --to kafka`` again during a rollback; a member waiting at
 #:     the rollback barrier, or refused its registration because the node said kafka again, kept
 #:     trying to rejoin ZooKeeper for good (settles). Fixed by SwitchingMembership._still_intended.
+#: switch-kafka-offsets-owner-checks-spanned-a-session-expiry (seed 1923; no switch in it: ZooKeeper
+#:     membership with offsets.storage=kafka): KafkaOffsetStorage checked the owner nodes one by one, a
+#:     check was held back across the session's expiry, and the batch went out after a peer had claimed a
+#:     partition checked on the old session (offsets-monotone). Fixed by the session pin of its checks.
+#: switch-coordinator-member-read-ids-on-a-lagging-follower (seed 4844): the barrier before JoinGroup read
+#:     /ids on a follower behind its leader, empty after a member had registered for a rollback
+#:     (exclusive-across). Fixed by a sync before CoordinatorMembership._zookeeper_members_gone's read.
 FOUND = sorted((Path(__file__).parent / "schedules").glob("switch-*.json"))
+
+
+def _as_it_was_switch(mp: pytest.MonkeyPatch) -> None:
+    """A failed join only stopped, and the node never read again once a rollback had begun."""
+    mp.setattr(switch._Production, "_abandon", lambda self, failed: failed.stop())
+    mp.setattr(switch._Production, "_still_intended", lambda self, to: to)
+
+
+def _as_it_was_unpinned(mp: pytest.MonkeyPatch) -> None:
+    """KafkaOffsetStorage without the session pin of its owner checks."""
+    class Unpinned(KafkaOffsetStorage):
+        def __init__(self, *args: Any, session: Any = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+    mp.setattr(member, "KafkaOffsetStorage", Unpinned)
+
+
+def _as_it_was_stale_ids(mp: pytest.MonkeyPatch) -> None:
+    """The barrier before JoinGroup reading /ids without a sync."""
+    def gone(self: Any) -> Optional[str]:
+        members = sorted(self._member.group.members())
+        return None if not members else "registered: " + ", ".join(members)
+    mp.setattr(CoordinatorMembership, "_zookeeper_members_gone", gone)
+
+
+#: file stem -> (the production steps as they were before its fix, the invariant it broke then)
+AS_IT_WAS: Dict[str, Tuple[Callable[[pytest.MonkeyPatch], None], str]] = {
+    "switch-registration-that-timed-out-held-the-coordinator-barrier": (_as_it_was_switch, "settles"),
+    "switch-rollback-reversed-a-second-later": (_as_it_was_switch, "settles"),
+    "switch-rollback-reversed-after-a-member-joined-the-coordinator": (_as_it_was_switch, "settles"),
+    "switch-kafka-offsets-owner-checks-spanned-a-session-expiry": (_as_it_was_unpinned, "offsets-monotone"),
+    "switch-coordinator-member-read-ids-on-a-lagging-follower": (_as_it_was_stale_ids, "exclusive-across"),
+}
 
 
 def test_switch_schedules_hold_every_invariant() -> None:
@@ -45,7 +85,7 @@ def test_switch_schedules_hold_every_invariant() -> None:
     pauses, freezes): no partition delivered by two members across the memberships, offsets in Kafka
     never back, and the group settled on the membership the node names."""
     rollbacks = switches = 0
-    for seed in list(range(12)) + [6, 34, 52, 104, 141]:
+    for seed in list(range(12)) + [6, 34, 52, 104, 141, 1483, 4844, 6305, 8101]:
         schedule = generate_switch(seed)
         outcome = run(schedule)
         assert outcome.ok, f"seed {seed}: {outcome.violation}\n{schedule.describe()}"
@@ -58,12 +98,10 @@ def test_switch_schedules_hold_every_invariant() -> None:
 def test_a_switch_schedule_found_fails_with_the_switch_as_it_was(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     schedule = Schedule.from_json(path.read_text())
     assert run(schedule).ok
-    # The production steps the simulator runs, as they were before the fix: a failed join only stopped,
-    # and the node never read again once a rollback had begun.
-    monkeypatch.setattr(switch._Production, "_abandon", lambda self, failed: failed.stop())
-    monkeypatch.setattr(switch._Production, "_still_intended", lambda self, to: to)
+    as_it_was, broke = AS_IT_WAS[path.stem]
+    as_it_was(monkeypatch)
     violation = run(schedule).violation
-    assert violation is not None and violation.name == "settles", violation
+    assert violation is not None and violation.name == broke, violation
 
 
 def test_the_cross_membership_check_bites_without_the_barrier(monkeypatch: pytest.MonkeyPatch) -> None:
