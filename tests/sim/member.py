@@ -38,6 +38,7 @@ from zkconsumer.zookeeper.lease import SessionLease
 from zkconsumer.zookeeper.watchers import GroupWatcher
 from zkconsumer.zookeeper.zkcalls import BoundedZooKeeper
 
+from . import switch
 from .client import Network
 from .coordinator import GroupCoordinator, SimChannel
 from .fetch import Chunk, SimFetchers, SimHeartbeat, SimThread
@@ -131,6 +132,14 @@ class Member(SimProcess):
             if why is not None:
                 raise ZkConsumerError(why)
         self.group.register(self.registration)
+        if self.switcher is not None and switch.RECHECK:  # ZooKeeperMembership's register: asked again
+            try:
+                why = self.switcher.refused()
+            except KazooException as exc:
+                raise ZkConsumerError(f"reading the migration node: {exc!r}") from exc
+            if why is not None:
+                self.group.deregister()
+                raise ZkConsumerError(why)
 
     def _rebalanced(self, duration_s: float) -> None:
         """``ZooKeeperMembership._rebalanced``: the current session's proofs count for the lease."""

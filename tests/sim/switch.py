@@ -57,6 +57,9 @@ BACKOFF_S = 2.0
 COMMIT_ATTEMPTS, COMMIT_BACKOFF_S = 3, 1.0
 #: ``SwitchingMembership``'s poll without a watch
 POLL_S = 5.0
+#: Each side asks again once it announced itself (production since seed 16850: ``GroupMembership`` after
+#: SyncGroup, ``ZooKeeperMembership``'s registration); ``False`` replays the barriers as they were before.
+RECHECK = True
 
 
 class CoordinatorSide:
@@ -87,15 +90,18 @@ class CoordinatorSide:
     def generation(self) -> Optional[Generation]:
         return self.delivery.owned()[0]
 
+    def _zookeeper_members_left(self) -> Optional[str]:
+        """The connector's precondition, production code (a reason to wait, or ``None``)."""
+        try:
+            return CoordinatorMembership._zookeeper_members_gone(SimpleNamespace(_member=self.m))  # type: ignore[arg-type]
+        except (KazooException, ZkConsumerError) as exc:
+            return repr(exc)
+
     def _run(self) -> None:
         m = self.m
         session = m.session_timeout
         while not self.stopped.is_set():
-            try:  # the connector's precondition, production code: no JoinGroup while /ids lists anyone
-                why = CoordinatorMembership._zookeeper_members_gone(SimpleNamespace(_member=m))  # type: ignore[arg-type]
-            except (KazooException, ZkConsumerError) as exc:
-                why = repr(exc)
-            if why:
+            if self._zookeeper_members_left():  # no JoinGroup while /ids lists anyone
                 self.stopped.wait(BACKOFF_S)
                 continue
             topics = subscribed_topics(m.count, ())
@@ -133,6 +139,9 @@ class CoordinatorSide:
                 continue
             share: Dict[TopicPartition, str] = dict(decode_share(got, as_member(m.count, self.member_id, True),
                                                                  m.strategy))
+            if RECHECK and self._zookeeper_members_left():  # GroupMembership asks again once listed
+                self.stopped.wait(BACKOFF_S)
+                continue
             try:
                 self.delivery.assign(generation, share)
             except ZkConsumerError:

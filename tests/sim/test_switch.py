@@ -34,17 +34,21 @@ from .world import Schedule, generate, generate_switch, run
 #:     registration was answered after its deadline and applied all the same; the member followed the
 #:     node to the coordinator and left the registration under /ids, so no coordinator member ever
 #:     passed the barrier (settles). Fixed by SwitchingMembership._abandon.
-#: switch-rollback-reversed-a-second-later (seed 6), switch-rollback-reversed-after-a-member-joined-
-#:     the-coordinator (seed 141): ``migrate --to kafka`` again during a rollback; a member waiting at
+#: switch-rollback-reversed-a-second-later (seed 6), switch-rollback-reversed-while-members-rolled-back
+#:     (seed 91): ``migrate --to kafka`` again during a rollback; a member waiting at
 #:     the rollback barrier, or refused its registration because the node said kafka again, kept
 #:     trying to rejoin ZooKeeper for good (settles). Fixed by SwitchingMembership._still_intended.
-#: switch-kafka-offsets-owner-checks-spanned-a-session-expiry (seed 1923; no switch in it: ZooKeeper
+#: switch-kafka-offsets-owner-checks-spanned-a-session-expiry (seed 7913; no switch left in it: ZooKeeper
 #:     membership with offsets.storage=kafka): KafkaOffsetStorage checked the owner nodes one by one, a
 #:     check was held back across the session's expiry, and the batch went out after a peer had claimed a
 #:     partition checked on the old session (offsets-monotone). Fixed by the session pin of its checks.
 #: switch-coordinator-member-read-ids-on-a-lagging-follower (seed 4844): the barrier before JoinGroup read
 #:     /ids on a follower behind its leader, empty after a member had registered for a rollback
 #:     (exclusive-across). Fixed by a sync before CoordinatorMembership._zookeeper_members_gone's read.
+#: switch-both-barriers-passed-at-the-same-moment (seed 16850): during a rollback a member rolling back found
+#:     the coordinator empty and registered while a member still on its way to the coordinator had found /ids
+#:     empty and sent its JoinGroup (exclusive-across). Fixed: each side asks again once it announced itself
+#:     (GroupMembership after SyncGroup; ZooKeeperMembership's registration).
 FOUND = sorted((Path(__file__).parent / "schedules").glob("switch-*.json"))
 
 
@@ -70,13 +74,19 @@ def _as_it_was_stale_ids(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(CoordinatorMembership, "_zookeeper_members_gone", gone)
 
 
+def _as_it_was_checked_once(mp: pytest.MonkeyPatch) -> None:
+    """Each barrier checked before announcing only (the simulator's restated steps: ``switch.RECHECK``)."""
+    mp.setattr(switch, "RECHECK", False)
+
+
 #: file stem -> (the production steps as they were before its fix, the invariant it broke then)
 AS_IT_WAS: Dict[str, Tuple[Callable[[pytest.MonkeyPatch], None], str]] = {
     "switch-registration-that-timed-out-held-the-coordinator-barrier": (_as_it_was_switch, "settles"),
     "switch-rollback-reversed-a-second-later": (_as_it_was_switch, "settles"),
-    "switch-rollback-reversed-after-a-member-joined-the-coordinator": (_as_it_was_switch, "settles"),
+    "switch-rollback-reversed-while-members-rolled-back": (_as_it_was_switch, "settles"),
     "switch-kafka-offsets-owner-checks-spanned-a-session-expiry": (_as_it_was_unpinned, "offsets-monotone"),
     "switch-coordinator-member-read-ids-on-a-lagging-follower": (_as_it_was_stale_ids, "exclusive-across"),
+    "switch-both-barriers-passed-at-the-same-moment": (_as_it_was_checked_once, "exclusive-across"),
 }
 
 
@@ -85,7 +95,7 @@ def test_switch_schedules_hold_every_invariant() -> None:
     pauses, freezes): no partition delivered by two members across the memberships, offsets in Kafka
     never back, and the group settled on the membership the node names."""
     rollbacks = switches = 0
-    for seed in list(range(12)) + [6, 34, 52, 104, 141, 1483, 4844, 6305, 8101]:
+    for seed in list(range(12)) + [6, 34, 52, 104, 141, 1483, 4844, 6305, 8101, 16850]:
         schedule = generate_switch(seed)
         outcome = run(schedule)
         assert outcome.ok, f"seed {seed}: {outcome.violation}\n{schedule.describe()}"
