@@ -42,7 +42,7 @@ from . import switch
 from .client import Network
 from .coordinator import GroupCoordinator, SimChannel
 from .fetch import Chunk, SimFetchers, SimHeartbeat, SimThread
-from .kernel import Kernel, SimEvent, SimRuntime, SimTask
+from .kernel import Kernel, SimEvent, SimLock, SimRuntime, SimTask
 from .process import SimProcess
 from .switch import CoordinatorSide, Switcher
 from .zkmodel import Ensemble
@@ -90,6 +90,11 @@ class Member(SimProcess):
             storage._closed = SimEvent(kernel)  # type: ignore[assignment]
             self.committer = OffsetCommitter(self.group, storage=storage, runtime=runtime)
             self.switcher = Switcher(self, coordinator)
+            # Two tasks of the member may read the topics' partitions at once now (the coordinator's leader
+            # plans while a stopping rebalancer reads): ClusterReads' locks, held across a ZooKeeper call,
+            # must be the kernel's (a real lock held by a suspended task blocks the whole simulation).
+            self.group.cluster._topic_lock = SimLock(kernel)  # type: ignore[assignment]
+            self.group.cluster._broker_lock = SimLock(kernel)  # type: ignore[assignment]
         self.heartbeat = SimHeartbeat(self.client, kernel.clock)
         self.lease: Optional[SessionLease] = None  # made after registering, as ZooKeeperMembership does
         self.fetchers = SimFetchers(kernel, random.Random(seed * 5 + 2), self.deliverable, self.lease_session)
