@@ -66,6 +66,7 @@ class ZookeeperConsumerConnector(ConsumerConnectorBase):
         def make(kind: str) -> Membership:
             if kind == "kafka":
                 return CoordinatorMembership(member)
-            return ZooKeeperMembership(member, may_register=lambda: registration_refused(member))
+            return ZooKeeperMembership(member, may_register=lambda: registration_refused(
+                member, lambda: coordinator_members(member)))
 
         return SwitchingMembership(member, make, lambda: coordinator_members(member))

@@ -62,27 +62,30 @@ def main() -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--replay")
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--switch", action="store_true",
+                        help="switch schedules (generate_switch): the group moves between ZooKeeper and coordinator membership")
     parser.add_argument("--progress", type=int, default=10_000, metavar="N",
                         help="print a line every N schedules, and each failure as it is found (0: only the summary)")
     args = parser.parse_args()
     if args.replay:
         return _play(Schedule.from_json(Path(args.replay).read_text()))
     if args.seed is not None:
-        return _play(schedule_for(args.seed))
+        return _play(schedule_for(args.seed, args.switch))
     steal0 = _steal()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "zkconsumer", "tests/sim"], capture_output=True,
                            text=True).stdout.strip()
     print(f"code: {head}{' with uncommitted changes' if dirty else ''}; load average before: {_load_average()}",
           flush=True)
-    report = run_many(args.first, args.schedules, workers=args.workers, progress=_progress(args.progress))
+    report = run_many(args.first, args.schedules, workers=args.workers, progress=_progress(args.progress),
+                      switch=args.switch)
     print(report.summary())
     print(f"load average after: {_load_average()}; steal: {_steal() - steal0} ticks of /proc/stat during the run")
     for seed, violation in report.failures[:20]:
         print(f"FAILED seed {seed}: {violation}")
     if report.failures and not args.no_shrink:
         seed = report.failures[0][0]
-        minimal = shrink(schedule_for(seed))
+        minimal = shrink(schedule_for(seed, args.switch))
         out = Path(tempfile.gettempdir()) / "zkconsumer-sim"
         out.mkdir(exist_ok=True)
         saved = out / f"seed-{seed}.json"

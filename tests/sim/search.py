@@ -9,19 +9,22 @@ Every candidate is a complete schedule, so the minimal one replays exactly with
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from .world import Event, Outcome, Schedule, generate, generate_mixed, run
+from .world import Event, Outcome, Schedule, generate, generate_mixed, generate_switch, run
 
 #: One schedule in this many mixes in Kafka 0.8.2's own members (:mod:`.kafka_member`).
 MIXED_EVERY = 5
 
 
-def schedule_for(seed: int) -> Schedule:
-    """The schedule a search runs for ``seed``."""
+def schedule_for(seed: int, switch: bool = False) -> Schedule:
+    """The schedule a search runs for ``seed`` (``switch``: the switch schedule of that seed)."""
+    if switch:
+        return generate_switch(seed)
     return generate_mixed(seed) if seed % MIXED_EVERY == MIXED_EVERY - 1 else generate(seed)
 
 
@@ -92,6 +95,8 @@ class Report:
     offset_writes: int = 0
     max_settle_s: float = 0.0
     mixed: int = 0
+    switch: int = 0  # switch schedules run
+    switches: int = 0  # hand-overs members completed in them
     #: invariants Kafka 0.8.2's own members broke in mixed groups: name -> schedules
     kafka_findings: Dict[str, int] = field(default_factory=dict)
 
@@ -110,6 +115,8 @@ class Report:
         self.offset_writes += outcome.offset_writes
         self.max_settle_s = max(self.max_settle_s, outcome.settle_s or 0.0)
         self.mixed += bool(outcome.schedule.kafka)
+        self.switch += outcome.schedule.switch
+        self.switches += outcome.switches
         for name in outcome.kafka_findings:
             self.kafka_findings[name] = self.kafka_findings.get(name, 0) + 1
         if outcome.violation is not None:
@@ -129,6 +136,8 @@ class Report:
         self.max_settle_s = max(self.max_settle_s, other.max_settle_s)
         self.failures += other.failures
         self.mixed += other.mixed
+        self.switch += other.switch
+        self.switches += other.switches
         for k, v in other.kafka_findings.items():
             self.kafka_findings[k] = self.kafka_findings.get(k, 0) + v
         for k, v in other.by_invariant.items():
@@ -144,14 +153,15 @@ class Report:
                 f"queued ({self.forced_queued} under a session another client closed, before kazoo said LOST), "
                 f"{self.offset_writes} offset writes, slowest settle {self.max_settle_s:.1f}s virtual; "
                 f"{self.mixed} mixed with Kafka 0.8.2's members, whose own breaches (schedules): "
-                f"{self.kafka_findings or 'none'}")
+                f"{self.kafka_findings or 'none'}"
+                + (f"; {self.switch} switch schedules, {self.switches} hand-overs completed" if self.switch else ""))
 
 
-def run_seeds(seeds: Iterable[int]) -> Report:
+def run_seeds(seeds: Iterable[int], switch: bool = False) -> Report:
     report = Report()
     started = time.process_time()
     for seed in seeds:
-        report.add(seed, run(schedule_for(seed)))
+        report.add(seed, run(schedule_for(seed, switch)))
     report.cpu_seconds = time.process_time() - started
     return report
 
@@ -161,7 +171,7 @@ RECYCLE_EVERY = 5_000
 
 
 def run_many(first: int, count: int, workers: int = 2, chunk: int = 250,
-             progress: Optional[Callable[[Report], None]] = None) -> Report:
+             progress: Optional[Callable[[Report], None]] = None, switch: bool = False) -> Report:
     """Seeds ``first .. first+count-1`` over ``workers`` processes; the merged report.
 
     ``progress``, if given, is called with the report so far after every finished chunk (its
@@ -178,12 +188,12 @@ def run_many(first: int, count: int, workers: int = 2, chunk: int = 250,
             progress(total)
     if workers <= 1 and count <= RECYCLE_EVERY:
         for c in chunks:
-            merge(run_seeds(c))
+            merge(run_seeds(c, switch))
     else:
         # Each worker is replaced after RECYCLE_EVERY schedules: a process running schedules for an
         # hour grew to 7 GB (a run of 90,000 on one worker), and a long search must not eat the machine.
         with multiprocessing.get_context("fork").Pool(max(1, workers), maxtasksperchild=max(1, RECYCLE_EVERY // chunk)) as pool:
-            for part in pool.imap_unordered(run_seeds, chunks):
+            for part in pool.imap_unordered(functools.partial(run_seeds, switch=switch), chunks):
                 merge(part)
     total.seconds = time.monotonic() - started
     total.failures.sort()

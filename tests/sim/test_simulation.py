@@ -268,7 +268,9 @@ def test_a_schedule_replays_exactly() -> None:
             "o = run(generate(105), keep_trace=True); print(hashlib.sha256('\\n'.join(o.trace).encode()).hexdigest())")
     tests_dir = Path(__file__).resolve().parents[1]
     other = subprocess.run([sys.executable, "-c", code], cwd=tests_dir, capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": "12345"}, timeout=120)
+                           env={**os.environ, "PYTHONHASHSEED": "12345",  # this checkout's zkconsumer, not the
+                                "PYTHONPATH": str(tests_dir.parent)},     # one the shared virtualenv installed
+                           timeout=120)
     assert other.stdout.strip() == first
 
 

@@ -22,8 +22,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from zkconsumer.zookeeper import zkformat
+from zkconsumer.zookeeper import migration, zkformat
 
+from .coordinator import GroupCoordinator
 from .fetch import CHUNK, DEPTH, Chunk
 from .invariants import OffsetWatch, Violation, check_exclusive, check_queued, check_settled, owner_node
 from .kafka_member import KafkaMember
@@ -31,6 +32,7 @@ from .kernel import Kernel
 from .member import Member
 from .network import ClientFaults, Network
 from .servers import SERVER_EVENTS, ServerFaults, server_faults
+from .switch_checks import check_across, check_switch_settled
 from .zkmodel import Ensemble
 
 HORIZON = 26.0
@@ -57,11 +59,15 @@ class Schedule:
     preempt: float = 0.0
     #: the most kazoo's callback and completion threads lag per callback (seconds); 0: none
     callback_lag: float = 0.0
+    #: a switch schedule (:func:`generate_switch`): the brokers' group coordinator is modelled, offsets
+    #: live in Kafka, and ``migrate`` events move the group between the two memberships
+    switch: bool = False
 
     def describe(self) -> str:
         lines = [f"seed={self.seed} strategy={self.strategy} followers={self.followers} topics={dict(self.topics)}"
                  + (f" preempt={self.preempt}" if self.preempt else "")
-                 + (f" callback_lag={self.callback_lag}" if self.callback_lag else "")]
+                 + (f" callback_lag={self.callback_lag}" if self.callback_lag else "")
+                 + (" switch" if self.switch else "")]
         for i, (sub, wildcard) in enumerate(self.specs):
             kind = "Kafka 0.8.2 " if i in self.kafka else ""
             lines.append(f"  {kind}member m{i}: " + (f"wildcard {wildcard!r} x{sub[0][1]}" if wildcard else f"{dict(sub)}"))
@@ -73,6 +79,8 @@ class Schedule:
                              "followers": self.followers, "events": self.events, "kafka": self.kafka}
         if self.preempt or self.callback_lag:  # schedules without them stay as they were saved
             d.update(preempt=self.preempt, callback_lag=self.callback_lag)
+        if self.switch:
+            d.update(switch=True)
         return json.dumps(d, separators=(",", ":"))
 
     @staticmethod
@@ -82,7 +90,8 @@ class Schedule:
         def tup(x: Any) -> Any:
             return tuple(tup(i) for i in x) if isinstance(x, list) else x
         return Schedule(d["seed"], d["strategy"], tup(d["topics"]), tup(d["specs"]), d["followers"], tup(d["events"]),
-                        tup(d.get("kafka", [])), d.get("preempt", 0.0), d.get("callback_lag", 0.0))
+                        tup(d.get("kafka", [])), d.get("preempt", 0.0), d.get("callback_lag", 0.0),
+                        bool(d.get("switch", False)))
 
     def replace_events(self, events: List[Event]) -> "Schedule":
         return dataclasses.replace(self, events=tuple(events))
@@ -105,6 +114,8 @@ class Outcome:
     forced_queued: int = 0
     offset_writes: int = 0
     settle_s: Optional[float] = None
+    #: hand-overs from one membership to the other that members completed (switch schedules)
+    switches: int = 0
     trace: List[str] = field(default_factory=list)
     #: Invariants broken by Kafka 0.8.2's own members (documented as Kafka's, not failures): name -> count.
     kafka_findings: Dict[str, int] = field(default_factory=dict)
@@ -125,6 +136,26 @@ def generate_mixed(seed: int) -> Schedule:
     slots = range(len(base.specs))
     kafka = tuple(sorted(rng.sample(list(slots), k=max(1, len(base.specs) // 2))))
     return dataclasses.replace(base, kafka=kafka)
+
+
+def generate_switch(seed: int) -> Schedule:
+    """A switch schedule: a group of up to 8 zkconsumer members (static subscriptions, offsets in Kafka)
+    with the faults of :func:`generate` (but for new partitions and topics: the coordinator members'
+    leader does not watch them here), moved to coordinator membership by a ``migrate`` event as
+    ``zkconsumer groups migrate --to kafka --execute`` writes it, and in a third of them back
+    (``--to zookeeper``), sometimes forth again. Drawn from a generator of its own: old seeds unchanged."""
+    base = generate(seed, max_members=8, wildcard=False)
+    rng = random.Random(seed ^ 0x5A17C4)
+    events = [e for e in base.events if e[1] not in ("add_partitions", "add_topic")]
+    t = round(rng.uniform(1.5, HORIZON - 8), 3)
+    events.append((t, "migrate", "kafka"))
+    if rng.random() < 0.35:
+        t = round(rng.uniform(t + 0.5, HORIZON - 3), 3)
+        events.append((t, "migrate", "zookeeper"))
+        if rng.random() < 0.3:
+            events.append((round(rng.uniform(t + 0.5, HORIZON - 1), 3), "migrate", "kafka"))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return dataclasses.replace(base, events=tuple(events), switch=True)
 
 
 def generate(seed: int, max_members: int = 32, wildcard: bool = True) -> Schedule:
@@ -223,6 +254,12 @@ class World:
         self.forced: Set[int] = set()  # sessions the ``expire`` fault ended (another client's close)
         self.breach: Optional[Violation] = None  # found on a member's task (``queued``), raised by check_step
         self.held_over: Dict[Tuple[str, Tuple[str, int]], int] = {}  # (member, partition) -> see Outcome
+        self.coordinator: Optional[GroupCoordinator] = None
+        self.intent = "zookeeper"  # what the migration node says (switch schedules)
+        if schedule.switch:
+            self.coordinator = GroupCoordinator(self.kernel, random.Random(schedule.seed * 7 + 5), SESSION_TIMEOUT_S,
+                                                self.trace)
+            self.coordinator.on_offset = self._kafka_offset
 
     def trace(self, line: str) -> None:
         if self.keep_trace:
@@ -303,7 +340,7 @@ class World:
                                 self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
             else:
                 m = Member(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub), wildcard,
-                           self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
+                           self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S, self.coordinator)
             if self.schedule.preempt or self.schedule.callback_lag:
                 m.client.faults = ClientFaults(random.Random(member_seed * 13 + 5), self.schedule.preempt,
                                                self.schedule.callback_lag)
@@ -335,6 +372,9 @@ class World:
                 m.client.frozen_until = self.kernel.frozen[m.name] = until
             else:
                 m.commit()
+        elif kind == "migrate":  # zkconsumer groups migrate --to X --execute: create or set the node
+            self.intent = args[0]
+            self._admin_write(migration.migration_path("g"), migration.encode_intent(args[0], int(self.kernel.now * 1000)))
         elif kind in SERVER_EVENTS:
             self.servers.apply(kind, args)
         elif kind == "pause":
@@ -398,6 +438,8 @@ class World:
             return
         tp, offset = got
         self.outcome.handouts += 1
+        if getattr(m, "mode", "zookeeper") != "zookeeper":
+            return  # a coordinator member: exclusive-across covers it (switch_checks)
         sid = m.client.sid
         node = owner_node(self.ensemble, tp)
         held = node is not None and sid is not None and node.owner == sid
@@ -430,6 +472,8 @@ class World:
         """``queued``, on the member's fetcher task: a breach is raised by :meth:`check_step`."""
         self.outcome.queued += 1
         self.held_over.pop((m.name, tp), None)
+        if m.mode != "zookeeper":
+            return  # no owner node to check: a coordinator member delivers by generation (switch_checks)
         violation = check_queued(m, self.ensemble, tp, chunk, self.kernel.now)
         if violation is None:
             return
@@ -481,6 +525,8 @@ class World:
                 if m.name in ran:
                     if m.failures:
                         raise Violation("no-crash", f"{m.name}: rebalancer died: {m.failures[0]!r}")
+                    if getattr(m, "mode", "zookeeper") != "zookeeper":
+                        continue
                     try:
                         check_exclusive(m, self.ensemble, self.kernel.now)
                     except Violation as violation:
@@ -494,6 +540,8 @@ class World:
                             raise
                         self.kafka_finding(violation)
             ran.clear()
+            if self.coordinator is not None:
+                check_across(self)
         if not self.leaves:
             return
         for name, deadline in self.leaves.items():
@@ -506,6 +554,19 @@ class World:
                 # until it reconnects): Kafka's own, recorded once; it is still awaited below.
                 self.late_kafka_leaves.add(name)
                 self.kafka_finding(violation)
+
+    def _kafka_offset(self, tp: Tuple[str, int], before: Optional[int], after: int, writer: str) -> None:
+        """``offsets-monotone`` in Kafka, the authoritative store of a switch schedule."""
+        self.outcome.offset_writes += 1
+        if before is not None and after < before and self.breach is None:
+            self.breach = Violation("offsets-monotone", f"t={self.kernel.now:.3f} {writer} moved the committed offset "
+                                                        f"of {tp[0]}-{tp[1]} in Kafka from {before} to {after}", tp)
+
+    def settled_why(self) -> Optional[str]:
+        """``settles`` (``None``: settled), on the membership the migration node names in a switch schedule."""
+        if self.coordinator is not None:
+            return check_switch_settled(self)
+        return check_settled(self.members, self.ensemble, self.schedule.strategy)
 
     def _is_kafka(self, name: str) -> bool:
         return any(getattr(m, "kafka", False) for m in self.members if m.name == name)
@@ -580,12 +641,12 @@ def _play(schedule: Schedule, keep_trace: bool) -> Outcome:
             if kernel.now < next_look[0] or any(m.state == "leaving" for m in world.members):
                 return False
             next_look[0] = kernel.now + 0.1
-            if check_settled(world.members, world.ensemble, schedule.strategy) is None:
+            if world.settled_why() is None:
                 settled_at.append(kernel.now)
                 return True
             return False
         if not kernel.run_until(settled, healed_at + SETTLE_S, world.check_step):
-            why = check_settled(world.members, world.ensemble, schedule.strategy)
+            why = world.settled_why()
             violation = Violation("settles", f"not settled {SETTLE_S}s after the faults stopped: {why}")
             kafka = [m for m in world.members if getattr(m, "kafka", False)]
             if not kafka or not (out.kafka_findings or any(m.ever_gave_up or not m.settled() for m in kafka
@@ -610,5 +671,6 @@ def _play(schedule: Schedule, keep_trace: bool) -> Outcome:
     finally:
         out.steps = kernel.steps
         out.virtual_s = kernel.now
-        out.offset_writes = world.offsets.writes
+        out.offset_writes += world.offsets.writes
+        out.switches = sum(m.switcher.switches for m in world.members if getattr(m, "switcher", None) is not None)
     return out

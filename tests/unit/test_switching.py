@@ -59,6 +59,7 @@ class FakeGroup:
 
     def deregister(self) -> None:
         self._events.append("deregister")
+        self.client.nodes.pop(self.paths.member("g_c1"), None)
 
 
 class FakeMembership:
@@ -243,11 +244,15 @@ def test_the_switch_thread_polls_without_a_watch_event(monkeypatch: pytest.Monke
 
 
 def test_a_member_whose_first_registration_is_refused_by_a_node_written_meanwhile_follows_the_node() -> None:
+    # The registration may have timed out and been applied all the same (simulator, switch schedule seed
+    # 104): left under /ids, it held every coordinator member at the barrier for good. It is deleted first.
     events: List[str] = []
     switcher, zk, _ = make(events)
+    registration = zkformat.GroupPaths(GROUP).member("g_c1")
 
     def node_written_during_join() -> None:
         say(zk, "kafka")
+        zk.nodes[registration] = (b"{}", OURS)  # the create that timed out, applied
 
     FakeMembership.failing["zookeeper"] = ZkConsumerError("not registering: the group is migrating")
     original = FakeMembership.join
@@ -260,8 +265,87 @@ def test_a_member_whose_first_registration_is_refused_by_a_node_written_meanwhil
     FakeMembership.join = join  # type: ignore[method-assign]
     try:
         switcher.join(None, None, None)  # type: ignore[arg-type]
-        assert events == ["zookeeper.join", "zookeeper.stop", "kafka.join"] and switcher.kind == "kafka"
+        assert events == ["zookeeper.join", "zookeeper.stop", "deregister", "kafka.join"] and switcher.kind == "kafka"
+        assert registration not in zk.nodes
     finally:
         FakeMembership.join = original  # type: ignore[method-assign]
         FakeMembership.failing.clear()
         switcher.stop()
+
+
+def test_a_rollback_reversed_while_waiting_for_the_coordinator_to_empty_joins_the_coordinator_again() -> None:
+    # Simulator, switch schedule seed 34: migrate kafka, then zookeeper, then kafka again, with a member
+    # that never left the coordinator: the others waited for it to leave, forever.
+    events: List[str] = []
+    switcher, zk, _ = make(events, membership="kafka", at_coordinator=[["m1"]])
+    try:
+        switcher.join(None, None, None)  # type: ignore[arg-type]
+        say(zk, "zookeeper")
+        switcher._wake.set()
+        wait(lambda: "describe" in events, "waiting at the rollback barrier")
+        say(zk, "kafka")
+        wait(lambda: switcher.switches == 1, "the reversed rollback followed")
+        assert switcher.kind == "kafka"
+        assert events[-1] == "kafka.join" and "zookeeper.join" not in events
+    finally:
+        switcher.stop()
+
+
+def test_a_rollback_whose_registration_is_refused_follows_the_node_back_to_the_coordinator() -> None:
+    # Simulator, switch schedule seed 6: the node said kafka again once the coordinator had emptied; the
+    # registration was refused, and tried again as a ZooKeeper member forever.
+    events: List[str] = []
+    switcher, zk, _ = make(events, membership="kafka", at_coordinator=[[]])
+    original = FakeMembership.join
+
+    def join(self: FakeMembership, *args: Any) -> None:
+        if self.kind == "zookeeper":
+            say(zk, "kafka")  # written between the barrier and the registration
+            FakeMembership.failing["zookeeper"] = ZkConsumerError("not registering: the group is migrating")
+        original(self, *args)
+
+    try:
+        switcher.join(None, None, None)  # type: ignore[arg-type]
+        FakeMembership.join = join  # type: ignore[method-assign]
+        say(zk, "zookeeper")
+        switcher._wake.set()
+        wait(lambda: switcher.switches == 1, "the reversed rollback followed")
+        assert switcher.kind == "kafka"
+        assert events[-4:] == ["zookeeper.join", "zookeeper.stop", "deregister", "kafka.join"]
+    finally:
+        FakeMembership.join = original  # type: ignore[method-assign]
+        FakeMembership.failing.clear()
+        switcher.stop()
+
+
+def test_a_zookeeper_member_does_not_register_again_during_a_rollback_while_the_coordinator_lists_members() -> None:
+    # Simulator, switch schedule seed 8101: a member cut off through the switch came back once the rollback had
+    # begun and registered while a coordinator member still delivered its partitions.
+    _, zk, member = make([])
+    say(zk, "zookeeper")
+    assert "the coordinator still lists 1 member(s): m1" in (registration_refused(member, lambda: ["m1"]) or "")
+    assert registration_refused(member, lambda: []) is None
+
+    def cannot_tell() -> List[str]:
+        raise ZkConsumerError("DescribeGroups: no answer")
+
+    with pytest.raises(ZkConsumerError):
+        registration_refused(member, cannot_tell)  # the attempt fails and is retried
+    zk.nodes.pop(migration.migration_path(GROUP))
+    assert registration_refused(member, cannot_tell) is None  # no migration: the coordinator is not asked
+
+
+def test_the_coordinator_barrier_reads_ids_after_a_sync() -> None:
+    # Simulator, switch schedule seed 4844: a member connected to a follower behind its leader read /ids empty
+    # after a member had registered, and joined the coordinator beside it.
+    from zkconsumer.coordinator.kafka_membership import CoordinatorMembership
+
+    calls: List[str] = []
+    group = SimpleNamespace(
+        paths=zkformat.GroupPaths(GROUP),
+        client=SimpleNamespace(sync=lambda path: calls.append(f"sync {path}")),
+        members=lambda fresh=False: calls.append(f"members fresh={fresh}") or {"g_c2": object()},
+    )
+    why = CoordinatorMembership._zookeeper_members_gone(SimpleNamespace(_member=SimpleNamespace(group=group)))  # type: ignore[arg-type]
+    assert calls == ["sync /consumers/g/ids", "members fresh=True"]
+    assert why is not None and "g_c2" in why

@@ -52,6 +52,7 @@ def make_offset_storage(config: ConsumerConfig, group: GroupClient, *,
         # checked for unmanaged generations only: ZooKeeper membership, also after a switch; not for a
         # writer that holds no owner nodes (owner_fenced=False: Spark's driver)
         owns=group.owns if owner_fenced is not False else None,
+        session=(lambda: group.session_id) if owner_fenced is not False else None,
     )
     if not config.dual_commit_enabled:
         return kafka

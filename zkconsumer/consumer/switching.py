@@ -60,17 +60,27 @@ log = logging.getLogger(__name__)
 POLL_S = 5.0
 
 
-def registration_refused(member: Member) -> Optional[str]:
-    """Why a ZooKeeper member must not register (again) now: the migration node says ``kafka``.
+def registration_refused(member: Member,
+                         coordinator_members: Optional[Callable[[], List[str]]] = None) -> Optional[str]:
+    """Why a ZooKeeper member must not register (again) now: the migration node says ``kafka``, or it says
+    ``zookeeper`` (a rollback) while the coordinator (``coordinator_members()``, when given) lists a member.
 
     A ZooKeeper member whose session expired during a switch would otherwise register again
-    after coordinator members joined (they checked ``/ids`` only before joining). Raises
-    kazoo's errors (the registration attempt fails and is retried).
+    after coordinator members joined (they checked ``/ids`` only before joining); one whose session
+    expired while it was cut off, and that comes back once a rollback began, would register while
+    coordinator members still deliver (found by the simulator: switch schedule seed 8101). Raises
+    kazoo's errors, and what ``coordinator_members`` raises when the coordinator cannot tell (the
+    registration attempt fails and is retried).
     """
     intent = migration.read_intent(member.group.client, member.config.group_id)
     if intent is not None and intent.to == "kafka":
         return (f"group {member.config.group_id} is migrating to coordinator membership "
                 f"({migration.migration_path(member.config.group_id)})")
+    if intent is not None and coordinator_members is not None:
+        left = coordinator_members()
+        if left:
+            return (f"group {member.config.group_id} is moving back to ZooKeeper membership and the coordinator "
+                    f"still lists {len(left)} member(s): {', '.join(left[:3])}")
     return None
 
 
@@ -165,8 +175,10 @@ class SwitchingMembership:
             with self._lock:
                 self._current = self._make(intent.to)
         self._joined_with = (count, queue_for, topic_allowed)
-        if intent is not None and intent.to == "zookeeper":
-            self._wait_coordinator_empty()
+        if intent is not None and intent.to == "zookeeper" and not self._wait_coordinator_empty():
+            self._check_can_follow("kafka", raise_error=True)  # the rollback was reversed meanwhile
+            with self._lock:
+                self._current = self._make("kafka")
         try:
             self.current.join(count, queue_for, topic_allowed)
         except (ConsumerShutdownError, ConfigurationError):
@@ -177,8 +189,7 @@ class SwitchingMembership:
             if now is None or now.to == self.current.kind:
                 raise
             self._check_can_follow(now.to, raise_error=True)
-            failed = self.current
-            failed.stop()
+            self._abandon(self.current)
             with self._lock:
                 self._current = self._make(now.to)
             self._join_retrying(now.to)
@@ -290,12 +301,19 @@ class SwitchingMembership:
 
     def _join_retrying(self, to: str) -> None:
         """Join ``to`` with the streams joined with first; a join that fails (ZooKeeper or the brokers
-        away) is stopped and tried again with a new membership after ``rebalance.backoff.ms``."""
+        away, a registration refused) is stopped and tried again with a new membership after
+        ``rebalance.backoff.ms``, of the membership the migration node names then: a switch reversed
+        while this one waited (at the rollback barrier, or refused registration because the node says
+        ``kafka`` again) is followed, not waited out forever (found by the simulator's switch schedules)."""
         assert self._joined_with is not None
         member = self._member
         while True:
-            if to == "zookeeper":
-                self._wait_coordinator_empty()
+            if to == "zookeeper" and not self._wait_coordinator_empty():
+                to = "kafka"
+                with self._lock:
+                    if self._stopping:
+                        raise ConsumerShutdownError("shutdown() during a membership switch")
+                    self._current = self._make(to)
             joining = self.current
             try:
                 joining.join(*self._joined_with)
@@ -304,13 +322,22 @@ class SwitchingMembership:
                 raise
             except (ZkConsumerError, KazooException) as exc:
                 log.warning("%s: joining %s membership failed (%s); trying again", member.consumer_id, to, exc)
-                joining.stop()
+                self._abandon(joining)
             if member.closing.wait(member.config.rebalance_backoff_ms / 1000.0) or self._stopped():
                 raise ConsumerShutdownError("shutdown() during a membership switch")
+            to = self._still_intended(to)
             with self._lock:
                 if self._stopping:
                     raise ConsumerShutdownError("shutdown() during a membership switch")
                 self._current = self._make(to)
+
+    def _abandon(self, failed: Membership) -> None:
+        """Stop a membership whose join failed. A ZooKeeper one's registration (and any owner node) of this
+        session is deleted: a registration whose answer came too late is there all the same, and left it would
+        hold every coordinator member at the barrier for good (found by the simulator: switch schedule seed 104)."""
+        failed.stop()
+        if failed.kind == "zookeeper":
+            self._leave_zookeeper()
 
     def _final_commit(self, old: Membership) -> None:
         """Commit what was handed out under the stopped membership, retried for a bounded time."""
@@ -366,19 +393,36 @@ class SwitchingMembership:
             group.release_many(ours)
         group.deregister()
 
-    def _wait_coordinator_empty(self) -> None:
-        """Block until the coordinator lists no member of the group (rollback barrier), or shutdown."""
+    def _still_intended(self, to: str) -> str:
+        """The membership to join now: what the migration node names if this member can follow it, else ``to``
+        (also when the node cannot be read)."""
+        try:
+            intent = migration.read_intent(self._member.group.client, self._member.config.group_id)
+        except (KazooException, ZkConsumerError):
+            return to
+        if intent is None or intent.to == to or not self._check_can_follow(intent.to, raise_error=False, quiet=True):
+            return to
+        log.info("%s: group %s is migrating to %s membership again: joining it instead of %s",
+                 self._member.consumer_id, self._member.config.group_id, intent.to, to)
+        return intent.to
+
+    def _wait_coordinator_empty(self) -> bool:
+        """Block until the coordinator lists no member of the group (rollback barrier): ``True``; ``False``
+        as soon as the migration node says ``kafka`` again (the caller joins the coordinator instead).
+        Raises :class:`ConsumerShutdownError` at shutdown."""
         member = self._member
         backoff = member.config.rebalance_backoff_ms / 1000.0
         said = ""
         while True:
             try:
+                if self._still_intended("zookeeper") == "kafka":
+                    return False
                 left = self._coordinator_members()
                 why = f"{len(left)} member(s) still at the coordinator: {', '.join(left[:3])}" if left else ""
             except (ZkConsumerError, KazooException) as exc:
                 why = f"cannot ask the coordinator: {exc}"
             if not why:
-                return
+                return True
             if why != said:
                 said = why
                 log.info("%s: waiting before joining ZooKeeper membership: %s", member.consumer_id, why)

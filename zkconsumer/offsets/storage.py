@@ -104,7 +104,9 @@ class KafkaOffsetStorage:
     not check; a member that lost a partition would otherwise overwrite the
     new owner's offset). The Kafka write cannot join a ZooKeeper transaction,
     so a partition lost between the check and the write is not caught; the
-    window is one round trip instead of Kafka's whole rebalance.
+    window is one round trip instead of Kafka's whole rebalance. ``session()``
+    (the ZooKeeper session the checks read under) pins them to one session:
+    if it changed while they ran, every partition is fenced.
 
     A ZooKeeper-membership commit (generation -1) refused with UNKNOWN_MEMBER_ID
     or ILLEGAL_GENERATION means the broker's coordinator manages the group
@@ -116,12 +118,14 @@ class KafkaOffsetStorage:
     rewrites_unchanged = True
 
     def __init__(self, channel: "CoordinatorChannel", group_id: str, *, max_retries: int, backoff_ms: int,
-                 owns: Optional[Callable[[str, int, str], bool]] = None) -> None:
+                 owns: Optional[Callable[[str, int, str], bool]] = None,
+                 session: Optional[Callable[[], Optional[int]]] = None) -> None:
         self._channel = channel
         self._group_id = group_id
         self._attempts = 1 + max(0, max_retries)
         self._backoff_s = backoff_ms / 1000.0
         self._owns = owns
+        self._session = session
         self._closed = threading.Event()
 
     @property
@@ -165,12 +169,20 @@ class KafkaOffsetStorage:
     def write(self, entries: Sequence[CommitEntry], generation: Generation = NO_GENERATION) -> CommitOutcome:
         outcome = CommitOutcome()
         pending: Dict[TopicPartition, CommitEntry] = {}
+        checked = not generation.managed and self._owns is not None
+        pinned = self._session() if checked and self._session is not None else None
         for entry in entries:
-            if not generation.managed and self._owns is not None \
-                    and not self._owns(entry.topic, entry.partition, entry.owner):
+            if checked and self._owns is not None and not self._owns(entry.topic, entry.partition, entry.owner):
                 outcome.fenced.append(entry.tp)
             else:
                 pending[entry.tp] = entry
+        if checked and self._session is not None and (pinned is None or self._session() != pinned):
+            # The checks read owner nodes one by one, each retried across reconnections: the session
+            # changed among them (expired, a new one), so what the earlier reads found proves nothing
+            # now; another member may have claimed the partition and read its offset since (found by
+            # the simulator: switch schedule seed 1483, 4.4 s between a check and the write).
+            outcome.fenced.extend(sorted(pending))
+            pending.clear()
         last: Optional[BaseException] = None
         for attempt in range(self._attempts):
             if not pending:
@@ -321,6 +333,3 @@ class DualOffsetStorage:
             self._kafka.close()
         finally:
             self._zookeeper.close()
-
-
-# --------------------------------------------------------------------------- from config

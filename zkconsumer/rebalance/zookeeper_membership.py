@@ -122,6 +122,13 @@ class ZooKeeperMembership:
             if refused:
                 raise ZkConsumerError(f"not registering under {group.paths.ids}: {refused}")
             group.register(registration, cancelled=closing)
+            # Asked again now that we are registered: a coordinator member checks /ids after it joined, so
+            # of a member joining the coordinator and this one registering at the same moment, at least one
+            # sees the other (found by the simulator: switch schedule seed 16850, both checks passed first).
+            refused = self._may_register()
+            if refused:
+                group.deregister()
+                raise ZkConsumerError(f"registered under {group.paths.ids}, then withdrew: {refused}")
 
         try:
             register()

@@ -388,3 +388,16 @@ def test_positions_carry_over_only_into_the_next_generation_of_the_same_member()
     d.revoke(commit=True)
     d.assign(Generation(6, "m"), {("t", 0): "m-0"})  # a generation was missed: someone else may have consumed
     assert fetchers.running[0].fetched_offset == 2
+
+
+def test_the_precondition_is_asked_again_after_syncgroup_and_nothing_is_installed_while_it_fails() -> None:
+    # Simulator, switch schedule seed 16850: a member checked /ids (empty), a ZooKeeper member rolling back
+    # registered, then the JoinGroup went out: both delivered. Asked again once the coordinator lists us, one
+    # of the two sees the other (the ZooKeeper member asks the coordinator again after registering).
+    h = Harness()
+    answers = iter([None, "1 ZooKeeper-membership member registered"])
+    h.membership._precondition = lambda: next(answers, None)  # type: ignore[method-assign]
+    with h:
+        eventually(lambda: len(h.coordinator.joins()) >= 2, "a second join after the check once listed failed")
+        eventually(lambda: h.delivery.assigned(), "the join once the precondition holds")
+        assert len(h.delivery.assigned()) == 1

@@ -120,6 +120,23 @@ def test_zookeeper_membership_commits_v1_with_no_generation_after_checking_owner
     assert channel.offsets == {("t", 0): 10}
 
 
+def test_owner_checks_that_span_a_new_zookeeper_session_fence_every_partition() -> None:
+    # Simulator, switch schedule seed 1483: the check of t-0 ran on the old session, the checks after it on a
+    # new one after the old expired (a peer had claimed t-0 and read its offset meanwhile); the batch was sent
+    # with t-0's old position and moved the committed offset back.
+    channel, group = FakeChannel(), FakeGroup()
+    group.owners = {("t", 0): "me-0", ("t", 1): "me-0"}
+    sessions = iter([1, 2])
+    storage = KafkaOffsetStorage(channel, "grp", max_retries=0, backoff_ms=0,  # type: ignore[arg-type]
+                                 owns=group.owns, session=lambda: next(sessions))
+    outcome = storage.write(entries(("t", 0, 10, "me-0"), ("t", 1, 11, "me-0")))
+    assert (outcome.committed, sorted(outcome.fenced), outcome.error) == ([], [("t", 0), ("t", 1)], None)
+    assert channel.requests == [] and channel.offsets == {}
+    same = KafkaOffsetStorage(channel, "grp", max_retries=0, backoff_ms=0,  # type: ignore[arg-type]
+                              owns=group.owns, session=lambda: 7)
+    assert same.write(entries(("t", 0, 10, "me-0"))).committed == [("t", 0)]
+
+
 def test_coordinator_membership_commits_v2_fenced_by_generation() -> None:
     channel = FakeChannel()
     storage = kafka_storage(channel)
