@@ -1,7 +1,7 @@
 """``ZookeeperConsumerConnector``: the documented entry point, a group member.
 
 ``ZookeeperConsumerConnector(config)`` builds a group member: the connector of
-:mod:`zkconsumer.consumer.connector` with its membership chosen by ``group.membership``:
+:mod:`zkconsumer.consumer.base_connector` with its membership chosen by ``group.membership``:
 
 * ``zookeeper`` (the default): the ZooKeeper membership of Kafka 0.8's high-level consumer
   (:class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembership`);
@@ -27,8 +27,8 @@ May import: consumer, rebalance, coordinator, and what they may import.
 
 from __future__ import annotations
 
-from .consumer.connector import ConsumerConnectorBase
-from .consumer.membership import Member, Membership
+from .consumer.base_connector import ConsumerConnectorBase
+from .consumer.membership import ConnectorParts, Membership
 from .consumer.switching import SwitchingMembership, registration_refused
 from .coordinator.kafka_membership import CoordinatorMembership, coordinator_members
 from .rebalance.zookeeper_membership import ZooKeeperMembership
@@ -62,7 +62,7 @@ class ZookeeperConsumerConnector(ConsumerConnectorBase):
     instead of ZooKeeper; application code does not change.
     """
 
-    def _make_membership(self, member: Member) -> Membership:
+    def _make_membership(self, member: ConnectorParts) -> Membership:
         def make(kind: str) -> Membership:
             if kind == "kafka":
                 return CoordinatorMembership(member)

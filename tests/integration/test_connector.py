@@ -28,8 +28,8 @@ from support import (
 
 from benchmarks.assignment import expected_range, expected_roundrobin
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
-from zkconsumer.consumer import connector as connector_module
-from zkconsumer.consumer.membership import Member, Membership
+from zkconsumer.consumer import base_connector as connector_module
+from zkconsumer.consumer.membership import ConnectorParts, Membership
 from zkconsumer.offsets import storage as storage_module
 from zkconsumer.testing.probes import zookeeper_command
 
@@ -259,7 +259,7 @@ def test_a_constructor_that_raises_leaves_no_session_and_no_thread(cluster, monk
         raise Refused("closing the storage failed too")
 
     class UnbuildableMembership(ZookeeperConsumerConnector):
-        def _make_membership(self, member: Member) -> Membership:
+        def _make_membership(self, member: ConnectorParts) -> Membership:
             raise error
 
     opened: List[int] = []

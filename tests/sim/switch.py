@@ -12,7 +12,7 @@ the share (:func:`~zkconsumer.coordinator.assignment.plan`, ``decode_share``, ``
 
 Restated (a few dozen lines each, in the order production runs them):
 
-* :class:`CoordinatorSide`: ``GroupMembership``'s loop (precondition, JoinGroup, the leader's
+* :class:`CoordinatorSide`: ``JoinSyncLoop``'s loop (precondition, JoinGroup, the leader's
   plan, SyncGroup, install, heartbeats every ``INTERVAL_S`` until a reason to rejoin, revoke with
   or without a commit as its table says), on one task where production has two threads (the
   heartbeats are answered between the same steps);
@@ -57,7 +57,7 @@ BACKOFF_S = 2.0
 COMMIT_ATTEMPTS, COMMIT_BACKOFF_S = 3, 1.0
 #: ``SwitchingMembership``'s poll without a watch
 POLL_S = 5.0
-#: Each side asks again once it announced itself (production since seed 16850: ``GroupMembership`` after
+#: Each side asks again once it announced itself (production since seed 16850: ``JoinSyncLoop`` after
 #: SyncGroup, ``ZooKeeperMembership``'s registration); ``False`` replays the barriers as they were before.
 RECHECK = True
 
@@ -139,7 +139,7 @@ class CoordinatorSide:
                 continue
             share: Dict[TopicPartition, str] = dict(decode_share(got, as_member(m.count, self.member_id, True),
                                                                  m.strategy))
-            if RECHECK and self._zookeeper_members_left():  # GroupMembership asks again once listed
+            if RECHECK and self._zookeeper_members_left():  # JoinSyncLoop asks again once listed
                 self.stopped.wait(BACKOFF_S)
                 continue
             try:

@@ -48,7 +48,7 @@ from .world import Schedule, generate, generate_switch, run
 #: switch-both-barriers-passed-at-the-same-moment (seed 16850): during a rollback a member rolling back found
 #:     the coordinator empty and registered while a member still on its way to the coordinator had found /ids
 #:     empty and sent its JoinGroup (exclusive-across). Fixed: each side asks again once it announced itself
-#:     (GroupMembership after SyncGroup; ZooKeeperMembership's registration).
+#:     (JoinSyncLoop after SyncGroup; ZooKeeperMembership's registration).
 FOUND = sorted((Path(__file__).parent / "schedules").glob("switch-*.json"))
 
 

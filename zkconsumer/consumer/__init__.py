@@ -3,11 +3,15 @@
 =======================  ===================================================================
 module                   holds
 =======================  ===================================================================
-``connector.py``         :class:`ConsumerConnectorBase`: the ZooKeeper session, the streams,
+``base_connector.py``    :class:`ConsumerConnectorBase`: the ZooKeeper session, the streams,
                          commits retried through outages, metrics, the bounded shutdown
+                         (``zkconsumer/connector.py``, the composition root, picks its membership)
 ``membership.py``        what the application sees of membership: the rebalance listener,
                          :class:`RebalanceState`, :class:`RebalanceStatus`; the fetcher
-                         control a membership drives
+                         control a membership drives; :class:`ConnectorParts`, the parts of a
+                         connector a membership is built from
+``switching.py``         the membership that moves itself between ZooKeeper and the coordinator
+``offset_stores.py``     the offset storage a configuration asks for
 ``stream.py``            :class:`KafkaStream` and :class:`MessageAndMetadata`: iterating a queue
 ``acks.py``              ``commit.processed.only``: the acked (processed) offsets of each partition
 ``arrow.py``             Arrow record batches of a stream (``KafkaStream.batches()``)

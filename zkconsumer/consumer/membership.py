@@ -3,7 +3,7 @@
 What the application sees: :class:`RebalanceState`, :class:`RebalanceStatus` (``connector.status``)
 and the :class:`ConsumerRebalanceListener` it may pass. What the connector plugs in: a
 :class:`Membership` (ZooKeeper's in :mod:`zkconsumer.rebalance`, the brokers' coordinator's in
-:mod:`zkconsumer.coordinator`), built from a :class:`Member`: the parts of the connector it may
+:mod:`zkconsumer.coordinator`), built from a :class:`ConnectorParts`: the parts of the connector it may
 use. And what a membership drives of the fetchers: :class:`FetcherControl`.
 """
 
@@ -28,7 +28,7 @@ from ..zookeeper.heartbeat import SessionHeartbeat
 from .stream import FailureSignal, KafkaStream
 from .topic_count import TopicCount
 
-__all__ = ["ConsumerRebalanceListener", "FetcherControl", "Member", "Membership", "QueueFor", "RebalanceState",
+__all__ = ["ConsumerRebalanceListener", "FetcherControl", "ConnectorParts", "Membership", "QueueFor", "RebalanceState",
            "RebalanceStatus", "TopicAllowed"]
 
 #: ``queue_for(topic, thread id)``: the queue of the stream that consumes ``topic`` as ``thread id``.
@@ -121,7 +121,7 @@ class FetcherControl(Protocol):
 
 
 @dataclass(frozen=True)
-class Member:
+class ConnectorParts:
     """The parts of a connector its :class:`Membership` may use; built once by the connector.
 
     ``guard()`` is a context manager that holds the connector's state lock and raises

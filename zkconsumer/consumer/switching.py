@@ -48,7 +48,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
 from ..structs import TopicPartition
 from ..zookeeper import migration
-from .membership import Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
+from .membership import ConnectorParts, Membership, QueueFor, RebalanceStatus, TopicAllowed
 from .stream import clear_streams
 from .topic_count import TopicCount
 
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 POLL_S = 5.0
 
 
-def registration_refused(member: Member,
+def registration_refused(member: ConnectorParts,
                          coordinator_members: Optional[Callable[[], List[str]]] = None) -> Optional[str]:
     """Why a ZooKeeper member must not register (again) now: the migration node says ``kafka``, or it says
     ``zookeeper`` (a rollback) while the coordinator (``coordinator_members()``, when given) lists a member.
@@ -88,11 +88,11 @@ class SwitchingMembership:
     """The connector's membership: the running one (:attr:`current`), switched as the migration node says.
 
     ``make(kind)`` builds a membership of ``kind`` (``zookeeper`` or ``kafka``) from the same
-    :class:`~.membership.Member`. ``coordinator_members()`` lists the group's members at the
+    :class:`~.membership.ConnectorParts`. ``coordinator_members()`` lists the group's members at the
     coordinator (DescribeGroups; raises when it cannot tell). See the module docstring.
     """
 
-    def __init__(self, member: Member, make: Callable[[str], Membership],
+    def __init__(self, member: ConnectorParts, make: Callable[[str], Membership],
                  coordinator_members: Callable[[], List[str]]) -> None:
         self._member = member
         self._make = make

@@ -10,7 +10,7 @@ backend for zkconsumer, behind the same ``ZookeeperConsumerConnector`` API:
 module                   owns
 =======================  ==============================================================
 ``assignment.py``        member metadata and assignments as bytes; the leader's plan (pure)
-``membership.py``        the join/sync/heartbeat state machine and its two threads
+``join_sync.py``         ``JoinSyncLoop``: the join/sync/heartbeat state machine and its threads
 ``delivery.py``          what an assignment means locally: fetchers, queues, positions
 ``kafka_membership.py``  ``CoordinatorMembership``: the wiring, the connector's membership
 =======================  ==============================================================

@@ -14,7 +14,7 @@ Wiring (the parts are those of the ZooKeeper connector, plus this package)::
     create_message_streams ──▶ streams + queues (consumer/stream.py, fetch/handoff.py)
           │
           ▼
-    GroupMembership (membership.py) ── CoordinatorChannel ×2 (offsets/channel.py): join/sync, heartbeat/leave
+    JoinSyncLoop (membership.py) ── CoordinatorChannel ×2 (offsets/channel.py): join/sync, heartbeat/leave
           │ assign / revoke                 leader: plan (assignment.py) from ZooKeeper's topic list
           ▼
     Delivery (delivery.py) ── FetcherManager (fetch/manager.py), OffsetCommitter (offsets/committer.py) with
@@ -41,7 +41,7 @@ import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..commits import Generation
-from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
+from ..consumer.membership import ConnectorParts, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import StaticTopicCount, TopicCount
 from ..errors import OffsetStorageError, RebalanceInProgressError, ZkConsumerError
 from ..offsets.channel import CoordinatorChannel, connection_factory
@@ -50,7 +50,7 @@ from ..wire.group_protocol import DescribeGroupsRequest, GroupMember, error_name
 from . import consumer_protocol
 from .assignment import as_member, decode_share, member_topics, pattern_members, plan, subscribed_topics, subscription_metadata
 from .delivery import Delivery
-from .membership import GroupMembership
+from .join_sync import JoinSyncLoop
 
 __all__ = ["CoordinatorMembership", "coordinator_members"]
 
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 class CoordinatorMembership:
     """Membership of a consumer group managed by the brokers' group coordinator (``group.membership=kafka``).
 
-    Built by the connector with the parts it may use (:class:`~zkconsumer.consumer.membership.Member`);
+    Built by the connector with the parts it may use (:class:`~zkconsumer.consumer.membership.ConnectorParts`);
     implements :class:`~zkconsumer.consumer.membership.Membership`. Requires
     ``offsets.storage=kafka`` (commits are fenced by the coordinator's generation; the
     configuration checks it). :attr:`member_id`, :attr:`generation` and :attr:`assignment`
@@ -75,9 +75,9 @@ class CoordinatorMembership:
 
     kind = "kafka"
 
-    def __init__(self, member: Member) -> None:
+    def __init__(self, member: ConnectorParts) -> None:
         self._member = member
-        self._membership: Optional[GroupMembership] = None
+        self._membership: Optional[JoinSyncLoop] = None
         self._delivery: Optional[Delivery] = None
 
     # ------------------------------------------------------------------ the coordinator's view
@@ -150,7 +150,7 @@ class CoordinatorMembership:
             fetch_size=cfg.fetch_message_max_bytes,
             listener=member.listener,
         )
-        self._membership = GroupMembership(
+        self._membership = JoinSyncLoop(
             group_id=cfg.group_id,
             name=member.consumer_id,
             protocol=cfg.partition_assignment_strategy,
@@ -303,7 +303,7 @@ class CoordinatorMembership:
 _MEMBERLESS_STATES = ("", "Dead", "Empty")
 
 
-def coordinator_members(member: Member) -> List[str]:
+def coordinator_members(member: ConnectorParts) -> List[str]:
     """The member ids the coordinator lists for the member's group (DescribeGroups v0); empty if none.
 
     One fresh connection per call (used while a group migrates, not in the steady state).

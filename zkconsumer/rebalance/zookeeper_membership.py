@@ -20,7 +20,7 @@ from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.protocol.states import KazooState
 
 from .. import assignors
-from ..consumer.membership import Member, QueueFor, RebalanceStatus, TopicAllowed
+from ..consumer.membership import ConnectorParts, QueueFor, RebalanceStatus, TopicAllowed
 from ..consumer.topic_count import TopicCount
 from ..errors import ConsumerShutdownError, OffsetStorageError, ZkConsumerError, ZooKeeperAccessError, ZooKeeperUnavailableError
 from ..structs import TopicPartition
@@ -38,13 +38,13 @@ log = logging.getLogger(__name__)
 class ZooKeeperMembership:
     """A member of a ZooKeeper-coordinated consumer group (Kafka 0.8's high-level consumer).
 
-    Built by the connector with the parts it may use (:class:`~zkconsumer.consumer.membership.Member`);
+    Built by the connector with the parts it may use (:class:`~zkconsumer.consumer.membership.ConnectorParts`);
     implements :class:`~zkconsumer.consumer.membership.Membership`.
     """
 
     kind = "zookeeper"
 
-    def __init__(self, member: Member, may_register: Callable[[], Optional[str]] = lambda: None) -> None:
+    def __init__(self, member: ConnectorParts, may_register: Callable[[], Optional[str]] = lambda: None) -> None:
         self._member = member
         #: Asked before every registration (the first and each one after a session loss): a reason
         #: not to register (a group migrating to coordinator membership) fails the attempt instead.

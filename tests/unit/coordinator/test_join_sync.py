@@ -16,7 +16,7 @@ from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.consumer.stream import KafkaStream
 from zkconsumer.coordinator.consumer_protocol import decode_assignment, encode_assignment
 from zkconsumer.coordinator.delivery import Delivery
-from zkconsumer.coordinator.membership import GroupMembership
+from zkconsumer.coordinator.join_sync import JoinSyncLoop
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError, ZooKeeperUnavailableError
 from zkconsumer.fetch.handoff import ChunkQueue, PartitionTopicInfo
 from zkconsumer.offsets.committer import OffsetCommitter
@@ -131,7 +131,7 @@ class Harness:
         self.waiting: Optional[str] = None
         options: Dict[str, Any] = dict(session_timeout_ms=6000, heartbeat_interval_ms=20, max_retries=2, backoff_ms=20)
         options.update(kwargs)
-        self.membership = GroupMembership(
+        self.membership = JoinSyncLoop(
             group_id="grp", name="me", protocol="range", metadata=b"{}",
             join_channel=FakeChannel(self.coordinator), heartbeat_channel=FakeChannel(self.coordinator),
             plan=self.plan, share_of=self.share_of, listener=self.delivery, precondition=lambda: self.waiting,

@@ -7,7 +7,7 @@ topics and, by default, offsets), creates the group client
 streams (:mod:`.stream`), retries commits through outages (:mod:`zkconsumer.offsets.retry`),
 reports metrics and shuts down in one ordered, bounded sequence. Who decides which member
 consumes what is one composed part, a :class:`~.membership.Membership`, built once by
-:meth:`~ConsumerConnectorBase._make_membership` from a :class:`~.membership.Member` (the
+:meth:`~ConsumerConnectorBase._make_membership` from a :class:`~.membership.ConnectorParts` (the
 parts of the connector it may use):
 
 * :class:`~zkconsumer.rebalance.zookeeper_membership.ZooKeeperMembership`: ZooKeeper
@@ -62,7 +62,7 @@ from ..zookeeper.acl import zookeeper_acls
 from ..zookeeper.group import GroupClient
 from ..zookeeper.heartbeat import SessionHeartbeat, close_client
 from .acks import ProcessedOffsets
-from .membership import ConsumerRebalanceListener, Member, Membership, QueueFor, RebalanceStatus, TopicAllowed
+from .membership import ConnectorParts, ConsumerRebalanceListener, Membership, QueueFor, RebalanceStatus, TopicAllowed
 from .offset_stores import make_offset_storage
 from .pausing import Pauses
 from .seeking import GroupSeeks
@@ -179,7 +179,7 @@ class ConsumerConnectorBase(abc.ABC):
             undo.append(("the fetchers", self._fetchers.stop))
             self._pauses = Pauses(self._fetchers, self._streams, rebalance_listener)
             self._listener.on_assigned = self._pauses.assigned
-            self._membership = self._make_membership(Member(
+            self._membership = self._make_membership(ConnectorParts(
                 config=self.config, consumer_id=self.consumer_id, zk=self._zk, heartbeat=self._heartbeat, group=self._group,
                 streams=self._streams, fetchers=self._fetchers, committer=self._committer, listener=self._listener,
                 metrics=self.metrics, failure=self._failure, closing=self._closing, join_done=self._join_done,
@@ -487,7 +487,7 @@ class ConsumerConnectorBase(abc.ABC):
     # ------------------------------------------------------------------ the membership
 
     @abc.abstractmethod
-    def _make_membership(self, member: Member) -> Membership:
+    def _make_membership(self, member: ConnectorParts) -> Membership:
         """The membership this connector uses, built once, at construction, from ``member``."""
 
     def _join(self, count: TopicCount, queue_for: QueueFor, topic_allowed: TopicAllowed) -> None:
@@ -507,7 +507,7 @@ class ConsumerConnectorBase(abc.ABC):
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
-        """Hold the state lock, raising ConsumerShutdownError once shutdown() began (see :class:`Member`)."""
+        """Hold the state lock, raising ConsumerShutdownError once shutdown() began (see :class:`ConnectorParts`)."""
         with self._state_lock:
             self._check_open()
             yield

@@ -87,7 +87,7 @@ from ..wire.group_protocol import (
 from ..wire.protocol import Request
 from .consumer_protocol import PROTOCOL_TYPE
 
-__all__ = ["GroupMembership", "MembershipListener", "Planner"]
+__all__ = ["JoinSyncLoop", "JoinSyncListener", "Planner"]
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
-class MembershipListener(Protocol):
+class JoinSyncListener(Protocol):
     """Installs and revokes assignments (:class:`~zkconsumer.coordinator.delivery.Delivery`)."""
 
     def assign(self, generation: Generation, share: Mapping[TopicPartition, str]) -> None: ...
@@ -149,7 +149,7 @@ _FATAL_JOIN_CODES = {
 }
 
 
-class GroupMembership:
+class JoinSyncLoop:
     """One member of a broker-managed group; see the module docstring.
 
     ``join_channel`` carries JoinGroup/SyncGroup (its socket timeout must
@@ -175,7 +175,7 @@ class GroupMembership:
         heartbeat_channel: Channel,
         plan: Planner,
         share_of: ShareOf,
-        listener: MembershipListener,
+        listener: JoinSyncListener,
         precondition: Callable[[], Optional[str]] = lambda: None,
         max_retries: int = 4,
         backoff_ms: int = 2000,
