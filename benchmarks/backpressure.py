@@ -45,7 +45,7 @@ from typing import Any, Dict, List, Optional
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_EVERY = 10_000  # messages of A between two samples of B's queue and the parked chunks
 
-from benchmarks.cluster import ProjectCluster  # noqa: E402
+from harness.cluster import ProjectCluster  # noqa: E402
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector  # noqa: E402
 from zkconsumer.wire.connection import BrokerConnection  # noqa: E402
 from zkconsumer.wire.protocol import LATEST_TIME  # noqa: E402

@@ -162,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write every measurement to FILE")
     args = parser.parse_args(argv)
 
-    from benchmarks.cluster import ProjectCluster
+    from harness.cluster import ProjectCluster
     from zkconsumer.testing import find_java
     from zkconsumer.wire import messageset
 

@@ -157,7 +157,7 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
 
 
 def run(args: argparse.Namespace) -> Dict[str, Any]:
-    from benchmarks.cluster import ProjectCluster
+    from harness.cluster import ProjectCluster
 
     results: Dict[str, Any] = {}
     with ProjectCluster(brokers=1, partitions=PARTITIONS) as cluster:

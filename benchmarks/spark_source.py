@@ -143,7 +143,7 @@ def main() -> int:
     parser.add_argument("--json", default="bench-spark.json")
     args = parser.parse_args()
 
-    from benchmarks.cluster import ProjectCluster
+    from harness.cluster import ProjectCluster
     from spark_integration import register_data_source
     from spark_integration.testing import LocalSparkCluster
 

@@ -61,7 +61,7 @@ def postgres(dsn: Optional[str]) -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    from benchmarks.postgres import LocalPostgres
+    from harness.postgres import LocalPostgres
 
     print("Starting a temporary PostgreSQL ...", flush=True)
     with LocalPostgres() as server:

@@ -19,7 +19,7 @@ from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's benchmarks/ (not installed)
 
-from benchmarks.cluster import ProjectCluster  # noqa: E402  (after the path)
+from harness.cluster import ProjectCluster  # noqa: E402  (after the path)
 from zkconsumer import ConsumerTimeoutError, KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector  # noqa: E402
 
 TOPIC = "quickstart-events"

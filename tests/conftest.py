@@ -20,7 +20,7 @@ from skip_policy import SkipPolicy  # tests/skip_policy.py, beside this file
 from zkconsumer.testing import LocalCluster
 
 if TYPE_CHECKING:  # pragma: no cover
-    from benchmarks.cluster import ProjectCluster
+    from harness.cluster import ProjectCluster
     from spark_integration.testing import LocalSparkCluster
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
@@ -42,10 +42,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
 def cluster() -> Iterator["ProjectCluster"]:
     """ZooKeeper + brokers 0, 1, 2 (4 partitions per auto-created topic), shared by the session.
 
-    A LocalCluster that also runs Kafka's own tools (:mod:`benchmarks.cluster`).
+    A LocalCluster that also runs Kafka's own tools (:mod:`harness.cluster`).
     Tests must leave it as they found it: restart brokers they stop or kill.
     """
-    from benchmarks.cluster import ProjectCluster  # imported here: unit-only runs never need it
+    from harness.cluster import ProjectCluster  # imported here: unit-only runs never need it
 
     with ProjectCluster(brokers=3, partitions=4) as local:
         yield local

@@ -1,11 +1,11 @@
 """The chaos test: a consumer group under member and broker failures, with exact accounting.
 
-One *side* of a run (:class:`ChaosRun`) starts a dedicated :class:`~benchmarks.cluster.ProjectCluster`
+One *side* of a run (:class:`ChaosRun`) starts a dedicated :class:`~harness.cluster.ProjectCluster`
 (3 brokers, a topic with replication 3), a group of member processes, an
 ``acks=all`` producer, a ZooKeeper offset monitor and an ownership monitor, then
 plays one schedule (:func:`schedule`), as fractions of ``duration_s`` after the
 producer starts. Every member reaches ZooKeeper through its own
-:class:`~benchmarks.cluster.proxy.ZooKeeperProxy` in this process (its
+:class:`~harness.cluster.proxy.ZooKeeperProxy` in this process (its
 ``zookeeper.connect`` is the proxy's address), so one member alone can be cut
 off from ZooKeeper, and its session (seen in the proxied handshake) expired.
 

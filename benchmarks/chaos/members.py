@@ -13,9 +13,9 @@ from typing import Any, Dict, Tuple
 from benchmarks.chaos.member import spawn_member
 from benchmarks.chaos.report import MemberReport
 from benchmarks.chaos.settings import VALUE_PATTERN, ChaosSettings, value_of
-from benchmarks.cluster import ProjectCluster
-from benchmarks.cluster.proxy import ZooKeeperProxy
-from benchmarks.cluster.tools import log4j_properties
+from harness.cluster import ProjectCluster
+from harness.cluster.proxy import ZooKeeperProxy
+from harness.cluster.tools import log4j_properties
 from zkconsumer.testing.properties import render_properties
 
 

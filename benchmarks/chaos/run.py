@@ -17,8 +17,8 @@ from benchmarks.chaos.members import AckedProducer, KafkaLauncher, Member, Membe
 from benchmarks.chaos.monitors import LogReader, OffsetMonitor, OwnershipMonitor, read_committed, zookeeper_serving
 from benchmarks.chaos.report import SideResult, tally
 from benchmarks.chaos.settings import BROKER_CONFIG, CLEAN_EXIT, KINDS, TOPIC, ZK_UNAVAILABLE, ChaosError, ChaosSettings, schedule
-from benchmarks.cluster import ProjectCluster
-from benchmarks.cluster.proxy import expire_zookeeper_session
+from harness.cluster import ProjectCluster
+from harness.cluster.proxy import expire_zookeeper_session
 from zkconsumer.testing import processes
 from zkconsumer.testing.errors import LocalClusterError
 

@@ -18,9 +18,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient
 
-from benchmarks.cluster import ProjectCluster
 from benchmarks.rebalance.members import KafkaLauncher, Launcher, Member, ZkconsumerLauncher
 from benchmarks.report import read_cpu_times, steal_percent
+from harness.cluster import ProjectCluster
 
 SESSION_MS = 6000
 KINDS = ("zkconsumer-default", "zkconsumer-quiet", "kafka")

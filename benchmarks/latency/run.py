@@ -195,8 +195,8 @@ def parse(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from benchmarks.cluster import ProjectCluster
     from benchmarks.tools import KAFKA_SERVER_HEAP, KAFKA_SERVER_JVM
+    from harness.cluster import ProjectCluster
 
     args = parse(argv)
     directory = Path(tempfile.mkdtemp(prefix="zkconsumer-latency-"))

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from benchmarks.cluster.tools import compile_against_kafka, log4j_properties
 from benchmarks.runner import child_env
+from harness.cluster.tools import compile_against_kafka, log4j_properties
 from zkconsumer.testing import processes
 from zkconsumer.testing.properties import render_properties
 

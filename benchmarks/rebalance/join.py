@@ -53,10 +53,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from benchmarks.assignment import expected_range
 from benchmarks.chaos.member import spawn_member
-from benchmarks.cluster import ProjectCluster
-from benchmarks.cluster.tools import log4j_properties
+from harness.assignment import expected_range
+from harness.cluster import ProjectCluster
+from harness.cluster.tools import log4j_properties
 from zkconsumer.testing import processes
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.properties import render_properties

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from benchmarks.chaos.member import spawn_member
-from benchmarks.cluster import ProjectCluster
-from benchmarks.cluster.tools import compile_against_kafka, log4j_properties
+from harness.cluster import ProjectCluster
+from harness.cluster.tools import compile_against_kafka, log4j_properties
 from zkconsumer.testing import processes
 from zkconsumer.testing.properties import render_properties
 

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from benchmarks.assignment import expected_range_of_topics
+from harness.assignment import expected_range_of_topics
 from zkconsumer.testing.core import HOST
 from zkconsumer.testing.probes import srvr_fields, zookeeper_command
 

@@ -63,7 +63,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from benchmarks.cluster import ProjectCluster
 from benchmarks.rebalance.members import (
     BACKOFF_MS,
     MAX_RETRIES,
@@ -82,6 +81,7 @@ from benchmarks.rebalance.observe import (
     member_packets,
     read_counters,
 )
+from harness.cluster import ProjectCluster
 from zkconsumer.testing import processes
 
 __all__ = ["BACKOFF_MS", "MAX_RETRIES", "SESSION_TIMEOUT_MS", "FOUR_LETTER_PACKETS", "Change", "Counters",

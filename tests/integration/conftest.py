@@ -21,7 +21,7 @@ import pytest
 from kazoo.client import KazooClient
 from support import Cli
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession

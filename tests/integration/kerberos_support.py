@@ -9,9 +9,9 @@ from typing import Any, Iterator, List
 import pytest
 from support import Drainer, consumer_props, produced_values, unique
 
-from benchmarks.cluster import ProjectCluster
-from benchmarks.cluster.kdc import find_kdc_tools
-from benchmarks.cluster.kerberos import CLIENT, kerberized_cluster
+from harness.cluster import ProjectCluster
+from harness.cluster.kdc import find_kdc_tools
+from harness.cluster.kerberos import CLIENT, kerberized_cluster
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.testing.errors import MissingDependencyError
 

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 from support import consumer_props, owners, unique, wait_until
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector
 from zkconsumer.consumer.membership import RebalanceState
 from zkconsumer.wire.connection import BrokerConnection

@@ -22,7 +22,7 @@ from cli_process import PipeReader, cli_env, interruptible_command, wait_for_mai
 from kazoo.client import KazooClient
 from support import new_topic, produced_values, unique, wait_until
 
-from benchmarks.cluster.proxy import TcpProxy
+from harness.cluster.proxy import TcpProxy
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper.group import GroupClient
 

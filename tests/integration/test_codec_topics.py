@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List
 import pytest
 from support import Drainer, consumer_props, unique
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.protocol import LATEST_TIME, FetchPartition
@@ -104,7 +104,7 @@ sys.path.insert(0, {tests!r})
 from zkconsumer.wire import messageset
 assert not messageset.ACCELERATED
 from test_codec_topics import _consume
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 class K:  # the attributes of the cluster _consume and consumer_props use
     zk_connect = {zk!r}
     bootstrap_servers = {bootstrap!r}

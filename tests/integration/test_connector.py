@@ -26,7 +26,7 @@ from support import (
     wait_until,
 )
 
-from benchmarks.assignment import expected_range, expected_roundrobin
+from harness.assignment import expected_range, expected_roundrobin
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.consumer import base_connector as connector_module
 from zkconsumer.consumer.membership import ConnectorParts, Membership

@@ -9,7 +9,7 @@ import pytest
 from offsets_support import MemberProcess, kafka_committed, produce_evenly, values
 from support import Drainer, consumer_props, produced_values, unique, wait_until
 
-from benchmarks.assignment import expected_member_range, expected_member_roundrobin
+from harness.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer import (
     ConfigurationError,
     ConsumerShutdownError,

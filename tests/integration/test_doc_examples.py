@@ -22,7 +22,7 @@ from typing import List
 
 import pytest
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "docs"))

@@ -42,7 +42,7 @@ PAUSE_IN_TRANSACTION = 1.5  # seconds between inserting a batch's results and co
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[object]:
     pytest.importorskip("psycopg", reason="the exactly-once test needs psycopg (pip install 'psycopg[binary]>=3.1')")
-    from benchmarks.postgres import LocalPostgres, postgres_unavailable
+    from harness.postgres import LocalPostgres, postgres_unavailable
 
     reason = postgres_unavailable()
     if reason:

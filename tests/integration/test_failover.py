@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaProducer
 from support import Drainer, by_value, consumer_props, produced_values, unique, wait_until
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
 
 

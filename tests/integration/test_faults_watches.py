@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
 
-from benchmarks.assignment import expected_range
+from harness.assignment import expected_range
 from zkconsumer import Whitelist, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat

@@ -18,8 +18,8 @@ import pytest
 from kazoo.client import KazooClient
 from support import consumer_props, owners, unique, wait_until
 
-from benchmarks.assignment import expected_range
-from benchmarks.cluster import ProjectCluster
+from harness.assignment import expected_range
+from harness.cluster import ProjectCluster
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.consumer.topic_count import Whitelist
 from zkconsumer.errors import ConfigurationError

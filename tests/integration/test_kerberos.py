@@ -32,8 +32,8 @@ pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra
 
 from kerberos_support import consume, kerberized_or_skip, kerberos_props, produce_topic  # noqa: E402
 
-from benchmarks.cluster import ProjectCluster  # noqa: E402
-from benchmarks.cluster.kerberos import CLIENT, OTHER_CLIENT  # noqa: E402
+from harness.cluster import ProjectCluster  # noqa: E402
+from harness.cluster.kerberos import CLIENT, OTHER_CLIENT  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,9 @@ pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra
 
 from kerberos_support import kerberized_or_skip  # noqa: E402
 
-from benchmarks.cluster import KerberosOptions, ProjectCluster  # noqa: E402
-from benchmarks.cluster.kerberos import CLIENT  # noqa: E402
-from benchmarks.cluster.proxy import TcpProxy  # noqa: E402
+from harness.cluster import KerberosOptions, ProjectCluster  # noqa: E402
+from harness.cluster.kerberos import CLIENT  # noqa: E402
+from harness.cluster.proxy import TcpProxy  # noqa: E402
 
 LIFETIME = 60
 

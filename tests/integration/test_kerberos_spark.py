@@ -42,8 +42,8 @@ pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra
 
 from kerberos_support import kerberized_or_skip  # noqa: E402
 
-from benchmarks.cluster import ProjectCluster  # noqa: E402
-from benchmarks.cluster.kerberos import CLIENT  # noqa: E402
+from harness.cluster import ProjectCluster  # noqa: E402
+from harness.cluster.kerberos import CLIENT  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -265,7 +265,7 @@ def test_a_member_cut_off_from_zookeeper_beyond_its_session_timeout_mid_switch(c
     registration and owner nodes vanish and the barrier opens while it may still hold fetched
     data; its session lease must stop it handing out before the others start, and once the proxy
     heals it joins the coordinator on a new session (its old registration may not come back)."""
-    from benchmarks.cluster.proxy import TcpProxy
+    from harness.cluster.proxy import TcpProxy
 
     topic = make_topic(partitions=PARTITIONS)
     group = unique("g-cut")

@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kazoo.protocol.states import KazooState
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer.testing import ClusterStartError, LocalCluster, LocalClusterError
 from zkconsumer.testing.probes import fetch_metadata
 from zkconsumer.testing.workdir import sweep_abandoned

@@ -25,7 +25,7 @@ from kafka import KafkaAdminClient
 from offsets_support import kafka_committed
 from support import Drainer, consumer_props, unique, wait_until
 
-from benchmarks.assignment import expected_member_range, expected_member_roundrobin
+from harness.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer import ZookeeperConsumerConnector
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ import pytest
 from kazoo.client import KazooClient
 from support import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.__main__ import main
 from zkconsumer.monitoring.exporter import LagExporter

@@ -26,8 +26,8 @@ from zkconsumer.zookeeper.acl import digest_id
 
 pytest.importorskip("cryptography", reason="ProjectCluster(ssl=...) generates certificates with cryptography")
 
-from benchmarks.cluster import ProjectCluster, SslOptions  # noqa: E402
-from benchmarks.cluster.tls import generate_ssl_files  # noqa: E402
+from harness.cluster import ProjectCluster, SslOptions  # noqa: E402
+from harness.cluster.tls import generate_ssl_files  # noqa: E402
 
 CREDENTIAL = "alice:s3cret:with-colon"
 

@@ -29,7 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from support import unique, wait_until
 
-from benchmarks.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
+from harness.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
 from zkconsumer.commits import CommitEntry
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat

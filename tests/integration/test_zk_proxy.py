@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from support import wait_until
 
-from benchmarks.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
+from harness.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
 from zkconsumer.testing import LocalCluster
 
 SESSION_TIMEOUT_S = 4.0  # ZooKeeper's minimum with LocalCluster's tickTime

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from support import Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique, wait_until
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalClusterError, MissingDependencyError
 from zkconsumer.testing.core import zookeeper_mode

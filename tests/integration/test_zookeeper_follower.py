@@ -25,7 +25,7 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 from support import Drainer, consumer_props, owners, unique, wait_until
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.testing.core import zookeeper_mode
 

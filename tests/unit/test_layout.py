@@ -644,7 +644,7 @@ def test_zkconsumer_testing_ships_only_local_cluster(zkconsumer: Package) -> Non
     ``LocalSparkCluster``), none imports the benchmarks, and the whole stays under
     MAX_TESTING_LINES. What only this project's tests and benchmarks use (Kafka's own tools
     as referees, SSL listeners, Debian's ZooKeeper, a ZooKeeper ensemble, kept work
-    directories, the ZooKeeper proxy) is in ``benchmarks/cluster/``, not shipped.
+    directories, the ZooKeeper proxy) is in ``harness/cluster/``, not shipped.
     """
     files = sorted((PACKAGE / "testing").rglob("*.py"))
     total = sum(_lines(p) for p in files)

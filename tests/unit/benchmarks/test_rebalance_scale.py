@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from benchmarks.assignment import expected_range_of_topics
 from benchmarks.rebalance.scale import (
     FOUR_LETTER_PACKETS,
     Change,
@@ -11,6 +10,7 @@ from benchmarks.rebalance.scale import (
     Run,
     member_packets,
 )
+from harness.assignment import expected_range_of_topics
 
 
 def test_scale_item1_range_over_two_topics_matches_kafkas_layout() -> None:

@@ -7,7 +7,7 @@ import random
 import pytest
 from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0, ConsumerProtocolMemberMetadata_v0
 
-from benchmarks.assignment import expected_member_range, expected_member_roundrobin
+from harness.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer.assignors import AssignmentError
 from zkconsumer.consumer.topic_count import StaticTopicCount, Whitelist, WildcardTopicCount
 from zkconsumer.coordinator import consumer_protocol as cp

@@ -14,7 +14,7 @@ import pytest
 from kazoo.exceptions import NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
-from benchmarks.cluster.tls import SslFiles, generate_ssl_files
+from harness.cluster.tls import SslFiles, generate_ssl_files
 from zkconsumer import ConsumerConfig
 from zkconsumer.errors import ConfigurationError
 from zkconsumer.security import check_config

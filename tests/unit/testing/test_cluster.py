@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cluster import ProjectCluster
+from harness.cluster import ProjectCluster
 from zkconsumer.testing import LocalCluster, LocalClusterError, MissingDependencyError, replica_assignment
 from zkconsumer.testing.cluster import validate_topic_name
 from zkconsumer.testing.workdir import WorkDir

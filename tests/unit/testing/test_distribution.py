@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import pytest
 
-from benchmarks.cluster.debian import debian_zookeeper, zookeeper_flavour
+from harness.cluster.debian import debian_zookeeper, zookeeper_flavour
 from zkconsumer.errors import ZkConsumerError
 from zkconsumer.testing import distribution
 from zkconsumer.testing.distribution import (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.cluster.ensemble import peer_properties
-from benchmarks.cluster.tools import log4j_properties
+from harness.cluster.ensemble import peer_properties
+from harness.cluster.tools import log4j_properties
 from zkconsumer.testing.properties import SERVER_LOG4J, broker_properties, merge, render_properties, zookeeper_properties
 
 

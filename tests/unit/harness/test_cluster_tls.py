@@ -1,4 +1,4 @@
-"""benchmarks.cluster.tls and the SSL listener settings: generated material, checked without a JVM broker."""
+"""harness.cluster.tls and the SSL listener settings: generated material, checked without a JVM broker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import pytest
 
-from benchmarks.cluster.tls import SslFiles, SslOptions, generate_ssl_files, ssl_listener_properties
+from harness.cluster.tls import SslFiles, SslOptions, generate_ssl_files, ssl_listener_properties
 from zkconsumer import ConsumerConfig
 from zkconsumer.testing.properties import broker_properties
 from zkconsumer.wire.tls import broker_ssl_context

@@ -6,7 +6,7 @@ package (``scripts/setup-env`` installs it). Brokers and tools keep Kafka's 3.4.
 client either way. A user's own tests run LocalCluster's 3.4.6 server.
 
 Chosen with ``zookeeper="debian"`` (or ``"3.8"``, or ``ZKCONSUMER_ZOOKEEPER=debian``)
-on :class:`DebianZooKeeper` (part of :class:`~benchmarks.cluster.ProjectCluster`).
+on :class:`DebianZooKeeper` (part of :class:`~harness.cluster.ProjectCluster`).
 """
 
 from __future__ import annotations

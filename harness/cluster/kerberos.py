@@ -1,7 +1,7 @@
 """A kerberized LocalCluster: a real MIT KDC, ZooKeeper with SASL, brokers with SASL_PLAINTEXT (and SASL_SSL) listeners.
 
 :class:`KerberosListeners` (a LocalCluster subclass taking ``kerberos=``) starts a
-:class:`~benchmarks.cluster.kdc.LocalKdc` in the cluster's work directory before
+:class:`~harness.cluster.kdc.LocalKdc` in the cluster's work directory before
 ZooKeeper, with principals and keytabs for ``zookeeper/localhost``, ``kafka/localhost``
 and the clients (:data:`CLIENT`, :data:`OTHER_CLIENT`), then runs
 

@@ -6,12 +6,12 @@ node and keeps its session) and of a majority; a user's own tests fail LocalClus
 one server instead.
 
 With ``zookeeper_nodes=n`` (odd, e.g. 3) :class:`ZooKeeperEnsemble` (part of
-:class:`~benchmarks.cluster.ProjectCluster`) runs nodes 1..n (ZooKeeper's ``myid``),
+:class:`~harness.cluster.ProjectCluster`) runs nodes 1..n (ZooKeeper's ``myid``),
 each controllable on its own (``kill_zookeeper(node=2)``); ``node=None`` means every
 node (every running one, to pause, resume, kill or stop). ``zk_connect`` lists them all,
 ``zk_port`` is node 1's. Each node keeps its ports and data directory across a restart.
 
-``isolatable_node=k`` makes node ``k`` reach its peers through :class:`~benchmarks.cluster.proxy.TcpProxy`
+``isolatable_node=k`` makes node ``k`` reach its peers through :class:`~harness.cluster.proxy.TcpProxy`
 proxies (its own configuration names the proxies as the other servers' quorum and election
 addresses), so :meth:`~ZooKeeperEnsemble.isolate_zookeeper` can cut it off from its leader while
 its clients stay connected to it: a follower that still answers them from its own state, as a

@@ -1,4 +1,4 @@
-"""TcpProxy and ZooKeeperProxy (benchmarks.cluster.proxy) against a loopback echo server (no ZooKeeper needed)."""
+"""TcpProxy and ZooKeeperProxy (harness.cluster.proxy) against a loopback echo server (no ZooKeeper needed)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-from benchmarks.cluster.proxy import TcpProxy, ZooKeeperProxy, parse_connect_response
+from harness.cluster.proxy import TcpProxy, ZooKeeperProxy, parse_connect_response
 
 
 class EchoServer:

@@ -31,10 +31,10 @@ __all__ = ["DebianZooKeeper", "KafkaTools", "KerberosListeners", "KerberosOption
 class ProjectCluster(KerberosListeners, SslListeners, DebianZooKeeper, ZooKeeperEnsemble, KafkaTools):
     """A LocalCluster for this project's own suite.
 
-    Takes LocalCluster's arguments, ``kerberos`` (:class:`~benchmarks.cluster.kerberos.KerberosListeners`),
-    ``ssl`` (:class:`~benchmarks.cluster.tls.SslListeners`),
-    ``zookeeper`` (:class:`~benchmarks.cluster.debian.DebianZooKeeper`), ``zookeeper_nodes``
-    (:class:`~benchmarks.cluster.ensemble.ZooKeeperEnsemble`) and
+    Takes LocalCluster's arguments, ``kerberos`` (:class:`~harness.cluster.kerberos.KerberosListeners`),
+    ``ssl`` (:class:`~harness.cluster.tls.SslListeners`),
+    ``zookeeper`` (:class:`~harness.cluster.debian.DebianZooKeeper`), ``zookeeper_nodes``
+    (:class:`~harness.cluster.ensemble.ZooKeeperEnsemble`) and
     ``broker_jvm_options``: added last to the brokers' JVM options (which favour a quick
     start on a small machine: C1 only, serial GC), e.g. a production broker's for benchmarks.
     ``keep_work_dir`` (default: whether ``ZKCONSUMER_KEEP_CLUSTER_DIR`` is set and not ``0``)

@@ -1,0 +1,7 @@
+"""The harness that tests and benchmarks share (not shipped): real clusters and their faults.
+
+``harness.cluster``: ``ProjectCluster`` (a ``LocalCluster`` with Kafka's own tools as referees),
+ZooKeeper ensembles, TCP proxies that cut connections, TLS material, a Kerberos KDC;
+``harness.postgres``: a throw-away PostgreSQL; ``harness.assignment``: Kafka's assignment
+algorithms restated as the oracle that zkconsumer's assignors are checked against.
+"""

@@ -1,0 +1,1 @@
+"""Unit tests of the shared test and benchmark harness (harness/)."""
