@@ -18,11 +18,9 @@ next request as soon as its last chunk went into the queue, full or not, so one
 response is on its way while the consumer reads the queued chunks. Here a
 partition is fetched again as soon as its own last chunk is queued, even while
 other partitions of the same stream still wait with a parked chunk: their data is
-fetched now and parked until there is room. (Holding a whole stream's partitions
-back until every parked chunk of it was queued left the fetcher waiting for room
-40% of a run of ``zkconsumer perf`` at 1000 B (py-spy), and the consumer then
-waited for the next response with an empty queue.) The memory bound below is
-unchanged: it always counted one parked chunk per partition. Unparking on the
+fetched now and parked until there is room, so the consumer never waits for a
+response with an empty queue while one stream is full. The memory bound below counts
+one parked chunk per partition. Unparking on the
 consumer's thread spares a thread hand-off per chunk: the fetcher thread needs the
 GIL to queue a chunk, and taking it from a busy iterating thread costs up to
 ``sys.getswitchinterval()`` (5 ms), about as long as reading a 1 MB chunk of small
