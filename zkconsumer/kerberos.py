@@ -51,7 +51,8 @@ from .errors import ConfigurationError
 Credentials = Any
 
 __all__ = ["GssapiSasl", "KdcUnavailableError", "KerberosLogin", "KerberosSettings", "broker_authenticator",
-           "explain", "login_for", "preflight", "service_host", "uses_sasl", "zookeeper_sasl_options"]
+           "explain", "krb5_config", "login_for", "preflight", "refused_ticket_causes", "service_host", "uses_sasl",
+           "zookeeper_sasl_options"]
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +122,18 @@ def explain(error: Exception, *, service: str = "", host: str = "", keytab: Opti
     """The zkconsumer error for a GSSAPI failure: ConfigurationError naming the fix, or KdcUnavailableError."""
     text = str(error)
     lowered = text.lower()
-    if "cannot contact any kdc" in lowered or "cannot find kdc" in lowered or "connection refused" in lowered:
+    unknown_realm = re.search(r"cannot find kdc for realm\W*([^\s\"']+)", text, re.IGNORECASE)
+    if unknown_realm:  # KRB5_REALM_UNKNOWN: krb5.conf has no [realms] entry (a KDC that is down says "contact")
+        return KdcUnavailableError(
+            f"this host's Kerberos configuration names no KDC for realm {unknown_realm.group(1)!r} "
+            f"({_short(text)}): add the realm and its kdc to the [realms] section of {krb5_config()} (set "
+            "KRB5_CONFIG to use another file), on every host that runs a consumer, Spark executors included; retrying")
+    if "cannot contact any kdc" in lowered or "connection refused" in lowered:
         return KdcUnavailableError(f"cannot reach the Kerberos KDC to get a ticket ({_short(text)}); "
                                    "is the KDC up and krb5.conf (KRB5_CONFIG) pointing at it? retrying")
+    if "clock skew" in lowered:
+        return ConfigurationError("sasl.kerberos.principal", f"Kerberos refused the ticket ({_short(text)}): "
+                                  f"{CLOCK_SKEW_HINT}")
     if re.search(r"server \S+ not found in kerberos database", lowered):
         return ConfigurationError(
             service_property, f"the KDC knows no service principal {service}/{host}: check {service_property} "
@@ -151,6 +161,25 @@ def explain(error: Exception, *, service: str = "", host: str = "", keytab: Opti
             "sasl.kerberos.keytab", "no Kerberos ticket: run kinit (KRB5CCNAME names the ticket cache) or set "
             f"sasl.kerberos.keytab and sasl.kerberos.principal ({_short(text)})")
     return ConfigurationError("sasl.kerberos.principal", f"Kerberos authentication failed: {_short(text)}")
+
+
+#: The likely causes of a Kerberos ticket a server refuses after our side got it, and their fix.
+CLOCK_SKEW_HINT = ("check that the clocks of this host, the KDC and the servers agree within the KDC's clock skew "
+                   "(krb5.conf clockskew, default 5 minutes; NTP keeps them so)")
+
+
+def krb5_config() -> str:
+    """The krb5.conf MIT's library reads here: ``KRB5_CONFIG`` (its first file) or ``/etc/krb5.conf``."""
+    configured = os.environ.get("KRB5_CONFIG", "").split(":")[0]
+    return f"KRB5_CONFIG={configured}" if configured else "/etc/krb5.conf"
+
+
+def refused_ticket_causes(service_property: str, service: str = "<service>") -> str:
+    """What to check when a server refuses a Kerberos ticket we hold (it says no more than that; its log says
+    why): clock skew first, then the servers' keytab, the error texts' common part."""
+    return (f"{CLOCK_SKEW_HINT}; that the servers' keytab holds the current key of their principal "
+            f"{service}/<host> ({service_property}; a principal re-created after its keytab was exported is "
+            "refused so); the servers' log says which (e.g. \"Clock skew too great\")")
 
 
 def _short(text: str) -> str:
@@ -316,7 +345,12 @@ def broker_authenticator(config: KerberosSettings,
             sock.sendall(len(token).to_bytes(4, "big") + token)
             if sasl.complete:
                 return
-            size = int.from_bytes(_recv_exactly(sock, 4), "big", signed=True)
+            try:
+                size = int.from_bytes(_recv_exactly(sock, 4), "big", signed=True)
+            except (EOFError, ConnectionResetError) as exc:  # a ticket refused: Kafka 0.9 just closes
+                raise EOFError(f"{exc}; if the listener at {host} speaks {config.security_protocol}, the broker "
+                               f"refused our Kerberos ticket: "
+                               f"{refused_ticket_causes('sasl.kerberos.service.name', service)}") from exc
             if not 0 <= size <= _MAX_TOKEN_BYTES:
                 raise EOFError(f"implausible SASL token size {size}: is the broker's listener at {host} "
                                f"{config.security_protocol}?")

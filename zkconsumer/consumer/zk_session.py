@@ -13,7 +13,7 @@ import logging
 from typing import Tuple
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.exceptions import AuthFailedError, KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .. import kerberos
@@ -62,6 +62,8 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
             prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
         except NoAuthError as exc:
             raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
+        except AuthFailedError as exc:
+            raise ZooKeeperUnavailableError(auth_failed_text(cfg, exc)) from exc
         except KazooException as exc:
             raise ZooKeeperUnavailableError(
                 f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r} failed while connecting: {exc!r}"
@@ -75,3 +77,12 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
              cfg.zookeeper_heartbeat)
     return client, heartbeat
 
+
+def auth_failed_text(cfg: ConsumerConfig, exc: AuthFailedError) -> str:
+    """The error text of ZooKeeper's AUTH_FAILED while connecting: with ``zookeeper.sasl.enabled`` it refused
+    the Kerberos ticket we got (the login and service ticket were checked first), which it does not explain."""
+    where = f"ZooKeeper at zookeeper.connect={cfg.zookeeper_connect!r}"
+    if not cfg.zookeeper_sasl_enabled:
+        return f"{where} failed while connecting: {exc!r}"
+    return (f"{where} refused our Kerberos ticket (AUTH_FAILED, {exc!r}): "
+            f"{kerberos.refused_ticket_causes('zookeeper.sasl.service.name', cfg.zookeeper_sasl_service_name)}")

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Typ
 from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, NoAuthError, OperationTimeoutError
 
+from .. import kerberos
 from ..errors import ZooKeeperAccessError
 
 T = TypeVar("T")
@@ -88,7 +89,17 @@ class BoundedZooKeeper:
         except NoAuthError as exc:
             raise ZooKeeperAccessError(path, what) from exc
         except AuthFailedError as exc:
-            raise ZooKeeperAccessError(path, what, "authentication failed: check zookeeper.auth") from exc
+            raise ZooKeeperAccessError(path, what, self._auth_failed()) from exc
+
+    def _auth_failed(self) -> str:
+        """The detail of an AUTH_FAILED session: with SASL (kazoo's connection has ``sasl_options``), ZooKeeper
+        refused the Kerberos ticket of a reconnection; else ``zookeeper.auth``."""
+        sasl = getattr(getattr(self.raw, "_connection", None), "sasl_options", None)
+        if not sasl:
+            return "authentication failed: check zookeeper.auth"
+        service = sasl.get("service", "zookeeper") if isinstance(sasl, dict) else "zookeeper"
+        return ("ZooKeeper refused our Kerberos ticket (AUTH_FAILED): "
+                + kerberos.refused_ticket_causes("zookeeper.sasl.service.name", str(service)))
 
     def _send(self, what: str, path: str, send: Callable[[], Any]) -> Any:
         """``send()`` the request and wait for it as :meth:`_wait` does; past this thread's deadline,
