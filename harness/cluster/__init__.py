@@ -2,8 +2,8 @@
 
 :class:`ProjectCluster` is :class:`zkconsumer.testing.LocalCluster` with Kafka's own
 Scala tools run on the cluster's classpath (:mod:`.tools`), SSL listeners with generated
-certificates (:mod:`.tls`), a real MIT KDC with kerberized ZooKeeper and SASL_PLAINTEXT listeners
-(:mod:`.kerberos`, :mod:`.kdc`), a ZooKeeper ensemble (:mod:`.ensemble`) of Kafka's ZooKeeper
+certificates (:mod:`.tls`), with LocalCluster's ``kerberos=`` a SASL_SSL listener as well
+(:mod:`.kerberos`), a ZooKeeper ensemble (:mod:`.ensemble`) of Kafka's ZooKeeper
 3.4.6 or Debian's 3.8 (:mod:`.debian`) and production JVM options for the brokers
 (``broker_jvm_options``, for benchmarks), and keeps its work directory on request
 (``keep_work_dir``, for the chaos runs' post-mortems). :mod:`.proxy` is the TCP proxy that cuts one
@@ -15,23 +15,23 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Sequence
 
-from zkconsumer.testing import processes
+from zkconsumer.testing import LocalCluster, processes
 from zkconsumer.testing.core import KAFKA_MAIN
 
 from .debian import DebianZooKeeper
 from .ensemble import ZooKeeperEnsemble
-from .kerberos import KerberosListeners, KerberosOptions
+from .kerberos import KerberosOptions
 from .tls import SslFiles, SslListeners, SslOptions
 from .tools import KafkaTools
 
-__all__ = ["DebianZooKeeper", "KafkaTools", "KerberosListeners", "KerberosOptions", "ProjectCluster", "SslFiles",
+__all__ = ["DebianZooKeeper", "KafkaTools", "KerberosOptions", "ProjectCluster", "SslFiles",
            "SslListeners", "SslOptions", "ZooKeeperEnsemble"]
 
 
-class ProjectCluster(KerberosListeners, SslListeners, DebianZooKeeper, ZooKeeperEnsemble, KafkaTools):
+class ProjectCluster(LocalCluster, SslListeners, DebianZooKeeper, ZooKeeperEnsemble, KafkaTools):
     """A LocalCluster for this project's own suite.
 
-    Takes LocalCluster's arguments, ``kerberos`` (:class:`~harness.cluster.kerberos.KerberosListeners`),
+    Takes LocalCluster's arguments, ``kerberos`` (LocalCluster's own),
     ``ssl`` (:class:`~harness.cluster.tls.SslListeners`),
     ``zookeeper`` (:class:`~harness.cluster.debian.DebianZooKeeper`), ``zookeeper_nodes``
     (:class:`~harness.cluster.ensemble.ZooKeeperEnsemble`) and

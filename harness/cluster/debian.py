@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from zkconsumer.testing import LocalCluster
+from zkconsumer.testing.cluster import ClusterBase
 from zkconsumer.testing.core import HOST, ZOOKEEPER_MAIN
 from zkconsumer.testing.errors import MissingDependencyError
 from zkconsumer.testing.probes import srvr_fields, zookeeper_command
@@ -70,7 +70,7 @@ def debian_zookeeper(java_dir: Path = DEBIAN_JAVA_DIR) -> Tuple[str, str]:
     return classpath, max(versions, key=lambda v: tuple(map(int, v.split("."))), default="3.8")
 
 
-class DebianZooKeeper(LocalCluster):
+class DebianZooKeeper(ClusterBase):
     """A LocalCluster whose ZooKeeper may be Debian's: ``zookeeper`` is a name for
     :func:`zookeeper_flavour`; every other argument is LocalCluster's.
 

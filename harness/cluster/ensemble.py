@@ -29,7 +29,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from kazoo.client import KazooClient
 
-from zkconsumer.testing import LocalCluster, processes
+from zkconsumer.testing import processes
+from zkconsumer.testing.cluster import ClusterBase
 from zkconsumer.testing.core import HOST, stop_servers, zookeeper_mode
 from zkconsumer.testing.errors import LocalClusterError
 from zkconsumer.testing.probes import sessions_with_ephemerals, zookeeper_command
@@ -50,7 +51,7 @@ def peer_properties(peers: Mapping[int, Tuple[int, int]]) -> Dict[str, PropertyV
     return {"initLimit": 10, "syncLimit": 5, **servers}
 
 
-class ZooKeeperEnsemble(LocalCluster):
+class ZooKeeperEnsemble(ClusterBase):
     """A LocalCluster whose ZooKeeper may be an ensemble of ``zookeeper_nodes`` nodes (see
     the module docstring); every other argument is LocalCluster's."""
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from zkconsumer.testing import LocalCluster
+from zkconsumer.testing.cluster import ClusterBase
 from zkconsumer.testing.core import HOST
 from zkconsumer.testing.errors import LocalClusterError, MissingDependencyError
 from zkconsumer.testing.properties import PropertyValue, format_value
@@ -288,7 +288,7 @@ def ssl_listener_properties(host: str, port: int, ssl_port: int,
     return props
 
 
-class SslListeners(LocalCluster):
+class SslListeners(ClusterBase):
     """A LocalCluster whose brokers may also have an SSL listener.
 
     ``ssl`` (an :class:`SslOptions`, or ``True`` for the defaults) adds an SSL listener

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from zkconsumer.testing import LocalCluster, processes
+from zkconsumer.testing import processes
+from zkconsumer.testing.cluster import ClusterBase
 from zkconsumer.testing.properties import SERVER_LOG4J, render_properties
 
 
@@ -39,7 +40,7 @@ def compile_against_kafka(source: Path, directory: Path) -> Path:
     return classes
 
 
-class KafkaTools(LocalCluster):
+class KafkaTools(ClusterBase):
     """Running Kafka's Scala tools with the cluster's classpath: to completion, or in the background.
 
     Tools still running are killed by :meth:`stop` (SIGTERM, SIGKILL after at most 2 s);

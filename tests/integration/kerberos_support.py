@@ -10,10 +10,10 @@ import pytest
 from support import Drainer, consumer_props, produced_values, unique
 
 from harness.cluster import ProjectCluster
-from harness.cluster.kdc import find_kdc_tools
 from harness.cluster.kerberos import CLIENT, kerberized_cluster
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.testing.errors import MissingDependencyError
+from zkconsumer.testing.kdc import find_kdc_tools
 
 
 def kerberized_or_skip(**options: Any) -> Iterator[ProjectCluster]:

@@ -46,9 +46,11 @@ PACKAGE = ROOT / "zkconsumer"
 SPARK_PACKAGE = ROOT / "spark_integration"
 
 MAX_MODULE_LINES = 600
-#: What a user's tests need (LocalCluster and its fault controls, the Kafka download, and the
-#: process, port and directory helpers LocalSparkCluster shares) fits in 1,500 lines.
-MAX_TESTING_LINES = 1500
+#: What a user's tests need (LocalCluster and its fault controls, the Kafka download, the
+#: process, port and directory helpers LocalSparkCluster shares, and since issue 40 a kerberized
+#: LocalCluster for users: the MIT KDC and the SASL wiring of ZooKeeper and the brokers, ~410
+#: lines) fits in 1,950 lines.
+MAX_TESTING_LINES = 1950
 SIZE_CHECKED = ("zkconsumer", "spark_integration", "benchmarks")
 
 #: Violations being fixed on other branches while this test was written (threads, ownership,
@@ -637,7 +639,8 @@ def test_no_module_is_over_600_lines() -> None:
 
 
 def test_zkconsumer_testing_ships_only_local_cluster(zkconsumer: Package) -> None:
-    """What ships in ``zkconsumer.testing`` is LocalCluster and its fault controls, nothing else.
+    """What ships in ``zkconsumer.testing`` is LocalCluster (with its ``kerberos=`` option) and its fault
+    controls, nothing else.
 
     Every module there is reached from the package's ``__init__`` (LocalCluster, the Kafka
     distribution it runs, the process, port and directory helpers it shares with

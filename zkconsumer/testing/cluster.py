@@ -20,7 +20,7 @@ import contextlib
 import json
 import re
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
@@ -46,8 +46,9 @@ from zkconsumer.testing.workdir import WorkDir, sweep_abandoned
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _Value = Union[bytes, str, None]
+_Cluster = TypeVar("_Cluster", bound="ClusterBase")
 
-_RUNNING_CLUSTERS: Set["LocalCluster"] = set()
+_RUNNING_CLUSTERS: Set["ClusterBase"] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
@@ -89,23 +90,12 @@ def _as_bytes(value: _Value) -> Optional[bytes]:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-class LocalCluster(ZooKeeperControls):
-    """ZooKeeper and ``brokers`` Kafka 0.9.0.1 brokers (ids 0..n-1) on loopback.
+class ClusterBase(ZooKeeperControls):
+    """:class:`~zkconsumer.testing.LocalCluster` without Kerberos (its arguments and contracts are documented
+    there); the base the optional parts (:class:`~zkconsumer.testing.kerberos.KerberizedCluster`, this
+    project's SSL listeners and ZooKeeper ensembles) build on."""
 
-    ZooKeeper is one standalone server (3.4.6, shipped with Kafka).
-
-    ``partitions`` is the brokers' ``num.partitions`` (auto-created topics) and the default
-    of :meth:`create_topic`. ``broker_config`` overrides broker settings (``None`` values
-    remove one; see :func:`zkconsumer.testing.properties.broker_properties` for the
-    defaults), ``zookeeper_config`` likewise for ZooKeeper. ``heap`` is each JVM's ``-Xmx``;
-    ``startup_timeout`` bounds each JVM's start; ``kafka_home`` is a Kafka 0.9.0.1 distribution
-    to use instead of the cached download.
-
-    Use as a context manager, or call :meth:`start` and :meth:`stop`. A stopped cluster
-    cannot be started again. Methods are safe to call from several threads.
-    """
-
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self: _Cluster) -> _Cluster:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -115,7 +105,7 @@ class LocalCluster(ZooKeeperControls):
         where = f" zk={self.zk_connect}" if self._state == "running" else ""
         return f"<LocalCluster {self._state} brokers={self._broker_count}{where}>"
 
-    def start(self) -> "LocalCluster":
+    def start(self: _Cluster) -> _Cluster:
         """Start ZooKeeper, then every broker; return once all are registered in /brokers/ids.
 
         Idempotent while running. On failure everything started is stopped and

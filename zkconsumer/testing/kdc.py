@@ -1,4 +1,4 @@
-"""A real MIT Kerberos KDC on loopback, for tests (Debian's ``krb5-kdc`` and ``krb5-admin-server``).
+"""A real MIT Kerberos KDC on loopback, for ``LocalCluster(kerberos=True)`` (Debian's ``krb5-kdc``).
 
 :class:`LocalKdc` creates, in a directory of its own, a realm's database
 (``kdb5_util create``), a ``kdc.conf`` and a ``krb5.conf`` pointing at a ``krb5kdc``
@@ -35,7 +35,7 @@ from zkconsumer.testing import processes
 from zkconsumer.testing.errors import ClusterStartError, MissingDependencyError
 from zkconsumer.testing.ports import free_ports
 
-__all__ = ["LocalKdc", "DEFAULT_REALM", "find_kdc_tools"]
+__all__ = ["LocalKdc", "DEFAULT_REALM", "find_kdc_tools", "jaas_section"]
 
 DEFAULT_REALM = "ZKCONSUMER.TEST"
 _TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
@@ -50,8 +50,8 @@ def find_kdc_tools() -> Dict[str, str]:
         path = shutil.which(tool, path=search)
         if path is None:
             raise MissingDependencyError(
-                f"{tool} not found: the Kerberos tests need MIT Kerberos's KDC and tools "
-                "(Debian: apt-get install krb5-kdc krb5-admin-server krb5-user; scripts/setup-env installs them)")
+                f"{tool} not found: a kerberized LocalCluster needs MIT Kerberos's KDC and tools "
+                "(Debian/Ubuntu: apt-get install krb5-kdc krb5-admin-server krb5-user)")
         found[tool] = path
     return found
 
