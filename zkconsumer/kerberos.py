@@ -214,6 +214,13 @@ class KerberosLogin:
                 self._credentials = self._acquire()
             return self._credentials
 
+    def refused(self) -> None:
+        """A server refused a ticket of this login: the next :meth:`credentials` logs in afresh. A keytab
+        login then gets a new ticket cache, so tickets and the KDC time offset MIT's library keeps with
+        them (which a KDC with a wrong clock skews) are not reused once the clocks are fixed."""
+        with self._lock:
+            self._renew_at = 0.0
+
     @property
     def identity(self) -> str:
         """The logged-in principal, ``name@REALM`` (ZooKeeper's ``sasl`` ACL id)."""
@@ -348,6 +355,7 @@ def broker_authenticator(config: KerberosSettings,
             try:
                 size = int.from_bytes(_recv_exactly(sock, 4), "big", signed=True)
             except (EOFError, ConnectionResetError) as exc:  # a ticket refused: Kafka 0.9 just closes
+                login.refused()
                 raise EOFError(f"{exc}; if the listener at {host} speaks {config.security_protocol}, the broker "
                                f"refused our Kerberos ticket: "
                                f"{refused_ticket_causes('sasl.kerberos.service.name', service)}") from exc

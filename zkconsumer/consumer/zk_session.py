@@ -63,6 +63,8 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
         except NoAuthError as exc:
             raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
         except AuthFailedError as exc:
+            if cfg.zookeeper_sasl_enabled:
+                kerberos.login_for(cfg).refused()  # the next attempt logs in afresh (see KerberosLogin.refused)
             raise ZooKeeperUnavailableError(auth_failed_text(cfg, exc)) from exc
         except KazooException as exc:
             raise ZooKeeperUnavailableError(

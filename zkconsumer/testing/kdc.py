@@ -11,15 +11,9 @@ and every client that should use this realm, gets ``KRB5_CONFIG`` (and
 ``rdns = false``): a service on ``localhost`` is ``service/localhost@REALM`` for MIT's
 library and for Java alike, whatever the machine's DNS says.
 
-Example::
-
-    with LocalKdc(directory) as kdc:
-        keytab = kdc.add_principal("kafka/localhost")          # -> keytab path
-        kdc.kinit("kafka/localhost", keytab, ccache)           # a ticket cache
-        kdc.stop_server(); kdc.start_server()                  # "the KDC is down" and back
-
-Raises :class:`~zkconsumer.testing.errors.MissingDependencyError` naming the Debian
-packages when the tools are missing.
+Example: ``keytab = kdc.add_principal("app")``, ``kdc.kinit("app", keytab, ccache)`` (a ticket cache),
+``kdc.stop_server(); kdc.start_server()`` ("the KDC is down" and back). Missing tools:
+:class:`~zkconsumer.testing.errors.MissingDependencyError` naming the Debian packages.
 """
 
 from __future__ import annotations
@@ -35,7 +29,7 @@ from zkconsumer.testing import processes
 from zkconsumer.testing.errors import ClusterStartError, MissingDependencyError
 from zkconsumer.testing.ports import free_ports
 
-__all__ = ["LocalKdc", "DEFAULT_REALM", "find_kdc_tools", "jaas_section"]
+__all__ = ["LocalKdc", "DEFAULT_REALM", "find_kdc_tools", "find_libfaketime", "jaas_section"]
 
 DEFAULT_REALM = "ZKCONSUMER.TEST"
 _TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
@@ -54,6 +48,15 @@ def find_kdc_tools() -> Dict[str, str]:
                 "(Debian/Ubuntu: apt-get install krb5-kdc krb5-admin-server krb5-user)")
         found[tool] = path
     return found
+
+
+def find_libfaketime() -> str:
+    """The path of libfaketime (Debian's ``faketime`` package); MissingDependencyError if absent."""
+    for path in sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1")) + [Path("/usr/lib/faketime/libfaketime.so.1")]:
+        if path.is_file():
+            return str(path)
+    raise MissingDependencyError("libfaketime not found: a KDC with a skewed clock needs it "
+                                 "(Debian/Ubuntu: apt-get install faketime)")
 
 
 class LocalKdc:
@@ -148,12 +151,19 @@ class LocalKdc:
         self.start_server(timeout)
         return self
 
-    def start_server(self, timeout: float = 30.0) -> None:
-        """Start (or restart, after :meth:`stop_server`) the KDC on the same port and database."""
-        if self._server is None:
-            argv = [self._tools["krb5kdc"], "-n", "-r", self.realm, "-P", str(self.directory / "kdc.pid")]
-            self._server = processes.JavaProcess("krb5kdc", argv, str(self.directory / "krb5kdc.out"),
-                                                 cwd=str(self.directory), env={**os.environ, **self.environ})
+    def start_server(self, timeout: float = 30.0, *, clock_offset: int = 0) -> None:
+        """Start (or restart, after :meth:`stop_server`) the KDC on the same port and database.
+
+        ``clock_offset`` (seconds, e.g. 3600) runs it with its clock that far ahead of this host's (behind if
+        negative), through Debian's ``faketime`` (libfaketime): a KDC out of step with the servers, which
+        refuse its tickets ("Clock skew too great"). MissingDependencyError when libfaketime is missing.
+        """
+        argv = [self._tools["krb5kdc"], "-n", "-r", self.realm, "-P", str(self.directory / "kdc.pid")]
+        env = {**os.environ, **self.environ}
+        if clock_offset:
+            env.update(LD_PRELOAD=find_libfaketime(), FAKETIME=f"{clock_offset:+d}", DONT_FAKE_MONOTONIC="1")
+        self._server = processes.JavaProcess("krb5kdc", argv, str(self.directory / "krb5kdc.out"),
+                                             cwd=str(self.directory), env=env)
         self._server.start()
         deadline = time.monotonic() + timeout
         while not self._accepts():

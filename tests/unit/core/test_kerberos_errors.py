@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 from types import SimpleNamespace
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 from kazoo.exceptions import AuthFailedError
@@ -98,7 +98,8 @@ def test_a_broker_closing_during_sasl_names_clock_skew(monkeypatch: pytest.Monke
 
     thread = threading.Thread(target=refuse, daemon=True)
     thread.start()
-    login: Any = SimpleNamespace(credentials=lambda: object())
+    refusals: List[bool] = []
+    login: Any = SimpleNamespace(credentials=lambda: object(), refused=lambda: refusals.append(True))
     authenticate = kerberos.broker_authenticator(config(**{"security.protocol": "SASL_PLAINTEXT"}), login)
     connection = BrokerConnection("127.0.0.1", listener.getsockname()[1], "c", 5000, 0, authenticate=authenticate)
     try:
@@ -114,3 +115,11 @@ def test_a_broker_closing_during_sasl_names_clock_skew(monkeypatch: pytest.Monke
     assert "clocks of this host, the KDC and the servers agree" in text
     assert "principal kafka/<host> (sasl.kerberos.service.name" in text
     assert not thread.is_alive()
+    assert refusals == [True]  # the next attempt logs in afresh
+
+
+def test_a_refused_login_logs_in_afresh_next_time() -> None:
+    login = kerberos.KerberosLogin("/etc/app.keytab", "app@R")
+    login._credentials, login._renew_at = object(), float("inf")
+    login.refused()
+    assert login._renew_at == 0.0  # credentials() re-acquires, into a new ticket cache (a keytab login)
