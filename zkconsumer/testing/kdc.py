@@ -158,6 +158,8 @@ class LocalKdc:
         negative), through Debian's ``faketime`` (libfaketime): a KDC out of step with the servers, which
         refuse its tickets ("Clock skew too great"). MissingDependencyError when libfaketime is missing.
         """
+        if self._server is not None and self._server.running():
+            raise RuntimeError("the KDC is already running: stop_server() first")
         argv = [self._tools["krb5kdc"], "-n", "-r", self.realm, "-P", str(self.directory / "kdc.pid")]
         env = {**os.environ, **self.environ}
         if clock_offset:
