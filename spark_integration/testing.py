@@ -229,10 +229,24 @@ class LocalSparkCluster:
 
         os.environ.setdefault("PYSPARK_PYTHON", self.python)
         os.environ.setdefault("SPARK_LOCAL_IP", HOST)
+        launch_plain_gateway()
         builder = SparkSession.builder.appName(app_name)
         for key, value in self.spark_conf(**overrides).items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
+
+
+def launch_plain_gateway() -> None:
+    """Start this process's PySpark JVM gateway, if it is not running yet, without any session's settings.
+
+    PySpark hands the settings of the first session a process creates to ``spark-submit`` as
+    ``--conf``, which makes them JVM system properties that every later SparkContext of the
+    process inherits: a ``spark.files`` entry whose file is gone by then fails every later
+    session. Only the driver's heap (``spark.driver.memory``, read when the JVM starts) is given.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).set("spark.driver.memory", "512m"))
 
 
 def local_spark(app_name: str, master: str = "local[2]") -> Any:
@@ -251,6 +265,7 @@ def local_spark(app_name: str, master: str = "local[2]") -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
     from pyspark.sql import SparkSession
 
+    launch_plain_gateway()
     return (SparkSession.builder.master(master).appName(app_name)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")

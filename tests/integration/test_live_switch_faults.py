@@ -220,7 +220,7 @@ def test_zookeeper_stopped_mid_switch_and_started_again(local, local_zk) -> None
         time.sleep(8)
         local.start_zookeeper()
 
-    fault_mid_switch(local, local_zk, unique("g-zkdown"), stop_and_start)
+    fault_mid_switch(local, local_zk, unique("g-zkdown"), stop_and_start, at_node=True)
 
 
 def test_the_coordinator_broker_killed_mid_switch_and_started_again(local, local_zk) -> None:

@@ -235,13 +235,16 @@ def test_detach_closes_its_descriptors_and_stop_joins_the_thread(link) -> None:
 
     _, server, _, _ = link
     hb = _heartbeat.Heartbeat()
-    before, fds = native_threads(), open_descriptors()
+    # Sets of descriptor numbers, not counts: leftover threads of earlier tests in this process may
+    # open or close descriptors meanwhile; the heartbeat's two are new at attach, gone at detach.
+    before, fds = native_threads(), set(os.listdir("/proc/self/fd"))
     attach(hb, link)
     started = native_threads() - before
-    assert len(started) == 1 and open_descriptors() == fds + 2
+    opened = set(os.listdir("/proc/self/fd")) - fds
+    assert len(started) == 1 and len(opened) >= 2
     hb.detach()
     hb.detach()  # idempotent
-    assert open_descriptors() == fds
+    assert len(opened & set(os.listdir("/proc/self/fd"))) <= len(opened) - 2
     assert receive(server, 12, 2 * INTERVAL) == b""  # detached: silent
     hb.stop()
     hb.stop()  # idempotent
