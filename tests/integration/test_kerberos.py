@@ -120,6 +120,26 @@ def test_no_ticket_names_the_keytab_settings(kerberized: ProjectCluster, tmp_pat
     assert "no Kerberos ticket: run kinit" in str(info.value)
 
 
+def test_an_expired_ticket_in_the_cache_is_named(kerberized: ProjectCluster, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ticket-cache login whose only ticket has expired: the error says so and how to renew it."""
+    ccache = f"FILE:{tmp_path / 'short-ccache'}"
+    kerberized.kdc.kinit(CLIENT, kerberized.kdc.keytab(CLIENT), ccache, lifetime="3s")
+    monkeypatch.setenv("KRB5CCNAME", ccache)
+    props = kerberos_props(kerberized, unique("g-expired"))
+    del props["sasl.kerberos.keytab"], props["sasl.kerberos.principal"]
+    wait_until(lambda: _ticket_expired(ccache), timeout=30, what="the 3 s ticket to expire")
+    with pytest.raises(ConfigurationError) as info:
+        ZookeeperConsumerConnector(props)
+    assert info.value.property == "sasl.kerberos.keytab"
+    assert "the Kerberos ticket in the ticket cache has expired: renew it" in str(info.value), str(info.value)
+
+
+def _ticket_expired(ccache: str) -> bool:
+    """Whether MIT's ``klist -s`` finds no valid ticket in ``ccache`` any more."""
+    return subprocess.run(["klist", "-s", "-c", ccache], check=False).returncode != 0
+
+
 def test_principal_not_in_keytab_is_named(kerberized: ProjectCluster) -> None:
     props = kerberos_props(kerberized, unique("g-badprinc"),
                            **{"sasl.kerberos.principal": f"nobody@{kerberized.kdc.realm}"})

@@ -213,9 +213,12 @@ class LocalKdc:
         """Run one ``kadmin.local`` query; its output. ClusterStartError when it fails."""
         return self._run([self._tools["kadmin.local"], "-r", self.realm, "-q", query])
 
-    def kinit(self, principal: str, keytab: Path, ccache: str) -> None:
-        """Log ``principal`` in from ``keytab`` into the ticket cache ``ccache`` (``FILE:...``)."""
-        self._run([self._tools["kinit"], "-k", "-t", str(keytab), "-c", ccache, self.qualified(principal)])
+    def kinit(self, principal: str, keytab: Path, ccache: str, *, lifetime: Optional[str] = None) -> None:
+        """Log ``principal`` in from ``keytab`` into the ticket cache ``ccache`` (``FILE:...``), for
+        ``lifetime`` (kinit's ``-l``, e.g. ``"5s"``; the realm's ticket lifetime when None)."""
+        lifetime_args = ["-l", lifetime] if lifetime else []
+        self._run([self._tools["kinit"], "-k", "-t", str(keytab), *lifetime_args, "-c", ccache,
+                   self.qualified(principal)])
 
     def _run(self, argv: Sequence[str]) -> str:
         result = subprocess.run(list(argv), env={**os.environ, **self.environ}, stdin=subprocess.DEVNULL,
