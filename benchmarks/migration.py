@@ -101,7 +101,7 @@ class Phase:
         self.members: List[Recorder] = []
         self.clients: List[ClientMember] = []
         self._count = 0
-        self.producer = SteadyProducer(cluster.bootstrap_servers, self.topic, args)
+        self.producer = SteadyProducer(cluster.bootstrap_servers, self.topic, args.rate)
 
     def start_member(self, **extra: object) -> Recorder:
         self._count += 1
@@ -141,12 +141,17 @@ class Phase:
         return list(self.log) + resolve(list(self.printed), self.producer.where)
 
     def judge(self, start: float, end: float, took: float) -> Dict[str, Any]:
-        return dict(figures(self.deliveries(), start, end, PARTITIONS), command_s=round(took, 2))
+        judged = dict(figures(self.deliveries(), start, end, PARTITIONS), command_s=round(took, 2))
+        if not judged["delivered_by"]:
+            raise RuntimeError(f"nothing was delivered in group {self.group}: no figures to give")
+        return judged
 
     def finish(self, results: Dict[str, Dict[str, Any]], names: List[str], timeout: float = 60) -> None:
         """Stop the producer, wait (up to ``timeout`` s) for every acknowledged message, record
         ``lost`` in each of ``names``, stop every member."""
         acked = self.producer.stop()
+        if not acked:
+            raise RuntimeError(f"the producer to {self.topic} had nothing acknowledged: no figures to give")
         values = set(acked)
 
         def delivered() -> List[bytes]:
