@@ -1,21 +1,34 @@
-"""Moving a running group off ZooKeeper membership: the live switch against stop-the-world, measured.
+"""Moving a running group off ZooKeeper membership, and on to modern clients, measured.
 
 On one ProjectCluster (one broker, 8 partitions per topic) under a steady producer
-(``--rate`` messages/s, kafka-python, acks=1), a group of 4 zkconsumer members (in this
-process, 2 streams each, auto-commit every second, Kafka's default ``rebalance.backoff.ms``)
-goes through:
+(``--rate`` messages/s, kafka-python, acks=1), groups of 4 members go through these phases,
+each on a topic and group of its own (``--phases``, default all):
 
-* **live switch**: ZooKeeper membership with Kafka offsets (step 2), then
-  ``zkconsumer groups migrate --to kafka --execute`` while consuming;
-* **rollback**: the same group, ``groups migrate --to zookeeper --execute``;
-* **stop-the-world**: a fresh group on ZooKeeper membership and ZooKeeper offsets is stopped
+* ``switch``: 4 zkconsumer members (in this process, 2 streams each, auto-commit every second,
+  Kafka's default ``rebalance.backoff.ms``; on coordinator membership a heartbeat every
+  ``--heartbeat-ms``, 2000 by default) on ZooKeeper membership with Kafka offsets (step 2);
+  **live switch**: ``zkconsumer groups migrate --to kafka --execute`` while they consume; then
+  **rollback**: ``groups migrate --to zookeeper --execute``;
+* ``handover``: the same start, the live switch (not measured again), then the **hand-over to
+  modern clients**: one member at a time, a zkconsumer member stops (``shutdown()``: final
+  commits, LeaveGroup), the group settles on 3 (DescribeGroups: ``Stable``), a modern client
+  starts in a process of its own (Kafka 0.9's Java ``KafkaConsumer`` through ``ConsoleConsumer
+  --new-consumer``, kafka-python, confluent-kafka, kafka-python again; range assignor,
+  auto-commit every 200 ms, a heartbeat every 500 ms) and the group settles on 4 again (the longest gap of each step is
+  reported too);
+* ``rolling``: the baseline, a **rolling restart** of 4 zkconsumer members on ZooKeeper
+  membership (Kafka offsets): one at a time, ``shutdown()`` and a new member started with the
+  same configuration, until every partition is owned again; ``rolling-coordinator``: the same on
+  coordinator membership (the normal rebalance of the group the hand-over works on);
+* ``stw``: **stop-the-world**, a group on ZooKeeper membership and ZooKeeper offsets is stopped
   (``shutdown()``, final commits), ``zkconsumer offsets copy --from zookeeper --to kafka
   --execute`` moves its offsets, and 4 coordinator members start (what users can do today).
 
-For each: the longest time any partition went undelivered from 1 s before the step began to
-``--settle`` seconds after it ended (deliveries of a partition are ~``8/rate`` s apart in the
-steady state, so the longest gap is the hand-over), the (partition, offset) pairs delivered more
-than once, and the acknowledged messages never delivered. Prints a table and a JSON line.
+For each, over the window from 1 s before the step began to ``--settle`` seconds after it ended
+(:mod:`benchmarks.migration_report` defines the figures): the longest time any partition went
+undelivered (deliveries of a partition are ~``8/rate`` s apart in the steady state, so the
+longest gap is the hand-over), duplicates, partitions delivered by two members at once
+(overlap), and, over the group's whole run, the acknowledged messages never delivered (lost).
 
 Run under the shared lock: ``flock /tmp/zkconsumer-cluster.lock scripts/bench-migration``.
 """
@@ -26,83 +39,24 @@ import argparse
 import json
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from benchmarks.migration_members import ClientMember, Recorder, SteadyProducer
+from benchmarks.migration_report import Delivery, figures, longest_gap, lost, resolve, table
 
 PARTITIONS = 8
 MEMBERS = 4
+PHASES = ("switch", "handover", "rolling", "rolling-coordinator", "stw")
+MODERN_KINDS = ("java", "kafka-python", "confluent", "kafka-python")
 
 
-class Recorder:
-    """A member delivering on 2 streams, recording ``(time, partition, offset, value)``."""
-
-    def __init__(self, props: Dict[str, object], topic: str, log: List[Tuple[float, int, int, bytes]]) -> None:
-        from zkconsumer import ZookeeperConsumerConnector
-
-        self.connector = ZookeeperConsumerConnector(props)
-        self._log = log
-        self._stop = threading.Event()
-        self._threads: List[threading.Thread] = []
-        self.joined = threading.Event()
-        starter = threading.Thread(target=self._start, args=(topic,), daemon=True)
-        starter.start()
-        self._threads.append(starter)
-
-    def _start(self, topic: str) -> None:
-        for stream in self.connector.create_message_streams({topic: 2})[topic]:
-            t = threading.Thread(target=self._drain, args=(stream,), daemon=True)
-            t.start()
-            self._threads.append(t)
-        self.joined.set()
-
-    def _drain(self, stream: Any) -> None:
-        from zkconsumer import ConsumerTimeoutError
-
-        while not self._stop.is_set():
-            try:
-                for m in stream:
-                    self._log.append((time.monotonic(), m.partition, m.offset, m.message))
-                    if self._stop.is_set():
-                        return
-                return
-            except ConsumerTimeoutError:
-                continue
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.connector.shutdown()
-        for t in self._threads:
-            t.join(15)
+T0 = time.monotonic()
 
 
-class SteadyProducer:
-    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
-        from kafka import KafkaProducer
-
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 9), acks=1, linger_ms=0)
-        self.acked: Set[bytes] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(topic, rate), daemon=True)
-        self._thread.start()
-
-    def _run(self, topic: str, rate: int) -> None:
-        i, started = 0, time.monotonic()
-        while not self._stop.is_set():
-            value = f"v{i:08d}".encode()
-            self._producer.send(topic, value=value).add_callback(lambda _m, v=value: self.acked.add(v))
-            i += 1
-            delay = started + i / rate - time.monotonic()
-            if delay > 0:
-                self._stop.wait(delay)
-
-    def stop(self) -> Set[bytes]:
-        self._stop.set()
-        self._thread.join(10)
-        self._producer.flush(30)
-        self._producer.close(5)
-        return set(self.acked)
+def progress(what: str) -> None:
+    print(f"[{time.monotonic() - T0:6.1f} s] {what}", file=sys.stderr, flush=True)
 
 
 def cli(zk_connect: str, *args: str) -> float:
@@ -113,28 +67,6 @@ def cli(zk_connect: str, *args: str) -> float:
     if out.returncode:
         raise RuntimeError(f"zkconsumer {' '.join(args)} failed: {out.stdout}{out.stderr}")
     return time.monotonic() - started
-
-
-def measure(log: List[Tuple[float, int, int, bytes]], start: float, end: float) -> Dict[str, Any]:
-    """Longest undelivered gap per partition within ``[start, end]`` and duplicates there."""
-    window = sorted(e for e in log if start <= e[0] <= end)
-    last: Dict[int, float] = {}
-    gap = 0.0
-    worst = -1
-    seen: Set[Tuple[int, int]] = set()
-    duplicates = 0
-    for t, p, o, _ in window:
-        before = last.get(p, start)
-        if t - before > gap:
-            gap, worst = t - before, p
-        last[p] = t
-        if (p, o) in seen:
-            duplicates += 1
-        seen.add((p, o))
-    for p in range(PARTITIONS):  # a partition never delivered again before the end
-        if end - last.get(p, start) > gap:
-            gap, worst = end - last.get(p, start), p
-    return {"longest_undelivered_s": round(gap, 3), "partition": worst, "duplicates": duplicates}
 
 
 def props(cluster: Any, group: str, **extra: object) -> Dict[str, object]:
@@ -148,87 +80,220 @@ def props(cluster: Any, group: str, **extra: object) -> Dict[str, object]:
     return base
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
-def run(args: argparse.Namespace) -> Dict[str, Any]:
-    from harness.cluster import ProjectCluster
+class Phase:
+    """One group on a topic of its own under a steady producer: its members, what they delivered."""
 
-    results: Dict[str, Any] = {}
-    with ProjectCluster(brokers=1, partitions=PARTITIONS) as cluster:
-        # Live switch and its rollback, one group.
-        topic = cluster.create_topic(f"mig-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS, timeout=30)
-        group = f"bench-live-{uuid.uuid4().hex[:6]}"
-        log: List[Tuple[float, int, int, bytes]] = []
-        producer = SteadyProducer(cluster.bootstrap_servers, topic, args.rate)
-        members = [Recorder(props(cluster, group), topic, log) for _ in range(MEMBERS)]
-        for m in members:
-            m.joined.wait(120)
-        time.sleep(args.settle)
-        for name, to in (("live switch", "kafka"), ("rollback", "zookeeper")):
-            print(f"{name}...", file=sys.stderr)
-            start = time.monotonic()
-            took = cli(cluster.zk_connect, "groups", "migrate", "--group", group, "--to", to, "--execute")
-            end = time.monotonic()
-            time.sleep(args.settle)
-            results[name] = dict(measure(log, start - 1.0, end + args.settle), command_s=round(took, 2))
-        acked = producer.stop()
-        time.sleep(args.settle)
-        delivered = {v for *_, v in log}
-        lost = len(acked - delivered)
-        for name in ("live switch", "rollback"):
-            results[name]["lost"] = lost  # over the whole run of this group
-        for m in members:
-            m.stop()
+    def __init__(self, cluster: Any, prefix: str, args: argparse.Namespace) -> None:
+        self.cluster = cluster
+        self.heartbeat_ms = args.heartbeat_ms
+        self.topic = cluster.create_topic(f"{prefix}-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS, timeout=30)
+        self.group = f"bench-{prefix}-{uuid.uuid4().hex[:6]}"
+        self.log: List[Delivery] = []
+        self.printed: List[Tuple[float, str, bytes]] = []  # child processes: (time, member, value)
+        self.members: List[Recorder] = []
+        self.clients: List[ClientMember] = []
+        self._count = 0
+        self.producer = SteadyProducer(cluster.bootstrap_servers, self.topic, args.rate)
 
-        # Stop-the-world, a fresh group on ZooKeeper membership and ZooKeeper offsets.
-        print("stop-the-world...", file=sys.stderr)
-        topic = cluster.create_topic(f"stw-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS, timeout=30)
-        group = f"bench-stw-{uuid.uuid4().hex[:6]}"
-        log = []
-        producer = SteadyProducer(cluster.bootstrap_servers, topic, args.rate)
-        members = [Recorder(props(cluster, group, offsets_storage="zookeeper"), topic, log) for _ in range(MEMBERS)]
-        for m in members:
-            m.joined.wait(120)
-        time.sleep(args.settle)
+    def start_member(self, **extra: object) -> Recorder:
+        self._count += 1
+        settings = props(self.cluster, self.group, heartbeat_interval_ms=self.heartbeat_ms, **extra)
+        member = Recorder(f"zk-{self._count}", settings, self.topic, self.log)
+        self.members.append(member)
+        return member
+
+    def start_client(self, kind: str) -> ClientMember:
+        self._count += 1
+        client = ClientMember(kind, f"{kind}-{self._count}", self.cluster, self.group, self.topic, self.printed)
+        self.clients.append(client)
+        return client
+
+    def all_owned(self) -> bool:
+        return sum(m.owned() for m in self.members) == PARTITIONS
+
+    def coordinator_stable(self, members: int) -> bool:
+        """The coordinator holds ``members`` members of the group, settled (``Stable``)."""
+        from kazoo.client import KazooClient
+
+        from zkconsumer.admin.stores import CoordinatorOffsets
+
+        zk = KazooClient(hosts=self.cluster.zk_connect)
+        zk.start(30)
+        try:
+            with CoordinatorOffsets(zk, self.group) as coordinator:
+                described = coordinator.describe()
+        except Exception:  # noqa: BLE001 - between generations, or the coordinator moving: look again
+            return False
+        finally:
+            zk.stop()
+            zk.close()
+        return described.state == "Stable" and len(described.members) == members
+
+    def deliveries(self) -> List[Delivery]:
+        return list(self.log) + resolve(list(self.printed), self.producer.where)
+
+    def judge(self, start: float, end: float, took: float) -> Dict[str, Any]:
+        judged = dict(figures(self.deliveries(), start, end, PARTITIONS), command_s=round(took, 2))
+        if not judged["delivered_by"]:
+            raise RuntimeError(f"nothing was delivered in group {self.group}: no figures to give")
+        return judged
+
+    def finish(self, results: Dict[str, Dict[str, Any]], names: List[str], timeout: float = 60) -> None:
+        """Stop the producer, wait (up to ``timeout`` s) for every acknowledged message, record
+        ``lost`` in each of ``names``, stop every member."""
+        acked = self.producer.stop()
+        if not acked:
+            raise RuntimeError(f"the producer to {self.topic} had nothing acknowledged: no figures to give")
+        values = set(acked)
+
+        def delivered() -> List[bytes]:
+            placed = {(p, o): v for v, (p, o) in acked.items()}
+            return [placed[(p, o)] for _, _, p, o in self.deliveries() if (p, o) in placed]
+
+        deadline = time.monotonic() + timeout
+        while lost(values, delivered()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for name in names:
+            results[name]["lost"] = lost(values, delivered())
+        for member in self.members:
+            member.stop()
+        for client in self.clients:
+            client.stop()
+
+
+def started(phase: Phase, settle: float, **extra: object) -> None:
+    """Start ``MEMBERS`` zkconsumer members, wait until they own every partition, consume ``settle`` s."""
+    for _ in range(MEMBERS):
+        phase.start_member(**extra)
+    for m in phase.members:
+        m.joined.wait(120)
+    wait_for(phase.all_owned, 120, "the members to own every partition")
+    time.sleep(settle)
+
+
+def switch_and_rollback(cluster: Any, args: argparse.Namespace, results: Dict[str, Dict[str, Any]]) -> None:
+    phase = Phase(cluster, "mig", args)
+    started(phase, args.settle)
+    for name, to in (("live switch", "kafka"), ("rollback", "zookeeper")):
+        progress(f"{name}...")
         start = time.monotonic()
-        for m in members:
-            m.stop()
-        cli(cluster.zk_connect, "offsets", "copy", "--group", group, "--from", "zookeeper", "--to", "kafka",
-            "--execute")
-        members = [Recorder(props(cluster, group, group_membership="kafka"), topic, log) for _ in range(MEMBERS)]
-        for m in members:
-            m.joined.wait(120)
-        wait_for(lambda: sum(len(m.connector.status.owned) if m.connector.status else 0 for m in members)
-                 == PARTITIONS, 120, "the coordinator members to own every partition")
+        took = cli(cluster.zk_connect, "groups", "migrate", "--group", phase.group, "--to", to, "--execute")
         end = time.monotonic()
         time.sleep(args.settle)
-        results["stop-the-world"] = dict(measure(log, start - 1.0, end + args.settle), command_s=round(end - start, 2))
-        acked = producer.stop()
-        time.sleep(args.settle)
-        results["stop-the-world"]["lost"] = len(acked - {v for *_, v in log})
-        for m in members:
-            m.stop()
+        results[name] = phase.judge(start - 1.0, end + args.settle, took)
+    phase.finish(results, ["live switch", "rollback"])
+
+
+def handover(cluster: Any, args: argparse.Namespace, results: Dict[str, Dict[str, Any]]) -> None:
+    phase = Phase(cluster, "hand", args)
+    started(phase, args.settle)
+    progress("live switch (before the hand-over)...")
+    cli(cluster.zk_connect, "groups", "migrate", "--group", phase.group, "--to", "kafka", "--execute")
+    wait_for(lambda: phase.coordinator_stable(MEMBERS), 120, "the switched group to settle", 0.5)
+    time.sleep(args.settle)
+    progress("hand-over to modern clients...")
+    start = time.monotonic()
+    marks: List[Tuple[str, float]] = []
+    for kind in MODERN_KINDS:
+        progress(f"a zkconsumer member leaves, {kind} takes its place")
+        marks.append((f"{len(marks) + 1}: {kind}", time.monotonic()))
+        phase.members.pop(0).stop()
+        wait_for(lambda: phase.coordinator_stable(MEMBERS - 1), 120, f"the group to settle before {kind} joins", 0.5)
+        phase.start_client(kind)
+        wait_for(lambda: phase.coordinator_stable(MEMBERS), 120, f"{kind} to join", 0.5)
+    end = time.monotonic()
+    time.sleep(args.settle)
+    name = "hand-over to modern clients"
+    results[name] = phase.judge(start - 1.0, end + args.settle, end - start)
+    bounds = [t for _, t in marks[1:]] + [end + args.settle]
+    results[name]["longest_undelivered_by_step_s"] = {
+        step: round(longest_gap(phase.deliveries(), t, until, PARTITIONS)[0], 3)
+        for (step, t), until in zip(marks, bounds)}
+    phase.finish(results, [name])
+
+
+def rolling_restart(cluster: Any, args: argparse.Namespace, results: Dict[str, Dict[str, Any]],
+                    membership: str = "zookeeper") -> None:
+    phase = Phase(cluster, "roll", args)
+    started(phase, args.settle, group_membership=membership)
+    name = f"rolling restart ({'ZooKeeper' if membership == 'zookeeper' else 'coordinator'} membership)"
+    progress(f"{name}...")
+    start = time.monotonic()
+    for _ in range(MEMBERS):
+        phase.members.pop(0).stop()
+        member = phase.start_member(group_membership=membership)
+        member.joined.wait(120)
+        wait_for(phase.all_owned, 120, "the restarted member's group to own every partition")
+    end = time.monotonic()
+    time.sleep(args.settle)
+    results[name] = phase.judge(start - 1.0, end + args.settle, end - start)
+    phase.finish(results, [name])
+
+
+def stop_the_world(cluster: Any, args: argparse.Namespace, results: Dict[str, Dict[str, Any]]) -> None:
+    phase = Phase(cluster, "stw", args)
+    started(phase, args.settle, offsets_storage="zookeeper")
+    progress("stop-the-world...")
+    start = time.monotonic()
+    while phase.members:
+        phase.members.pop().stop()
+    cli(cluster.zk_connect, "offsets", "copy", "--group", phase.group, "--from", "zookeeper", "--to", "kafka",
+        "--execute")
+    for _ in range(MEMBERS):
+        phase.start_member(group_membership="kafka")
+    for m in phase.members:
+        m.joined.wait(120)
+    wait_for(phase.all_owned, 120, "the coordinator members to own every partition")
+    end = time.monotonic()
+    time.sleep(args.settle)
+    results["stop-the-world"] = phase.judge(start - 1.0, end + args.settle, end - start)
+    phase.finish(results, ["stop-the-world"])
+
+
+def rolling_restart_coordinator(cluster: Any, args: argparse.Namespace, results: Dict[str, Dict[str, Any]]) -> None:
+    rolling_restart(cluster, args, results, membership="kafka")
+
+
+RUNS = {"switch": switch_and_rollback, "handover": handover, "rolling": rolling_restart,
+        "rolling-coordinator": rolling_restart_coordinator, "stw": stop_the_world}
+
+
+def run(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
+    from harness.cluster import ProjectCluster
+
+    results: Dict[str, Dict[str, Any]] = {}
+    with ProjectCluster(brokers=1, partitions=PARTITIONS) as cluster:
+        progress("cluster up")
+        for phase in args.phases:
+            RUNS[phase](cluster, args, results)
     return results
 
 
-def main(argv: List[str] = sys.argv[1:]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rate", type=int, default=400, help="messages/s produced (default 400)")
     parser.add_argument("--settle", type=float, default=8.0, help="seconds consumed before and after each step")
-    args = parser.parse_args(argv)
+    parser.add_argument("--heartbeat-ms", type=int, default=2000,
+                        help="the zkconsumer members' heartbeat.interval.ms on coordinator membership (default 2000)")
+    parser.add_argument("--phases", type=lambda s: s.split(","), default=list(PHASES),
+                        help=f"comma-separated, in order (default {','.join(PHASES)})")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    unknown = set(args.phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
     results = run(args)
-    print("| procedure | longest time a partition went undelivered | duplicates | lost | step took |")
-    print("|---|---|---|---|---|")
-    for name, r in results.items():
-        print(f"| {name} | {r['longest_undelivered_s']:.2f} s (partition {r['partition']}) | {r['duplicates']} | "
-              f"{r['lost']} | {r['command_s']:.1f} s |")
-    print(json.dumps({"rate": args.rate, "members": MEMBERS, "partitions": PARTITIONS, "results": results}))
+    print(table(results))
+    print(json.dumps({"rate": args.rate, "heartbeat_ms": args.heartbeat_ms, "members": MEMBERS,
+                      "partitions": PARTITIONS, "phases": args.phases,
+                      "results": results}))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 ``harness.cluster``: ``ProjectCluster`` (a ``LocalCluster`` with Kafka's own tools as referees),
 ZooKeeper ensembles, TCP proxies that cut connections, TLS material, a Kerberos KDC;
-``harness.postgres``: a throw-away PostgreSQL; ``harness.assignment``: Kafka's assignment
+``harness.modern_client``: a modern Kafka client (kafka-python, confluent-kafka) as a group member
+in a child process; ``harness.postgres``: a throw-away PostgreSQL; ``harness.assignment``: Kafka's assignment
 algorithms restated as the oracle that zkconsumer's assignors are checked against.
 """

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 from kazoo.exceptions import NoNodeError
@@ -106,40 +106,23 @@ def consumer_id(member) -> str:
     return member.consumer_id if isinstance(member, RecorderProcess) else member.connector.consumer_id
 
 
-def test_a_member_killed_mid_switch_leaves_the_others_to_complete_it(cluster, zk, make_topic) -> None:
+def test_a_member_killed_mid_switch_leaves_the_others_to_complete_it(cluster, zk) -> None:
     """SIGKILL a member still registered as the first one deregisters: its registration (and owner
     nodes, if it still held them) stay until its session expires; the barrier holds the others
     until then; they complete the switch and take its partitions over from its last commit."""
-    topic = make_topic(partitions=PARTITIONS)
     group = unique("g-kill")
-    producer = Producer(cluster, topic)
-    members: List[RecorderProcess] = []
-    runner: Optional[threading.Thread] = None
-    try:
-        members = started_group(cluster, zk, group, topic, processes=True)
-        before = registered(zk, group)
-        runner, result = migrate_in_background(cluster, group, 5)  # it expects 3: a short wait, never 0
-        left = first_deregistration(zk, group, before)
-        candidates = [m for m in members if m.consumer_id in left] or members
-        victim = candidates[0]
+
+    def kill(members: List[RecorderProcess], left: List[str], topic: str) -> str:
+        victim = ([m for m in members if m.consumer_id in left] or members)[0]
         victim.kill()
         held = owners_of(zk, group, topic, victim.consumer_id or "?")
         assert not settled(zk, group, "kafka", MEMBERS - 1), "the switch was over before the kill"
         print(f"killed {victim.name} ({victim.consumer_id}): registered then={victim.consumer_id in left}, "
               f"registered at kill: {left}, owner nodes of its session left: {held}")
-        wait_until(lambda: on_coordinator(zk, group, MEMBERS - 1), 90,
-                   f"{MEMBERS - 1} coordinator members and no /ids once the victim's session expired")
-        assert not zk.exists(f"/consumers/{group}/owners/{topic}") or \
-            zk.get_children(f"/consumers/{group}/owners/{topic}") == [], "owner nodes left after the switch"
-        time.sleep(3)  # consume a while on the coordinator
-        counts = referee(producer, members, may_redeliver_after=lambda name: name == victim.name)
-        print(f"referee: {counts}; command: {result['out'].returncode if 'out' in result else 'running'}")
-    finally:
-        producer.stop()
-        for m in members:
-            m.stop()
-        if runner is not None:
-            runner.join(60)
+        return victim.name
+
+    # the command expects 3 members: a short wait (it gives up; the members finish by themselves), never 0
+    fault_mid_switch(cluster, zk, group, kill, processes=True, command_timeout_s=5)
 
 
 def test_the_command_killed_right_after_writing_the_node_changes_nothing(cluster, zk, make_topic) -> None:
@@ -174,30 +157,39 @@ def test_the_command_killed_right_after_writing_the_node_changes_nothing(cluster
             m.stop()
 
 
-def fault_mid_switch(local, local_zk, group: str, fault, at_node: bool = False) -> Dict[str, object]:
-    """Three in-process members of ``local`` switch to the coordinator; ``fault()`` runs as the first
-    one deregisters (``at_node``: as the node appears); the group must settle on the coordinator;
-    the referee judges, allowing at-least-once redelivery (see the module docstring)."""
-    topic = new_topic(local, "t-switch", PARTITIONS)
-    producer = Producer(local, topic)
-    members: List[Recorder] = []
+def fault_mid_switch(cluster, zk, group: str, fault: Callable[[List, List[str], str], Optional[str]], *,
+                     at_node: bool = False, processes: bool = False, command_timeout_s: float = 120) -> Dict[str, object]:
+    """Three members of ``cluster`` (``processes``: each in a child process, else in this one) switch
+    to the coordinator under a steady producer; ``fault(members, registered, topic)`` runs as the first one
+    deregisters (``at_node``: as the migration node appears), given who was still registered then
+    and the topic, and returns the name of the member it killed, if any. The group must then settle on the
+    coordinator (every member but the killed one), no owner node left, and the referee judges,
+    allowing at-least-once redelivery after the killed member, or after any member when none was
+    killed (see the module docstring). Returns the referee's counts and the command's exit status."""
+    topic = new_topic(cluster, "t-switch", PARTITIONS)
+    producer = Producer(cluster, topic)
+    members: List = []
     runner: Optional[threading.Thread] = None
     try:
-        members = started_group(local, local_zk, group, topic, processes=False)
-        before = registered(local_zk, group)
-        runner, result = migrate_in_background(local, group, 120)
-        left = first_deregistration(local_zk, group, before, at_node=at_node)
-        fault()
+        members = started_group(cluster, zk, group, topic, processes=processes)
+        before = registered(zk, group)
+        runner, result = migrate_in_background(cluster, group, command_timeout_s)
+        left = first_deregistration(zk, group, before, at_node=at_node)
+        killed = fault(members, left, topic)
         print(f"fault with {len(left)} of {len(before)} member(s) still registered")
         assert left, "every member had deregistered before the fault: the switch was no longer under way"
-        wait_until(lambda: on_coordinator(local_zk, group, MEMBERS), 90,
-                   f"{MEMBERS} coordinator members and no /ids after the fault")
-        assert {m.kind for m in members} == {"kafka"}
-        time.sleep(3)
-        counts: Dict[str, object] = dict(referee(producer, members, may_redeliver_after=lambda name: True))
-        runner.join(150)
-        out = result.get("out")
-        counts["command"] = getattr(out, "returncode", "running")
+        survivors = MEMBERS - (killed is not None)
+        wait_until(lambda: on_coordinator(zk, group, survivors), 90,
+                   f"{survivors} coordinator members and no /ids after the fault")
+        owners = f"/consumers/{group}/owners/{topic}"
+        assert not zk.exists(owners) or zk.get_children(owners) == [], "owner nodes left after the switch"
+        if not processes:
+            assert {m.kind for m in members} == {"kafka"}
+        time.sleep(3)  # consume a while on the coordinator
+        counts: Dict[str, object] = dict(referee(producer, members,
+                                                 may_redeliver_after=lambda name: killed in (None, name)))
+        runner.join(command_timeout_s + 30)
+        counts["command"] = getattr(result.get("out"), "returncode", "running")
         print(f"referee: {counts}")
         return counts
     finally:
@@ -205,7 +197,7 @@ def fault_mid_switch(local, local_zk, group: str, fault, at_node: bool = False) 
         for m in members:
             m.stop()
         if runner is not None:
-            runner.join(150)
+            runner.join(command_timeout_s + 30)
 
 
 def test_zookeeper_stopped_mid_switch_and_started_again(local, local_zk) -> None:
@@ -220,7 +212,7 @@ def test_zookeeper_stopped_mid_switch_and_started_again(local, local_zk) -> None
         time.sleep(8)
         local.start_zookeeper()
 
-    fault_mid_switch(local, local_zk, unique("g-zkdown"), stop_and_start, at_node=True)
+    fault_mid_switch(local, local_zk, unique("g-zkdown"), lambda *_: stop_and_start(), at_node=True)
 
 
 def test_the_coordinator_broker_killed_mid_switch_and_started_again(local, local_zk) -> None:
@@ -234,7 +226,7 @@ def test_the_coordinator_broker_killed_mid_switch_and_started_again(local, local
         time.sleep(2)
         local.start_broker(0)
 
-    fault_mid_switch(local, local_zk, unique("g-brokerdown"), kill_and_start, at_node=True)
+    fault_mid_switch(local, local_zk, unique("g-brokerdown"), lambda *_: kill_and_start(), at_node=True)
 
 
 class _Seen:

@@ -25,13 +25,14 @@ from kafka import KafkaAdminClient
 from offsets_support import kafka_committed
 from support import Drainer, consumer_props, unique, wait_until
 
+from harness import modern_client
 from harness.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer import ZookeeperConsumerConnector
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 12
-HERE = Path(__file__).parent
+MODERN_CLIENT = modern_client.__file__  # the child program: python MODERN_CLIENT KIND ...
 
 
 class ClientProcess:
@@ -65,7 +66,7 @@ class ClientProcess:
 
 
 def python_client(kind: str, cluster, group: str, topic: str, strategy: str) -> ClientProcess:
-    proc = subprocess.Popen([sys.executable, str(HERE / "modern_client_process.py"), kind, cluster.bootstrap_servers,
+    proc = subprocess.Popen([sys.executable, MODERN_CLIENT, kind, cluster.bootstrap_servers,
                              group, topic, strategy], stdout=subprocess.PIPE)
     return ClientProcess(proc, kind)
 
