@@ -24,8 +24,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 from kazoo.exceptions import NoNodeError
-from support import Producer, consumer_props, new_topic, unique, wait_until
-from switch_support import Recorder, RecorderProcess, check_deliveries, migrate, referee, settled
+from support.common import Producer, consumer_props, new_topic, unique, wait_until
+from support.switch import Recorder, RecorderProcess, check_deliveries, migrate, referee, settled
 
 from zkconsumer.zookeeper import migration
 

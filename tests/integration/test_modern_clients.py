@@ -22,8 +22,9 @@ from typing import Any, Dict, List, Set, Tuple
 
 import pytest
 from kafka import KafkaAdminClient
-from offsets_support import kafka_committed
-from support import Drainer, consumer_props, unique, wait_until
+from support import PROGRAMS
+from support.common import Drainer, consumer_props, unique, wait_until
+from support.offsets import kafka_committed
 
 from harness.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer import ZookeeperConsumerConnector
@@ -31,7 +32,6 @@ from zkconsumer import ZookeeperConsumerConnector
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 12
-HERE = Path(__file__).parent
 
 
 class ClientProcess:
@@ -65,7 +65,7 @@ class ClientProcess:
 
 
 def python_client(kind: str, cluster, group: str, topic: str, strategy: str) -> ClientProcess:
-    proc = subprocess.Popen([sys.executable, str(HERE / "modern_client_process.py"), kind, cluster.bootstrap_servers,
+    proc = subprocess.Popen([sys.executable, str(PROGRAMS / "modern_client.py"), kind, cluster.bootstrap_servers,
                              group, topic, strategy], stdout=subprocess.PIPE)
     return ClientProcess(proc, kind)
 

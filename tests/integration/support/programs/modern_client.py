@@ -1,6 +1,6 @@
 """A modern Kafka client as a member of a broker-managed group, in a process of its own.
 
-    python modern_client_process.py KIND BOOTSTRAP GROUP TOPIC STRATEGY
+    python modern_client.py KIND BOOTSTRAP GROUP TOPIC STRATEGY
 
 KIND is ``kafka-python`` or ``confluent`` (librdkafka). The member subscribes to TOPIC in
 GROUP (Kafka 0.9 brokers: no ApiVersions request), auto-commits every 200 ms, and prints
