@@ -58,6 +58,8 @@ LINE_VECTORS = [
     ("x=1\nlong = one,\\\n  two\ny=2\n", {"long": ("one,two", 2), "x": ("1", 1), "y": ("2", 4)}),
     # the last occurrence wins, with its own line
     ("k=1\nother=x\nk=2\n", {"k": ("2", 3), "other": ("x", 2)}),
+    # Windows and old Mac line ends count as one line each
+    ("a=1\r\nb=2\rc=3\n", {"a": ("1", 1), "b": ("2", 2), "c": ("3", 3)}),
     # leading blanks and an indented key
     ("\n\n   indented = v\n", {"indented": ("v", 3)}),
 ]
