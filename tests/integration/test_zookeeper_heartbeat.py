@@ -30,7 +30,7 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-from support import PROGRAMS
+from support import PROGRAMS, checkout_env
 from support.common import consumer_props, owners, unique, wait_until
 
 from benchmarks.rebalance.observe import read_counters
@@ -88,7 +88,7 @@ class MemberProcess:
         """``regex_seconds``: the process sizes a regular expression that holds the GIL at least
         that long before it connects (for ``stall(how="regex")``)."""
         script = PROGRAMS / "heartbeat_member.py"
-        env = dict(os.environ, ZKCONSUMER_PURE_PYTHON="1" if pure_python else "0")
+        env = checkout_env(ZKCONSUMER_PURE_PYTHON="1" if pure_python else "0")
         self.group = str(config["group.id"])
         extra = [str(regex_seconds)] if regex_seconds else []
         self.process = subprocess.Popen([sys.executable, str(script), json.dumps(config), topic, *extra],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kafka import KafkaConsumer, TopicPartition
 
-from support import PROGRAMS, ROOT
+from support import PROGRAMS, checkout_env
 from support.common import Drainer, consumer_props
 from zkconsumer import MessageAndMetadata, ZookeeperConsumerConnector
 
@@ -72,8 +71,7 @@ class ChildProcess:
     thread (under ``self._lock``); a line cut short by a kill is dropped. SIGKILL with :meth:`kill`."""
 
     def __init__(self, script: Path, args: List[str], stdin: bool = False) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        env = checkout_env(PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [sys.executable, str(script), *args], stdin=subprocess.PIPE if stdin else None,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
