@@ -1,6 +1,10 @@
 """A modern Kafka client as a member of a broker-managed group, in a process of its own.
 
+<<<<<<<< HEAD:harness/modern_client.py
     python -m harness.modern_client KIND BOOTSTRAP GROUP TOPIC STRATEGY
+========
+    python modern_client.py KIND BOOTSTRAP GROUP TOPIC STRATEGY
+>>>>>>>> h43:tests/integration/support/programs/modern_client.py
 
 KIND is ``kafka-python`` or ``confluent`` (librdkafka). The member subscribes to TOPIC in
 GROUP (Kafka 0.9 brokers: no ApiVersions request), auto-commits every 200 ms, and prints

@@ -151,5 +151,14 @@ def parse_properties_with_lines(text: str) -> Dict[str, Tuple[str, int]]:
     for line, start in _logical_lines(text):
         raw_key, raw_value = _split_key_value(line)
         key = _unescape(raw_key, "")
-        result[key] = (_unescape(raw_value, key), text.count("\n", 0, start) + 1)
+        result[key] = (_unescape(raw_value, key), _line_number(text, start))
     return result
+
+
+def _line_number(text: str, offset: int) -> int:
+    """The number (from 1) of the line ``offset`` is on; ``\\r\\n``, ``\\r`` and ``\\n`` each end a line, as in Java.
+
+    >>> _line_number("a\\r\\nb\\rc\\nd", 7)
+    4
+    """
+    return text.count("\n", 0, offset) + text.count("\r", 0, offset) - text.count("\r\n", 0, offset) + 1

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from support import Cli
+from support.common import Cli
 
 from harness.cluster import ProjectCluster
 

@@ -25,7 +25,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 import pytest
-from support import consumer_props, owners, unique, wait_until
+from support.common import consumer_props, owners, unique, wait_until
 
 from harness.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, KafkaStream, ZookeeperConsumerConnector

@@ -17,7 +17,7 @@ from typing import Dict, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import offset_checker, produced_values, unique
+from support.common import offset_checker, produced_values, unique
 
 import zkconsumer
 from zkconsumer.__main__ import main

@@ -3,7 +3,7 @@ closed pipe at random moments, checked against what the reader received.
 
 Every message's value says where it came from (``<partition>:<offset>:`` and padding), so
 the test knows, for each partition, which offsets reached it. Each run is a real
-``zkconsumer`` process (:func:`cli_process.interruptible_command`: Ctrl-C handled as in a
+``zkconsumer`` process (:func:`support.cli_process.interruptible_command`: Ctrl-C handled as in a
 terminal) of a fresh group reading one topic from the beginning, its stdout a pipe that the
 test reads; after it ended, the group's committed offsets are read from ZooKeeper.
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import pytest
-from cli_process import cli_env, interruptible_command
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from support import new_topic, unique
+from support.cli_process import cli_env, interruptible_command
+from support.common import new_topic, unique
 
 from zkconsumer.testing import LocalCluster
 

@@ -1,7 +1,7 @@
 """Ctrl-C always ends a command (zkconsumer.cli.interrupt), wherever it lands: tested at known places.
 
 Each test first puts the command somewhere a Ctrl-C used to be risky and checks it is there
-(a stack dump of its main thread, cli_process.main_thread_stack): inside a ZooKeeper call
+(a stack dump of its main thread, support.cli_process.main_thread_stack): inside a ZooKeeper call
 while ZooKeeper is paused (SIGSTOP), inside a broker request whose replies a TCP proxy holds,
 inside the ZooKeeper close that follows a first Ctrl-C, inside ``consume``'s iteration. Then
 it delivers SIGINT and checks how the command ended. Each has its own cluster (module scope)
@@ -18,9 +18,9 @@ import subprocess
 from typing import Iterator, List, Tuple
 
 import pytest
-from cli_process import PipeReader, cli_env, interruptible_command, wait_for_main_thread_in
 from kazoo.client import KazooClient
-from support import new_topic, produced_values, unique, wait_until
+from support.cli_process import PipeReader, cli_env, interruptible_command, wait_for_main_thread_in
+from support.common import new_topic, produced_values, unique, wait_until
 
 from harness.cluster.proxy import TcpProxy
 from zkconsumer.testing import LocalCluster
@@ -34,7 +34,7 @@ def group(local: LocalCluster, local_zk: KazooClient) -> Tuple[str, str]:
     """(topic, group): 3 partitions of 10 messages, the group's offsets committed at 10.
 
     The previous test may have paused ZooKeeper long enough to expire the broker's session:
-    :func:`support.new_topic` waits for the broker to register again.
+    :func:`support.common.new_topic` waits for the broker to register again.
     """
     topic = new_topic(local, "t-int", 3)
     for p in range(3):

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import pytest
-from cli_process import cli_env, interruptible_command
 from kazoo.client import KazooClient
-from support import produced_values, unique, wait_until
+from support.cli_process import cli_env, interruptible_command
+from support.common import produced_values, unique, wait_until
 
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper.group import GroupClient

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-from support import Drainer, consumer_props, unique
+from support.common import Drainer, consumer_props, unique
 
 from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector

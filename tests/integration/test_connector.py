@@ -11,7 +11,7 @@ from typing import Callable, List, Set
 
 import pytest
 from kazoo.client import KazooClient
-from support import (
+from support.common import (
     Drainer,
     ScalaConsoleConsumer,
     by_value,

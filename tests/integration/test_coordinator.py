@@ -6,8 +6,8 @@ import threading
 from typing import Dict, List, Mapping, Sequence, Set
 
 import pytest
-from offsets_support import MemberProcess, kafka_committed, produce_evenly, values
-from support import Drainer, consumer_props, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, produced_values, unique, wait_until
+from support.offsets import MemberProcess, kafka_committed, produce_evenly, values
 
 from harness.assignment import expected_member_range, expected_member_roundrobin
 from zkconsumer import (

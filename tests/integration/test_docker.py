@@ -16,8 +16,7 @@ import time
 from typing import Callable, Iterator, List, Optional
 
 import pytest
-from compose_cluster import BROKER_SERVICES, ComposeCluster, EngineObjects, engine_problem
-from support import (
+from support.common import (
     Drainer,
     Member,
     Producer,
@@ -28,6 +27,7 @@ from support import (
     unique,
     wait_until,
 )
+from support.compose import BROKER_SERVICES, ComposeCluster, EngineObjects, engine_problem
 
 from zkconsumer import ZookeeperConsumerConnector
 

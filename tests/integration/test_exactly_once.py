@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from support import produced_values, wait_until
+from support.common import produced_values, wait_until
 
 from zkconsumer.testing.processes import kill_all, spawn, tail
 

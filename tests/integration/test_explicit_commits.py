@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Dict
 
 import pytest
-from offsets_support import kafka_committed, zookeeper_committed
-from support import TwoMembers, consumer_props, produced_values, unique
+from support.common import TwoMembers, consumer_props, produced_values, unique
+from support.offsets import kafka_committed, zookeeper_committed
 
 from zkconsumer.errors import ConfigurationError
 

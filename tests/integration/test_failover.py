@@ -14,7 +14,7 @@ from typing import Iterator, List, Set
 
 import pytest
 from kafka import KafkaProducer
-from support import Drainer, by_value, consumer_props, produced_values, unique, wait_until
+from support.common import Drainer, by_value, consumer_props, produced_values, unique, wait_until
 
 from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import pytest
 from kazoo.client import KazooClient
 from kazoo.security import make_acl, make_digest_acl
-from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, owners, produced_values, unique, wait_until
 
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector, assignors
 from zkconsumer.consumer.membership import RebalanceState

@@ -24,7 +24,7 @@ from typing import Callable, Dict, Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, owners, produced_values, unique, wait_until
 
 from harness.assignment import expected_range
 from zkconsumer import Whitelist, ZookeeperConsumerConnector

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
-from support import Drainer, consumer_props, owners, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, owners, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.zookeeper.group import GroupClient

@@ -15,7 +15,7 @@ import time
 from typing import Any, List, Sequence, Tuple
 
 import pytest
-from support import consumer_props, unique
+from support.common import consumer_props, unique
 
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.wire.connection import BrokerConnection

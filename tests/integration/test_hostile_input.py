@@ -12,7 +12,7 @@ import logging
 import socket
 
 import pytest
-from support import Drainer, consumer_props, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, produced_values, unique, wait_until
 
 from zkconsumer import (
     ConfigurationError,

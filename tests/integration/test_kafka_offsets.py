@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from offsets_support import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
-from support import consumer_props, produced_values, unique, wait_until
+from support.common import consumer_props, produced_values, unique, wait_until
+from support.offsets import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.commits import NO_GENERATION, CommitEntry

@@ -16,7 +16,7 @@ from typing import List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import consumer_props, owners, unique, wait_until
+from support.common import consumer_props, owners, unique, wait_until
 
 from harness.assignment import expected_range
 from harness.cluster import ProjectCluster

@@ -18,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
-from support import Cli, Drainer, offset_checker, owners, produced_values, unique, wait_until
+from support.common import Cli, Drainer, offset_checker, owners, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin.access import BrokerAccess
@@ -30,7 +30,7 @@ from zkconsumer.wire.connection import BrokerConnection
 
 pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
-from kerberos_support import consume, kerberized_or_skip, kerberos_props, produce_topic  # noqa: E402
+from support.kerberos import consume, kerberized_or_skip, kerberos_props, produce_topic  # noqa: E402
 
 from harness.cluster import ProjectCluster  # noqa: E402
 from harness.cluster.kerberos import CLIENT, OTHER_CLIENT  # noqa: E402

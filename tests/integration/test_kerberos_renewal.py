@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from support import Drainer, consumer_props, unique, wait_until
+from support.common import Drainer, consumer_props, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConfigurationError
 
 pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
-from kerberos_support import kerberized_or_skip  # noqa: E402
+from support.kerberos import kerberized_or_skip  # noqa: E402
 
 from harness.cluster import KerberosOptions, ProjectCluster  # noqa: E402
 from harness.cluster.kerberos import CLIENT  # noqa: E402

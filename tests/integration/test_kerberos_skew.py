@@ -12,7 +12,7 @@ import os
 from typing import Iterator
 
 import pytest
-from support import unique
+from support.common import unique
 
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector, kerberos
 from zkconsumer.errors import BrokerUnavailableError, ZooKeeperUnavailableError
@@ -22,7 +22,7 @@ from zkconsumer.wire.connection import BrokerConnection
 
 pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
-from kerberos_support import consume, kerberized_or_skip, kerberos_props  # noqa: E402
+from support.kerberos import consume, kerberized_or_skip, kerberos_props  # noqa: E402
 
 from harness.cluster import KerberosOptions, ProjectCluster  # noqa: E402
 

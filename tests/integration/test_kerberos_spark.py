@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
-from support import consumer_props, unique
+from support.common import consumer_props, unique
 
 from spark_integration import KafkaStreamSource, commit_offset_ranges, create_rdd, register_data_source
 from spark_integration.group_view import GroupView
@@ -40,7 +40,7 @@ from zkconsumer.config import ConsumerConfig
 
 pytest.importorskip("gssapi", reason="the Kerberos tests need the kerberos extra: pip install -e '.[kerberos]'")
 
-from kerberos_support import kerberized_or_skip  # noqa: E402
+from support.kerberos import kerberized_or_skip  # noqa: E402
 
 from harness.cluster import ProjectCluster  # noqa: E402
 from harness.cluster.kerberos import CLIENT  # noqa: E402

@@ -9,7 +9,7 @@ import threading
 from typing import Dict, List, Set, Tuple
 
 import pytest
-from support import TwoMembers, consumer_props, produced_values, unique, wait_until
+from support.common import TwoMembers, consumer_props, produced_values, unique, wait_until
 
 pytestmark = pytest.mark.integration
 

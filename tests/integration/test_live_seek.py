@@ -21,7 +21,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import Producer, consumer_props, wait_until
+from support.common import Producer, consumer_props, wait_until
 
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.__main__ import main

@@ -17,8 +17,8 @@ import time
 from typing import Dict, List, Optional
 
 import pytest
-from support import Producer, consumer_props, unique, wait_until
-from switch_support import Recorder, migrate, referee, settled
+from support.common import Producer, consumer_props, unique, wait_until
+from support.switch import Recorder, migrate, referee, settled
 
 from zkconsumer.admin.stores import CoordinatorOffsets
 from zkconsumer.zookeeper import migration
@@ -112,7 +112,7 @@ def test_a_member_that_cannot_follow_holds_the_coordinator_back_until_it_stops(c
 
 def test_the_switch_refuses_while_kafkas_own_zookeeper_consumers_are_in_the_group(cluster, zk, make_topic,
                                                                                    tmp_path) -> None:
-    from support import ScalaConsoleConsumer
+    from support.common import ScalaConsoleConsumer
 
     topic = make_topic(partitions=2)
     group = unique("g-scala")

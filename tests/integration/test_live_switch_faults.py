@@ -7,7 +7,7 @@ members gone from ZooKeeper and waiting at the barrier, some still registered. F
 SIGKILLed, the command SIGKILLed right after it wrote the node, ZooKeeper stopped and started
 again, the only broker (so the group's coordinator) killed and started again. Each test then
 waits for the group to settle on the coordinator and runs the live-switch referee
-(:func:`switch_support.check_deliveries`): every acknowledged message delivered, and per
+(:func:`support.switch.check_deliveries`): every acknowledged message delivered, and per
 partition offsets only go up in time order, except where a member takes a partition over from
 one that was killed or whose final commit could not reach the brokers (at-least-once: it starts
 again from the last commit), and never two members alternating on one partition.
@@ -24,8 +24,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 from kazoo.exceptions import NoNodeError
-from support import Producer, consumer_props, new_topic, unique, wait_until
-from switch_support import Recorder, RecorderProcess, check_deliveries, migrate, referee, settled
+from support.common import Producer, consumer_props, new_topic, unique, wait_until
+from support.switch import Recorder, RecorderProcess, check_deliveries, migrate, referee, settled
 
 from zkconsumer.zookeeper import migration
 
@@ -60,7 +60,7 @@ def owners_of(zk, group: str, topic: str, consumer_id: str) -> int:
 
 
 def on_coordinator(zk, group: str, count: int) -> bool:
-    """:func:`switch_support.settled` on ``kafka``, False while ZooKeeper or the coordinator cannot tell."""
+    """:func:`support.switch.settled` on ``kafka``, False while ZooKeeper or the coordinator cannot tell."""
     try:
         return settled(zk, group, "kafka", count)
     except Exception:  # noqa: BLE001 - reconnecting after the fault: not settled yet

@@ -12,8 +12,8 @@ import threading
 from typing import Dict, List
 
 import pytest
-from offsets_support import kafka_committed, produce_evenly, values, zookeeper_committed
-from support import Drainer, consumer_props, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, produced_values, unique, wait_until
+from support.offsets import kafka_committed, produce_evenly, values, zookeeper_committed
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import OffsetStorageError

@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Set, Tuple
 
 import pytest
 from kafka import KafkaAdminClient
-from offsets_support import kafka_committed
-from support import Drainer, consumer_props, unique, wait_until
+from support.common import Drainer, consumer_props, unique, wait_until
+from support.offsets import kafka_committed
 
 from harness import modern_client
 from harness.assignment import expected_member_range, expected_member_roundrobin

@@ -21,7 +21,7 @@ from typing import Any, Dict, List
 
 import pytest
 from kazoo.client import KazooClient
-from support import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
+from support.common import Drainer, ScalaConsoleConsumer, consumer_props, offset_checker, produced_values, unique, wait_until
 
 from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector

@@ -12,8 +12,8 @@ import json
 from typing import List
 
 import pytest
-from offsets_support import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
-from support import Drainer, consumer_props, produced_values, unique, wait_until
+from support.common import Drainer, consumer_props, produced_values, unique, wait_until
+from support.offsets import consume, kafka_committed, next_offsets, produce_evenly, values, zookeeper_committed
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin.stores import CoordinatorOffsets, group_partitions, read_group_offsets

@@ -14,7 +14,7 @@ import time
 from typing import Dict, List, Optional, Set
 
 import pytest
-from support import Drainer, TwoMembers, consumer_props, owners, produced_values, unique, wait_until
+from support.common import Drainer, TwoMembers, consumer_props, owners, produced_values, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.structs import TopicPartition

@@ -10,7 +10,7 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import unique
+from support.common import unique
 
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import zkformat

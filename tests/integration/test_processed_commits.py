@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 import random
 import time
-from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
-from offsets_support import ChildProcess, kafka_committed, zookeeper_committed
-from support import consumer_props, owners, unique, wait_until
+from support import PROGRAMS
+from support.common import consumer_props, owners, unique, wait_until
+from support.offsets import ChildProcess, kafka_committed, zookeeper_committed
 
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector
 
 pytestmark = pytest.mark.integration
 
-SCRIPT = Path(__file__).with_name("ack_member_process.py")
+SCRIPT = PROGRAMS / "ack_member.py"
 PARTITIONS = 4
 PER_PARTITION = 1000
 
@@ -34,7 +34,7 @@ Offset = Tuple[int, int]
 
 
 class AckMember(ChildProcess):
-    """``ack_member_process.py`` as a child process: what it handed out, processed and acked."""
+    """``support/programs/ack_member.py`` as a child process: what it handed out, processed and acked."""
 
     def __init__(self, props: Dict[str, object], topic: str, workers: int, max_sleep_ms: int, seed: int) -> None:
         super().__init__(SCRIPT, [json.dumps(props), topic, "2", str(workers), str(max_sleep_ms), str(seed)], stdin=True)

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
-from support import Drainer, by_value, consumer_props, offset_checker, owners, produced_values, unique, wait_until
+from support.common import Drainer, by_value, consumer_props, offset_checker, owners, produced_values, unique, wait_until
 
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.errors import BrokerUnavailableError, ConfigurationError

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-from support import unique, wait_until
+from support.common import unique, wait_until
 
 from harness.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
 from zkconsumer.commits import CommitEntry

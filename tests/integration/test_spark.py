@@ -22,7 +22,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import consumer_props, members, owners, produced_values, unique, wait_until
+from support.common import consumer_props, members, owners, produced_values, unique, wait_until
 
 from spark_integration import (
     DataLossError,

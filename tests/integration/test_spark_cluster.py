@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
-from support import consumer_props, wait_until
+from support.common import consumer_props, wait_until
 
 from spark_integration import KafkaStreamSource, commit_offset_ranges, create_rdd, register_data_source
 

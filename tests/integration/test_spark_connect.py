@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Dict, Iterator
 
 import pytest
-from support import consumer_props, produced_values
+from support.common import consumer_props, produced_values
 
 from spark_integration import (
     KafkaStreamSource,

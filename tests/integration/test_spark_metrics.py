@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from support import consumer_props, produced_values, unique, wait_until
+from support.common import consumer_props, produced_values, unique, wait_until
 
 from spark_integration import KafkaStreamSource
 from spark_integration.streams import StreamSpec, run_member

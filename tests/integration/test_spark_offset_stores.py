@@ -16,8 +16,8 @@ from typing import Dict, List
 import pytest
 from kafka import KafkaConsumer
 from kazoo.client import KazooClient
-from offsets_support import kafka_committed, zookeeper_committed
-from support import consumer_props, unique, wait_until
+from support.common import consumer_props, unique, wait_until
+from support.offsets import kafka_committed, zookeeper_committed
 
 from spark_integration import GroupInUseError, commit_offset_ranges, create_rdd
 from spark_integration.datasource import ZkConsumerStreamReader

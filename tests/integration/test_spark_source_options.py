@@ -14,7 +14,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import unique, wait_until
+from support.common import unique, wait_until
 
 pytestmark = pytest.mark.spark
 

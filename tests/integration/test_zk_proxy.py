@@ -16,7 +16,7 @@ from typing import Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-from support import wait_until
+from support.common import wait_until
 
 from harness.cluster.proxy import ZooKeeperProxy, expire_zookeeper_session
 from zkconsumer.testing import LocalCluster

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from support import Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique, wait_until
+from support.common import Drainer, by_value, consumer_props, members, offset_checker, owners, produced_values, unique, wait_until
 
 from harness.cluster import ProjectCluster
 from zkconsumer import ConsumerTimeoutError, MessageAndMetadata, ZookeeperConsumerConnector

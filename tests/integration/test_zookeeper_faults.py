@@ -20,7 +20,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support import Member, Producer, assert_nothing_lost, consumer_props, new_topic, owners, unique, wait_until
+from support.common import Member, Producer, assert_nothing_lost, consumer_props, new_topic, owners, unique, wait_until
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError

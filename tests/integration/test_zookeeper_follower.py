@@ -23,7 +23,7 @@ from typing import Dict, Iterator, List, Set, Tuple
 import pytest
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
-from support import Drainer, consumer_props, owners, unique, wait_until
+from support.common import Drainer, consumer_props, owners, unique, wait_until
 
 from harness.cluster import ProjectCluster
 from zkconsumer import ZookeeperConsumerConnector

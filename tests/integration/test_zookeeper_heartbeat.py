@@ -25,13 +25,13 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-from support import consumer_props, owners, unique, wait_until
+from support import PROGRAMS, checkout_env
+from support.common import consumer_props, owners, unique, wait_until
 
 from benchmarks.rebalance.observe import read_counters
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
@@ -81,14 +81,14 @@ def test_an_idle_quiet_member_sends_at_most_half_the_packets_of_kafkas_cadence(c
 
 
 class MemberProcess:
-    """``heartbeat_member_process.py`` as a child process: one member of its own group."""
+    """``support/programs/heartbeat_member.py`` as a child process: one member of its own group."""
 
     def __init__(self, config: Dict[str, object], topic: str, pure_python: bool = False,
                  regex_seconds: float = 0.0) -> None:
         """``regex_seconds``: the process sizes a regular expression that holds the GIL at least
         that long before it connects (for ``stall(how="regex")``)."""
-        script = Path(__file__).with_name("heartbeat_member_process.py")
-        env = dict(os.environ, ZKCONSUMER_PURE_PYTHON="1" if pure_python else "0")
+        script = PROGRAMS / "heartbeat_member.py"
+        env = checkout_env(ZKCONSUMER_PURE_PYTHON="1" if pure_python else "0")
         self.group = str(config["group.id"])
         extra = [str(regex_seconds)] if regex_seconds else []
         self.process = subprocess.Popen([sys.executable, str(script), json.dumps(config), topic, *extra],

@@ -61,12 +61,6 @@ def test_timeout_raises_and_the_stream_stays_usable() -> None:
     assert next(iter(stream)).message == b"a"
 
 
-def test_timeout_is_also_known_by_kafkas_name() -> None:
-    from zkconsumer import ConsumerTimeoutException
-
-    assert ConsumerTimeoutException is ConsumerTimeoutError
-
-
 def test_shutdown_sentinel_ends_iteration_for_good() -> None:
     queue, info, stream = make(timeout_ms=-1)
     info.enqueue(10, [(10, None, b"a")], never)

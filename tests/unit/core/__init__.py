@@ -1,1 +1,1 @@
-"""Unit tests of the top-level modules of zkconsumer (config, assignors, security, connector...)."""
+"""Unit tests of the top-level modules of zkconsumer, one file each (test_config.py for config.py...)."""

@@ -11,7 +11,6 @@ import pytest
 
 from zkconsumer.config import PROPERTIES, ConsumerConfig, Property
 from zkconsumer.errors import ConfigurationError, ZkConsumerError
-from zkconsumer.properties_file import parse_properties
 
 BASE: Dict[str, Any] = {"zookeeper.connect": "127.0.0.1:2181/kafka", "group.id": "g1"}
 
@@ -571,38 +570,6 @@ def test_equality_hash_pickle_copy() -> None:
 
 
 # --------------------------------------------------------------------------- .properties files
-
-# Expected dicts produced by Java 17's java.util.Properties.load (values trimmed, as Kafka does).
-JAVA_PROPERTIES_VECTORS = [
-    ("a=b\nc : d\ne f\n  g\th\n", {"a": "b", "c": "d", "e": "f", "g": "h"}),
-    ("# c\n! c2\n  #c3\nkey = value with spaces  \n", {"key": "value with spaces  "}),  # Java keeps trailing blanks
-    ("multi = one,\\\n    two,\\\n\tthree\n", {"multi": "one,two,three"}),
-    ("even = ends with two \\\\\nnext = x\n", {"even": "ends with two \\", "next": "x"}),
-    ("k\\=ey = v\\:al\\ ue\nsp\\ ace\\ key=1\n", {"k=ey": "v:al ue", "sp ace key": "1"}),
-    ("uni = \\u00e9t\\u00E9\ntab=a\\tb\\nc\n", {"tab": "a\tb\nc", "uni": "\u00e9t\u00e9"}),
-    ("empty=\nonlykey\n   \n\n:novalkey\n=noKey\n", {"": "noKey", "empty": "", "onlykey": ""}),
-    ("cont_at_eof = abc\\", {"cont_at_eof": "abc"}),
-    ("dup=1\ndup=2\n", {"dup": "2"}),
-    ("# comment \\\nnot.a.continuation = yes\n", {"not.a.continuation": "yes"}),
-    ("a = b = c\nx:y:z\nq  =  : r\n", {"a": "b = c", "q": ": r", "x": "y:z"}),
-    ("win = 1\r\nmac = 2\rnix = 3\n", {"mac": "2", "nix": "3", "win": "1"}),
-    ("k = \\\n\n j = after blank\n", {"j": "after blank", "k": ""}),
-    ("\\#notcomment = 1\n  \\!x=2\n", {"!x": "2", "#notcomment": "1"}),
-    ("k=v\\\n# not a comment\n", {"k": "v# not a comment"}),
-    ("\\\n# a comment after an empty continuation\nz=1\n", {"z": "1"}),
-]
-
-
-@pytest.mark.parametrize("text,expected", JAVA_PROPERTIES_VECTORS)
-def test_parse_properties_like_java(text: str, expected: Dict[str, str]) -> None:
-    assert parse_properties(text) == expected
-
-
-def test_parse_properties_malformed_unicode_escape() -> None:
-    with pytest.raises(ConfigurationError) as info:
-        parse_properties("bad = x\\u12G4\n")
-    assert info.value.property == "bad" and "\\uxxxx" in str(info.value)
-
 
 def test_from_properties(tmp_path: Path) -> None:
     path = tmp_path / "consumer.properties"

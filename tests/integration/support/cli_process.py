@@ -16,10 +16,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import IO, Dict, List, Optional
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
 
 # The process starts here: SIGINT as in a terminal's foreground job, faulthandler on SIGUSR1, then
 # ``python -m zkconsumer`` (whose console entry point installs the CLI's own Ctrl-C policy).

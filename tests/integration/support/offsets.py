@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,11 +11,12 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kafka import KafkaConsumer, TopicPartition
-from support import Drainer, consumer_props
 
+from support import PROGRAMS, checkout_env
+from support.common import Drainer, consumer_props
 from zkconsumer import MessageAndMetadata, ZookeeperConsumerConnector
 
-MEMBER_SCRIPT = Path(__file__).with_name("member_process.py")
+MEMBER_SCRIPT = PROGRAMS / "member.py"
 
 
 def kafka_committed(cluster, group: str, topic: str, partitions: Iterable[int]) -> Dict[int, Optional[int]]:
@@ -71,9 +71,7 @@ class ChildProcess:
     thread (under ``self._lock``); a line cut short by a kill is dropped. SIGKILL with :meth:`kill`."""
 
     def __init__(self, script: Path, args: List[str], stdin: bool = False) -> None:
-        root = str(Path(__file__).resolve().parents[2])  # this checkout's zkconsumer, installed or not
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        env = checkout_env(PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [sys.executable, str(script), *args], stdin=subprocess.PIPE if stdin else None,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
@@ -106,7 +104,7 @@ class ChildProcess:
 
 
 class MemberProcess(ChildProcess):
-    """``member_process.py`` as a child process: the lines it printed, and SIGKILL."""
+    """``programs/member.py`` as a child process: the lines it printed, and SIGKILL."""
 
     def __init__(self, props: Mapping[str, object], topic: str, streams: int = 1) -> None:
         super().__init__(MEMBER_SCRIPT, [json.dumps(dict(props)), topic, str(streams)])

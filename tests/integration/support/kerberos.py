@@ -7,10 +7,10 @@ import os
 from typing import Any, Iterator, List
 
 import pytest
-from support import Drainer, consumer_props, produced_values, unique
 
 from harness.cluster import ProjectCluster
 from harness.cluster.kerberos import CLIENT, kerberized_cluster
+from support.common import Drainer, consumer_props, produced_values, unique
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.testing.errors import MissingDependencyError
 from zkconsumer.testing.kdc import find_kdc_tools

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python ack_member_process.py '<properties as JSON>' <topic> <streams> <workers> <max sleep ms> <seed>
+    python ack_member.py '<properties as JSON>' <topic> <streams> <workers> <max sleep ms> <seed>
 
 Prints ``READY <consumer id>`` once its streams exist; then, flushed, ``H <partition> <offset>``
 when a stream hands a message out, ``P <partition> <offset>`` when a worker has processed it (after a

@@ -14,9 +14,8 @@ import threading
 import time
 from typing import Callable, Collection, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from offsets_support import MEMBER_SCRIPT, ChildProcess
-from support import Producer, wait_until
-
+from support.common import Producer, wait_until
+from support.offsets import MEMBER_SCRIPT, ChildProcess
 from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.admin.stores import CoordinatorOffsets
 
@@ -76,7 +75,7 @@ class Recorder:
 
 
 class RecorderProcess(ChildProcess):
-    """``member_process.py`` (two streams) as a child process; ``delivered`` is stamped when its line is
+    """``programs/member.py`` (two streams) as a child process; ``delivered`` is stamped when its line is
     read here, so the referee's order across processes is the order of reading (a line is printed
     as the message is handed out)."""
 

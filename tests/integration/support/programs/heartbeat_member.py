@@ -2,7 +2,7 @@
 
 Usage::
 
-    python heartbeat_member_process.py '<properties as JSON>' <topic> [<regex seconds>]
+    python heartbeat_member.py '<properties as JSON>' <topic> [<regex seconds>]
 
 Creates one connector with one stream of ``topic``, drains that stream on a thread of its own
 (recording every ``(partition, offset)`` handed out; it never commits) and prints

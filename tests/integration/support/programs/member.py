@@ -2,7 +2,7 @@
 
 Usage::
 
-    python member_process.py '<properties as JSON>' <topic> <streams>
+    python member.py '<properties as JSON>' <topic> <streams>
 
 Prints ``READY <member id>`` (the coordinator's member id under
 ``group.membership=kafka``, else the consumer id) once its streams exist, then

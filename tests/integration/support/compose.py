@@ -14,16 +14,15 @@ import dataclasses
 import os
 import subprocess
 import uuid
-from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional
 
 from kazoo.client import KazooClient
-from support import wait_until
 
+from support import ROOT
+from support.common import wait_until
 from zkconsumer.testing import free_ports
 
-REPO = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = REPO / "docker-compose.yml"
+COMPOSE_FILE = ROOT / "docker-compose.yml"
 #: The images scripts/setup-docker builds (docker-compose.yml's defaults).
 IMAGES = ("zkconsumer/kafka:0.9.0.1", "zkconsumer/app:latest")
 #: docker-compose.yml's port variables, each given a free port.
