@@ -78,8 +78,15 @@ def wait_for_owners(cluster: ComposeCluster, group: str, topic: str, members: in
 
 def group_members(cluster: ComposeCluster, group: str, topic: str, n: int = 2) -> List[Member]:
     """``n`` members of ``group`` (one stream each), every partition owned before returning."""
-    members = [Member(cluster, group, topic, 6000) for _ in range(n)]
-    wait_for_owners(cluster, group, topic, n)
+    members: List[Member] = []
+    try:
+        for _ in range(n):
+            members.append(Member(cluster, group, topic, 6000))
+        wait_for_owners(cluster, group, topic, n)
+    except BaseException:  # the caller never gets them to stop: a live kazoo client hangs the interpreter's exit
+        for m in members:
+            m.stop()
+        raise
     return members
 
 
