@@ -122,7 +122,7 @@ class _PartitionState:
     ``lock`` when the partition is removed.
     """
 
-    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked")
+    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked", "request")
 
     def __init__(self, info: PartitionTopicInfo) -> None:
         self.info = info
@@ -132,6 +132,7 @@ class _PartitionState:
         self.delay_until = 0.0          # time.monotonic() before which not to fetch
         self.high_watermark = -1
         self.parked: Optional[FetchedDataChunk] = None
+        self.request: Optional[FetchPartition] = None  # the last one sent (fetcher thread only): reused while it fits
 
     @property
     def tp(self) -> TopicPartition:
@@ -365,7 +366,12 @@ class FetcherThread(ShutdownableThread):
         the whole ``fetch.wait.max.ms`` (counted in the stats if answered empty).
         """
         max_bytes = self._config.fetch_message_max_bytes
-        wanted = [FetchPartition(t, p, offset, max_bytes) for (t, p), (_, offset) in requested.items()]
+        wanted = []
+        for st, offset in requested.values():
+            request = st.request
+            if request is None or request.offset != offset or request.max_bytes != max_bytes:
+                request = st.request = FetchPartition(st.info.topic, st.info.partition, offset, max_bytes)
+            wanted.append(request)
         try:
             response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes)
         except BrokerError as exc:
@@ -390,7 +396,12 @@ class FetcherThread(ShutdownableThread):
                 size += n
                 largest = max(largest, n)
                 entry = requested.get((part.topic, part.partition))
-                if entry is not None and not self._process(entry[0], entry[1], part):
+                if entry is None:
+                    continue
+                if not n and not part.error_code:  # no data, no error (most partitions of a live stream)
+                    if part.high_watermark >= 0:  # for metrics only: no lock, no lease check, nothing to decode
+                        entry[0].high_watermark = part.high_watermark
+                elif not self._process(entry[0], entry[1], part):
                     failed.append((part.topic, part.partition))
         finally:  # once per response: no per-message cost
             self._response_large = 2 * largest >= max(1, max_bytes)  # large_response, inlined

@@ -92,3 +92,55 @@ def test_a_backlog_spreads_the_partitions_and_a_quiet_period_gathers_them_withou
     assert connections_holding(harness) == {0, 1, 2}
     harness.check_exact(expected)
     assert harness.errors == []
+
+
+def test_a_chunk_whose_response_arrives_after_the_lease_lapsed_is_not_queued_and_comes_once_later(
+        one_broker: FakeCluster) -> None:
+    """The fence per chunk: the lease lapses while a fetch is in flight; its data is dropped
+    (position unchanged), nothing is fetched while lapsed, and once valid again every message comes once.
+    Empty partitions of a response skip the per-chunk check; one with data never does."""
+    valid = [True]
+    lapse_on_data = [True]
+    fetches_while_lapsed = [0]
+
+    class Lapsing:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+        def fetch(self, partitions, max_wait_ms, min_bytes):  # type: ignore[no-untyped-def]
+            if not valid[0]:
+                fetches_while_lapsed[0] += 1
+            response = self.inner.fetch(partitions, max_wait_ms, min_bytes)  # type: ignore[attr-defined]
+            if lapse_on_data[0] and any(len(p.message_set) for p in response.partitions):
+                valid[0] = False  # the lease lapsed while the request was in flight
+                lapse_on_data[0] = False
+            return response
+
+    from zkconsumer.fetch.manager import FetcherManager
+
+    h = Harness(one_broker, fetcher_connections=1, num_consumer_fetchers=1)
+    h.manager = FetcherManager(h.config, one_broker.live, h.errors.append,
+                               connection_factory=lambda host, port: Lapsing(one_broker.connect(host, port)),
+                               deliverable=lambda: valid[0])
+    try:
+        one_broker.create("a", 6, per_partition=0)
+        h.manager.start_connections(h.infos("a", range(6)))
+        time.sleep(0.1)  # idle long-polls (empty partitions)
+        one_broker.append("a", 3, [one_broker.value("a", 3, i) for i in range(5)])
+        deadline = time.monotonic() + 10
+        while valid[0]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)
+        assert h.queues["a"].get(0) is None  # dropped: the lease was lost before it was queued
+        assert fetches_while_lapsed[0] == 0
+        assert h.manager.metrics()["partitions"]["a-3"]["fetched_offset"] == 0
+        valid[0] = True
+        h.drain(lambda: h.has_all({("a", 3): 5}))
+        h.check_exact({("a", 3): 5})
+    finally:
+        h.manager.stop()
+    assert our_threads() == []
