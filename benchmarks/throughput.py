@@ -197,10 +197,9 @@ def tables(rounds: List[Round], tools: Sequence[Tool], title: str, scaling: bool
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    from harness.cluster import ProjectCluster
     from zkconsumer.testing import find_java
     from zkconsumer.wire import messageset
-
-    from .cluster import ProjectCluster
 
     sizes = [int(s) for s in args.sizes.split(",")]
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]

@@ -12,7 +12,8 @@ page is rendered:
     ``zkconsumer/metrics/prometheus.py`` / ``exporter.py`` (name, type, labels, help);
 ``<!-- generated: results NAME -->``
     the kept benchmark run ``benchmarks/results/NAME.json`` (written by ``scripts/bench-keep``):
-    its tables, then its command, commit, date, machine, load and steal.
+    its tables (throughput, latency with CPU per message, or sessions through a freeze), then its
+    command, commit, date, machine, load and steal.
 
 Every page's footer shows the version the site documents (``setup.cfg``'s, by :func:`on_config`).
 
@@ -253,6 +254,35 @@ def _throughput_tables(data: Dict[str, Any]) -> List[str]:
     return out
 
 
+_LATENCY_KINDS = ("zkconsumer", "zkconsumer-batch", "kafka", "confluent", "floor")
+
+
+def _latency_table(data: Dict[str, Any]) -> List[str]:
+    """One row per rate, setting and consumer of ``scripts/bench-latency``: latency, the floor of its phase
+    beside it, and CPU (seconds per million messages; at rate 0, the idle phase, the share of one core)."""
+    rows = []
+    for ph in data["phases"]:
+        floor = next((r for r in ph["results"] if r["kind"] == "floor"), {})
+        for r in ph["results"]:
+            if r["kind"] != "floor" or len(ph["results"]) == 1:
+                order = _LATENCY_KINDS.index(r["kind"]) if r["kind"] in _LATENCY_KINDS else len(_LATENCY_KINDS)
+                rows.append(((ph["rate"], ph["setting"], order, ph["position"]), ph, r, floor))
+    out = ["| rate (msg/s) | setting | consumer | p50 ms | p99 ms | max ms | floor p99 ms | CPU | load |",
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    for _, ph, r, floor in sorted(rows, key=lambda row: row[0]):
+        if ph["rate"] == 0:
+            cpu = "–" if r.get("cpu_s") is None else f"{100.0 * r['cpu_s'] / ph['seconds']:.2f} % of a core"
+        else:
+            cpu = "–" if r.get("cpu_s_per_m") is None else f"{r['cpu_s_per_m']:.1f} s/M"
+
+        def ms(key: str, row: Dict[str, Any] = r) -> str:
+            return "–" if row.get(key) is None else f"{row[key]:.1f}"
+
+        out.append(f"| {ph['rate']:,} | {ph['setting']} | {r['kind']} | {ms('p50_ms')} | {ms('p99_ms')} | "
+                   f"{ms('max_ms')} | {ms('p99_ms', floor)} | {cpu} | {ph['load'][1]} |")
+    return out + [""]
+
+
 _HEADER_KEYS = {"name", "benchmark", "command", "commit", "uncommitted", "started", "finished", "date",
                 "elapsed_seconds", "machine", "load", "load_average", "steal_pct", "report", "data"}
 
@@ -314,6 +344,8 @@ def results_section(name: str) -> str:
     data = record.get("data")
     if isinstance(data, dict) and "topics" in data:
         lines += _throughput_tables(data)
+    elif isinstance(data, dict) and "phases" in data:
+        lines += _latency_table(data)
     elif "report" in record:
         report = "\n".join(line for line in record["report"].splitlines() if not line.lstrip().startswith("{"))
         lines += ["The command's report:", "", "```", report.strip("\n"), "```", ""]

@@ -199,10 +199,14 @@ class PropertyAttributes:
         @property
         def zookeeper_heartbeat(self) -> Literal['kafka', 'quiet']: ...
 
-        #: ``fetcher.connections`` (default 3): connections per fetcher (num.consumer.fetchers), shared among the brokers
-        #: it reads from (at least one each: 3 on one broker, 2 each on two, 1 each on three or more), each on its own
-        #: thread with a disjoint share of the partitions, so one response is decoded while the broker serves another
-        #: fetch; 1 is Kafka's one connection per fetcher and broker
+        #: ``fetcher.connections`` (default 3): the most connections per fetcher (num.consumer.fetchers), shared among
+        #: the brokers it reads from (at least one each: 3 on one broker, 2 each on two, 1 each on three or more), each
+        #: on its own thread with a disjoint share of the partitions, so one response is decoded while the broker serves
+        #: another fetch. Used only while they pay: a fetcher fetches over one connection per broker until a response
+        #: carries, for some partition, at least half of fetch.message.max.bytes (a backlog the fetch size cut); it then
+        #: spreads its partitions on that broker over its connections, and gathers them back onto one after 5 s without
+        #: such a response (an idle or live-stream member sends one long-poll per broker, as Kafka's consumer does); 1 is
+        #: Kafka's one connection per fetcher and broker at every rate
         @property
         def fetcher_connections(self) -> int: ...
 

@@ -67,13 +67,27 @@ from ..wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPar
 from .fetch_stats import FetchStats, error_kind
 from .handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 
-__all__ = ["FetcherThread", "FetcherKey", "ROOM_WAIT_S", "held_back_wait_ms"]
+__all__ = ["FetcherThread", "FetcherKey", "QUIET_S", "ROOM_WAIT_S", "held_back_wait_ms", "large_response"]
 
 log = logging.getLogger(__name__)
 
 #: Longest wait of a fetcher whose partitions all wait for room before it looks again
 #: (room listeners normally wake it at once; this only bounds a missed signal).
 ROOM_WAIT_S = 0.2
+
+#: How long (seconds) none of a wide fetcher's threads may have had a :func:`large_response`
+#: before its partitions go back to one connection.
+QUIET_S = 5.0
+
+
+def large_response(partition_bytes: int, fetch_message_max_bytes: int) -> bool:
+    """Whether one partition's data in a response is large enough to make its fetcher wide:
+    at least half of ``fetch.message.max.bytes`` (the broker cut it at the fetch size: a backlog).
+
+    >>> large_response(600_000, 1 << 20), large_response(1_000, 1 << 20), large_response(1, 1)
+    (True, False, True)
+    """
+    return 2 * partition_bytes >= max(1, fetch_message_max_bytes)
 
 
 def held_back_wait_ms(previous: int, fetch_wait_max_ms: int) -> int:
@@ -108,7 +122,7 @@ class _PartitionState:
     ``lock`` when the partition is removed.
     """
 
-    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked")
+    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked", "request")
 
     def __init__(self, info: PartitionTopicInfo) -> None:
         self.info = info
@@ -118,6 +132,7 @@ class _PartitionState:
         self.delay_until = 0.0          # time.monotonic() before which not to fetch
         self.high_watermark = -1
         self.parked: Optional[FetchedDataChunk] = None
+        self.request: Optional[FetchPartition] = None  # the last one sent (fetcher thread only): reused while it fits
 
     @property
     def tp(self) -> TopicPartition:
@@ -136,7 +151,8 @@ class FetcherThread(ShutdownableThread):
     def __init__(self, key: FetcherKey, config: Any, connection: BrokerConnection,
                  hand_back: Callable[[List[PartitionTopicInfo]], None],
                  on_error: Callable[[BaseException], None],
-                 deliverable: Callable[[], bool] = lambda: True, stats: Optional[FetchStats] = None) -> None:
+                 deliverable: Callable[[], bool] = lambda: True, stats: Optional[FetchStats] = None,
+                 resize: Optional[Callable[["FetcherThread", bool], None]] = None) -> None:
         name = f"zkconsumer-fetcher-{config.client_id}-{key.fetcher_id}-broker-{key.broker_id}"
         super().__init__(f"{name}-{key.connection}" if key.connection else name)
         self.key = key
@@ -156,6 +172,14 @@ class FetcherThread(ShutdownableThread):
         self.stats = stats if stats is not None else FetchStats()
         self._response_messages = 0
         self._response_errors: List[str] = []
+        #: ``resize(self, wide)`` (the manager's): called between requests, no lock held, when a response
+        #: was large (:func:`large_response`) while ``wide`` is false, and at most
+        #: every ``quiet_s`` while ``wide`` is true and no large response came for ``quiet_s``.
+        self._resize = resize
+        self.wide = False  # set by the manager
+        self.last_large = time.monotonic()  # when the last large response came (its creation at first)
+        self._response_large = False
+        self._next_quiet_check = 0.0
 
     # ------------------------------------------------------------------ control (other threads)
 
@@ -234,6 +258,8 @@ class FetcherThread(ShutdownableThread):
                 batch = self._next_batch(seen)
                 if batch:
                     self._fetch_once(batch)
+                    if self._resize is not None:
+                        self._check_width(self._resize)
         except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
             log.exception("%s died", self.name)
             if not self.stopping:
@@ -244,6 +270,17 @@ class FetcherThread(ShutdownableThread):
             for queue in queues:
                 queue.remove_room_listener(self._room_appeared)
             self._conn.close()
+
+    def _check_width(self, resize: Callable[["FetcherThread", bool], None]) -> None:
+        """After a response: ask the manager to spread (large response, narrow) or gather (quiet, wide)."""
+        now = time.monotonic()
+        if self._response_large:
+            self.last_large = now
+            if not self.wide:
+                resize(self, True)
+        elif self.wide and now - self.last_large >= QUIET_S and now >= self._next_quiet_check:
+            self._next_quiet_check = now + QUIET_S / 5
+            resize(self, False)
 
     def _next_batch(self, seen: int) -> List[_PartitionState]:
         """Partitions to fetch now: not stalled, not delayed, no parked chunk, room in their queue.
@@ -329,7 +366,12 @@ class FetcherThread(ShutdownableThread):
         the whole ``fetch.wait.max.ms`` (counted in the stats if answered empty).
         """
         max_bytes = self._config.fetch_message_max_bytes
-        wanted = [FetchPartition(t, p, offset, max_bytes) for (t, p), (_, offset) in requested.items()]
+        wanted = []
+        for st, offset in requested.values():
+            request = st.request
+            if request is None or request.offset != offset or request.max_bytes != max_bytes:
+                request = st.request = FetchPartition(st.info.topic, st.info.partition, offset, max_bytes)
+            wanted.append(request)
         try:
             response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes)
         except BrokerError as exc:
@@ -346,15 +388,23 @@ class FetcherThread(ShutdownableThread):
                 return [tp for tp, st in self._partitions.items() if not st.stalled]
         self._failures = 0
         failed = []
-        size = 0
+        size = largest = 0
         self._response_messages, self._response_errors = 0, []
         try:
             for part in response.partitions:
-                size += len(part.message_set)
+                n = len(part.message_set)
+                size += n
+                largest = max(largest, n)
                 entry = requested.get((part.topic, part.partition))
-                if entry is not None and not self._process(entry[0], entry[1], part):
+                if entry is None:
+                    continue
+                if not n and not part.error_code:  # no data, no error (most partitions of a live stream)
+                    if part.high_watermark >= 0:  # for metrics only: no lock, no lease check, nothing to decode
+                        entry[0].high_watermark = part.high_watermark
+                elif not self._process(entry[0], entry[1], part):
                     failed.append((part.topic, part.partition))
         finally:  # once per response: no per-message cost
+            self._response_large = 2 * largest >= max(1, max_bytes)  # large_response, inlined
             self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors,
                                        held_back_wait=held_back_full_wait and size == 0)
         return failed

@@ -33,6 +33,21 @@ Threads and who owns what::
   Each connection may hold a decoded response at once (large for highly compressible
   compressed topics), which bounds the default; the documentation's *Performance* page has
   the measurements behind it.
+* **Extra connections only while they pay**: a fetcher starts *narrow*, all its partitions on
+  a broker fetched over connection 0. When a response of one of its threads carries, for some
+  partition, at least half of ``fetch.message.max.bytes`` (:func:`large_response`: the
+  partition has a backlog the fetch size cut), the fetcher goes *wide*: its partitions on that
+  broker are spread over its :func:`connections_per_broker` connections
+  (:func:`spread_over_connections`, threads started on demand). When none of its threads has
+  had such a response for :data:`QUIET_S` seconds it goes narrow again: every partition back
+  to connection 0; the emptied threads fetch nothing (no request, no CPU) until the next wide
+  spell or until idle fetchers are stopped. A member following a live stream or idle thus
+  sends one long-poll per ``fetch.wait.max.ms`` per broker, as Kafka's consumer does, and a
+  catching-up member fetches over all its connections. A move is a removal and an add
+  (as a rebalance's): the position is ``fetched_offset``, a parked chunk of a moved
+  partition is dropped and fetched again, nothing is lost or delivered twice. A partition
+  moved onto connection 0 waits for that connection's request in flight (at most
+  ``fetch.wait.max.ms``) once.
 * A **FetcherThread** fetches its partitions in one request from their
   ``fetched_offset``: every partition whose stream queue has room and that has
   no parked chunk (back-pressure per partition, below). Per partition: data is
@@ -84,11 +99,12 @@ from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
 from ..wire.tls import broker_ssl_context
 from .fetch_stats import FetchStats
-from .fetcher_thread import FetcherKey, FetcherThread
+from .fetcher_thread import QUIET_S, FetcherKey, FetcherThread, large_response
 from .handoff import ChunkQueue, PartitionTopicInfo
 from .leader_finder import LeaderFinder, LeaderFinderHost
 
-__all__ = ["FetcherManager", "connections_per_broker", "fetcher_id", "spread_over_connections"]
+__all__ = ["FetcherManager", "QUIET_S", "connections_per_broker", "fetcher_id", "large_response",
+           "spread_over_connections"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +114,6 @@ FetcherGroup = Tuple[int, int]
 ConnectionFactory = Callable[[str, int], BrokerConnection]
 
 _INT32_MIN = -(1 << 31)
-
 
 def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
     """Which of a broker's ``num.consumer.fetchers`` threads fetches ``topic``/``partition``.
@@ -207,6 +222,8 @@ class FetcherManager:
         self._paused_queues: Set[int] = set()  # ``id()`` of paused streams' queues
         self._shut_down = False
         self._generation = 0
+        #: Fetchers whose partitions are spread over their connections (guarded by ``_fetchers_lock``).
+        self._wide: Set[FetcherGroup] = set()
         #: Cumulative per-broker fetch counters of every fetcher thread this manager ran.
         self.fetch_stats = FetchStats()
 
@@ -480,8 +497,12 @@ class FetcherManager:
                 brokers = len(set(self._leaders.values()))
             load = {((k.broker_id, k.fetcher_id), k.connection): f.partition_count()
                     for k, f in self._fetchers.items() if f.is_alive()}
-            slots = spread_over_connections((((key.broker_id, key.fetcher_id), tp) for tp, (_, key) in picked.items()),
-                                            load, connections_per_broker(connections, brokers))
+            slots: Dict[TopicPartition, int] = {}
+            for wide in (False, True):
+                slots.update(spread_over_connections(
+                    (((key.broker_id, key.fetcher_id), tp) for tp, (_, key) in picked.items()
+                     if ((key.broker_id, key.fetcher_id) in self._wide) == wide),
+                    load, connections_per_broker(connections, brokers) if wide else 1))
             chosen = {tp: (info, dataclasses.replace(key, connection=slots[tp])) for tp, (info, key) in picked.items()}
             groups: Dict[FetcherKey, List[PartitionTopicInfo]] = {}
             for _tp, (info, key) in sorted(chosen.items()):
@@ -501,10 +522,43 @@ class FetcherManager:
         fetcher = self._fetchers.get(key)
         if fetcher is None or not fetcher.is_alive():  # a dead one already reported its error
             fetcher = FetcherThread(key, self._config, self._connect(key.host, key.port), self._hand_back,
-                                    self._report, self._deliverable, self.fetch_stats)
+                                    self._report, self._deliverable, self.fetch_stats, resize=self._resize)
+            fetcher.wide = (key.broker_id, key.fetcher_id) in self._wide
             self._fetchers[key] = fetcher
             fetcher.start()
         return fetcher
+
+    def _resize(self, fetcher: FetcherThread, wide: bool) -> None:
+        """``fetcher``'s thread, between requests, no lock held: make its fetcher wide (it had a large
+        response) or narrow (if none of its threads had one for :data:`QUIET_S`); see the module docstring."""
+        key = fetcher.key
+        group = (key.broker_id, key.fetcher_id)
+        with self._fetchers_lock:
+            if self._fetchers.get(key) is not fetcher or self._shut_down:
+                return  # stopped or replaced meanwhile
+            members = {k: f for k, f in self._fetchers.items() if (k.broker_id, k.fetcher_id) == group}
+            now = time.monotonic()
+            if not wide and any(now - f.last_large < QUIET_S for f in members.values()):
+                return
+            (self._wide.add if wide else self._wide.discard)(group)
+            for f in members.values():
+                f.wide = wide
+            with self._cond:
+                brokers = len(set(self._leaders.values()))
+            width = connections_per_broker(max(1, int(getattr(self._config, "fetcher_connections", 1))), brokers)
+            held = {info_tp: (k, info) for k, f in members.items() for info_tp, (info, *_) in f.snapshot().items()}
+            slots = spread_over_connections(((group, tp) for tp in held), {}, width if wide else 1)
+            moves: Dict[Tuple[FetcherKey, FetcherKey], List[TopicPartition]] = {}
+            for tp, (k, _) in held.items():
+                if slots[tp] != k.connection:
+                    moves.setdefault((k, dataclasses.replace(k, connection=slots[tp])), []).append(tp)
+            for (src, dst), tps in sorted(moves.items(), key=lambda m: (m[0][0].connection, m[0][1].connection)):
+                infos = self._fetchers[src].remove_partitions(tps)
+                if infos:
+                    self._fetcher_for(dst).add_partitions(infos)
+        if moves:
+            log.debug("%s: fetcher %s of broker %d %s: %d partitions moved", fetcher.name, key.fetcher_id,
+                      key.broker_id, f"wide ({width} connections)" if wide else "narrow", sum(map(len, moves.values())))
 
     def _stop_idle_fetchers(self) -> None:
         """Stop and join fetchers left without partitions (Kafka's shutdownIdleFetcherThreads)."""

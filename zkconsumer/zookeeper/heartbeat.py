@@ -163,6 +163,9 @@ class SessionHeartbeat:
         self._sent: Dict[int, float] = {}  # xid -> send time, kazoo's requests (connection thread only)
         # session id -> send time of its last answered request or ping; replaced whole (atomic for readers)
         self._proofs: Dict[Optional[int], float] = {}
+        #: Bumped right after the proofs or the negotiated timeout change (a reader that saw the
+        #: old value may have read the old data: the session lease caches by it).
+        self.version = 0
         self._observing = False
         self._unanswered_drops = 0  # written on kazoo's connection thread only
 
@@ -257,6 +260,7 @@ class SessionHeartbeat:
             for old in sorted(proofs, key=proofs.__getitem__)[: len(proofs) - _MAX_SESSIONS]:
                 del proofs[old]
         self._proofs = proofs
+        self.version += 1
 
     def _use_kazoo_pings(self) -> None:
         """No native thread for this client: kazoo pings, at Kafka's cadence."""
@@ -288,6 +292,7 @@ class SessionHeartbeat:
             read_timeout_ms, connect_timeout_ms = connect(*args, **kwargs)
             timeout = round(float(read_timeout_ms) * 1.5) / 1000.0  # kazoo's read timeout is 2/3 of it
             self._negotiated = timeout
+            self.version += 1
             if pinger is None:
                 return read_timeout_ms, connect_timeout_ms
             try:

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from kazoo.exceptions import KazooException
 
@@ -107,6 +107,7 @@ class SessionLease:
         self._path = path
         self._configured = session_timeout_s
         self._heartbeat = heartbeat if heartbeat is not None and heartbeat.observing else None
+        self._versioned = heartbeat  # its ``version`` changes after its proofs or negotiated timeout do
         self._negotiated: Callable[[], Optional[float]] = (
             heartbeat.negotiated_timeout if heartbeat is not None else lambda: None)
         self._clock = clock
@@ -115,6 +116,11 @@ class SessionLease:
         self._accepted: Optional[int] = session_of(client)
         self._lapsed = False  # the thread's view, for its log lines
         self._lost = False  # kazoo reported the accepted session LOST: no proof counts until accept_session
+        #: Bumped after ``_lost`` or ``_accepted`` changes (never before): a :meth:`valid` cache of an
+        #: older epoch is not used.
+        self._epoch = 0
+        #: ``(epoch, heartbeat version, proven at, timeout)`` of the last full :meth:`valid`; see there.
+        self._cache: Tuple[int, int, float, float] = (-1, -1, float("-inf"), 0.0)
         self._thread = ShutdownableThread(name, self._run)
 
     @property
@@ -135,8 +141,34 @@ class SessionLease:
         return self._thread.stop(timeout)
 
     def valid(self) -> bool:
-        """``True`` while the accepted session was proven alive less than one session timeout ago."""
-        return self._clock() - self._proven_at() < self.timeout
+        """``True`` while the accepted session was proven alive less than one session timeout ago.
+
+        A fetcher asks before each chunk it queues, so the answer is cached: the proof time and
+        timeout of the last full look are used again while nothing they came from changed (the
+        epoch: :meth:`session_lost`, :meth:`accept_session`; the heartbeat's ``version``: its
+        proofs, its negotiated timeout) and while they still say valid; otherwise (and while no
+        session is accepted yet, whose proofs may change with the client's session) it looks
+        again. Every input that can move the proof time back or shorten the timeout changes the
+        epoch or the version *after* it changed, and the cache keeps the epoch and version read
+        *before* the look, so a stale cache is never used; the lease's own proofs only move the
+        proof time forward, so a cache older than one of them errs towards looking again.
+        """
+        epoch, version, proven, timeout = self._cache
+        versioned = self._versioned
+        if (epoch == self._epoch and (versioned is None or version == versioned.version)
+                and self._clock() - proven < timeout):
+            return True
+        return self._look()
+
+    def _look(self) -> bool:
+        """:meth:`valid` in full, caching what it used (see there)."""
+        epoch, versioned, accepted = self._epoch, self._versioned, self._accepted
+        version = versioned.version if versioned is not None else 0
+        timeout = self.timeout
+        proven = self._proven_at()
+        if accepted is not None:
+            self._cache = (epoch, version, proven, timeout)
+        return self._clock() - proven < timeout
 
     def _proven_at(self) -> float:
         """The last proof of the accepted session: our own read's, or an observed reply's (the later)."""
@@ -152,6 +184,7 @@ class SessionLease:
         """The member (re)joined on the current session: proofs on it count from now on."""
         self._accepted = self._current_session()
         self._lost = False
+        self._epoch += 1
 
     def session_lost(self) -> None:
         """kazoo reported the session LOST: the lease lapses now, until :meth:`accept_session`.
@@ -159,6 +192,7 @@ class SessionLease:
         Called on kazoo's connection thread (a flag, never blocks).
         """
         self._lost = True
+        self._epoch += 1
 
     def _current_session(self) -> Optional[int]:
         return session_of(self._client)
@@ -185,6 +219,7 @@ class SessionLease:
         if session is not None:
             if self._accepted is None:
                 self._accepted = session
+                self._epoch += 1
             elif session != self._accepted:
                 return False  # a new session: wait for the rejoin (accept_session)
         self._last_proof = started  # the server answered a request sent at `started`
@@ -210,6 +245,7 @@ class SessionLease:
         """One look at the lease: prove it if a proof is overdue. Returns how long to wait until the next."""
         if self._accepted is None:
             self._accepted = self._current_session()  # the session the member joined with
+            self._epoch += 1
         overdue_at = self._proven_at() + self.overdue_after
         now = self._clock()
         if now < overdue_at:

@@ -282,9 +282,25 @@ def harness(cluster: FakeCluster, request: pytest.FixtureRequest):
     assert our_threads() == []
 
 
+def set_quiet(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The quiet period after which a wide fetcher gathers its partitions back onto one connection."""
+    import zkconsumer.fetch.fetcher_thread as fetcher_thread
+    import zkconsumer.fetch.manager as manager
+
+    monkeypatch.setattr(fetcher_thread, "QUIET_S", seconds)
+    monkeypatch.setattr(manager, "QUIET_S", seconds)
+
+
 # --------------------------------------------------------------------------- bookkeeping
 
-def test_every_message_once_in_order_across_brokers_and_fetcher_ids(cluster: FakeCluster, harness: Harness) -> None:
+@pytest.mark.parametrize("backlog", [False, True], ids=["small-responses", "large-responses"])
+def test_every_message_once_in_order_across_brokers_and_fetcher_ids(
+        cluster: FakeCluster, harness: Harness, backlog: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small responses keep every partition on connection 0; large ones (a backlog cut at the fetch
+    size) spread them over the connections (the quiet period is made long enough not to end here)."""
+    set_quiet(monkeypatch, 3600.0)
+    if backlog:
+        harness.config.fetch_message_max_bytes = 64
     cluster.create("a", 4, per_partition=50)
     cluster.create("b", 3, per_partition=20)
     harness.manager.start_connections(harness.infos("a", range(4)) + harness.infos("b", range(3)))
@@ -293,8 +309,10 @@ def test_every_message_once_in_order_across_brokers_and_fetcher_ids(cluster: Fak
     harness.drain(lambda: harness.has_all(expected))
     harness.check_exact(expected)
     metrics = harness.manager.metrics()
-    names = set(metrics["fetchers"])
-    connections = connections_per_broker(harness.config.fetcher_connections, len(set(cluster.leaders.values())))
+    names = {name for name, f in metrics["fetchers"].items() if f["partitions"]}
+    connections = 1
+    if backlog:
+        connections = connections_per_broker(harness.config.fetcher_connections, len(set(cluster.leaders.values())))
     slots = spread_over_connections((((cluster.leaders[tp], fetcher_id(*tp, 2)), tp) for tp in expected), {},
                                     connections)
     wanted = set()
@@ -304,7 +322,7 @@ def test_every_message_once_in_order_across_brokers_and_fetcher_ids(cluster: Fak
         wanted.add(f"{name}-{connection}" if connection else name)
         assert metrics["partitions"][f"{t}-{p}"]["fetcher"] == (f"{name}-{connection}" if connection else name)
     assert names == wanted
-    assert {f["connection"] for f in metrics["fetchers"].values()} == set(range(connections))
+    assert {f["connection"] for f in metrics["fetchers"].values() if f["partitions"]} == set(range(connections))
     assert sum(f["partitions"] for f in metrics["fetchers"].values()) == 7
     a0 = metrics["partitions"]["a-0"]
     assert (a0["fetched_offset"], a0["high_watermark"], a0["fetch_lag"], a0["leader"]) == (50, 50, 0, 1)

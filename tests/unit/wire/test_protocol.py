@@ -101,6 +101,20 @@ def test_truncated_response_raises_decode_error() -> None:
         p.FetchRequest(0, 0, []).decode_response(memoryview(fetch[:-2]))
 
 
+def test_a_fetch_response_cut_anywhere_or_with_a_negative_size_is_a_decode_error() -> None:
+    fetch = FetchResponse_v0(topics=[("t", [(0, 0, 100, b"abcdef"), (1, 0, 7, b"")]), ("u", [(2, 1, -1, b"x")])]).encode()
+    whole = p.FetchRequest(0, 0, []).decode_response(memoryview(fetch))
+    assert [(q.topic, q.partition, q.error_code, q.high_watermark, bytes(q.message_set)) for q in whole.partitions] == [
+        ("t", 0, 0, 100, b"abcdef"), ("t", 1, 0, 7, b""), ("u", 2, 1, -1, b"x")]
+    for cut in range(len(fetch)):
+        with pytest.raises(be.ProtocolDecodeError):
+            p.FetchRequest(0, 0, []).decode_response(memoryview(fetch[:cut]))
+    negative = bytearray(fetch)
+    negative[4 + 2 + 1 + 4 + 4 + 2 + 8:4 + 2 + 1 + 4 + 4 + 2 + 8 + 4] = b"\xff\xff\xff\xfe"
+    with pytest.raises(be.ProtocolDecodeError):
+        p.FetchRequest(0, 0, []).decode_response(memoryview(bytes(negative)))
+
+
 def test_response_header() -> None:
     cid, body = p.decode_response_header(memoryview(b"\x00\x00\x00\x07rest"))
     assert cid == 7 and bytes(body) == b"rest"
