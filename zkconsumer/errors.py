@@ -10,13 +10,29 @@ May import: nothing of zkconsumer.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 
 class ZkConsumerError(Exception):
-    """Base of every error raised by zkconsumer."""
+    """Base of every error raised by zkconsumer.
+
+    Every zkconsumer error pickles and unpickles to an equal one (same type, message and
+    attributes), whatever its constructor takes, so it crosses process boundaries
+    (``multiprocessing``, ``concurrent.futures`` process pools) as itself.
+    """
 
     retriable: bool = False
+
+    def __reduce__(self) -> Any:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls: "type[ZkConsumerError]", args: Tuple[Any, ...], state: Dict[str, Any]) -> "ZkConsumerError":
+    """An unpickled zkconsumer error: built without its constructor, from its args and attributes."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigurationError(ZkConsumerError, ValueError):

@@ -164,3 +164,22 @@ def test_rebalance_in_progress_lists_what_was_not_committed_in_order() -> None:
     err = RebalanceInProgressError("rebalancing", [("t", 2), ("a", 5), ("t", 0)])
     assert err.partitions == [("a", 5), ("t", 0), ("t", 2)] and str(err) == "rebalancing"
     assert RebalanceInProgressError("rebalancing").partitions == []
+
+
+def test_every_error_pickles_to_an_equal_one() -> None:
+    """Errors whose constructors take their own arguments survive pickling (process pools rely on it)."""
+    import inspect
+    import pickle
+
+    from zkconsumer import errors
+
+    samples = [
+        errors.ConfigurationError("group.id", "is required"),
+        errors.ZooKeeperAccessError("/consumers/g", "writing", "check zookeeper.auth"),
+    ]
+    for error in samples:
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and copy.args == error.args
+        assert copy.__dict__ == error.__dict__ and copy.retriable == error.retriable
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.ZkConsumerError)]
+    assert all("__reduce__" not in vars(c) for c in classes if c is not errors.ZkConsumerError)
