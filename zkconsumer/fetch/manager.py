@@ -479,7 +479,6 @@ class FetcherManager:
         """Give every leaderless partition that has a live leader to its fetcher thread."""
         found: Dict[TopicPartition, FetcherKey] = {}  # connection 0 until spread below
         num = max(1, int(self._config.num_consumer_fetchers))
-        connections = max(1, int(getattr(self._config, "fetcher_connections", 1)))
         for topic in metadata.topics:
             for pm in topic.partitions:
                 leader = metadata.broker(pm.leader) if pm.leader >= 0 else None
@@ -502,7 +501,7 @@ class FetcherManager:
                 slots.update(spread_over_connections(
                     (((key.broker_id, key.fetcher_id), tp) for tp, (_, key) in picked.items()
                      if ((key.broker_id, key.fetcher_id) in self._wide) == wide),
-                    load, connections_per_broker(connections, brokers) if wide else 1))
+                    load, self._connections_per_broker(brokers) if wide else 1))
             chosen = {tp: (info, dataclasses.replace(key, connection=slots[tp])) for tp, (info, key) in picked.items()}
             groups: Dict[FetcherKey, List[PartitionTopicInfo]] = {}
             for _tp, (info, key) in sorted(chosen.items()):
@@ -528,6 +527,10 @@ class FetcherManager:
             fetcher.start()
         return fetcher
 
+    def _connections_per_broker(self, brokers: int) -> int:
+        """A wide fetcher's connections to each of ``brokers`` brokers (``fetcher.connections`` shared out)."""
+        return connections_per_broker(max(1, int(getattr(self._config, "fetcher_connections", 1))), brokers)
+
     def _resize(self, fetcher: FetcherThread, wide: bool) -> None:
         """``fetcher``'s thread, between requests, no lock held: make its fetcher wide (it had a large
         response) or narrow (if none of its threads had one for :data:`QUIET_S`); see the module docstring."""
@@ -545,7 +548,7 @@ class FetcherManager:
                 f.wide = wide
             with self._cond:
                 brokers = len(set(self._leaders.values()))
-            width = connections_per_broker(max(1, int(getattr(self._config, "fetcher_connections", 1))), brokers)
+            width = self._connections_per_broker(brokers)
             held = {info_tp: (k, info) for k, f in members.items() for info_tp, (info, *_) in f.snapshot().items()}
             slots = spread_over_connections(((group, tp) for tp in held), {}, width if wide else 1)
             moves: Dict[Tuple[FetcherKey, FetcherKey], List[TopicPartition]] = {}
