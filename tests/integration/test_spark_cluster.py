@@ -61,8 +61,16 @@ def committed_total(zk, group: str, topic: str) -> int:
     return sum(int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)) if zk.exists(base) else 0
 
 
-def produce(cluster, topic: str, n: int) -> List[Record]:
-    return sorted(cluster.produce(topic, [f"m{i}" for i in range(n)]))
+def produce(cluster, topic: str, n: int, partitions: int = 0) -> List[Record]:
+    """``n`` messages, sorted by (partition, offset). With ``partitions``, spread round-robin over that
+    many partitions (kafka-python's partitioner picks among the partitions whose leader its metadata
+    knows, so a test that needs every partition filled must not leave placement to it)."""
+    if not partitions:
+        return sorted(cluster.produce(topic, [f"m{i}" for i in range(n)]))
+    placed: List[Record] = []
+    for p in range(partitions):
+        placed += cluster.produce(topic, [f"m{i}" for i in range(p, n, partitions)], partition=p)
+    return sorted(placed)
 
 
 # --------------------------------------------------------------------------- executor side
@@ -345,7 +353,7 @@ def test_item6_sparks_source_options_on_the_standalone_cluster(
 
     both_executors_up(spark, spark_cluster)
     topic = make_topic(partitions=4)
-    placed = produce(cluster, topic, 60)
+    placed = produce(cluster, topic, 60, partitions=4)
     assign = f'{{"{topic}":[0,1,2]}}'
     checkpoint, sink = tmp_path / "cp", tmp_path / "sink"
     df = (spark.readStream.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
@@ -368,7 +376,7 @@ def test_item6_sparks_source_options_on_the_standalone_cluster(
     handover = starting_offsets_json(str(checkpoint))
     assert handover == '{"%s":{"0":%d,"1":%d,"2":%d}}' % (topic, ends[0], ends[1], ends[2])
 
-    later = produce(cluster, topic, 100)  # sorted (partition, offset) of the new messages
+    later = produce(cluster, topic, 100, partitions=4)  # sorted (partition, offset) of the new messages
     batch = (spark.read.format("zkconsumer").option("zookeeper.connect", cluster.zk_connect)
              .option("group.id", group_id).option("assign", assign).option("startingOffsets", handover)
              .option("endingOffsets", "latest").option("minPartitions", "6").load()
