@@ -23,7 +23,10 @@ from zkconsumer.cli.interrupt import DEFAULT_GRACE_S, GRACE_ENV, InterruptPolicy
 
 @pytest.fixture(autouse=True)
 def sigint_restored() -> Iterator[None]:
+    """SIGINT as in a terminal's foreground job for each test, whatever the suite was started with (a
+    shell starts a background job with SIGINT ignored, and then the policy rightly installs nothing)."""
     previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
 
