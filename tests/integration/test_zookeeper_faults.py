@@ -8,24 +8,29 @@ test relies on. Each test leaves ZooKeeper running.
 Issue items: 6 (bounded shutdown), 7 (shutdown during create_message_streams),
 10 (ZooKeeper errors never reach the application; deliveries during an outage),
 13b (the lease uses the negotiated session timeout), 13c (one live session per
-consumer id).
+consumer id); and a process that never calls ``shutdown()`` still exits while ZooKeeper is down.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
 import threading
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from kazoo.client import KazooClient
-from support.common import Member, Producer, assert_nothing_lost, consumer_props, new_topic, owners, unique, wait_until
+from support import PROGRAMS
+from support.common import Cli, Member, Producer, assert_nothing_lost, consumer_props, new_topic, owners, unique, wait_until
+from support.offsets import ChildProcess
 
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.errors import ConsumerShutdownError, ZkConsumerError
 from zkconsumer.testing import LocalCluster
 from zkconsumer.zookeeper import lease as leases
+from zkconsumer.zookeeper import migration
 from zkconsumer.zookeeper.group import GroupClient
 from zkconsumer.zookeeper.heartbeat import SessionHeartbeat
 
@@ -392,3 +397,79 @@ def test_item13c_our_own_earlier_session_is_still_replaced_after_expiry(zk_clust
                         and len(owners(zk, group, topic)) == 2)
 
         wait_until(rejoined, 30, "the member to re-register and reclaim under its new session")
+
+
+# ----------------------------------------------------------------------------- exit without shutdown()
+
+#: How long a process may take to exit once its ``main`` returned (a hang is what this catches).
+EXIT_BOUND_S = 30.0
+
+
+class ExitingMember(ChildProcess):
+    """``programs/exit_member.py``: a member whose application returns without ``shutdown()`` on ``EXIT``."""
+
+    def __init__(self, props: Dict[str, object], topic: str) -> None:
+        super().__init__(PROGRAMS / "exit_member.py", [json.dumps(props), topic], stdin=True)
+        self.lines: List[str] = []
+        self._start_reading()
+
+    def on_line(self, line: str) -> None:
+        self.lines.append(line)
+
+    def said(self, first_word: str) -> bool:
+        with self._lock:
+            return any(line.split(" ", 1)[0] == first_word for line in self.lines)
+
+    def send(self, line: str) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(line + "\n")
+        self._proc.stdin.flush()
+
+    def exit_code(self, timeout: float) -> Optional[int]:
+        """The process's exit status, waited for at most ``timeout`` seconds (``None``: still running)."""
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def test_a_process_that_never_calls_shutdown_exits_while_zookeeper_is_down(
+        zk_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """An application that just returns (or a test that leaks a member) while ZooKeeper is gone:
+    the interpreter still exits. kazoo's atexit handler joins its callback thread without a bound,
+    so nothing of ours may block that thread; kazoo's ``DataWatch`` recipe did (its re-read after
+    the connection loss waits for a connection that never comes back), and the process hung.
+
+    The member first has its migration-node watch fire (the node is written, naming the membership
+    it is on: nothing to do) and applies a live seek (``offsets seek --execute`` completes), then
+    ZooKeeper is stopped and its ``main`` returns. The bound is a timeout, not a speed claim.
+    """
+    group = unique("g")
+    topic = new_topic(zk_cluster, "exit", 2)
+    for p in range(2):
+        zk_cluster.produce(topic, [f"m{p}-{i}".encode() for i in range(5)], partition=p)
+    member = ExitingMember(consumer_props(zk_cluster, group, **{"zookeeper.session.timeout.ms": 4000,
+                                                                  "auto.commit.enable": "true",
+                                                                  "auto.commit.interval.ms": 500}), topic)
+    try:
+        wait_until(lambda: member.said("READY"), 60, "the member to join")
+        zk = zk_cluster.kazoo_client()
+        try:
+            migration.write_intent(zk, group, "zookeeper")
+            wait_until(lambda: len(owners(zk, group, topic)) == 2, 30, "the member to own both partitions")
+        finally:
+            zk.stop()
+            zk.close()
+        code, out, err = Cli(zk_cluster, capsys)("offsets", "seek", "--group", group, "--topic", topic,
+                                                 "--to", "earliest", "--execute", "--timeout-s", "60")
+        assert code == 0 and "Seek done" in out, (out, err)
+
+        zk_cluster.stop_zookeeper()
+        member.send("EXIT")
+        wait_until(lambda: member.said("RETURNING"), 90, "the member's main to return")
+        assert member.said("DISCONNECTED"), member.lines
+        code = member.exit_code(EXIT_BOUND_S)
+        assert code is not None, f"the process did not exit within {EXIT_BOUND_S}s of its main returning"
+        assert code == 0, member.lines
+    finally:
+        member.kill()

@@ -1,11 +1,14 @@
 """A live group-wide seek, the member's side (``zkconsumer offsets seek``; ZooKeeper membership).
 
 The command writes a request to ``/consumers/<g>/seek`` (format: :mod:`zkconsumer.zookeeper.seek_nodes`):
-a target offset per partition. Each member watches the node; kazoo's callback only keeps
-the request and signals the rebalancer (:meth:`Rebalancer.seek_requested`), whose thread
-applies it between rebalances (:meth:`GroupSeeks.apply`), so no partition is claimed or
-released meanwhile. For every partition of the request this member owns and that is not
-acknowledged yet:
+a target offset per partition. Each member watches the node (a
+:class:`~zkconsumer.zookeeper.watchers.PathWatch`: asynchronous requests only, armed again after a
+reconnection or a new session; kazoo's own ``DataWatch`` recipe blocked kazoo's callback thread
+while ZooKeeper was unreachable, which hung the exit of a process that never shut down). The
+watch's callbacks only keep the request and signal the rebalancer
+(:meth:`Rebalancer.seek_requested`), whose thread applies it between rebalances
+(:meth:`GroupSeeks.apply`), so no partition is claimed or released meanwhile. For every partition
+of the request this member owns and that is not acknowledged yet:
 
 1. the partition stops being fetched and handed out, its queued chunks are dropped
    (:meth:`Pauses.reposition`: as a pause);
@@ -20,7 +23,8 @@ acknowledged yet:
 
 A member that claims a partition while a request is pending (joining, or taking over a
 partition at a rebalance) starts it from the target when it is not acknowledged yet
-(:meth:`GroupSeeks.read_offsets`, where the rebalancer reads committed offsets), then commits
+(:meth:`GroupSeeks.read_offsets`, where the rebalancer reads committed offsets; until the
+watch's first read is answered it reads the node there itself), then commits
 and acknowledges it after the rebalance. A partition acknowledged before it moved starts from
 its committed offset, which is the target or beyond. A failed step is tried again a second later.
 """
@@ -32,13 +36,13 @@ import threading
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import DataWatch
 
 from ..errors import MalformedZnodeError, ZkConsumerError
 from ..fetch.handoff import PartitionTopicInfo
 from ..offsets.committer import OffsetCommitter
 from ..structs import TopicPartition
 from ..zookeeper import seek_nodes
+from ..zookeeper.watchers import PathWatch, Value
 from ..zookeeper.zkcalls import BoundedZooKeeper
 from .acks import ProcessedOffsets
 from .pausing import Pauses
@@ -65,8 +69,10 @@ class GroupSeeks:
         self._acl = acl
         self._lock = threading.Lock()
         self._pending: Optional[seek_nodes.SeekRequest] = None  # the watch's latest view
+        self._known = False  # whether the watch has read the node yet (else _pending says nothing)
         self._signal: Optional[Callable[[], None]] = None
-        self._stopped = False
+        self._watch: Optional[PathWatch] = None
+        self._epoch = 0  # one per start() and stop(): a callback of an earlier watch does nothing
         # Rebalancer thread only:
         self._claimed: Dict[TopicPartition, Tuple[str, int]] = {}  # started from a target at a claim
         self._applied: Dict[TopicPartition, PartitionTopicInfo] = {}  # moved to the current request's target
@@ -75,30 +81,52 @@ class GroupSeeks:
     # ------------------------------------------------------------------ the watch
 
     def start(self, signal: Callable[[], None]) -> None:
-        """Watch the request node; ``signal()`` (never blocking) is called when a request is there."""
-        self._signal = signal
-        DataWatch(self._client.raw, self._path, self._on_change)
+        """Arm the watch of the request node (its read is sent before this returns; never blocks).
+        ``signal()`` (never blocking) is called when a request is there: once the watch's first read
+        finds one, at every change to a request, and after a new session while one is there. After
+        :meth:`stop` (a member that switched memberships and came back) it watches afresh."""
+        with self._lock:
+            if self._watch is not None:
+                return
+            self._epoch += 1
+            epoch = self._epoch
+            watch = PathWatch(self._client.raw, self._path, children=False, describe=_request_changed,
+                              signal=lambda _reason: self._on_signal(epoch),
+                              keep=lambda data: self._on_data(epoch, data), name="live seek request")
+            self._signal, self._watch, self._known, self._pending = signal, watch, False, None
+        watch.start()
 
     def stop(self) -> None:
-        """The watch ends at its next event; nothing is signalled any more."""
+        """Stop the watch (at once, without waiting for ZooKeeper); nothing is signalled any more."""
         with self._lock:
-            self._stopped = True
+            watch, self._watch = self._watch, None
+            self._epoch += 1
+        if watch is not None:
+            watch.stop()
 
-    def _on_change(self, data: Optional[bytes], _stat: Any) -> Optional[bool]:
-        """kazoo's thread: keep the request, signal. Never blocks."""
+    def _on_data(self, epoch: int, data: Value) -> None:
+        """kazoo's completion thread: keep what the watch read (the first request found signals). Never blocks."""
         request = None
-        if data:
+        if isinstance(data, bytes) and data:
             try:
                 request = seek_nodes.decode_request(self._path, data)
             except MalformedZnodeError as exc:
                 log.warning("ignoring the seek request: %s", exc)
         with self._lock:
-            if self._stopped:
-                return False
-            self._pending = request
-        if request is not None and self._signal is not None:
-            self._signal()
-        return None
+            if epoch != self._epoch:
+                return
+            first, self._known, self._pending = not self._known, True, request
+            signal = self._signal if first and request is not None else None
+        if signal is not None:
+            signal()
+
+    def _on_signal(self, epoch: int) -> None:
+        """kazoo's threads: the node changed (or the watch was re-armed on a new session); what it holds
+        now was kept first (:meth:`_on_data`). Never blocks."""
+        with self._lock:
+            signal = self._signal if epoch == self._epoch and self._pending is not None else None
+        if signal is not None:
+            signal()
 
     # ------------------------------------------------------------------ the rebalancer thread
 
@@ -109,8 +137,9 @@ class GroupSeeks:
         def read(tps: List[TopicPartition]) -> Mapping[TopicPartition, Optional[int]]:
             committed = inner(tps)
             with self._lock:
-                pending = self._pending
-            if pending is None or not any(tp in pending.offsets for tp in tps):
+                pending, known = self._pending, self._known
+            # Before the watch's first answer (it may come after a claim) the node is read here.
+            if known and (pending is None or not any(tp in pending.offsets for tp in tps)):
                 return committed
             fresh = self._read_request()
             if fresh is None:
@@ -212,6 +241,10 @@ class GroupSeeks:
             log.warning("ignoring the seek request: %s", exc)
             return None
         return request, _acked(request.id, names)
+
+
+def _request_changed(_previous: Value, current: Value) -> Optional[str]:
+    return None if current is None else "live seek request written"
 
 
 def _acked(request_id: str, names: Iterable[str]) -> Set[TopicPartition]:

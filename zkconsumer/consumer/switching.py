@@ -8,15 +8,16 @@ runs now (``connector.membership`` shows that one). It follows the group's migra
   ``group.membership`` says (and logs so);
 * while running: a watch on the node (signal only, on kazoo's thread) wakes the switch thread
   (``zkconsumer-switch-<consumer id>``), which re-reads the node then and after every
-  reconnection (kazoo's ``DataWatch`` re-arms the watch itself); only without a watch does it
-  poll, every :data:`POLL_S` seconds. When the node names the other
-  membership, the switch thread hands over in this order: the running membership stops (no more
-  rebalances or rejoins); the fetchers stop and every queued chunk is dropped (nothing fetched
-  before is handed out afterwards); what was handed out is committed (``auto.commit.enable``:
-  under ZooKeeper membership fenced by the owner nodes, under the coordinator by the
-  generation); the listener's ``before_releasing_partitions`` runs; then a ZooKeeper member
-  deletes its owner nodes and its registration, a coordinator member sends LeaveGroup. Then the
-  other membership joins with the same streams: the application's iterators never change.
+  reconnection (the watch re-arms itself: :func:`~zkconsumer.zookeeper.migration.watch_intent`;
+  it never blocks kazoo's threads); only without a watch does it poll, every :data:`POLL_S`
+  seconds. When the node names the other membership, the switch thread hands over in this order:
+  the running membership stops (no more rebalances or rejoins); the fetchers stop and every
+  queued chunk is dropped (nothing fetched before is handed out afterwards); what was handed out
+  is committed (``auto.commit.enable``: under ZooKeeper membership fenced by the owner nodes,
+  under the coordinator by the generation); the listener's ``before_releasing_partitions`` runs;
+  then a ZooKeeper member deletes its owner nodes and its registration, a coordinator member sends
+  LeaveGroup. Then the other membership joins with the same streams: the application's iterators
+  never change.
 
 One authority assigns at a time, by two barriers (see the documentation's page *Migration from Kafka's consumer*):
 
@@ -41,13 +42,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from kazoo.exceptions import KazooException, NoNodeError
 
 from ..errors import ConfigurationError, ConsumerShutdownError, ZkConsumerError, ZooKeeperUnavailableError
 from ..structs import TopicPartition
 from ..zookeeper import migration
+from ..zookeeper.watchers import PathWatch
 from .membership import ConnectorParts, Membership, QueueFor, RebalanceStatus, TopicAllowed
 from .stream import clear_streams
 from .topic_count import TopicCount
@@ -103,7 +105,7 @@ class SwitchingMembership:
         self._stopping = False
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._watch: Any = None
+        self._watch: Optional[PathWatch] = None
         self._joined_with: Optional[Tuple[TopicCount, QueueFor, TopicAllowed]] = None
         self.switches = 0  #: hand-overs completed (for tests and metrics)
 
@@ -193,11 +195,13 @@ class SwitchingMembership:
             with self._lock:
                 self._current = self._make(now.to)
             self._join_retrying(now.to)
-        try:  # the watch first: its first call (at once) is the thread's first wake-up
-            self._watch = migration.watch_intent(self._member.zk, cfg.group_id, self._wake.set)
-        except KazooException as exc:  # the poll reads the node instead
-            log.warning("%s: could not watch %s: %s", self._member.consumer_id,
-                        migration.migration_path(cfg.group_id), exc)
+        # The watch first (armed before the thread's first read): its first call, at once, is that read's wake-up.
+        watch = migration.watch_intent(self._member.zk, cfg.group_id, self._wake.set)
+        with self._lock:
+            self._watch = watch
+            stopping = self._stopping
+        if stopping and watch is not None:  # stop() ran meanwhile and saw no watch
+            watch.stop()
         with self._member.guard():
             self._thread = threading.Thread(target=self._run, name=f"zkconsumer-switch-{self._member.consumer_id}",
                                             daemon=True)
@@ -207,7 +211,9 @@ class SwitchingMembership:
         """Stop the switch thread (bounded) and whatever membership runs."""
         with self._lock:
             self._stopping = True
-            current = self._current
+            current, watch = self._current, self._watch
+        if watch is not None:
+            watch.stop()
         self._wake.set()
         current.stop()
         thread = self._thread
@@ -228,8 +234,8 @@ class SwitchingMembership:
     def _run(self) -> None:
         failed_to = ""
         while not self._stopped():
-            # With the watch set (kazoo's DataWatch sets it again after a reconnection or a new
-            # session, and on_zk_state wakes us at every CONNECTED), an idle member sends nothing
+            # With the watch set (it is armed again after a reconnection or a new session, and
+            # on_zk_state wakes us at every CONNECTED), an idle member sends nothing
             # here: a read every POLL_S would cost a quiet-heartbeat member a request each time.
             self._wake.wait(POLL_S if self._watch is None else None)
             self._wake.clear()

@@ -24,9 +24,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Set
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from . import zkformat
+from .watchers import PathWatch, Value
 
 __all__ = ["MEMBERSHIPS", "Intent", "decode_intent", "encode_intent", "foreign_members", "migration_path",
            "read_intent", "watch_intent", "write_intent"]
@@ -109,15 +111,29 @@ def write_intent(client: Any, group: str, to: str, acl: Optional[List[Any]] = No
     return Intent(to, now)
 
 
-def watch_intent(client: Any, group: str, changed: Callable[[], None]) -> Any:
-    """Call ``changed()`` on kazoo's thread whenever the node is created, changed or deleted (and once
-    at once); ``changed`` must only signal. Returns kazoo's ``DataWatch``."""
-    from kazoo.recipe.watchers import DataWatch
+def watch_intent(client: KazooClient, group: str, changed: Callable[[], None]) -> PathWatch:
+    """Call ``changed()`` once at once (on the calling thread), then on kazoo's threads whenever the node
+    is created, changed or deleted (:class:`~.watchers.PathWatch`: armed before this returns, so a read
+    of the node made after it misses no change; armed again after a reconnection, where a change made
+    meanwhile calls it, and after a new session, which calls it whatever the node holds).
+    ``changed`` must only signal. Returns the watch: :meth:`~.watchers.PathWatch.stop` it.
 
-    def on_data(_data: Optional[bytes], _stat: Any) -> None:
-        changed()
+    Never blocks kazoo: kazoo's own ``DataWatch`` recipe re-reads the node on kazoo's callback thread
+    with a synchronous ``get`` retried without limit; while ZooKeeper is unreachable that thread waits
+    for good, and kazoo's ``atexit`` handler (``SequentialThreadingHandler.stop``, which joins it without
+    a timeout) then hangs the exit of a process that never closed its client.
+    """
+    watch = PathWatch(client, migration_path(group), children=False, describe=_intent_changed,
+                      signal=lambda _reason: changed(), name=f"migration node of group {group}")
+    watch.start()
+    changed()
+    return watch
 
-    return DataWatch(client, migration_path(group), on_data)
+
+def _intent_changed(previous: Value, current: Value) -> Optional[str]:
+    if current is None:
+        return "migration node deleted"
+    return "migration node created" if previous is None else "migration node changed"
 
 
 def foreign_members(client: Any, group: str) -> List[str]:

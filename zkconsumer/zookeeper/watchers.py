@@ -80,6 +80,9 @@ class PathWatch:
     See the module docstring for the contract. ``describe`` turns a change into
     a signal reason (or ``None``: no signal); it runs on kazoo's threads and
     must be quick and pure. ``name`` names the watch in reasons and logs.
+    ``keep`` (optional) is handed every value a read returns, the baseline
+    included (``None``: no node), in the order read and before the signal that
+    read may cause; it runs on kazoo's completion thread and must not block.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class PathWatch:
         describe: Describe,
         signal: Callable[[str], None],
         name: str,
+        keep: Optional[Callable[[Value], None]] = None,
     ) -> None:
         self._client = client
         self._path = path
@@ -98,6 +102,7 @@ class PathWatch:
         self._describe = describe
         self._signal = signal
         self._name = name
+        self._keep = keep
         self._lock = threading.Lock()
         self._last: object = _UNSET
         # A children watch's last cversion (ZooKeeper adds one per child created or deleted):
@@ -223,6 +228,8 @@ class PathWatch:
                 self._gap = None
             else:
                 gap = None  # still open: compared as a plain change; the re-arming read closes it
+        if self._keep is not None:
+            self._keep(value)
         recreated = cversion is not None and previous_cversion is not None and cversion != previous_cversion
         if gap == _SESSION or (gap is not None and previous is _UNSET):
             # A new session (the group is rejoined anyway), or no baseline: what changed is unknown.

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Sequence, Set
 
 import pytest
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
 from zkconsumer.commits import CommitEntry, CommitOutcome
 from zkconsumer.consumer.acks import ProcessedOffsets
@@ -19,17 +20,38 @@ from zkconsumer.offsets.committer import OffsetCommitter
 from zkconsumer.structs import TopicPartition
 from zkconsumer.zookeeper import seek_nodes
 
+from ..zookeeper.test_path_watch import FakeKazoo
+
 PATH = "/consumers/g/seek"
 
 
 class FakeZk:
-    """The nodes under the seek path, as a dict."""
+    """The nodes under the seek path, as a dict; ``raw``: the kazoo client the watch uses (the test
+    answers its reads), ``gets``: the synchronous reads (the rebalancer thread's)."""
 
     def __init__(self) -> None:
         self.nodes: Dict[str, bytes] = {}
-        self.raw = None
+        self.raw = FakeKazoo()
+        self.gets = 0
+        self.signals: List[str] = []
+
+    def answer_watch(self) -> None:
+        """The watch's latest read is answered with what the node holds now."""
+        pending = self.raw.reads[-1][0]
+        if PATH in self.nodes:
+            pending.answer((self.nodes[PATH], SimpleNamespace(version=0, cversion=0)))
+        else:
+            pending.fail(NoNodeError())
+            if self.raw.exists:
+                self.raw.exists[-1][0].answer(None)
+
+    def fire_watch(self) -> None:
+        """ZooKeeper fires the watch the latest read set; the read it causes is answered."""
+        self.raw.reads[-1][1](WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, PATH))
+        self.answer_watch()
 
     def get(self, path: str):
+        self.gets += 1
         if path not in self.nodes:
             raise NoNodeError(path)
         return self.nodes[path], None
@@ -90,7 +112,9 @@ def setup(offsets: Dict[TopicPartition, int], acked: Sequence[TopicPartition] = 
                                 storage)  # type: ignore[arg-type]
     pauses = FakePauses()
     seeks = GroupSeeks(zk, "/consumers/g", committer, pauses, processed)  # type: ignore[arg-type]
-    seeks._on_change(zk.nodes[PATH], None)  # what the watch does
+    seeks.start(lambda: zk.signals.append("seek"))
+    zk.answer_watch()
+    assert zk.signals == ["seek"]  # the watch's first read found the request
     return seeks, zk, storage, pauses, committer
 
 
@@ -142,7 +166,7 @@ def test_no_request_no_zookeeper_reads_and_a_finished_request_changes_nothing() 
     assert seeks.read_offsets(lambda tps: {tp: 7 for tp in tps})([("t", 0)]) == {("t", 0): 7}
     assert seeks.apply([(info(0, 40), "g_m-0")], lambda lost: None) is False
     assert pauses.moved == [] and storage.written == []
-    seeks._on_change(None, None)
+    zk.fire_watch()  # the watch sees the deletion
     zk.get = None  # type: ignore[assignment]  # any read would fail
     assert seeks.apply([(info(0, 40), "g_m-0")], lambda lost: None) is False
 
@@ -175,3 +199,52 @@ def test_seek_nodes_round_trip() -> None:
     assert seek_nodes.decode_request(PATH, seek_nodes.encode_request(request)) == request
     assert seek_nodes.parse_ack_name(seek_nodes.ack_name("ab12", ("my-topic.x", 7))) == ("ab12", ("my-topic.x", 7))
     assert seek_nodes.parse_ack_name("something-else") is None
+
+
+def test_before_the_watch_first_answers_a_claim_reads_the_request_itself() -> None:
+    """The watch's read is sent at start() but answered on kazoo's completion thread, maybe after the
+    rebalancer's first claim: that claim reads the node itself, then (no request) nothing does."""
+    zk = FakeZk()
+    zk.nodes[PATH] = seek_nodes.encode_request(seek_nodes.SeekRequest("ab12", {("t", 0): 100}, "100"))
+    committer = OffsetCommitter(SimpleNamespace(group="g", client=SimpleNamespace(remaining=lambda: None)),
+                                FakeStorage())  # type: ignore[arg-type]
+    seeks = GroupSeeks(zk, "/consumers/g", committer, FakePauses(), None)  # type: ignore[arg-type]
+    seeks.start(lambda: zk.signals.append("seek"))
+    read = seeks.read_offsets(lambda tps: {tp: 7 for tp in tps})
+    assert read([("t", 0)]) == {("t", 0): 100} and zk.gets == 1  # started from the target
+    zk.answer_watch()
+    assert zk.signals == ["seek"]  # then acknowledged after the rebalance (apply)
+    del zk.nodes[PATH]
+    zk.fire_watch()
+    gets = zk.gets
+    assert read([("t", 0)]) == {("t", 0): 7} and zk.gets == gets  # no request: no read of its own
+
+
+def test_changes_and_a_new_session_signal_while_a_request_is_there() -> None:
+    seeks, zk, _, _, _ = setup({("t", 0): 100})
+    zk.nodes[PATH] = seek_nodes.encode_request(seek_nodes.SeekRequest("cd34", {("t", 0): 5}, "5"))
+    zk.fire_watch()
+    assert zk.signals == ["seek", "seek"]
+    zk.raw.state(KazooState.SUSPENDED)  # a reconnection to the same session, nothing changed: no signal
+    zk.raw.state(KazooState.CONNECTED)
+    zk.answer_watch()
+    assert zk.signals == ["seek", "seek"]
+    zk.raw.state(KazooState.LOST)  # a new session: the request is looked at again
+    zk.raw.state(KazooState.CONNECTED)
+    zk.answer_watch()
+    assert zk.signals == ["seek"] * 3
+
+
+def test_a_member_back_on_zookeeper_membership_watches_again() -> None:
+    """A switch to the coordinator stops the watch, a switch back starts it again (the same GroupSeeks):
+    the new watch signals; a late callback of the stopped one does nothing."""
+    seeks, zk, _, _, _ = setup({("t", 0): 100})
+    seeks.stop()
+    stopped_watch = zk.raw.reads[-1][1]
+    assert zk.raw.listeners == []
+    zk.nodes[PATH] = seek_nodes.encode_request(seek_nodes.SeekRequest("cd34", {("t", 0): 5}, "5"))
+    stopped_watch(WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, PATH))
+    assert zk.signals == ["seek"] and len(zk.raw.reads) == 1
+    seeks.start(lambda: zk.signals.append("again"))
+    zk.answer_watch()
+    assert zk.signals == ["seek", "again"]

@@ -26,11 +26,14 @@ class _Pending:
     def __init__(self) -> None:
         self._links: List[Callable[["_Pending"], None]] = []
         self._value: Any = None
+        self._error: Optional[Exception] = None
 
     def rawlink(self, callback: Callable[["_Pending"], None]) -> None:
         self._links.append(callback)
 
     def get(self) -> Any:
+        if self._error is not None:
+            raise self._error
         return self._value
 
     def answer(self, value: Any) -> None:
@@ -38,14 +41,21 @@ class _Pending:
         for link in self._links:
             link(self)
 
+    def fail(self, error: Exception) -> None:
+        self._error = error
+        for link in self._links:
+            link(self)
+
 
 class FakeKazoo:
-    """Records each data read and its watcher; the test plays kazoo's threads."""
+    """Records each data read (and exists call) and its watcher; the test plays kazoo's threads.
+    It has asynchronous requests only: a synchronous call (which could block kazoo) fails."""
 
     def __init__(self) -> None:
         self.connected = True
         self.listeners: List[Callable[[str], Any]] = []
         self.reads: List[Tuple[_Pending, Callable[[WatchedEvent], None]]] = []
+        self.exists: List[Tuple[_Pending, Callable[[WatchedEvent], None]]] = []
 
     def add_listener(self, listener: Callable[[str], Any]) -> None:
         self.listeners.append(listener)
@@ -56,6 +66,11 @@ class FakeKazoo:
     def get_async(self, path: str, watch: Callable[[WatchedEvent], None]) -> _Pending:
         pending = _Pending()
         self.reads.append((pending, watch))
+        return pending
+
+    def exists_async(self, path: str, watch: Callable[[WatchedEvent], None]) -> _Pending:
+        pending = _Pending()
+        self.exists.append((pending, watch))
         return pending
 
     def state(self, state: str) -> None:
