@@ -12,6 +12,10 @@ mode (:func:`schedule`):
   figures then measure the machine, not the consumers.
 * ``together``: every kind reading the same topic at once, one phase per rate and setting
   (the same messages for all; honest only with a core or so to spare per process).
+
+``--zk-prop name=value`` (repeatable) gives the zkconsumer kinds (iterator and batch) more
+consumer properties, over their setting's; they are recorded in the JSON (``zk_props``) and
+printed above the table.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from .workers import KINDS, PARTITIONS, Launcher, Window, finish, wait_ready
 RATES = (0, 1000, 10000, 100000)
 SETTINGS = ("defaults", "tuned")
 MODES = ("isolated", "together")
+#: The kinds ``--zk-prop`` applies to.
+ZK_KINDS = ("zkconsumer", "zkconsumer-batch")
 READY_TIMEOUT = 90.0
 DRAIN_S = 3.0
 #: Starting the workers, their joins, the drain: what a phase takes beyond warm-up + window (about).
@@ -64,13 +70,16 @@ def schedule(rates: Sequence[int], settings: Sequence[str], kinds: Sequence[str]
 
 
 def phase(cluster: Any, launcher: Launcher, rate: int, setting: str, kinds: Sequence[str], warmup: float,
-          seconds: float) -> Dict[str, Any]:
-    """One rate and setting: ``kinds`` reading the same new topic at once; the phase's record."""
+          seconds: float, zk_props: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """One rate and setting: ``kinds`` reading the same new topic at once; the phase's record.
+
+    ``zk_props``: more consumer properties for the zkconsumer kinds only (not the floor or the peers).
+    """
     topic = f"lat-{rate}-{setting}-{kinds[-1] if len(kinds) <= 2 else 'all'}-{launcher.counter}"
     cluster.create_topic(topic, partitions=PARTITIONS)
     cluster.wait_for_leaders(topic)
     window_file = launcher.directory / f"{topic}.window"
-    workers = [launcher.start(kind, topic, window_file, setting) for kind in kinds]
+    workers = [launcher.start(kind, topic, window_file, setting, props=props_for(kind, zk_props)) for kind in kinds]
     try:
         wait_ready(workers, READY_TIMEOUT)
         # The producer starts once all are reading, and runs to 1 s past the window.
@@ -131,6 +140,32 @@ def in_table_order(phases: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return sorted(phases, key=key)
 
 
+def props_for(kind: str, zk_props: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+    """The extra properties a worker of ``kind`` gets: ``zk_props`` for the zkconsumer kinds, none for the others."""
+    return dict(zk_props) if zk_props and kind in ZK_KINDS else None
+
+
+def props_line(zk_props: Dict[str, str]) -> str:
+    """The line printed above the table naming the zkconsumer kinds' extra properties ('' without any)."""
+    if not zk_props:
+        return ""
+    return "zkconsumer kinds with: " + ", ".join(f"{k}={v}" for k, v in zk_props.items())
+
+
+def parse_props(items: Sequence[str]) -> Dict[str, str]:
+    """``name=value`` strings as a dict, in order (a later name replaces an earlier one).
+
+    ValueError for an item without ``=`` or with an empty name.
+    """
+    props: Dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"not name=value: {item!r}")
+        props[name.strip()] = value
+    return props
+
+
 def _ack(phase: Dict[str, Any], kind: str) -> str:
     """The producer's acknowledgement p99 (ms), on the floor's row of its phase only."""
     ack = phase.get("producer", {}).get("ack_p99_ms")
@@ -185,7 +220,15 @@ def parse(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--rebalance", action="store_true", help="the rebalance run (benchmarks.latency.rebalance)")
     parser.add_argument("--json", default="", help="where to save results (default benchmarks/results/latency-*.json)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (worker logs, traces)")
+    parser.add_argument("--zk-prop", action="append", default=[], metavar="NAME=VALUE",
+                        help="a consumer property for the zkconsumer kinds (repeatable), e.g. fetcher.connections=1")
     args = parser.parse_args(argv)
+    try:
+        args.zk_props = parse_props(args.zk_prop)
+    except ValueError as exc:
+        parser.error(f"--zk-prop: {exc}")
+    if args.rebalance and args.zk_props:
+        parser.error("--zk-prop applies to the rate phases, not to --rebalance")
     if args.quick:
         args.seconds, args.warmup = 10.0, 5.0
     unknown = set(args.kinds.split(",")) - set(KINDS)
@@ -205,7 +248,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               "commit": commit(), "date": started.isoformat(timespec="seconds"),
                               "machine": machine(), "seconds": args.seconds, "warmup": args.warmup,
                               "mode": "rebalance" if args.rebalance else args.mode,
-                              "partitions": PARTITIONS, "value_bytes": 100}
+                              "partitions": PARTITIONS, "value_bytes": 100, "zk_props": args.zk_props}
     out = Path(args.json) if args.json else ROOT / "benchmarks" / "results" / (
         f"latency-{'rebalance-' if args.rebalance else ''}{started.strftime('%Y%m%dT%H%M%SZ')}.json")
     with ProjectCluster(brokers=1, partitions=PARTITIONS, heap=KAFKA_SERVER_HEAP,
@@ -225,13 +268,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             record["phases"] = phases
             plan = schedule([int(r) for r in args.rates.split(",")], args.settings.split(","),
                             args.kinds.split(","), args.mode)
+            if args.zk_props:
+                log(props_line(args.zk_props))
             log(f"{args.mode}: {len(plan)} phases of {args.warmup:.0f} s warm-up + {args.seconds:.0f} s, "
                 f"about {max(1, round(len(plan) * (args.warmup + args.seconds + PHASE_OVERHEAD_S) / 60))} min")
             for position, (rate, setting, kinds) in enumerate(plan, 1):
                 log(f"phase {position}/{len(plan)}: rate {rate} msg/s, {setting}, {'+'.join(kinds)}")
                 try:
                     phases.append({"position": position,
-                                   **phase(cluster, launcher, rate, setting, kinds, args.warmup, args.seconds)})
+                                   **phase(cluster, launcher, rate, setting, kinds, args.warmup, args.seconds,
+                                           args.zk_props)})
                 except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
                     log(f"phase {position} failed: {exc}")  # recorded; the other phases still run
                     record.setdefault("failed", []).append({"position": position, "rate": rate, "setting": setting,
@@ -239,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     continue
                 print(format_table(phases[-1:]), flush=True)
                 save(out, record)
-            print("\n" + format_table(in_table_order(phases)))
+            print("\n" + "\n".join(filter(None, [props_line(args.zk_props), format_table(in_table_order(phases))])))
     save(out, record)
     log(f"saved {out}; work directory {directory}{'' if args.keep else ' (removed)'}")
     if not args.keep:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from benchmarks.latency.producer import linger_ms
-from benchmarks.latency.run import format_table, in_table_order, schedule
+from benchmarks.latency.run import format_table, in_table_order, parse, parse_props, props_for, props_line, schedule
 
 ALL = ["floor", "zkconsumer", "zkconsumer-batch", "kafka", "confluent"]
 
@@ -68,3 +70,29 @@ def test_an_idle_phase_shows_each_kinds_cpu_as_a_share_of_one_core():
                         {**_result("kafka", 0.0), "count": 0, "cpu_s": 0.4, "cpu_s_per_m": None}]}
     floor_row, kafka_row = format_table([idle]).splitlines()[2:]
     assert "0.50%" in floor_row and "2.00%" in kafka_row  # 0.1 s and 0.4 s of CPU over 20 s
+
+
+def test_zk_props_are_parsed_in_order_and_recorded_on_the_arguments():
+    args = parse(["--quick", "--zk-prop", "fetcher.connections=1", "--zk-prop", "client.id=a=b",
+                  "--zk-prop", "fetcher.connections=2"])
+    assert args.zk_props == {"fetcher.connections": "2", "client.id": "a=b"}  # the later value wins
+    assert parse(["--quick"]).zk_props == {}
+
+
+def test_a_zk_prop_without_a_name_and_value_is_refused():
+    for bad in ("fetcher.connections", "=1"):
+        with pytest.raises(SystemExit):
+            parse(["--zk-prop", bad])
+    with pytest.raises(SystemExit):
+        parse(["--rebalance", "--zk-prop", "fetcher.connections=1"])
+    with pytest.raises(ValueError, match="not name=value"):
+        parse_props(["fetcher.connections"])
+
+
+def test_zk_props_go_to_the_zkconsumer_kinds_only_and_are_named_above_the_table():
+    props = {"fetcher.connections": "1"}
+    assert props_for("zkconsumer", props) == props and props_for("zkconsumer-batch", props) == props
+    assert [props_for(kind, props) for kind in ("floor", "kafka", "confluent")] == [None, None, None]
+    assert props_for("zkconsumer", {}) is None
+    assert props_line(props) == "zkconsumer kinds with: fetcher.connections=1"
+    assert props_line({}) == ""
