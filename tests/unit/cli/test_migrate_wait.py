@@ -4,43 +4,39 @@ tests/integration/test_live_switch_faults.py)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import pytest
-from kazoo.exceptions import NoNodeError
 
 from zkconsumer.cli import migrate as cli_migrate
 from zkconsumer.cli.common import EXIT_OK, CliError
 from zkconsumer.zookeeper import migration
+
+from ..consumer.test_switching import FakeZooKeeper as SwitchingFakeZooKeeper
 
 GROUP = "g"
 IDS = f"/consumers/{GROUP}/ids"
 FENCES = f"/consumers/{GROUP}/fences"
 
 
-class FakeZooKeeper:
-    """Nodes as ``path -> ephemeral owner`` (0: persistent)."""
+class FakeZooKeeper(SwitchingFakeZooKeeper):
+    """Nodes as ``path -> (data, ephemeral owner)`` (owner 0: persistent)."""
 
     def __init__(self, nodes: Dict[str, int]) -> None:
-        self.nodes = dict(nodes)
+        super().__init__()
+        self.nodes = {path: (b"", owner) for path, owner in nodes.items()}
 
     def retry(self, call: Any, *args: Any) -> Any:
         return call(*args)
 
-    def exists(self, path: str) -> Optional[Any]:
-        return SimpleNamespace(ephemeralOwner=self.nodes[path]) if path in self.nodes else None
-
-    def get_children(self, path: str) -> List[str]:
-        prefix = path + "/"
-        children = {p[len(prefix):].split("/")[0] for p in self.nodes if p.startswith(prefix)}
-        if not children and path not in self.nodes:
-            raise NoNodeError(path)
-        return sorted(children)
-
     def expire(self, session: int) -> None:
         """Session ``session`` ends: ZooKeeper deletes its ephemeral nodes."""
-        self.nodes = {p: owner for p, owner in self.nodes.items() if owner != session}
+        self.nodes = {p: node for p, node in self.nodes.items() if node[1] != session}
+
+    def deregister(self, *sessions: int) -> None:
+        """The members of ``sessions`` delete their registrations (their sessions, and fence nodes, live on)."""
+        self.nodes = {p: node for p, node in self.nodes.items()
+                      if not (p.startswith(IDS + "/") and node[1] in sessions)}
 
 
 class FakeCoordinator:
@@ -64,7 +60,7 @@ def three_members() -> FakeZooKeeper:
 
 def test_member_fences_pairs_each_registration_with_its_sessions_fence_nodes() -> None:
     zk = three_members()
-    zk.nodes[f"{IDS}/scala"] = 9  # Kafka's own consumer: no fence node
+    zk.nodes[f"{IDS}/scala"] = (b"", 9)  # Kafka's own consumer: no fence node
     fences = migration.member_fences(zk, GROUP)
     assert fences == {"a": [f"{FENCES}/a-0000000001"], "b": [f"{FENCES}/b-0000000002"],
                       "c": [f"{FENCES}/c-0000000003"], "scala": []}
@@ -77,8 +73,7 @@ def test_a_member_whose_session_ended_is_not_waited_for(capsys: pytest.CaptureFi
     zk = three_members()
     start = cli_migrate._Start(migration.member_fences(zk, GROUP), [])
     zk.expire(3)
-    for session in (1, 2):  # switched: deregistered, their sessions (fence nodes) live on
-        zk.nodes = {p: o for p, o in zk.nodes.items() if not (p.startswith(IDS + "/") and o == session)}
+    zk.deregister(1, 2)  # switched
     coordinator = FakeCoordinator(["a-1 (g@/h)", "b-1 (g@/h)"])
     assert cli_migrate._wait_settled(zk, coordinator, GROUP, "kafka", 5.0, start) == EXIT_OK  # type: ignore[arg-type]
     out, err = capsys.readouterr()
@@ -90,7 +85,7 @@ def test_a_live_member_not_yet_at_the_coordinator_is_waited_for() -> None:
     """Deregistered but its session (fence node) lives: it is still joining the coordinator."""
     zk = three_members()
     start = cli_migrate._Start(migration.member_fences(zk, GROUP), [])
-    zk.nodes = {p: o for p, o in zk.nodes.items() if not p.startswith(IDS + "/")}
+    zk.deregister(1, 2, 3)
     with pytest.raises(CliError) as exc:
         cli_migrate._wait_settled(zk, FakeCoordinator(["a-1 (g@/h)", "b-1 (g@/h)"]), GROUP, "kafka",  # type: ignore[arg-type]
                                   0.01, start)
@@ -102,7 +97,7 @@ def test_giving_up_names_the_registration_left_and_why() -> None:
     goes and that the node stays."""
     zk = three_members()
     start = cli_migrate._Start(migration.member_fences(zk, GROUP), [])
-    zk.nodes = {p: o for p, o in zk.nodes.items() if p != f"{IDS}/a" and p != f"{IDS}/b"}
+    zk.deregister(1, 2)
     with pytest.raises(CliError) as exc:
         cli_migrate._wait_settled(zk, FakeCoordinator([]), GROUP, "kafka", 0.01, start)  # type: ignore[arg-type]
     message = str(exc.value)
