@@ -1,6 +1,6 @@
 """The migration benchmark's members and producer, each recording what it did with one clock.
 
-* :class:`Recorder`: a zkconsumer member in this process (2 streams), recording
+* :class:`Recorder`: a zkconsumer member in this process (2 streams, a :class:`StreamMember`), recording
   ``(time, name, partition, offset)`` as each message is handed out;
 * :class:`ClientMember`: a modern client in a child process (kafka-python or confluent-kafka
   through :mod:`harness.modern_client`, or Kafka 0.9's Java ``KafkaConsumer`` through
@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks.migration_report import Delivery
 from harness import modern_client
@@ -27,15 +27,17 @@ from zkconsumer.testing import processes
 JAVA_ASSIGNOR = "org.apache.kafka.clients.consumer.RangeAssignor"
 
 
-class Recorder:
-    """A zkconsumer member delivering on 2 streams into ``log``."""
+class StreamMember:
+    """A zkconsumer member in this process reading ``topic`` on 2 streams, each drained by a thread of its
+    own that calls ``record(message)`` as each message is handed out (until :meth:`stop`). ``joined`` is
+    set once its streams exist. The integration tests' live-switch members are these too."""
 
-    def __init__(self, name: str, props: Dict[str, object], topic: str, log: List[Delivery]) -> None:
+    def __init__(self, name: str, props: Dict[str, object], topic: str, record: Callable[[Any], None]) -> None:
         from zkconsumer import ZookeeperConsumerConnector
 
         self.name = name
         self.connector = ZookeeperConsumerConnector(props)
-        self._log = log
+        self._record = record
         self._stop = threading.Event()
         self._threads: List[threading.Thread] = []
         self.joined = threading.Event()
@@ -56,23 +58,30 @@ class Recorder:
         while not self._stop.is_set():
             try:
                 for m in stream:
-                    self._log.append((time.monotonic(), self.name, m.partition, m.offset))
+                    self._record(m)
                     if self._stop.is_set():
                         return
                 return
             except ConsumerTimeoutError:
                 continue
 
-    def owned(self) -> int:
-        status = self.connector.status
-        return len(status.owned) if status else 0
-
     def stop(self) -> None:
-        """``shutdown()``: final commits, then it leaves its membership."""
+        """``shutdown()``: final commits, then it leaves its membership; its threads are joined (15 s each)."""
         self._stop.set()
         self.connector.shutdown()
         for t in self._threads:
             t.join(15)
+
+
+class Recorder(StreamMember):
+    """A zkconsumer member delivering on 2 streams into ``log``: ``(time, name, partition, offset)``."""
+
+    def __init__(self, name: str, props: Dict[str, object], topic: str, log: List[Delivery]) -> None:
+        super().__init__(name, props, topic, lambda m: log.append((time.monotonic(), name, m.partition, m.offset)))
+
+    def owned(self) -> int:
+        status = self.connector.status
+        return len(status.owned) if status else 0
 
 
 class ClientMember:

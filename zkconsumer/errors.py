@@ -110,10 +110,16 @@ class ZooKeeperSessionExpiredError(ZooKeeperUnavailableError):
     """
 
 
+#: The two logins a ZooKeeper ACL can name, as a member configures them: a digest user
+#: (``digest:<user>:...``) and a Kerberos principal (``sasl:<principal>``).
+ACCESS_HINT = ("zookeeper.auth=USER:PASSWORD for a digest user, or zookeeper.sasl.enabled=true "
+               "with sasl.kerberos.principal and sasl.kerberos.keytab (or a kinit ticket cache) for a Kerberos principal")
+
+
 class ZooKeeperAccessError(ZkConsumerError):
     """ZooKeeper refused an operation on ``path`` for lack of permission (NoAuth, or authentication failed).
 
-    Not retriable: the node's ACL or ``zookeeper.auth`` must change first.
+    Not retriable: the node's ACL, or the session's login (:data:`ACCESS_HINT`), must change first.
     """
 
     def __init__(self, path: str, operation: str, detail: str = "") -> None:
@@ -121,7 +127,7 @@ class ZooKeeperAccessError(ZkConsumerError):
         self.operation = operation
         extra = f" ({detail})" if detail else ""
         super().__init__(
-            f"ZooKeeper denied {operation} of {path}{extra}: check the node's ACL and zookeeper.auth"
+            f"ZooKeeper denied {operation} of {path}{extra}: check the node's ACL and the login it needs: {ACCESS_HINT}"
         )
 
 

@@ -109,8 +109,11 @@ def consumer_id(member) -> str:
 def test_a_member_killed_mid_switch_leaves_the_others_to_complete_it(cluster, zk) -> None:
     """SIGKILL a member still registered as the first one deregisters: its registration (and owner
     nodes, if it still held them) stay until its session expires; the barrier holds the others
-    until then; they complete the switch and take its partitions over from its last commit."""
+    until then; they complete the switch and take its partitions over from its last commit. The
+    command sees the switch complete (exit 0): it does not wait for the killed member, whose
+    session has ended, and names it."""
     group = unique("g-kill")
+    victims: List[str] = []
 
     def kill(members: List[RecorderProcess], left: List[str], topic: str) -> str:
         victim = ([m for m in members if m.consumer_id in left] or members)[0]
@@ -119,10 +122,14 @@ def test_a_member_killed_mid_switch_leaves_the_others_to_complete_it(cluster, zk
         assert not settled(zk, group, "kafka", MEMBERS - 1), "the switch was over before the kill"
         print(f"killed {victim.name} ({victim.consumer_id}): registered then={victim.consumer_id in left}, "
               f"registered at kill: {left}, owner nodes of its session left: {held}")
+        victims.append(victim.consumer_id or "?")
         return victim.name
 
-    # the command expects 3 members: a short wait (it gives up; the members finish by themselves), never 0
-    fault_mid_switch(cluster, zk, group, kill, processes=True, command_timeout_s=5)
+    counts = fault_mid_switch(cluster, zk, group, kill, processes=True, command_timeout_s=60)
+    says = str(counts["says"])
+    assert counts["command"] == 0, f"the command did not see the switch complete: {says}"
+    assert f"{victims[0]}: its ZooKeeper session ended" in says, says
+    assert f"group {group} is on kafka membership: {MEMBERS - 1} member(s)" in says, says
 
 
 def test_the_command_killed_right_after_writing_the_node_changes_nothing(cluster, zk, make_topic) -> None:
@@ -165,7 +172,8 @@ def fault_mid_switch(cluster, zk, group: str, fault: Callable[[List, List[str], 
     and the topic, and returns the name of the member it killed, if any. The group must then settle on the
     coordinator (every member but the killed one), no owner node left, and the referee judges,
     allowing at-least-once redelivery after the killed member, or after any member when none was
-    killed (see the module docstring). Returns the referee's counts and the command's exit status."""
+    killed (see the module docstring). Returns the referee's counts, the command's exit status
+    (``command``) and what it printed (``says``: stdout, then stderr)."""
     topic = new_topic(cluster, "t-switch", PARTITIONS)
     producer = Producer(cluster, topic)
     members: List = []
@@ -189,8 +197,10 @@ def fault_mid_switch(cluster, zk, group: str, fault: Callable[[List, List[str], 
         counts: Dict[str, object] = dict(referee(producer, members,
                                                  may_redeliver_after=lambda name: killed in (None, name)))
         runner.join(command_timeout_s + 30)
-        counts["command"] = getattr(result.get("out"), "returncode", "running")
+        out = result.get("out")
+        counts["command"] = getattr(out, "returncode", "running")
         print(f"referee: {counts}")
+        counts["says"] = f"{getattr(out, 'stdout', '')}{getattr(out, 'stderr', '')}"
         return counts
     finally:
         producer.stop()

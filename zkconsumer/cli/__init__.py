@@ -42,7 +42,7 @@ from kazoo.exceptions import KazooException, NoAuthError
 from .. import __version__
 from ..errors import ConfigurationError, ZkConsumerError, ZooKeeperAccessError
 from . import consume, exporter, groups, offsets, perf
-from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, quiet_kazoo
+from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, NOAUTH_HINT, CliError, quiet_kazoo
 
 __all__ = ["build_parser", "run"]
 
@@ -94,8 +94,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except (NoAuthError, ZooKeeperAccessError) as exc:
         where = f" ({exc.operation} {exc.path})" if isinstance(exc, ZooKeeperAccessError) else ""
-        _error(f"ZooKeeper {args.zookeeper} refused the change (NoAuth){where}: the group's nodes are protected "
-               f"by an ACL; pass --zookeeper-auth USER:PASSWORD (or set ZKCONSUMER_ZOOKEEPER_AUTH)")
+        _error(f"ZooKeeper {args.zookeeper} refused the change (NoAuth){where}: {NOAUTH_HINT}")
         return EXIT_ERROR
     except ZkConsumerError as exc:
         _error(str(exc))

@@ -38,6 +38,15 @@ DEFAULT_ZK_TIMEOUT_MS = 5000
 ZK_LOGGER = logging.getLogger("zkconsumer.cli.zookeeper")
 
 
+#: What a command says when ZooKeeper refuses it for lack of permission (NoAuth): the two logins a
+#: group's ACL can name, and how a command logs in as each.
+NOAUTH_HINT = ("the group's nodes are protected by an ACL that this command's login does not satisfy (zkCli.sh's "
+               "getAcl shows it). Log in as the identity it names: a digest user (digest:USER:...) with "
+               "--zookeeper-auth USER:PASSWORD (or ZKCONSUMER_ZOOKEEPER_AUTH), or a Kerberos principal "
+               "(sasl:PRINCIPAL) with zookeeper.sasl.enabled=true, sasl.kerberos.principal and "
+               "sasl.kerberos.keytab (or a kinit ticket cache) in --consumer-config FILE or as --property KEY=VALUE")
+
+
 class CliError(Exception):
     """An expected failure: printed as one line, exit with ``exit_code``."""
 

@@ -5,7 +5,9 @@ writes the group's migration node (:mod:`zkconsumer.zookeeper.migration`); the m
 themselves (:mod:`zkconsumer.consumer.switching`). The command then waits, bounded by
 ``--timeout-s``, with progress on stderr, until the group is settled on the target membership:
 no registration under ``/consumers/<g>/ids`` and every member at the coordinator (``--to kafka``),
-or the reverse (``--to zookeeper``). If it gives up or is interrupted the node stays, the members
+or the reverse (``--to zookeeper``). A member registered when the node was written whose ZooKeeper
+session has ended since (stopped, or killed and its session expired; its fence node tells) is not
+waited for. If it gives up (the message says who is left and why) or is interrupted the node stays, the members
 finish by themselves, and running the command again (or the other way) is safe.
 
 Refused (exit 1, nothing written) ``--to kafka`` when Kafka's own ZooKeeper consumers are
@@ -18,7 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import List, Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Set, Tuple
 
 from kazoo.client import KazooClient
 
@@ -91,21 +94,75 @@ def run_migrate(args: argparse.Namespace) -> int:
         if not args.execute:
             sys.stdout.write(f"Dry run: nothing changed. Add --execute to move group {group} to {to} membership.\n")
             return EXIT_OK
-        expected = len(registered) + len(at_coordinator or ())
+        start = _Start(migration.member_fences(zk, group), list(at_coordinator or ()))
         migration.write_intent(zk, group, to)
         sys.stderr.write(f"wrote {migration.migration_path(group)}: to {to}; the members switch themselves\n")
-        return _wait_settled(zk, coord, group, to, args.timeout_s, expected)
+        return _wait_settled(zk, coord, group, to, args.timeout_s, start)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Who was where when the node was written: the members registered in ZooKeeper (consumer id -> the
+    fence nodes of its session, :func:`~zkconsumer.zookeeper.migration.member_fences`) and at the coordinator."""
+
+    fences: Mapping[str, List[str]]
+    at_coordinator: List[str]
+
+
+def _sessions_ended(zk: KazooClient, start: _Start, known: Set[str]) -> List[str]:
+    """Members of ``start.fences`` not in ``known`` whose session has ended: none of its fence nodes is left."""
+    return [cid for cid, paths in sorted(start.fences.items())
+            if cid not in known and paths and not any(zk.retry(zk.exists, p) is not None for p in paths)]
+
+
+def _wanted(start: _Start, to: str, gone: Set[str], at_coordinator: Optional[List[str]]) -> int:
+    """How many members the group must have on ``to``: every member registered at the start whose ZooKeeper
+    session lives, and, to ``kafka``, those at the coordinator at the start still listed (one that leaves it
+    is gone), to ``zookeeper`` every one at the coordinator at the start (the coordinator cannot tell a member
+    that left to register in ZooKeeper from one killed). At least one when the group had none at the start
+    (the command waits for a member to appear); none once every member it had is gone."""
+    if to == "kafka":
+        others = len(set(start.at_coordinator) & set(at_coordinator or ()))
+    else:
+        others = len(start.at_coordinator)
+    return max(0 if start.fences or start.at_coordinator else 1, len(start.fences) - len(gone) + others)
+
+
+def _not_settled(to: str, registered: List[str], at_coordinator: Optional[List[str]], want: int) -> str:
+    """Why the group is not settled on ``to``: who is left on the other membership and what to expect of them."""
+    if to == "kafka" and registered:
+        return (f"still registered in ZooKeeper: {', '.join(registered)} (a member not switched yet, or one that was "
+                "stopped or killed and whose ZooKeeper session has not expired yet: its registration goes when the "
+                "session expires, after its zookeeper.session.timeout.ms, and the other members join the "
+                "coordinator then)")
+    if to == "kafka":
+        return (f"{'an unknown number' if at_coordinator is None else len(at_coordinator)} of the {want} live "
+                "member(s) at the coordinator; the others' ZooKeeper sessions live, so they are still joining")
+    if at_coordinator:
+        return (f"still at the coordinator: {', '.join(at_coordinator)} (a member not switched yet, a client that is "
+                "not zkconsumer and does not follow the migration node, or one killed, which the coordinator "
+                "removes after its session.timeout.ms)")
+    return (f"{len(registered)} of the {want} member(s) expected are registered in ZooKeeper and "
+            f"{'the coordinator cannot be asked' if at_coordinator is None else 'none is at the coordinator'}: "
+            "a member that was stopped or killed at the coordinator does not come back; if one was, the switch is "
+            f"complete for the {len(registered)} registered")
 
 
 def _wait_settled(zk: KazooClient, coord: CoordinatorOffsets, group: str, to: str, timeout_s: float,
-                  expected: int) -> int:
-    """Wait until no member is left on the other membership and ``expected`` members (those seen
-    when the node was written) are on ``to`` (at least one)."""
-    want = max(1, expected)
+                  start: _Start) -> int:
+    """Wait until no member is left on the other membership and every member of ``start`` still alive is on
+    ``to`` (:func:`_wanted`). A member registered in ZooKeeper at the start whose session has ended since
+    (stopped, or killed and its session expired) is not waited for, and is named on stderr."""
     started = time.monotonic()
     said = ""
+    gone: Set[str] = set()
     while True:
         registered, at_coordinator = _where(zk, coord, group)
+        for cid in _sessions_ended(zk, start, gone):
+            gone.add(cid)
+            sys.stderr.write(f"{cid}: its ZooKeeper session ended (the member stopped, or was killed and its "
+                             "session expired): not waiting for it\n")
+        want = _wanted(start, to, gone, at_coordinator)
         if to == "kafka":
             settled = not registered and len(at_coordinator or ()) >= want
         else:
@@ -122,8 +179,7 @@ def _wait_settled(zk: KazooClient, coord: CoordinatorOffsets, group: str, to: st
                              f"({time.monotonic() - started:.1f}s)\n")
             return EXIT_OK
         if time.monotonic() - started > timeout_s:
-            left = registered if to == "kafka" else (at_coordinator or [])
-            raise CliError(f"group {group} did not settle on {to} membership within {timeout_s:g}s; not moved yet: "
-                           f"{', '.join(left) or 'unknown'}. The migration node stays: members finish by themselves; "
-                           "run the command again to keep waiting", EXIT_ERROR)
+            raise CliError(f"group {group} did not settle on {to} membership within {timeout_s:g}s: "
+                           f"{_not_settled(to, registered, at_coordinator, want)}. The migration node stays: "
+                           "members finish by themselves; run the command again to keep waiting", EXIT_ERROR)
         time.sleep(0.5)

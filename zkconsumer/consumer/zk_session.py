@@ -61,7 +61,7 @@ def connect_zookeeper(cfg: ConsumerConfig, consumer_id: str) -> Tuple[KazooClien
         try:
             prepare_zookeeper(client, cfg)  # open /consumers; a wrong zookeeper.auth fails here
         except NoAuthError as exc:
-            raise ZooKeeperAccessError("/consumers", "preparing", "check zookeeper.auth") from exc
+            raise ZooKeeperAccessError("/consumers", "preparing") from exc
         except AuthFailedError as exc:
             if cfg.zookeeper_sasl_enabled:
                 kerberos.login_for(cfg).refused()  # the next attempt logs in afresh (see KerberosLogin.refused)

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -30,7 +30,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from . import zkformat
 from .watchers import PathWatch, Value
 
-__all__ = ["MEMBERSHIPS", "Intent", "decode_intent", "encode_intent", "foreign_members", "migration_path",
+__all__ = ["MEMBERSHIPS", "Intent", "decode_intent", "encode_intent", "foreign_members", "member_fences", "migration_path",
            "read_intent", "watch_intent", "write_intent"]
 
 log = logging.getLogger(__name__)
@@ -136,26 +136,34 @@ def _intent_changed(previous: Value, current: Value) -> Optional[str]:
     return "migration node created" if previous is None else "migration node changed"
 
 
-def foreign_members(client: Any, group: str) -> List[str]:
-    """Registered members of ``group`` whose ZooKeeper session holds no zkconsumer fence node:
-    Kafka's own ZooKeeper consumers (see the module docstring). Raises kazoo's errors."""
+def member_fences(client: Any, group: str) -> Dict[str, List[str]]:
+    """Each registered member of ``group`` (consumer id) with the fence nodes its registration's session holds
+    (see the module docstring): an empty list for a session without one (Kafka's own consumers). A fence node
+    exists exactly while its session lives, so a member that deregistered can still be told alive (switching,
+    or switched) from gone (stopped, or killed and its session expired). Raises kazoo's errors."""
     paths = zkformat.GroupPaths(group)
     try:
         ids = client.get_children(paths.ids)
     except NoNodeError:
-        return []
-    fenced_sessions: Set[int] = set()
+        return {}
+    by_session: Dict[int, List[str]] = {}
     try:
         fences = client.get_children(paths.fences)
     except NoNodeError:
         fences = []
-    for name in fences:
+    for name in sorted(fences):
         stat = client.exists(f"{paths.fences}/{name}")
         if stat is not None and stat.ephemeralOwner:
-            fenced_sessions.add(int(stat.ephemeralOwner))
-    foreign = []
+            by_session.setdefault(int(stat.ephemeralOwner), []).append(f"{paths.fences}/{name}")
+    held: Dict[str, List[str]] = {}
     for consumer_id in sorted(ids):
         stat = client.exists(paths.member(consumer_id))
-        if stat is not None and int(stat.ephemeralOwner) not in fenced_sessions:
-            foreign.append(consumer_id)
-    return foreign
+        if stat is not None:
+            held[consumer_id] = by_session.get(int(stat.ephemeralOwner), [])
+    return held
+
+
+def foreign_members(client: Any, group: str) -> List[str]:
+    """Registered members of ``group`` whose ZooKeeper session holds no zkconsumer fence node:
+    Kafka's own ZooKeeper consumers (see the module docstring). Raises kazoo's errors."""
+    return [consumer_id for consumer_id, fences in member_fences(client, group).items() if not fences]

@@ -14,9 +14,9 @@ import threading
 import time
 from typing import Callable, Collection, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
+from benchmarks.migration_members import StreamMember
 from support.common import Producer, wait_until
 from support.offsets import MEMBER_SCRIPT, ChildProcess
-from zkconsumer import ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.admin.stores import CoordinatorOffsets
 
 Delivery = Tuple[float, int, int, bytes]
@@ -29,49 +29,17 @@ class Delivering(Protocol):
     delivered: List[Delivery]
 
 
-class Recorder:
-    """One member in this process and what it delivered."""
+class Recorder(StreamMember):
+    """One member in this process (2 streams) and what it delivered."""
 
     def __init__(self, name: str, props: Dict[str, object], topic: str) -> None:
-        self.name = name
-        self.connector = ZookeeperConsumerConnector(props)
         self.delivered: List[Delivery] = []
-        self._stop = threading.Event()
-        self._threads: List[threading.Thread] = []
-        self._topic = topic
-        self.joined = threading.Event()
-        starter = threading.Thread(target=self._start, daemon=True)
-        starter.start()
-        self._threads.append(starter)
-
-    def _start(self) -> None:
-        streams = self.connector.create_message_streams({self._topic: 2})[self._topic]
-        for stream in streams:
-            t = threading.Thread(target=self._drain, args=(stream,), daemon=True)
-            t.start()
-            self._threads.append(t)
-        self.joined.set()
-
-    def _drain(self, stream) -> None:
-        while not self._stop.is_set():
-            try:
-                for m in stream:
-                    self.delivered.append((time.monotonic(), m.partition, m.offset, m.message))
-                    if self._stop.is_set():
-                        return
-                return
-            except ConsumerTimeoutError:
-                continue
+        super().__init__(name, props, topic,
+                         lambda m: self.delivered.append((time.monotonic(), m.partition, m.offset, m.message)))
 
     @property
     def kind(self) -> str:
         return self.connector.membership.kind
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.connector.shutdown()
-        for t in self._threads:
-            t.join(15)
 
 
 class RecorderProcess(ChildProcess):

@@ -112,9 +112,10 @@ def test_errors_about_a_node_name_it() -> None:
     assert malformed.path == "/brokers/ids/1" and str(malformed) == "malformed znode /brokers/ids/1: not JSON"
     denied = ZooKeeperAccessError("/consumers/g/offsets", "create")
     assert (denied.path, denied.operation) == ("/consumers/g/offsets", "create")
-    assert str(denied) == "ZooKeeper denied create of /consumers/g/offsets: check the node's ACL and zookeeper.auth"
+    hint = f"check the node's ACL and the login it needs: {errors.ACCESS_HINT}"
+    assert str(denied) == f"ZooKeeper denied create of /consumers/g/offsets: {hint}"
     detailed = ZooKeeperAccessError("/x", "delete", "NoAuth")
-    assert str(detailed) == "ZooKeeper denied delete of /x (NoAuth): check the node's ACL and zookeeper.auth"
+    assert str(detailed) == f"ZooKeeper denied delete of /x (NoAuth): {hint}"
 
 
 def test_an_unsupported_pattern_names_the_java_regex() -> None:
