@@ -111,21 +111,27 @@ def test_a_member_killed_mid_switch_leaves_the_others_to_complete_it(cluster, zk
     nodes, if it still held them) stay until its session expires; the barrier holds the others
     until then; they complete the switch and take its partitions over from its last commit. The
     command sees the switch complete (exit 0): it does not wait for the killed member, whose
-    session has ended, and names it."""
+    session has ended, and names it.
+
+    The victim is armed to block before it releases anything (``RecorderProcess.arm_hold``), so it
+    is certain to be registered when it is killed: left to race, it deregistered first in one CI
+    run, and the switch was over before the kill."""
     group = unique("g-kill")
     victims: List[str] = []
 
     def kill(members: List[RecorderProcess], left: List[str], topic: str) -> str:
-        victim = ([m for m in members if m.consumer_id in left] or members)[0]
+        victim = members[0]
+        assert victim.consumer_id in left, f"the held member {victim.consumer_id} deregistered: {left}"
         victim.kill()
         held = owners_of(zk, group, topic, victim.consumer_id or "?")
+        assert victim.consumer_id in registered(zk, group), "the killed member's registration went with it"
         assert not settled(zk, group, "kafka", MEMBERS - 1), "the switch was over before the kill"
         print(f"killed {victim.name} ({victim.consumer_id}): registered then={victim.consumer_id in left}, "
               f"registered at kill: {left}, owner nodes of its session left: {held}")
         victims.append(victim.consumer_id or "?")
         return victim.name
 
-    counts = fault_mid_switch(cluster, zk, group, kill, processes=True, command_timeout_s=60)
+    counts = fault_mid_switch(cluster, zk, group, kill, processes=True, command_timeout_s=60, hold_first=True)
     says = str(counts["says"])
     assert counts["command"] == 0, f"the command did not see the switch complete: {says}"
     assert f"{victims[0]}: its ZooKeeper session ended" in says, says
@@ -165,11 +171,14 @@ def test_the_command_killed_right_after_writing_the_node_changes_nothing(cluster
 
 
 def fault_mid_switch(cluster, zk, group: str, fault: Callable[[List, List[str], str], Optional[str]], *,
-                     at_node: bool = False, processes: bool = False, command_timeout_s: float = 120) -> Dict[str, object]:
+                     at_node: bool = False, processes: bool = False, command_timeout_s: float = 120,
+                     hold_first: bool = False) -> Dict[str, object]:
     """Three members of ``cluster`` (``processes``: each in a child process, else in this one) switch
     to the coordinator under a steady producer; ``fault(members, registered, topic)`` runs as the first one
     deregisters (``at_node``: as the migration node appears), given who was still registered then
-    and the topic, and returns the name of the member it killed, if any. The group must then settle on the
+    and the topic, and returns the name of the member it killed, if any (``hold_first``, with
+    ``processes``: the first member is armed to block before it releases anything, so it stays
+    registered for the fault). The group must then settle on the
     coordinator (every member but the killed one), no owner node left, and the referee judges,
     allowing at-least-once redelivery after the killed member, or after any member when none was
     killed (see the module docstring). Returns the referee's counts, the command's exit status
@@ -180,6 +189,8 @@ def fault_mid_switch(cluster, zk, group: str, fault: Callable[[List, List[str], 
     runner: Optional[threading.Thread] = None
     try:
         members = started_group(cluster, zk, group, topic, processes=processes)
+        if hold_first:
+            members[0].arm_hold()
         before = registered(zk, group)
         runner, result = migrate_in_background(cluster, group, command_timeout_s)
         left = first_deregistration(zk, group, before, at_node=at_node)

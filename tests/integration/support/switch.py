@@ -8,6 +8,7 @@ judges every member's deliveries together (:func:`check_deliveries`).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -55,13 +56,25 @@ class RecorderProcess(ChildProcess):
         self.consumer_id: Optional[str] = None
         self.delivered: List[Delivery] = []
         self.ready = threading.Event()
+        self.armed = threading.Event()
+        self.holding = threading.Event()
         self._start_reading()
+
+    def arm_hold(self, timeout: float = 10.0) -> None:
+        """Make the member block before its next release of partitions, still registered (see
+        ``programs/member.py``); returns once it says it is armed."""
+        self._proc.send_signal(signal.SIGUSR1)
+        assert self.armed.wait(timeout), f"{self.name} did not arm its hold"
 
     def on_line(self, line: str) -> None:
         fields = line.split(" ", 2)
         if fields[0] == "READY":
             self.consumer_id = fields[1]
             self.ready.set()
+        elif fields[0] == "ARMED":
+            self.armed.set()
+        elif fields[0] == "HOLDING":
+            self.holding.set()
         else:
             self.delivered.append((time.monotonic(), int(fields[0]), int(fields[1]), fields[2].encode()))
 
