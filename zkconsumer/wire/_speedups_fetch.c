@@ -79,7 +79,7 @@ PyObject *py_fetch_response(PyObject *module, PyObject *args) {
         if (n < 0) {
             topic = PyUnicode_FromStringAndSize("", 0);
         } else {
-            if (pos + n > len) goto refused;
+            if (n > len - pos) goto refused;
             topic = PyUnicode_DecodeUTF8((const char *)p + pos, n, "strict");
             if (topic == NULL) {
                 if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto error;
@@ -102,7 +102,7 @@ PyObject *py_fetch_response(PyObject *module, PyObject *args) {
             hw = be64(p + pos + 6);
             size = be32(p + pos + 14);
             pos += 18;
-            if (size < 0 || pos + size > len) goto refused;
+            if (size < 0 || size > len - pos) goto refused;
             slice = PySequence_GetSlice(body, pos, pos + size);
             if (slice == NULL) goto error;
             pos += size;
