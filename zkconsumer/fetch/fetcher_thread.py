@@ -122,10 +122,11 @@ class _PartitionState:
     ``lock`` when the partition is removed.
     """
 
-    __slots__ = ("info", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked", "request")
+    __slots__ = ("info", "tp", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked", "request")
 
     def __init__(self, info: PartitionTopicInfo) -> None:
         self.info = info
+        self.tp: TopicPartition = (info.topic, info.partition)  # an info's topic and partition never change
         self.lock = threading.Lock()
         self.removed = False
         self.stalled = False            # an error chunk was queued or parked; never fetch again
@@ -133,10 +134,6 @@ class _PartitionState:
         self.high_watermark = -1
         self.parked: Optional[FetchedDataChunk] = None
         self.request: Optional[FetchPartition] = None  # the last one sent (fetcher thread only): reused while it fits
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.info.topic, self.info.partition)
 
 
 class FetcherThread(ShutdownableThread):
@@ -340,15 +337,20 @@ class FetcherThread(ShutdownableThread):
         The broker's wait is ``fetch.wait.max.ms``, or shorter while a partition is left
         out with a parked chunk (see the module docstring: :func:`held_back_wait_ms`).
         """
+        held_back = False
         with self._lock:
-            held_back = any(st.parked is not None for st in self._partitions.values())
+            for st in self._partitions.values():
+                if st.parked is not None:
+                    held_back = True
+                    break
         full = self._config.fetch_wait_max_ms
         self._held_back_wait = held_back_wait_ms(self._held_back_wait, full) if held_back else 0
         wait = self._held_back_wait if held_back else full
         failed: List[TopicPartition] = []
         requested: Dict[TopicPartition, Tuple[_PartitionState, int]] = {}
         for st in batch:
-            offset = self._position(st)
+            fetched = st.info.fetched_offset  # not placed yet (negative): _position places it, or says why not
+            offset = fetched if fetched >= 0 else self._position(st)
             if offset is None:
                 failed.append(st.tp)
             elif offset >= 0:
@@ -392,17 +394,19 @@ class FetcherThread(ShutdownableThread):
         self._response_messages, self._response_errors = 0, []
         try:
             for part in response.partitions:
-                n = len(part.message_set)
+                topic, partition, error_code, high_watermark, message_set = part
+                n = len(message_set)
                 size += n
-                largest = max(largest, n)
-                entry = requested.get((part.topic, part.partition))
+                if n > largest:
+                    largest = n
+                entry = requested.get((topic, partition))
                 if entry is None:
                     continue
-                if not n and not part.error_code:  # no data, no error (most partitions of a live stream)
-                    if part.high_watermark >= 0:  # for metrics only: no lock, no lease check, nothing to decode
-                        entry[0].high_watermark = part.high_watermark
+                if not n and not error_code:  # no data, no error (most partitions of a live stream)
+                    if high_watermark >= 0:  # for metrics only: no lock, no lease check, nothing to decode
+                        entry[0].high_watermark = high_watermark
                 elif not self._process(entry[0], entry[1], part):
-                    failed.append((part.topic, part.partition))
+                    failed.append((topic, partition))
         finally:  # once per response: no per-message cost
             self._response_large = 2 * largest >= max(1, max_bytes)  # large_response, inlined
             self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors,

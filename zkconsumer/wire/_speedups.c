@@ -52,6 +52,11 @@
  *     Socket reads (recv_frame: a request sent, then a size-prefixed frame read) with
  *     the GIL released throughout; see _speedups_recv.c.
  *
+ * fetch_response(body, item_type), fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions)
+ *     The partitions of a Fetch v0 response body, read as
+ *     zkconsumer.wire.protocol.FetchRequest.decode_response reads them, and a Fetch v0 request
+ *     frame, byte for byte as FetchRequest.encode_frame writes it; see _speedups_fetch.c.
+ *
  * crc32(data)
  *     zlib.crc32(data) with the decoder's implementation (CRC32_IMPLEMENTATION names it),
  *     for tests; see _speedups_crc.c.
@@ -71,6 +76,12 @@ static PyMethodDef module_methods[] = {
     {"decode", py_decode, METH_VARARGS,
      "decode(buffer, start, fetch_offset, top_level, wrapper_offset=None)\n"
      "-> (block, stop, next_offset, status, bad_offset, reason); see _speedups.c"},
+    {"fetch_response", py_fetch_response, METH_VARARGS,
+     "fetch_response(body, item_type) -> [item_type(topic, partition, error, high_watermark, message_set)] or None\n"
+     "(None: a body the Python decoder refuses); see _speedups_fetch.c"},
+    {"fetch_request", py_fetch_request, METH_VARARGS,
+     "fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions) -> the Fetch v0 request frame,\n"
+     "or None (a request the Python encoder must write or refuse); see _speedups_fetch.c"},
     {"concat", py_concat, METH_O, "concat(blocks) -> one MessageBlock with the messages of all, in order"},
     {NULL}
 };

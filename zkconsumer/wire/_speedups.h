@@ -9,6 +9,7 @@
  *   _speedups_decode.c   decode(), decode_inner(), concat(): message sets into MessageBlocks
  *   _speedups_cursor.c   Cursor, the per-message engine of zkconsumer.consumer.stream.ConsumerIterator
  *   _speedups_recv.c     recv_exactly(), recv_frame(): socket reads without the GIL
+ *   _speedups_fetch.c    fetch_response(), fetch_request(): a Fetch response body read, a request written
  *
  * Everything here has a pure-Python equivalent (zkconsumer.wire.messageset,
  * zkconsumer.consumer.stream, zkconsumer.wire.connection); the package works (slower)
@@ -145,5 +146,10 @@ int cursor_init_module(void);                              /* once: the attribut
 
 PyObject *py_recv_exactly(PyObject *module, PyObject *args);
 PyObject *py_recv_frame(PyObject *module, PyObject *args);
+
+/* ------------------------------------------------------------------------ Fetch responses: _speedups_fetch.c */
+
+PyObject *py_fetch_response(PyObject *module, PyObject *args);
+PyObject *py_fetch_request(PyObject *module, PyObject *args);
 
 #endif

@@ -18,7 +18,10 @@ Who writes the bytes:
   :class:`Request`, and turns the untyped message it decodes into the frozen
   dataclasses below. Metadata and ListOffsets here, the group requests in
   :mod:`~zkconsumer.wire.group_protocol`.
-* **by hand**: the Fetch request and response, the hot path. The response is
+* **by hand**: the Fetch request and response, the hot path (a fetcher sends one per message
+  at low rates). With the C extension both are written/read in C
+  (``_speedups_fetch.c``), byte for byte as the Python code here does, which remains the
+  reference and the path without the extension. The response is
   split into zero-copy ``memoryview`` slices of the one receive buffer, which
   :func:`~zkconsumer.wire.messageset.decode_message_set` (with its C
   accelerator) decodes. ``scripts/bench-decode --fetch-response`` measures
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, ClassVar, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from kafka.protocol.consumer import ListOffsetsRequest as _KListOffsetsRequest
 from kafka.protocol.consumer import ListOffsetsResponse as _KListOffsetsResponse
@@ -63,6 +66,7 @@ from .broker_errors import (
     ProtocolDecodeError,
     raise_for_code,
 )
+from .messageset import speedups
 
 __all__ = [
     "API_FETCH", "API_LIST_OFFSETS", "API_METADATA", "CONSUMER_REPLICA_ID",
@@ -481,6 +485,15 @@ class FetchRequest(Request[FetchResponse]):
 
     API_KEY: ClassVar[int] = API_FETCH
 
+    def encode_frame(self, correlation_id: int, client_id: Optional[str]) -> bytes:
+        """The frame :meth:`Request.encode_frame` writes; with the C extension written in C, byte for byte
+        (a request it does not take is written here, raising this encoder's error if any)."""
+        if _fetch_request is not None:
+            frame = _fetch_request(correlation_id, client_id, self.max_wait_ms, self.min_bytes, self.partitions)
+            if frame is not None:
+                return frame
+        return super().encode_frame(correlation_id, client_id)
+
     def encode_body(self) -> bytes:
         pack = _FETCH_PARTITION.pack
         groups = group_by_topic([(p.topic, pack(p.partition, p.offset, p.max_bytes)) for p in self.partitions])
@@ -490,24 +503,47 @@ class FetchRequest(Request[FetchResponse]):
         return b"".join(parts)
 
     def decode_response(self, body: memoryview) -> FetchResponse:
-        # The per-partition loop reads the buffer directly (one bounds check, one unpack, one slice):
-        # a fetcher thread decodes a response per message at low rates (issue 44).
-        r = _Reader(body)
-        out = []
-        end_of_body = len(body)
-        unpack_head, head_size = _FETCH_PARTITION_HEAD.unpack_from, _FETCH_PARTITION_HEAD.size
-        for _ in range(r.count()):
-            topic = r.string() or ""
-            count = r.count()
-            pos = r.pos
-            for _ in range(count):
-                start = pos + head_size
-                if start > end_of_body:
-                    raise ProtocolDecodeError(f"response truncated at byte {pos}")
-                partition, error, hw, size = unpack_head(body, pos)
-                pos = start + size
-                if size < 0 or pos > end_of_body:
-                    raise ProtocolDecodeError(f"response truncated: {size} bytes wanted at byte {start}")
-                out.append(FetchPartitionResponse(topic, partition, error, hw, body[start:pos]))
-            r.pos = pos
-        return FetchResponse(tuple(out))
+        """The response's partitions; :class:`ProtocolDecodeError` (or ``UnicodeDecodeError`` for a topic
+        name that is not UTF-8) for a body that is not a Fetch v0 response. Bytes after it are ignored.
+
+        With the C extension the body is read in C (the same rules); a body it refuses is read
+        again here, so the error raised is this decoder's either way.
+        """
+        if _fetch_response is not None:
+            parsed = _fetch_response(body, FetchPartitionResponse)
+            if parsed is not None:
+                return FetchResponse(tuple(parsed))
+        return FetchResponse(tuple(decode_fetch_response_python(body)))
+
+
+#: The C reader of a Fetch response body (``None`` without the extension, or with a build older than it).
+_fetch_response: Optional[Callable[[memoryview, Any], Optional[List[FetchPartitionResponse]]]] = getattr(
+    speedups, "fetch_response", None)
+#: The C writer of a Fetch request frame (likewise).
+_fetch_request: Optional[Callable[[int, Optional[str], int, int, Sequence[FetchPartition]], Optional[bytes]]] = getattr(
+    speedups, "fetch_request", None)
+
+
+def decode_fetch_response_python(body: memoryview) -> List[FetchPartitionResponse]:
+    """The pure-Python reader of :meth:`FetchRequest.decode_response` (the reference the C one follows)."""
+    # The per-partition loop reads the buffer directly (one bounds check, one unpack, one slice):
+    # a fetcher thread decodes a response per message at low rates (issue 44).
+    r = _Reader(body)
+    out: List[FetchPartitionResponse] = []
+    end_of_body = len(body)
+    unpack_head, head_size = _FETCH_PARTITION_HEAD.unpack_from, _FETCH_PARTITION_HEAD.size
+    for _ in range(r.count()):
+        topic = r.string() or ""
+        count = r.count()
+        pos = r.pos
+        for _ in range(count):
+            start = pos + head_size
+            if start > end_of_body:
+                raise ProtocolDecodeError(f"response truncated at byte {pos}")
+            partition, error, hw, size = unpack_head(body, pos)
+            pos = start + size
+            if size < 0 or pos > end_of_body:
+                raise ProtocolDecodeError(f"response truncated: {size} bytes wanted at byte {start}")
+            out.append(FetchPartitionResponse(topic, partition, error, hw, body[start:pos]))
+        r.pos = pos
+    return out
