@@ -2,7 +2,7 @@
 
 One :class:`~zkconsumer.fetch.fetcher_thread.FetcherThread` (never started) on a real
 :class:`~zkconsumer.wire.connection.BrokerConnection` whose round trip returns canned response
-frames instead of touching a socket, driven in this thread through the body of its ``run()``
+frames instead of touching a socket, driven in this thread through ``fetch_round()``, one turn of its ``run()``
 loop: the lease check, ``_queue_parked``, ``_next_batch``, ``_fetch_once`` (request encoding,
 response decoding, per partition the lock, the lease fence, ``decode_message_set``, the queue
 offer) and ``_check_width``; then the queue is drained (``ChunkQueue.get``) so nothing parks.
@@ -32,7 +32,7 @@ import statistics
 import threading
 import time
 import types
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
@@ -137,23 +137,14 @@ def make_fetcher(partitions: int, messages: int, value_size: int) -> Tuple[Fetch
 def replay(fetcher: FetcherThread, infos: List[PartitionTopicInfo], queue: ChunkQueue, conn: _Canned,
            responses: int, messages: int) -> float:
     """µs per response over ``responses`` iterations of the fetcher loop's body (then draining the queue)."""
-    resize: Callable[[FetcherThread, bool], None] = lambda f, wide: None  # noqa: E731
     got = 0
     start = time.perf_counter()
     for _ in range(responses):
         if conn.next == 0:  # the canned responses start over: so do the partitions' positions
             for info in infos:
                 info.fetched_offset = info.consumed_offset = 0
-        # --- the body of FetcherThread.run()
-        if not fetcher._deliverable():
+        if not fetcher.fetch_round():  # what FetcherThread.run() does each turn
             raise RuntimeError("the lease lapsed")
-        with fetcher._lock:
-            seen = fetcher._room_events
-        fetcher._queue_parked()
-        batch = fetcher._next_batch(seen)
-        if batch:
-            fetcher._fetch_once(batch)
-            fetcher._check_width(resize)
         # --- the consumer side: take what was queued
         while queue._items:
             chunk: Any = queue.get(0)

@@ -1,12 +1,11 @@
 """Back-pressure per partition and retained prefetches on a real broker ("Big groups and slow streams", items 3, 4).
 
 One member, two streams of one topic on one broker (one fetcher thread). Stream
-B's consumer stops reading; stream A must go on at about the rate it has alone,
-B's memory must stay within its bound, and once B reads again every message of
-both partitions arrives exactly once, in order. The honest 0.9x comparison is
-``scripts/bench-backpressure``; this test asserts that A reads its whole backlog
-while B's chunk waits parked, and prints the rate ratio it measured (a timing,
-which the machine's load moves, so not asserted).
+B's consumer stops reading; stream A must go on reading (its whole backlog while
+B's chunk waits parked), B's memory must stay within its bound, and once B reads again every message of
+both partitions arrives exactly once, in order. Whether A keeps about the rate it
+has alone is a timing, which the machine's load moves: this test prints the ratio
+it measured and does not assert it; ``scripts/bench-backpressure`` measures it.
 
 ``foreach_stream`` (spark_integration/streams.py) needs no test of its own here:
 each Spark task is a separate member (its own connector, ``{topic: 1}``: one

@@ -245,18 +245,9 @@ class FetcherThread(ShutdownableThread):
     def run(self) -> None:
         try:
             while not self.stopping:
-                if not self._deliverable():  # e.g. the session lease lapsed: fetch nothing for now
+                if not self.fetch_round():  # e.g. the session lease lapsed: fetch nothing for now
                     with self._cond:
                         self._cond.wait(0.05)
-                    continue
-                with self._lock:
-                    seen = self._room_events
-                self._queue_parked()
-                batch = self._next_batch(seen)
-                if batch:
-                    self._fetch_once(batch)
-                    if self._resize is not None:
-                        self._check_width(self._resize)
         except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
             log.exception("%s died", self.name)
             if not self.stopping:
@@ -267,6 +258,22 @@ class FetcherThread(ShutdownableThread):
             for queue in queues:
                 queue.remove_room_listener(self._room_appeared)
             self._conn.close()
+
+    def fetch_round(self) -> bool:
+        """One turn of :meth:`run`'s loop, on this thread: queue the chunks parked for want of room,
+        then one fetch for the partitions with room (if any), and maybe a resize. ``False``, having
+        done nothing: the member may not deliver now (:meth:`run` waits a little and asks again)."""
+        if not self._deliverable():
+            return False
+        with self._lock:
+            seen = self._room_events
+        self._queue_parked()
+        batch = self._next_batch(seen)
+        if batch:
+            self._fetch_once(batch)
+            if self._resize is not None:
+                self._check_width(self._resize)
+        return True
 
     def _check_width(self, resize: Callable[["FetcherThread", bool], None]) -> None:
         """After a response: ask the manager to spread (large response, narrow) or gather (quiet, wide)."""
