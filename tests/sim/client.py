@@ -142,6 +142,9 @@ class SimKazoo:
         #: ``heartbeat.LEADER_CHECKED``); ``_sent``: their send times by xid. Reads and pings prove
         #: nothing: an isolated follower answers them (servers.py).
         self.on_proof: Optional[Callable[[Optional[int], float], None]] = None
+        #: Told ``(session, send time)`` of every handshake answered with the session (the leader
+        #: touches it when it creates or revalidates it: production's ``heartbeat`` hooks ``_connect``).
+        self.on_handshake: Optional[Callable[[Optional[int], float], None]] = None
         self._sent: Dict[int, float] = {}
 
     # ------------------------------------------------------------ kazoo's surface
@@ -458,6 +461,8 @@ class SimKazoo:
                 self.ensemble.clients[self.sid] = self
                 self.last_zxid = 0
             self.ensemble.touch(self.sid)  # at the leader: a follower revalidates the session there (REVALIDATE)
+            if self.on_handshake is not None:
+                self.on_handshake(self.sid, now)
             for old, (index, _sid, _until) in self.lingering.items():
                 if index != self.server:  # revalidated elsewhere: the leader's checkSession now fails
                     self.moved.add(old)
