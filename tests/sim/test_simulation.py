@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from zkconsumer.zookeeper.proofs import ProofChain
+
 from .member import Member
 from .search import run_many, schedule_for, shrink
 from .world import Schedule, generate, generate_mixed, run
@@ -263,6 +265,26 @@ def test_the_lease_keeps_a_frozen_member_from_queuing(monkeypatch: pytest.Monkey
     unleased = run(schedule)
     assert unleased.violation is not None and unleased.violation.name == "queued", unleased.violation
     assert "m3.0" in str(unleased.violation)
+
+
+def test_a_proof_counted_at_once_lets_a_member_on_a_cut_off_follower_queue_after_its_session_expired(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lease's rule as it was (every answered sync or write counted from its send time at once) on
+    the schedule where the leader never heard of a member's last commit before its follower was cut
+    off: the member queues after the leader expired its session (``queued``). With proofs.py's rule it
+    passes (test_shrunk_schedule_of_a_bug_found). (The paused-ensemble schedule fails on the lease as
+    it was too, but not with this emulation of the old rule: its timing differs in the lease's wake-ups.)"""
+    stem = "lease-counted-a-commit-whose-touch-a-cut-off-follower-never-reported"
+    schedule = Schedule.from_json((Path(__file__).parent / "schedules" / f"{stem}.json").read_text())
+
+    def at_once(chain: ProofChain, sent: float, answered: float, gap: float) -> bool:
+        chain.last_sent = sent if chain.last_sent is None else max(chain.last_sent, sent)
+        moved = chain.counted is None or sent > chain.counted
+        chain.counted = sent if moved else chain.counted
+        return moved
+    monkeypatch.setattr(ProofChain, "note", at_once)
+    violation = run(schedule).violation
+    assert violation is not None and violation.name == "queued", violation
 
 
 def _trace_digest(schedule: Schedule) -> str:
