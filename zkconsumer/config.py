@@ -217,9 +217,10 @@ _TABLE: Tuple[Property, ...] = (
              "how an idle member keeps its ZooKeeper session alive: kafka = the margins of Kafka's own client (a "
              "ping after a third of the negotiated session timeout without traffic; a server dropped only after "
              "two thirds of it without a byte), sent by a thread that needs no GIL where the C extension is built "
-             "(Linux), else by kazoo; quiet = opt-in, half the idle packets (a ping after 0.7 of it, a server "
-             "dropped after a sixth without an answer) at the cost of those margins: a process freeze or server "
-             "pause longer than ~0.27 of the session timeout can expire the session",
+             "(Linux), else by kazoo; quiet = opt-in, a ping after 0.7 of it and a server dropped after a sixth "
+             "without an answer, at the cost of those margins: a process freeze or server pause longer than ~0.27 "
+             "of the session timeout can expire the session (a member's session lease syncs every 0.27 of it "
+             "in either mode, so quiet no longer halves a member's idle packets)",
              choices=("kafka", "quiet"), lower_cased=True, kafka=False),
     Property("fetcher.connections", "int", 3,
              "the most connections per fetcher (num.consumer.fetchers), shared among the brokers it reads from "

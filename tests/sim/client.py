@@ -142,6 +142,9 @@ class SimKazoo:
         #: ``heartbeat.LEADER_CHECKED``); ``_sent``: their send times by xid. Reads and pings prove
         #: nothing: an isolated follower answers them (servers.py).
         self.on_proof: Optional[Callable[[Optional[int], float], None]] = None
+        #: Told ``(session, send time)`` of every handshake answered with the session (the leader
+        #: touches it when it creates or revalidates it: production's ``heartbeat`` hooks ``_connect``).
+        self.on_handshake: Optional[Callable[[Optional[int], float], None]] = None
         self._sent: Dict[int, float] = {}
 
     # ------------------------------------------------------------ kazoo's surface
@@ -303,10 +306,12 @@ class SimKazoo:
                         "(a request of the old connection: not applied, that connection closed)")
             return
         if index in self.ensemble.isolated:  # a follower cut off from the leader (servers.py)
-            if index in self.ensemble.closed or servers.hold(
-                    self.ensemble, index, sid, op, partial(self._forwarded, conn, xid, op, args, sid, index)):
+            if index in self.ensemble.closed:
                 return
-        elif not self.ensemble.touch(sid):
+            self.ensemble.note_touch(index, sid)  # reported if the link is back in time (zkmodel.py)
+            if servers.hold(self.ensemble, index, sid, op, partial(self._forwarded, conn, xid, op, args, sid, index)):
+                return
+        elif not self.ensemble.touch(sid, index):  # a follower: reported at the leader's next ping
             return  # the session is gone: the connection is closed by the server (found at the next ping)
         self._serve(conn, xid, op, args, sid, index)
 
@@ -316,7 +321,7 @@ class SimKazoo:
             self._trace(f"{self.name} 0x{sid:x} {op} {args.get('path')} -> SessionMovedException "
                         "(forwarded by the follower after the session moved: not applied)")
             return
-        if self.ensemble.touch(sid):
+        if self.ensemble.alive(sid):  # checked by the leader, not touched (the follower noted it: zkmodel.py)
             self._serve(conn, xid, op, args, sid, index)
 
     def _serve(self, conn: int, xid: int, op: str, args: Dict[str, Any], sid: int, index: int) -> None:
@@ -455,7 +460,9 @@ class SimKazoo:
                 self.sid = self.ensemble.open_session(self.timeout)
                 self.ensemble.clients[self.sid] = self
                 self.last_zxid = 0
-            self.ensemble.touch(self.sid)
+            self.ensemble.touch(self.sid)  # at the leader: a follower revalidates the session there (REVALIDATE)
+            if self.on_handshake is not None:
+                self.on_handshake(self.sid, now)
             for old, (index, _sid, _until) in self.lingering.items():
                 if index != self.server:  # revalidated elsewhere: the leader's checkSession now fails
                     self.moved.add(old)
@@ -515,10 +522,11 @@ class SimKazoo:
             self.kernel.at(self.network.cut_until(self.name), partial(self._ping_arrives, conn))
             return
         assert self.sid is not None
-        if self.server in self.ensemble.isolated:  # answered by the follower; the leader hears nothing
+        if self.server in self.ensemble.isolated:  # answered by the follower; the leader hears nothing now
             if self.server not in self.ensemble.closed and not servers.blocked(self.ensemble, self.server, self.sid):
+                self.ensemble.note_touch(self.server, self.sid)
                 self._reply(conn, _pong)
-        elif self.ensemble.touch(self.sid):
+        elif self.ensemble.touch(self.sid, self.server):
             self._reply(conn, _pong)
 
     def drop_connection(self, why: str, linger: float = 0.0) -> None:

@@ -59,6 +59,7 @@ class SimHeartbeat(SessionHeartbeat):
         self._negotiated = client.timeout
         self._observing = True
         client.on_proof = self._note
+        client.on_handshake = self._handshake
 
 
 class SimThread:

@@ -9,7 +9,9 @@ Each as ZooKeeper 3.4/3.5 and kazoo 2.x behave (read from their sources):
   that session, ordered behind it by the CommitProcessor) gets no answer, so neither does the
   session's next ping and the client's read timeout moves it to another server. The session
   tracker lives on the leader (the follower's ``LearnerSessionTracker`` only collects touches
-  for the leader's next ping, which does not arrive): the session may expire on the leader
+  for its answer to the leader's next ping, which does not arrive; so the touches of what the
+  session sent shortly before the cut, its last ``sync`` included, may never reach the leader,
+  :mod:`.zkmodel`): the session may expire on the leader
   while its client is still served by the follower, and the follower does not learn of it.
   After ``syncLimit`` ticks without the leader (``Learner``'s socket read timeout) the follower
   shuts down (``Learner.shutdown``: ``cnxnFactory.closeAll()``), goes LOOKING and serves
@@ -111,6 +113,7 @@ class ServerFaults:
             if ensemble.down:
                 return
             ensemble.down = True
+            ensemble.forget_touches()  # every server shuts down
             self.quorum_end = now + args[1]
             self._close(lambda client: True, "server closed the connection (quorum lost)")
             world.kernel.at(self.quorum_end, self.quorum_back)
@@ -155,6 +158,7 @@ class ServerFaults:
             return
         ensemble.closed.add(index)
         ensemble.held.pop(index, None)  # forwarded requests die with the follower's pipeline
+        ensemble.forget_touches(index)  # and its touch table with its session tracker
         server = ensemble.servers[index]
         server.data_watches.clear()  # and the watches with the connections that set them
         server.child_watches.clear()
@@ -173,6 +177,10 @@ class ServerFaults:
         if not ensemble.down:  # else they die with the leader's pipeline
             for _sid, forward in held:
                 forward()
+            # The leader's pings sent during the cut arrive now, behind nothing the follower
+            # wrote before them: its answers, with its touches, reach the leader right after the
+            # requests it forwarded (one TCP stream, read in order by one LearnerHandler thread).
+            ensemble.report_touches(index)
         # Sessions that expired meanwhile: the follower learns of it from the log and closes them.
         self._close(lambda client: client.server == index and not ensemble.alive(client.sid),
                     "session expired (learnt from the leader)")

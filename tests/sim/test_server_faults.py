@@ -49,6 +49,11 @@ def _world(server: int) -> Tuple[Kernel, Ensemble, SimKazoo, List[str], ServerFa
                     client.drop_connection("session expired")
         kernel.at(kernel.now + 0.5, tick)
     tick()
+
+    def ping() -> None:  # the leader's pings, which carry the followers' touches (zkmodel.py)
+        ensemble.leader_ping()
+        kernel.at(kernel.now + 0.25, ping)
+    ping()
     return kernel, ensemble, client, states, ServerFaults(world)
 
 
@@ -184,3 +189,52 @@ def test_while_no_server_serves_kazoo_backs_off_between_connection_attempts_up_t
     assert 0.06 <= sleeps[0] <= 0.14 and sleeps[1] > sleeps[0] and max(sleeps) <= 2.0 * 1.4
     assert faults.quorum_end <= kernel.now <= faults.quorum_end + 2.0 * 1.4 + 0.1
     assert client._retry_delay == 0.1
+
+
+def test_a_follower_touches_its_sessions_at_the_leader_only_in_its_answers_to_the_leaders_pings() -> None:
+    """A request of a session connected to a follower, even a ``sync`` the leader checks, touches
+    nothing at the leader (ZooKeeperServer.touch skips a request without a connection, which a
+    forwarded one is); the follower notes the session (LearnerSessionTracker) and reports it in
+    its answer to the leader's next ping (every tickTime/2). A follower cut off right after a
+    sync was answered never reports it: the leader expires the session one timeout after the
+    last touch it *did* receive, before the sync's send time + timeout."""
+    kernel, ensemble, client, _, faults = _world(1)
+    sid = client.sid
+    assert sid is not None
+    session = ensemble.sessions[sid]
+    kernel.run_until(None, kernel.now + 1.0)
+    before = session.last_heard
+    done = client.sync_async("/")
+    kernel.run_until(done.ready, kernel.now + 1.0)
+    assert done.get() == "/"
+    assert session.last_heard == before  # answered, checked by the leader, not touched there
+    kernel.run_until(None, kernel.now + 0.3)
+    assert session.last_heard > before  # the next ping's answer carried the touch
+
+    kernel.at(session.last_heard + 0.2, lambda: None)
+    kernel.run_until(None, session.last_heard + 0.2)  # 0.2 s after that ping, 0.05 s before the next
+    sent = kernel.now
+    done = client.sync_async("/")
+    kernel.run_until(done.ready, kernel.now + 0.04)
+    assert done.get() == "/"
+    faults.apply("isolate", (1, 30.0, 15.0))  # before the leader's next ping
+    last = session.last_heard
+    assert last < sent
+    kernel.run_until(lambda: not ensemble.alive(sid), sent + T + 1.0)
+    assert not ensemble.alive(sid) and kernel.now <= last + T + 0.5  # the tracker's tick after last + T
+
+
+def test_a_follower_whose_link_comes_back_reports_its_touches_right_behind_what_it_forwarded() -> None:
+    """The leader's pings sent during a cut shorter than syncLimit reach the follower when the link
+    is back; its answers carry every session it heard from meanwhile, right behind the requests
+    it forwarded (one TCP stream, read in order)."""
+    kernel, ensemble, client, _, faults = _world(1)
+    sid = client.sid
+    assert sid is not None
+    faults.apply("isolate", (1, 3.0, 15.0))
+    kernel.run_until(None, kernel.now + 1.0)
+    read = client.exists_async("/x")
+    kernel.run_until(read.ready, kernel.now + 1.0)
+    heard = ensemble.sessions[sid].last_heard
+    kernel.run_until(lambda: ensemble.sessions[sid].last_heard > heard, kernel.now + 3.0)
+    assert ensemble.sessions[sid].last_heard > heard and 1 not in ensemble.isolated

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from zkconsumer.zookeeper.proofs import ProofChain
+
 from .member import Member
 from .search import run_many, schedule_for, shrink
 from .world import Schedule, generate, generate_mixed, run
@@ -182,6 +184,18 @@ SHRUNK = sorted((Path(__file__).parent / "schedules").glob("*.json"))
 #:     session while the follower still answered its lease's reads, and m0 queued t0-0 after its
 #:     session was gone: queued). Fixed: proofs only from answers the leader checked (writes, sync:
 #:     heartbeat.LEADER_CHECKED); the lease probes with a sync.
+#: lease-counted-a-commit-whose-touch-a-cut-off-follower-never-reported (seed 5006785, shrunk; found
+#:     once the model touched a follower's sessions at the leader only through the follower's
+#:     answers to the leader's pings, as ZooKeeper 3.4 does: m12 on follower 1 committed at 4.654 s,
+#:     the follower was cut off at 4.683 s, before its next answer; the leader's last touch of m12
+#:     was 1.4 s older, it expired the session before 4.654 + 6 s, and m12 queued t2-3 after that
+#:     while the partition had another owner: queued. CI's real-server failure of
+#:     test_zookeeper_follower.py was this). Fixed in zookeeper/proofs.py: a proof counts only once a
+#:     later one, sent 0.3 x the timeout after its answer, confirms it.
+#: lease-counted-a-sync-whose-touch-a-paused-ensemble-never-reported (seed 105351 of the 10,000
+#:     range, shrunk: m0's lease sync at 11.06 s was answered 26 ms before ZooKeeper was paused for
+#:     5.35 s; at resume the tracker expired m0 from its last reported touch, before 11.06 + 6 s, and
+#:     m0 queued: queued). The same cause and fix.
 
 #: Seeds that exposed faults of the simulator itself (kept: they exercise the fixed model).
 #: 1079: a watch event sent while a member's link was cut for less than the read timeout
@@ -251,6 +265,26 @@ def test_the_lease_keeps_a_frozen_member_from_queuing(monkeypatch: pytest.Monkey
     unleased = run(schedule)
     assert unleased.violation is not None and unleased.violation.name == "queued", unleased.violation
     assert "m3.0" in str(unleased.violation)
+
+
+def test_a_proof_counted_at_once_lets_a_member_on_a_cut_off_follower_queue_after_its_session_expired(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lease's rule as it was (every answered sync or write counted from its send time at once) on
+    the schedule where the leader never heard of a member's last commit before its follower was cut
+    off: the member queues after the leader expired its session (``queued``). With proofs.py's rule it
+    passes (test_shrunk_schedule_of_a_bug_found). (The paused-ensemble schedule fails on the lease as
+    it was too, but not with this emulation of the old rule: its timing differs in the lease's wake-ups.)"""
+    stem = "lease-counted-a-commit-whose-touch-a-cut-off-follower-never-reported"
+    schedule = Schedule.from_json((Path(__file__).parent / "schedules" / f"{stem}.json").read_text())
+
+    def at_once(chain: ProofChain, sent: float, answered: float, gap: float) -> bool:
+        chain.last_sent = sent if chain.last_sent is None else max(chain.last_sent, sent)
+        moved = chain.counted is None or sent > chain.counted
+        chain.counted = sent if moved else chain.counted
+        return moved
+    monkeypatch.setattr(ProofChain, "note", at_once)
+    violation = run(schedule).violation
+    assert violation is not None and violation.name == "queued", violation
 
 
 def _trace_digest(schedule: Schedule) -> str:

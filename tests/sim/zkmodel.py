@@ -6,8 +6,17 @@ Modelled (each as ZooKeeper 3.4/3.5 documents it):
   persistent and ephemeral nodes; ``create`` (with ``makepath``), ``get``, ``exists``,
   ``get_children`` (with the parent's stat), ``set``/``delete`` conditional on a version,
   and ``multi`` (all or nothing; results as kazoo returns them);
-* sessions with a timeout: a session lives while its client's pings (or requests) reach the
-  leader within the timeout, and its ephemeral nodes go when it expires;
+* sessions with a timeout: a session lives while the leader hears of its client within the
+  timeout, and its ephemeral nodes go when it expires. The leader hears of a client connected
+  to it at each packet; of a client connected to a follower only through that follower: the
+  follower notes each session it hears from (``LearnerSessionTracker.touchSession``) and sends
+  the sessions noted since its last answer in its answer to the leader's ping, which the leader
+  sends every tickTime/2 (``Leader.lead``, ``Learner.ping``, ``LearnerHandler``'s PING case). A
+  request the follower forwards (a write, a ``sync``) is checked at the leader but touches
+  nothing there (``ZooKeeperServer.touch`` returns for a request without a connection, which a
+  forwarded one is). A touch expires the session at the first tick of the session tracker
+  *after* touch time + timeout (``SessionTrackerImpl.roundToInterval``); :meth:`Ensemble.expire_idle`
+  runs at those ticks, so ``now - last_heard > timeout`` is the same rule;
 * one-shot watches (data, exists, children), registered on the server that answered the read
   and fired when *that* server applies the change; every reply and event of a session travels
   on one ordered channel, so a client sees an event before any reply that reflects the change;
@@ -153,6 +162,9 @@ class Ensemble:
         self.isolated: Set[int] = set()
         self.closed: Set[int] = set()
         self.held: Dict[int, List[Tuple[int, Callable[[], None]]]] = {}
+        #: Each follower's touch table: the sessions it heard from since its last answer to the
+        #: leader's ping (module docstring), reported by :meth:`leader_ping`.
+        self.touch_tables: Dict[int, Set[int]] = {}
         self._clock = clock
         self._next_sid = 0x1000
         #: The client of each session (anything with ``watch_fired(kind, path)``): fired watches go there.
@@ -185,13 +197,52 @@ class Ensemble:
         self.sessions[sid] = Session(sid, timeout, self._clock())
         return sid
 
-    def touch(self, sid: int) -> bool:
-        """The leader heard from the session's client; ``False`` if the session is gone."""
+    def touch(self, sid: int, server: int = 0) -> bool:
+        """Server ``server`` heard from the session's client; ``False`` if the session is gone.
+
+        The leader (0) touches the session now; a follower only notes it for its next answer to
+        the leader's ping (:meth:`note_touch`, :meth:`leader_ping`).
+        """
         session = self.sessions.get(sid)
         if session is None or not session.alive:
             return False
-        session.last_heard = self._clock()
+        if server == 0:
+            session.last_heard = self._clock()
+        else:
+            self.note_touch(server, sid)
         return True
+
+    def note_touch(self, server: int, sid: int) -> None:
+        """Follower ``server`` heard from session ``sid`` (it notes any session: it cannot know
+        whether the leader expired it, and a follower cut off from the leader notes them too)."""
+        self.touch_tables.setdefault(server, set()).add(sid)
+
+    def leader_ping(self) -> None:
+        """The leader's ping (every tickTime/2): each follower it reaches answers with its touch
+        table, and the leader touches those sessions now. A session already expired stays
+        expired (``touchSession`` refuses a closing session). A follower cut off from the leader
+        keeps its table (TCP delivers the ping and the answer if the link is back in time);
+        :meth:`forget_touches` drops it when the follower shuts down."""
+        if self.paused or self.down:
+            return
+        for index in sorted(self.touch_tables):
+            if index not in self.isolated:
+                self.report_touches(index)
+
+    def report_touches(self, index: int) -> None:
+        """Follower ``index``'s answer to a ping reaches the leader: its sessions are touched now."""
+        now = self._clock()
+        for sid in sorted(self.touch_tables.pop(index, ())):
+            session = self.sessions.get(sid)
+            if session is not None and session.alive:
+                session.last_heard = now
+
+    def forget_touches(self, server: Optional[int] = None) -> None:
+        """Follower ``server`` (default: every server) shut down: its touch table is gone."""
+        if server is None:
+            self.touch_tables.clear()
+        else:
+            self.touch_tables.pop(server, None)
 
     def alive(self, sid: int) -> bool:
         session = self.sessions.get(sid)

@@ -30,12 +30,14 @@ instruments one kazoo client's connection for all three, in one of two modes
 
 ``quiet`` (opt-in, where the extension is built): fewer packets, thinner margins
     The native thread pings after 0.7 T of silence plus a random 0 to T/30, and drops a server
-    that leaves a write unanswered for T/6. That halves an idle member's packets (0.23 per
-    second at T = 6 s, against 0.5) but spends the margins above: the last packet the server
-    saw may be 0.733 T old, so a whole-process freeze or a server pause longer than about
-    0.27 T can cost the session (the documentation's *Guarantees under faults* page has measured
-    freezes), and an fsync stall longer than T/6 makes every member with a
-    write outstanding reconnect at once. Meant for large fleets of idle members with long
+    that leaves a write unanswered for T/6. That halved an idle member's packets (0.23 per
+    second at T = 6 s, against 0.5) while the session lease proved the session at 0.63 T; it now
+    proves it every 0.27 T in either mode (a proof counts only once a later one confirms it:
+    :mod:`.proofs`), so a *leased* member saves no packets this way any more. It spends the
+    margins above: the last packet the server saw may be 0.733 T old, so a whole-process
+    freeze or a server pause longer than about 0.27 T can cost the session (the documentation's
+    *Guarantees under faults* page has measured freezes), and an fsync stall longer than T/6
+    makes every member with a write outstanding reconnect at once. Meant for large fleets of idle members with long
     session timeouts, where the ensemble's packet rate matters more than these margins.
 
 Whichever mode, the instrumentation also records, per session, the send time of the last
@@ -70,6 +72,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kazoo.exceptions import ConnectionDropped
 from kazoo.protocol.serialization import Close
+
+from .proofs import CONFIRM_GAP, ProofChain
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +167,9 @@ class SessionHeartbeat:
         self._sent: Dict[int, float] = {}  # xid -> send time, kazoo's requests (connection thread only)
         # session id -> send time of its last answered request or ping; replaced whole (atomic for readers)
         self._proofs: Dict[Optional[int], float] = {}
+        # session id -> the send time its proofs count from (proofs.py); replaced whole as well
+        self._counted: Dict[Optional[int], float] = {}
+        self._chains: Dict[Optional[int], ProofChain] = {}  # kazoo's connection thread only
         #: Bumped right after the proofs or the negotiated timeout change (a reader that saw the
         #: old value may have read the old data: the session lease caches by it).
         self.version = 0
@@ -240,8 +247,16 @@ class SessionHeartbeat:
 
     def last_proof(self, session: Optional[int]) -> Optional[float]:
         """Send time (``clock()``) of the last request of ``session`` the leader checked and answered
-        (:data:`LEADER_CHECKED`); ``None``: none seen."""
+        (:data:`LEADER_CHECKED`); ``None``: none seen. When proofs are due, not how long the session lives:
+        see :meth:`counted_since`."""
         return self._proofs.get(session)
+
+    def counted_since(self, session: Optional[int]) -> Optional[float]:
+        """The send time from which ``session``'s proofs count (:mod:`.proofs`): the leader keeps the
+        session for one timeout from then at least. The send time of a handshake that answered with
+        the session counts at once (the leader touches the session when it creates or revalidates
+        it); a request's only once a later proof confirms it. ``None``: nothing counts yet."""
+        return self._counted.get(session)
 
     def stop(self) -> None:
         """Join the native thread (call after ``client.close()``; bounded by a ping or frame being written); idempotent."""
@@ -254,13 +269,46 @@ class SessionHeartbeat:
         previous = self._proofs.get(session)
         if previous is not None and sent <= previous:
             return
+        chain = self._chains.get(session)
+        if chain is None:
+            chain = self._chains[session] = ProofChain()
+        timeout = self._negotiated
+        if chain.note(sent, self._clock(), CONFIRM_GAP * timeout if timeout else float("inf")):
+            self._count(session, chain)
         proofs = dict(self._proofs)
         proofs[session] = sent
         if len(proofs) > _MAX_SESSIONS:  # keep the newest sessions only
             for old in sorted(proofs, key=proofs.__getitem__)[: len(proofs) - _MAX_SESSIONS]:
                 del proofs[old]
+                self._chains.pop(old, None)
+            self._counted = {s: t for s, t in self._counted.items() if s in self._chains}
         self._proofs = proofs
         self.version += 1
+
+    def _count(self, session: Optional[int], chain: ProofChain) -> None:
+        """Publish ``chain``'s count for ``session`` (a new dict: readers on other threads see one or the other)."""
+        if chain.counted is None:
+            return
+        counted = {s: t for s, t in self._counted.items() if s in self._chains}
+        counted[session] = chain.counted
+        if len(counted) > _MAX_SESSIONS:  # keep the newest sessions only
+            for old in sorted(counted, key=counted.__getitem__)[: len(counted) - _MAX_SESSIONS]:
+                del counted[old]
+                if old not in self._proofs:
+                    self._chains.pop(old, None)
+        self._counted = counted
+        self.version += 1
+
+    def _handshake(self, session: Optional[int], sent: float) -> None:
+        """A handshake sent at ``sent`` answered with ``session``: the leader touched it (created or revalidated)."""
+        if session is None:
+            return
+        chain = self._chains.get(session)
+        if chain is None:
+            chain = self._chains[session] = ProofChain()
+        if chain.counted is None or sent > chain.counted:
+            chain.counted = sent
+            self._count(session, chain)
 
     def _use_kazoo_pings(self) -> None:
         """No native thread for this client: kazoo pings, at Kafka's cadence."""
@@ -289,10 +337,12 @@ class SessionHeartbeat:
         read_timeout: List[Optional[float]] = [None]
 
         def instrumented_connect(*args: Any, **kwargs: Any) -> Any:
+            started = clock()
             read_timeout_ms, connect_timeout_ms = connect(*args, **kwargs)
             timeout = round(float(read_timeout_ms) * 1.5) / 1000.0  # kazoo's read timeout is 2/3 of it
             self._negotiated = timeout
             self.version += 1
+            self._handshake(session_of(raw), started)
             if pinger is None:
                 return read_timeout_ms, connect_timeout_ms
             try:

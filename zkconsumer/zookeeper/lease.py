@@ -13,7 +13,12 @@ request sent within that time): a write (a commit, a claim) or a ``sync``.
 Reads and pings do not count: a follower cut off from its leader answers them
 from its own state for as long as syncLimit x tickTime (10 s with ZooKeeper's
 sample configuration), also for a session the leader has expired meanwhile
-(found by the simulator's model of a minority follower). Proofs come from the
+(found by the simulator's model of a minority follower). And a proof counts from its send
+time only once a later proof, sent 0.3 x the timeout after it was answered, was answered too
+(or from a handshake's send time at once): a follower reports its clients' touches to the
+leader only in its answers to the leader's pings, so the leader may never hear of the last
+proofs before a cut (:mod:`.proofs`; a CI run saw a cut-off member deliver after its
+partition's new owner did). Proofs come from the
 connection's own writes, which the
 :class:`~zkconsumer.zookeeper.heartbeat.SessionHeartbeat` observes; when no proof
 came for nine tenths of the heartbeat's shortest silence, the lease sends its
@@ -64,6 +69,7 @@ from kazoo.exceptions import KazooException
 from ..errors import ZkConsumerError
 from ..threads import ShutdownableThread
 from .heartbeat import KAFKA_INTERVAL, SessionHeartbeat, session_of
+from .proofs import CONFIRM_GAP, MAX_CADENCE, ProofChain
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +117,9 @@ class SessionLease:
         self._negotiated: Callable[[], Optional[float]] = (
             heartbeat.negotiated_timeout if heartbeat is not None else lambda: None)
         self._clock = clock
-        self._last_proof = clock()
+        # the lease's own syncs; it starts counted from now (the member just connected, and
+        # a handshake touches the session at the leader)
+        self._own = ProofChain(counted=clock())
         # the session whose proofs count: the one the member joined with (None: the first one seen)
         self._accepted: Optional[int] = session_of(client)
         self._lapsed = False  # the thread's view, for its log lines
@@ -171,17 +179,35 @@ class SessionLease:
         return self._clock() - proven < timeout
 
     def _proven_at(self) -> float:
-        """The last proof of the accepted session: our own read's, or an observed reply's (the later)."""
+        """The send time the accepted session's proofs count from (:mod:`.proofs`): our own syncs',
+        or the observed replies' (the later)."""
         if self._lost:
             return float("-inf")
+        own = self._own.counted
+        assert own is not None  # set at construction
         if self._heartbeat is None:
-            return self._last_proof
+            return own
+        accepted = self._accepted
+        observed = self._heartbeat.counted_since(self._current_session() if accepted is None else accepted)
+        return own if observed is None else max(own, observed)
+
+    def _last_sent(self) -> float:
+        """The send time of the accepted session's last proof, counted or not: when the next is due."""
+        own = self._own.last_sent if self._own.last_sent is not None else self._own.counted
+        assert own is not None
+        if self._heartbeat is None:
+            return own
         accepted = self._accepted
         observed = self._heartbeat.last_proof(self._current_session() if accepted is None else accepted)
-        return self._last_proof if observed is None else max(self._last_proof, observed)
+        return own if observed is None else max(own, observed)
 
     def accept_session(self) -> None:
-        """The member (re)joined on the current session: proofs on it count from now on."""
+        """The member (re)joined on the current session: proofs on it count from now on.
+
+        The lease's own proofs so far still count (the new session was created after them), but
+        none of them waits to be confirmed by a proof of the new session (:mod:`.proofs`).
+        """
+        self._own = ProofChain(counted=self._own.counted)
         self._accepted = self._current_session()
         self._lost = False
         self._epoch += 1
@@ -202,8 +228,10 @@ class SessionLease:
         """Seconds after the last proof at which one is overdue and the lease proves the session itself."""
         timeout = self.timeout
         if self._heartbeat is None:
-            return timeout * (KAFKA_INTERVAL + OVERDUE)
-        return LEAD * self._heartbeat.shortest_silence(timeout)
+            due = timeout * (KAFKA_INTERVAL + OVERDUE)
+        else:
+            due = LEAD * self._heartbeat.shortest_silence(timeout)
+        return min(due, MAX_CADENCE * timeout)  # a proof counts from two proofs back at worst (proofs.py)
 
     def prove(self) -> bool:
         """One ``sync`` of ``path``; on success the lease runs for another session timeout.
@@ -222,7 +250,8 @@ class SessionLease:
                 self._epoch += 1
             elif session != self._accepted:
                 return False  # a new session: wait for the rejoin (accept_session)
-        self._last_proof = started  # the server answered a request sent at `started`
+        # the server answered a request sent at `started`: it counts once a later one confirms it
+        self._own.note(started, self._clock(), CONFIRM_GAP * self.timeout)
         return True
 
     def _run(self) -> None:
@@ -246,7 +275,7 @@ class SessionLease:
         if self._accepted is None:
             self._accepted = self._current_session()  # the session the member joined with
             self._epoch += 1
-        overdue_at = self._proven_at() + self.overdue_after
+        overdue_at = self._last_sent() + self.overdue_after
         now = self._clock()
         if now < overdue_at:
             if self._lapsed:
@@ -262,5 +291,7 @@ class SessionLease:
         self._lapsed = not self.valid()
         if self._lapsed:
             return min(self.timeout / 3.0, LAPSED_RETRY_S)
-        # proven, or not yet lapsed: look again at the latest when it would lapse
-        return max(LAPSED_RETRY_S, min(self.timeout / 3.0, self._proven_at() + self.timeout - self._clock()))
+        # proven, or not yet lapsed: look again at the latest when it would lapse or the next proof is due
+        now = self._clock()
+        return max(min(LAPSED_RETRY_S, self.overdue_after / 2.0), min(self.timeout / 3.0, self._proven_at() + self.timeout - now,
+                                       self._last_sent() + self.overdue_after - now))

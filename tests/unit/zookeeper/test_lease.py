@@ -32,7 +32,9 @@ def test_valid_until_one_session_timeout_after_the_last_proof() -> None:
     assert not lease.valid()  # e.g. the process was frozen for longer than the session timeout
 
 
-def test_a_failed_proof_does_not_extend_and_a_successful_one_renews() -> None:
+def test_a_failed_proof_does_not_extend_and_a_successful_one_renews_once_a_later_one_confirms_it() -> None:
+    """A proof counts from its send time once a later proof, sent 0.3 x the timeout after its answer,
+    is answered (proofs.py: the leader hears of a follower's clients only at its pings)."""
     now = [0.0]
     client = FakeClient()
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -40,7 +42,15 @@ def test_a_failed_proof_does_not_extend_and_a_successful_one_renews() -> None:
     client.fail = True
     assert lease.prove() is False and not lease.valid()
     client.fail = False
-    assert lease.prove() is True and lease.valid()
+    assert lease.prove() is True and not lease.valid()  # proven at 10.0, not confirmed yet
+    now[0] = 11.79
+    assert lease.prove() is True and not lease.valid()  # sent less than 1.8 s after the answer at 10.0
+    now[0] = 11.8
+    assert lease.prove() is True and lease.valid()  # counts from 10.0
+    now[0] = 15.99
+    assert lease.valid()
+    now[0] = 16.0
+    assert not lease.valid()
 
 
 def test_the_thread_proves_periodically_and_stops_when_asked() -> None:
@@ -79,7 +89,9 @@ def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None
     client.client_id = (2, b"")
     assert lease.prove() is False and not lease.valid()  # owner nodes of session 1 are gone
     lease.accept_session()  # the rebalancer rejoined on session 2
-    assert lease.prove() and lease.valid()
+    assert lease.prove() and not lease.valid()
+    now[0] = 11.8
+    assert lease.prove() and lease.valid()  # confirmed by a proof 1.8 s later
 
 
 def test_a_session_reported_lost_lapses_the_lease_until_the_member_rejoins() -> None:
@@ -97,7 +109,7 @@ def test_a_session_reported_lost_lapses_the_lease_until_the_member_rejoins() -> 
     client.client_id = (2, b"")
     assert lease.prove() is False and not lease.valid()
     lease.accept_session()  # the rebalancer rejoined on session 2
-    assert lease.prove() and lease.valid()
+    assert lease.prove() and lease.valid()  # the lease's proofs before still count (session 2 is newer)
 
 
 class FakeConnection:
@@ -145,6 +157,7 @@ def test_scale_item2_replies_to_kazoos_own_writes_prove_the_session_without_read
     now = [0.0]
     client = ObservedClient()
     heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake at 0: 6 s granted
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
     client._connection._submit(SET_DATA, 1.0, 7)  # a commit, sent at 5.0
@@ -154,7 +167,12 @@ def test_scale_item2_replies_to_kazoos_own_writes_prove_the_session_without_read
     client._connection._read_header(1.0)  # a watch notification proves nothing
     assert not lease.valid()
     client._connection.reply_xid = 7
-    client._connection._read_header(1.0)  # the write's reply: proven as of 5.0
+    client._connection._read_header(1.0)  # the write's reply: proven as of 5.0, not counted yet
+    assert not lease.valid()
+    now[0] = 8.8
+    client._connection._submit(SET_DATA, 1.0, 8)  # another commit, 1.8 s after that answer
+    client._connection.reply_xid = 8
+    client._connection._read_header(1.0)  # its reply: the one at 5.0 counts
     assert lease.valid()
     now[0] = 10.9
     assert lease.valid()
@@ -202,11 +220,16 @@ def test_observed_replies_count_only_on_the_accepted_session_against_the_negotia
     client._connection._submit(SET_DATA, 1.0, 3)
     client._connection.reply_xid = 3
     client._connection._read_header(1.0)  # session 1 answered the write sent at 5.0
+    now[0] = 6.8
+    client._connection._submit(SET_DATA, 1.0, 5)
+    client._connection.reply_xid = 5
+    client._connection._read_header(1.0)  # and the one sent at 6.8: the one at 5.0 counts
     now[0] = 10.9
     assert lease.valid()
     now[0] = 11.0
     assert not lease.valid()  # the negotiated 6 s, not the configured 30 s
     client.client_id = (2, b"")  # session 1 expired; kazoo opened session 2
+    client._connection._connect("h", "127.0.0.1", 2181)  # its handshake, sent at 11.0: counts at once
     client._connection._submit(SET_DATA, 1.0, 4)
     client._connection.reply_xid = 4
     client._connection._read_header(1.0)  # answered on session 2 (sent at 11.0)
@@ -219,7 +242,9 @@ def test_observed_replies_count_only_on_the_accepted_session_against_the_negotia
 @pytest.mark.parametrize("mode", ["kafka", "quiet"])
 def test_the_lease_syncs_just_before_the_heartbeat_would_ping_an_idle_connection(mode: str) -> None:
     """Kafka's cadence (the native thread pings after 0.3 T of silence): a sync after 0.27 T without a
-    proof; the quiet one (0.7 T): after 0.63 T. The sync is traffic, so the ping it precedes is spared."""
+    proof; the quiet one (0.7 T) too, where 0.63 T would let the lease lapse between proofs (a proof
+    counts from two proofs back at worst: proofs.MAX_CADENCE). The sync is traffic, so the ping it
+    precedes is spared."""
     if not QUIET_AVAILABLE:
         pytest.skip("the _heartbeat C extension is not built")
     heartbeat = SessionHeartbeat.install(ObservedClient(), mode)
@@ -228,14 +253,15 @@ def test_the_lease_syncs_just_before_the_heartbeat_would_ping_an_idle_connection
         lease = SessionLease(ObservedClient(), "/p", 6.0, heartbeat=heartbeat)
         shortest = {"kafka": 6.0 * 0.3, "quiet": 6.0 * 0.7}[mode]
         assert heartbeat.shortest_silence(6.0) == pytest.approx(shortest)
-        assert lease.overdue_after == pytest.approx(0.9 * shortest)
+        assert lease.overdue_after == pytest.approx(min(0.9 * shortest, 0.27 * 6.0))
         assert lease.overdue_after < heartbeat.shortest_silence(6.0) <= heartbeat.longest_silence(6.0)
     finally:
         heartbeat.stop()
 
 
-def test_without_a_heartbeat_the_lease_reads_every_half_session_timeout() -> None:
-    assert SessionLease(FakeClient(), "/p", 6.0).overdue_after == pytest.approx(3.0)  # type: ignore[arg-type]
+def test_without_a_heartbeat_the_lease_syncs_every_0_27_session_timeout() -> None:
+    """Not every half timeout any more: a proof counts from two proofs back at worst (proofs.MAX_CADENCE)."""
+    assert SessionLease(FakeClient(), "/p", 6.0).overdue_after == pytest.approx(1.62)  # type: ignore[arg-type]
 
 
 def test_the_thread_survives_an_unexpected_exception_logs_it_and_keeps_proving(caplog) -> None:

@@ -91,7 +91,9 @@ def test_a_shorter_negotiated_timeout_after_a_cached_look_is_used_at_once() -> N
     now[0] = 4.0
     assert lease.valid()  # cached with the 6 s timeout
     client._connection.granted = 2000.0  # a reconnect granted 3 s
+    now[0] = 0.0  # (its handshake sent at 0, answered at 4.0: it counts from 0)
     client._connection._connect("h", "127.0.0.1", 2181)
+    now[0] = 4.0
     assert not lease.valid()
 
 
@@ -99,11 +101,15 @@ def test_a_proof_dropped_by_the_heartbeat_after_a_cached_look_is_not_used() -> N
     now = [0.0]
     client = ObservedClient()
     heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake at 0: 6 s granted
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)  # type: ignore[arg-type]
+    now[0] = 5.0
     heartbeat._note(1, 5.0)
+    now[0] = 7.0
+    heartbeat._note(1, 7.0)  # sent 2 s after the answer at 5.0: the proof at 5.0 counts
     now[0] = 8.0
     assert lease.valid()  # proven at 5.0 on the accepted session 1, cached
     for session in (2, 3, 4, 5):  # four newer sessions: session 1's proof is dropped
-        heartbeat._note(session, 6.0 + session / 10)
+        heartbeat._note(session, 7.0 + session / 10)
     assert heartbeat.last_proof(1) is None
     assert not lease.valid()  # the lease's own proof (at 0) is all that is left
