@@ -19,8 +19,9 @@ case of issue 44 (every message its own response); 10 is about the 10,000 msg/s 
 
 Runs ``--rounds`` rounds of ``--responses`` responses per case and prints the median µs per
 response of each case (and every round's), plus encoding one request and decoding one response
-alone. Only the library's public-to-the-fetcher methods are used, so the same file runs against
-an older checkout (copy it out and run it with that checkout first on ``PYTHONPATH``).
+alone. It drives ``FetcherThread.fetch_round()``, so it runs against checkouts that have that
+method (copy it out and run it with that checkout first on ``PYTHONPATH``); for older ones, this
+file as of commit fe46bbb repeats the loop's body itself.
 
 Usage: ``python -m benchmarks.fetch_replay [--messages 1,10] [--partitions 6] [--responses 20000] [--rounds 5]``
 """
