@@ -49,6 +49,10 @@ from .world import Schedule, generate, generate_switch, run
 #:     the coordinator empty and registered while a member still on its way to the coordinator had found /ids
 #:     empty and sent its JoinGroup (exclusive-across). Fixed: each side asks again once it announced itself
 #:     (JoinSyncLoop after SyncGroup; ZooKeeperMembership's registration).
+#: The last three were shrunk again once the session lease counted a proof only after a later one confirmed
+#: it (zookeeper/proofs.py), since that timing change made the first shrunk schedules pass the old code too:
+#: 91 and 4844 from the same seeds; 16850 from its first shrunk schedule with its ``slow`` event 1.1 s later
+#: (of seeds 0-39,999 only 29568 broke the checked-once barriers, and 29568 has no rollback in it).
 FOUND = sorted((Path(__file__).parent / "schedules").glob("switch-*.json"))
 
 
