@@ -18,7 +18,9 @@ time only once a later proof, sent 0.3 x the timeout after it was answered, was 
 (or from a handshake's send time at once): a follower reports its clients' touches to the
 leader only in its answers to the leader's pings, so the leader may never hear of the last
 proofs before a cut (:mod:`.proofs`; a CI run saw a cut-off member deliver after its
-partition's new owner did). Proofs come from the
+partition's new owner did). So a new lease counts from the session's handshake, not from
+when it is made: a member that connected long before it registered waits for a confirmed
+proof before it delivers. Proofs come from the
 connection's own writes, which the
 :class:`~zkconsumer.zookeeper.heartbeat.SessionHeartbeat` observes; when no proof
 came for nine tenths of the heartbeat's shortest silence, the lease sends its
@@ -117,9 +119,12 @@ class SessionLease:
         self._negotiated: Callable[[], Optional[float]] = (
             heartbeat.negotiated_timeout if heartbeat is not None else lambda: None)
         self._clock = clock
-        # the lease's own syncs; it starts counted from now (the member just connected, and
-        # a handshake touches the session at the leader)
-        self._own = ProofChain(counted=clock())
+        # the lease's own syncs. Observed, the session counts from its handshake's send time (the
+        # leader touches a session it creates or revalidates; SessionHeartbeat.counted_since), not
+        # from now: the member may have connected long before it registered, and a follower cut off
+        # right after the registration never tells the leader of it. Unobserved, from now (the
+        # member just registered, so the session was alive moments ago; the best it can know).
+        self._own = ProofChain(counted=None if self._heartbeat is not None else clock())
         # the session whose proofs count: the one the member joined with (None: the first one seen)
         self._accepted: Optional[int] = session_of(client)
         self._lapsed = False  # the thread's view, for its log lines
@@ -183,23 +188,22 @@ class SessionLease:
         or the observed replies' (the later)."""
         if self._lost:
             return float("-inf")
-        own = self._own.counted
-        assert own is not None  # set at construction
-        if self._heartbeat is None:
-            return own
-        accepted = self._accepted
-        observed = self._heartbeat.counted_since(self._current_session() if accepted is None else accepted)
-        return own if observed is None else max(own, observed)
+        return self._later(self._own.counted, self._heartbeat.counted_since if self._heartbeat is not None else None)
 
     def _last_sent(self) -> float:
         """The send time of the accepted session's last proof, counted or not: when the next is due."""
         own = self._own.last_sent if self._own.last_sent is not None else self._own.counted
-        assert own is not None
-        if self._heartbeat is None:
-            return own
-        accepted = self._accepted
-        observed = self._heartbeat.last_proof(self._current_session() if accepted is None else accepted)
-        return own if observed is None else max(own, observed)
+        return self._later(own, self._heartbeat.last_proof if self._heartbeat is not None else None)
+
+    def _later(self, own: Optional[float], observed: Optional[Callable[[Optional[int]], Optional[float]]]) -> float:
+        """The later of ``own`` and what ``observed`` says of the accepted session (or the current one while
+        none is accepted yet); ``-inf`` when neither has a time."""
+        seen = None
+        if observed is not None:
+            accepted = self._accepted
+            seen = observed(self._current_session() if accepted is None else accepted)
+        times = [t for t in (own, seen) if t is not None]
+        return max(times) if times else float("-inf")
 
     def accept_session(self) -> None:
         """The member (re)joined on the current session: proofs on it count from now on.

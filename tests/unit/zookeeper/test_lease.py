@@ -287,3 +287,43 @@ def test_the_thread_survives_an_unexpected_exception_logs_it_and_keeps_proving(c
         assert any("unexpected failure" in r.getMessage() and r.exc_info for r in caplog.records)
     finally:
         assert lease.stop(2.0)
+
+
+def test_a_lease_made_long_after_the_handshake_counts_from_the_handshake_not_from_its_making() -> None:
+    """A connector idle between connecting and ``create_message_streams``: the last touch of its session
+    the leader surely heard of is the handshake's (a follower cut off right after the registration never
+    reports it), so the lease is not valid until a proof made since is confirmed by a later one."""
+    now = [0.0]
+    client = ObservedClient()
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake at 0: 6 s granted
+    now[0] = 60.0
+    client._connection._submit(SET_DATA, 1.0, 7)  # the registration, sent at 60.0
+    client._connection.reply_xid = 7
+    client._connection._read_header(1.0)
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
+    assert not lease.valid()  # made at 60.0, but nothing since the handshake counts yet
+    now[0] = 61.8
+    client._connection._submit(SET_DATA, 1.0, 8)  # a proof sent 1.8 s after the registration's answer
+    client._connection.reply_xid = 8
+    client._connection._read_header(1.0)
+    assert lease.valid()  # the registration counts: from 60.0
+    now[0] = 65.99
+    assert lease.valid()
+    now[0] = 66.0
+    assert not lease.valid()
+
+
+def test_a_lease_made_just_after_the_handshake_is_valid_at_once() -> None:
+    """The usual start (connect, then streams at once): the handshake counts, so deliveries need not wait."""
+    now = [0.0]
+    client = ObservedClient()
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._connect("h", "127.0.0.1", 2181)
+    now[0] = 0.4
+    lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
+    assert lease.valid()
+    now[0] = 5.99
+    assert lease.valid()
+    now[0] = 6.0
+    assert not lease.valid()
