@@ -34,11 +34,13 @@ instruments one kazoo client's connection for all three, in one of two modes
     second at T = 6 s, against 0.5) while the session lease proved the session at 0.63 T; it now
     proves it every 0.27 T in either mode (a proof counts only once a later one confirms it:
     :mod:`.proofs`), so a *leased* member saves no packets this way any more. It spends the
-    margins above: the last packet the server saw may be 0.733 T old, so a whole-process
-    freeze or a server pause longer than about 0.27 T can cost the session (the documentation's
-    *Guarantees under faults* page has measured freezes), and an fsync stall longer than T/6
-    makes every member with a write outstanding reconnect at once. Meant for large fleets of idle members with long
-    session timeouts, where the ensemble's packet rate matters more than these margins.
+    margins above: for a client whose only traffic is these pings the last packet the server saw
+    may be 0.733 T old, so a whole-process freeze or a server pause longer than about 0.27 T can
+    cost the session (a leased member's syncs keep its last packet within about 0.27 T; the
+    documentation's *Guarantees under faults* page has freezes measured before that), and an
+    fsync stall longer than T/6 makes every member with a write outstanding reconnect at once.
+    Meant for large fleets of idle clients with long session timeouts, where the ensemble's
+    packet rate matters more than these margins.
 
 Whichever mode, the instrumentation also records, per session, the send time of the last
 request the *leader* checked the session of and that was answered
