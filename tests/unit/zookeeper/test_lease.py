@@ -23,6 +23,12 @@ class FakeClient:
             raise SessionExpiredError()
 
 
+class Sessions(FakeClient):
+    """A client on session 1 (a test sets ``client_id`` on the instance to move it to another)."""
+
+    client_id = (1, b"")
+
+
 def test_valid_until_one_session_timeout_after_the_last_proof() -> None:
     now = [100.0]
     lease = SessionLease(FakeClient(), "/consumers/g/ids/me", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -73,9 +79,6 @@ def test_connection_loss_counts_as_no_proof() -> None:
 
 
 def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None:
-    class Sessions(FakeClient):
-        client_id = (1, b"")
-
     now = [0.0]
     client = Sessions()
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -91,9 +94,6 @@ def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None
 
 def test_a_session_reported_lost_lapses_the_lease_until_the_member_rejoins() -> None:
     """A session closed before its timeout (proven a moment ago) lapses once kazoo says LOST."""
-    class Sessions(FakeClient):
-        client_id = (1, b"")
-
     now = [0.0]
     client = Sessions()
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -135,9 +135,7 @@ class FakeConnection:
         pass
 
 
-class ObservedClient(FakeClient):
-    client_id = (1, b"")
-
+class ObservedClient(Sessions):
     def __init__(self) -> None:
         super().__init__()
         self._connection = FakeConnection()

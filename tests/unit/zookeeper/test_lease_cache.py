@@ -8,11 +8,7 @@ from typing import List
 
 from zkconsumer.zookeeper.lease import SessionLease
 
-from .test_lease import FakeClient, FakeConnection, assert_lapses_at, connected
-
-
-class Sessions(FakeClient):
-    client_id = (1, b"")
+from .test_lease import FakeConnection, Sessions, assert_lapses_at, connected
 
 
 def make(now: List[float]) -> SessionLease:
