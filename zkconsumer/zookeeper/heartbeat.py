@@ -267,13 +267,25 @@ class SessionHeartbeat:
 
     # ------------------------------------------------------------------ instrumentation
 
+    def _chain(self, session: Optional[int]) -> ProofChain:
+        """``session``'s proof chain, made empty if it has none (kazoo's connection thread only). The callers
+        keep :attr:`_chains` to the sessions of :attr:`_proofs` and :attr:`_counted` (each
+        :data:`_MAX_SESSIONS` at most)."""
+        chain = self._chains.get(session)
+        if chain is None:
+            chain = self._chains[session] = ProofChain()
+        return chain
+
+    def _chained_counts(self) -> Dict[Optional[int], float]:
+        """A new dict of the published counts of the sessions that still have a chain, for the caller to
+        complete and publish whole (:attr:`_counted` itself is never mutated: other threads read it)."""
+        return {s: t for s, t in self._counted.items() if s in self._chains}
+
     def _note(self, session: Optional[int], sent: float) -> None:
         previous = self._proofs.get(session)
         if previous is not None and sent <= previous:
             return
-        chain = self._chains.get(session)
-        if chain is None:
-            chain = self._chains[session] = ProofChain()
+        chain = self._chain(session)
         timeout = self._negotiated
         if chain.note(sent, self._clock(), CONFIRM_GAP * timeout if timeout else float("inf")):
             self._count(session, chain)
@@ -283,7 +295,7 @@ class SessionHeartbeat:
             for old in sorted(proofs, key=proofs.__getitem__)[: len(proofs) - _MAX_SESSIONS]:
                 del proofs[old]
                 self._chains.pop(old, None)
-            self._counted = {s: t for s, t in self._counted.items() if s in self._chains}
+            self._counted = self._chained_counts()
         self._proofs = proofs
         self.version += 1
 
@@ -291,7 +303,7 @@ class SessionHeartbeat:
         """Publish ``chain``'s count for ``session`` (a new dict: readers on other threads see one or the other)."""
         if chain.counted is None:
             return
-        counted = {s: t for s, t in self._counted.items() if s in self._chains}
+        counted = self._chained_counts()
         counted[session] = chain.counted
         if len(counted) > _MAX_SESSIONS:  # keep the newest sessions only
             for old in sorted(counted, key=counted.__getitem__)[: len(counted) - _MAX_SESSIONS]:
@@ -305,9 +317,7 @@ class SessionHeartbeat:
         """A handshake sent at ``sent`` answered with ``session``: the leader touched it (created or revalidated)."""
         if session is None:
             return
-        chain = self._chains.get(session)
-        if chain is None:
-            chain = self._chains[session] = ProofChain()
+        chain = self._chain(session)
         if chain.counted is None or sent > chain.counted:
             chain.counted = sent
             self._count(session, chain)

@@ -140,6 +140,16 @@ def make(events: List[str], *, membership: str = "zookeeper", storage: str = "ka
     return switcher, zk, member
 
 
+@contextlib.contextmanager
+def started(events: List[str], **options: Any) -> Iterator[Tuple[SwitchingMembership, FakeZooKeeper]]:
+    """:func:`make`'s switcher (``options`` as there) and its ZooKeeper; the switcher is stopped on the way out."""
+    switcher, zk, _ = make(events, **options)
+    try:
+        yield switcher, zk
+    finally:
+        switcher.stop()
+
+
 @pytest.fixture(autouse=True)
 def no_kazoo_watch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(migration, "watch_intent", lambda *_a: None)
@@ -158,11 +168,10 @@ def wait(predicate: Any, what: str) -> None:
 
 def test_a_zookeeper_member_stops_commits_releases_its_nodes_and_deregisters_before_joining_the_coordinator() -> None:
     events: List[str] = []
-    switcher, zk, _ = make(events)
-    owner = zkformat.GroupPaths(GROUP).owner
-    zk.nodes[owner("t", 0)] = (b"g_c1-0", OURS)
-    zk.nodes[owner("t", 1)] = (b"g_c2-0", THEIRS)
-    try:
+    with started(events) as (switcher, zk):
+        owner = zkformat.GroupPaths(GROUP).owner
+        zk.nodes[owner("t", 0)] = (b"g_c1-0", OURS)
+        zk.nodes[owner("t", 1)] = (b"g_c2-0", THEIRS)
         switcher.join(None, None, None)  # type: ignore[arg-type]
         assert switcher.kind == "zookeeper"
         events.clear()
@@ -173,19 +182,14 @@ def test_a_zookeeper_member_stops_commits_releases_its_nodes_and_deregisters_bef
                           "release [('t', 0)]", "deregister", "kafka.join"]
         assert switcher.kind == "kafka"
         assert owner("t", 1) in zk.nodes, "another member's owner node was touched"
-    finally:
-        switcher.stop()
 
 
 def test_a_member_joins_the_membership_the_node_names_whatever_its_configuration() -> None:
     events: List[str] = []
-    switcher, zk, _ = make(events, membership="zookeeper")
-    say(zk, "kafka")
-    try:
+    with started(events, membership="zookeeper") as (switcher, zk):
+        say(zk, "kafka")
         switcher.join(None, None, None)  # type: ignore[arg-type]
         assert events == ["kafka.join"] and switcher.kind == "kafka"
-    finally:
-        switcher.stop()
 
 
 def test_a_member_whose_offsets_cannot_follow_is_refused_at_join_and_stays_when_running() -> None:
@@ -195,22 +199,18 @@ def test_a_member_whose_offsets_cannot_follow_is_refused_at_join_and_stays_when_
     with pytest.raises(ConfigurationError, match="offsets.storage=kafka and dual.commit.enabled=false"):
         switcher.join(None, None, None)  # type: ignore[arg-type]
     events2: List[str] = []
-    running, zk2, _ = make(events2, dual=True)
-    try:
+    with started(events2, dual=True) as (running, zk2):
         running.join(None, None, None)  # type: ignore[arg-type]
         say(zk2, "kafka")
         running._wake.set()
         time.sleep(0.3)
         assert running.switches == 0 and running.kind == "zookeeper"
         assert "zookeeper.stop" not in events2
-    finally:
-        running.stop()
 
 
 def test_back_to_zookeeper_waits_until_the_coordinator_lists_no_member() -> None:
     events: List[str] = []
-    switcher, zk, _ = make(events, membership="kafka", at_coordinator=[["m1"], ["m1"], []])
-    try:
+    with started(events, membership="kafka", at_coordinator=[["m1"], ["m1"], []]) as (switcher, zk):
         switcher.join(None, None, None)  # type: ignore[arg-type]
         events.clear()
         say(zk, "zookeeper")
@@ -218,8 +218,6 @@ def test_back_to_zookeeper_waits_until_the_coordinator_lists_no_member() -> None
         wait(lambda: switcher.switches == 1, "the switch back")
         assert events == ["kafka.stop", "fetchers.stop", "kafka.commit", "listener.release {'t': {0}}", "kafka.leave",
                           "describe", "describe", "describe", "zookeeper.join"]
-    finally:
-        switcher.stop()
 
 
 def test_a_zookeeper_member_does_not_register_again_while_the_node_says_kafka() -> None:
@@ -234,13 +232,10 @@ def test_a_zookeeper_member_does_not_register_again_while_the_node_says_kafka() 
 def test_the_switch_thread_polls_without_a_watch_event(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(switching, "POLL_S", 0.05)
     events: List[str] = []
-    switcher, zk, _ = make(events)
-    try:
+    with started(events) as (switcher, zk):
         switcher.join(None, None, None)  # type: ignore[arg-type]
         say(zk, "kafka")
         wait(lambda: switcher.switches == 1, "the switch, from the poll alone")
-    finally:
-        switcher.stop()
 
 
 def test_a_member_whose_first_registration_is_refused_by_a_node_written_meanwhile_follows_the_node() -> None:
@@ -277,8 +272,7 @@ def test_a_rollback_reversed_while_waiting_for_the_coordinator_to_empty_joins_th
     # Simulator, switch schedule seed 34: migrate kafka, then zookeeper, then kafka again, with a member
     # that never left the coordinator: the others waited for it to leave, forever.
     events: List[str] = []
-    switcher, zk, _ = make(events, membership="kafka", at_coordinator=[["m1"]])
-    try:
+    with started(events, membership="kafka", at_coordinator=[["m1"]]) as (switcher, zk):
         switcher.join(None, None, None)  # type: ignore[arg-type]
         say(zk, "zookeeper")
         switcher._wake.set()
@@ -287,8 +281,6 @@ def test_a_rollback_reversed_while_waiting_for_the_coordinator_to_empty_joins_th
         wait(lambda: switcher.switches == 1, "the reversed rollback followed")
         assert switcher.kind == "kafka"
         assert events[-1] == "kafka.join" and "zookeeper.join" not in events
-    finally:
-        switcher.stop()
 
 
 def test_a_rollback_whose_registration_is_refused_follows_the_node_back_to_the_coordinator() -> None:

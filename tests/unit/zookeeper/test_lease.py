@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import List, Optional, Tuple
 
 import pytest
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
@@ -22,14 +23,17 @@ class FakeClient:
             raise SessionExpiredError()
 
 
+class Sessions(FakeClient):
+    """A client on session 1 (a test sets ``client_id`` on the instance to move it to another)."""
+
+    client_id = (1, b"")
+
+
 def test_valid_until_one_session_timeout_after_the_last_proof() -> None:
     now = [100.0]
     lease = SessionLease(FakeClient(), "/consumers/g/ids/me", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
     assert lease.valid()
-    now[0] = 105.9
-    assert lease.valid()
-    now[0] = 106.0
-    assert not lease.valid()  # e.g. the process was frozen for longer than the session timeout
+    assert_lapses_at(lease, now, 105.9, 106.0)  # e.g. the process was frozen for longer than the session timeout
 
 
 def test_a_failed_proof_does_not_extend_and_a_successful_one_renews_once_a_later_one_confirms_it() -> None:
@@ -47,10 +51,7 @@ def test_a_failed_proof_does_not_extend_and_a_successful_one_renews_once_a_later
     assert lease.prove() is True and not lease.valid()  # sent less than 1.8 s after the answer at 10.0
     now[0] = 11.8
     assert lease.prove() is True and lease.valid()  # counts from 10.0
-    now[0] = 15.99
-    assert lease.valid()
-    now[0] = 16.0
-    assert not lease.valid()
+    assert_lapses_at(lease, now, 15.99, 16.0)
 
 
 def test_the_thread_proves_periodically_and_stops_when_asked() -> None:
@@ -78,9 +79,6 @@ def test_connection_loss_counts_as_no_proof() -> None:
 
 
 def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None:
-    class Sessions(FakeClient):
-        client_id = (1, b"")
-
     now = [0.0]
     client = Sessions()
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -96,9 +94,6 @@ def test_a_proof_on_a_new_session_counts_only_once_the_member_rejoined() -> None
 
 def test_a_session_reported_lost_lapses_the_lease_until_the_member_rejoins() -> None:
     """A session closed before its timeout (proven a moment ago) lapses once kazoo says LOST."""
-    class Sessions(FakeClient):
-        client_id = (1, b"")
-
     now = [0.0]
     client = Sessions()
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -140,9 +135,7 @@ class FakeConnection:
         pass
 
 
-class ObservedClient(FakeClient):
-    client_id = (1, b"")
-
+class ObservedClient(Sessions):
     def __init__(self) -> None:
         super().__init__()
         self._connection = FakeConnection()
@@ -151,13 +144,31 @@ class ObservedClient(FakeClient):
 SET_DATA, GET_DATA, PING = SimpleNamespace(type=5), SimpleNamespace(type=4), SimpleNamespace(type=11)
 
 
+def connected(now: List[float], connection: Optional[FakeConnection] = None) -> Tuple[ObservedClient, SessionHeartbeat]:
+    """An :class:`ObservedClient` (on ``connection``, a :class:`FakeConnection` by default) whose heartbeat
+    (``kafka``, clock ``now[0]``) observed a handshake sent at ``now[0]``."""
+    client = ObservedClient()
+    if connection is not None:
+        client._connection = connection
+    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
+    client._connection._connect("h", "127.0.0.1", 2181)
+    return client, heartbeat
+
+
+def assert_lapses_at(lease: SessionLease, now: List[float], valid_at: float, lapsed_at: float) -> None:
+    """``lease``, whose clock is ``now[0]``, is still valid at ``valid_at`` and lapsed at ``lapsed_at`` (``now[0]``
+    is left at ``lapsed_at``)."""
+    now[0] = valid_at
+    assert lease.valid(), f"lapsed by {valid_at}"
+    now[0] = lapsed_at
+    assert not lease.valid(), f"still valid at {lapsed_at}"
+
+
 def test_scale_item2_replies_to_kazoos_own_writes_prove_the_session_without_reads() -> None:
     """A kazoo connection handler's methods are observed by the heartbeat; the answer to a write (whose
     session the leader checked) proves the session, the lease then syncs nothing itself."""
     now = [0.0]
-    client = ObservedClient()
-    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
-    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake at 0: 6 s granted
+    client, heartbeat = connected(now)  # the handshake at 0: 6 s granted
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
     client._connection._submit(SET_DATA, 1.0, 7)  # a commit, sent at 5.0
@@ -174,10 +185,7 @@ def test_scale_item2_replies_to_kazoos_own_writes_prove_the_session_without_read
     client._connection.reply_xid = 8
     client._connection._read_header(1.0)  # its reply: the one at 5.0 counts
     assert lease.valid()
-    now[0] = 10.9
-    assert lease.valid()
-    now[0] = 11.0
-    assert not lease.valid()
+    assert_lapses_at(lease, now, 10.9, 11.0)
     assert client.reads == 0
 
 
@@ -212,9 +220,7 @@ def test_observed_replies_count_only_on_the_accepted_session_against_the_negotia
     """Observed replies prove the session the member joined with, for the negotiated timeout only;
     replies on a new session count only once the member rejoined on it."""
     now = [0.0]
-    client = ObservedClient()
-    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
-    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake: 6 s granted
+    client, heartbeat = connected(now)  # the handshake: 6 s granted
     lease = SessionLease(client, "/p", 30.0, clock=lambda: now[0], heartbeat=heartbeat)
     now[0] = 5.0
     client._connection._submit(SET_DATA, 1.0, 3)
@@ -224,10 +230,7 @@ def test_observed_replies_count_only_on_the_accepted_session_against_the_negotia
     client._connection._submit(SET_DATA, 1.0, 5)
     client._connection.reply_xid = 5
     client._connection._read_header(1.0)  # and the one sent at 6.8: the one at 5.0 counts
-    now[0] = 10.9
-    assert lease.valid()
-    now[0] = 11.0
-    assert not lease.valid()  # the negotiated 6 s, not the configured 30 s
+    assert_lapses_at(lease, now, 10.9, 11.0)  # the negotiated 6 s, not the configured 30 s
     client.client_id = (2, b"")  # session 1 expired; kazoo opened session 2
     client._connection._connect("h", "127.0.0.1", 2181)  # its handshake, sent at 11.0: counts at once
     client._connection._submit(SET_DATA, 1.0, 4)
@@ -294,9 +297,7 @@ def test_a_lease_made_long_after_the_handshake_counts_from_the_handshake_not_fro
     the leader surely heard of is the handshake's (a follower cut off right after the registration never
     reports it), so the lease is not valid until a proof made since is confirmed by a later one."""
     now = [0.0]
-    client = ObservedClient()
-    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
-    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake at 0: 6 s granted
+    client, heartbeat = connected(now)  # the handshake at 0: 6 s granted
     now[0] = 60.0
     client._connection._submit(SET_DATA, 1.0, 7)  # the registration, sent at 60.0
     client._connection.reply_xid = 7
@@ -308,22 +309,14 @@ def test_a_lease_made_long_after_the_handshake_counts_from_the_handshake_not_fro
     client._connection.reply_xid = 8
     client._connection._read_header(1.0)
     assert lease.valid()  # the registration counts: from 60.0
-    now[0] = 65.99
-    assert lease.valid()
-    now[0] = 66.0
-    assert not lease.valid()
+    assert_lapses_at(lease, now, 65.99, 66.0)
 
 
 def test_a_lease_made_just_after_the_handshake_is_valid_at_once() -> None:
     """The usual start (connect, then streams at once): the handshake counts, so deliveries need not wait."""
     now = [0.0]
-    client = ObservedClient()
-    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
-    client._connection._connect("h", "127.0.0.1", 2181)
+    client, heartbeat = connected(now)
     now[0] = 0.4
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)
     assert lease.valid()
-    now[0] = 5.99
-    assert lease.valid()
-    now[0] = 6.0
-    assert not lease.valid()
+    assert_lapses_at(lease, now, 5.99, 6.0)

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 from typing import List
 
-from zkconsumer.zookeeper.heartbeat import SessionHeartbeat
 from zkconsumer.zookeeper.lease import SessionLease
 
-from .test_lease import FakeClient, FakeConnection, ObservedClient
-
-
-class Sessions(FakeClient):
-    client_id = (1, b"")
+from .test_lease import FakeConnection, Sessions, assert_lapses_at, connected
 
 
 def make(now: List[float]) -> SessionLease:
@@ -27,10 +22,7 @@ def test_a_cached_look_still_lapses_one_session_timeout_after_the_proof() -> Non
     lease = make(now)
     now[0] = 1.0
     assert lease.valid() and lease._cache[0] == lease._epoch  # cached
-    now[0] = 5.999
-    assert lease.valid()
-    now[0] = 6.0
-    assert not lease.valid()
+    assert_lapses_at(lease, now, 5.999, 6.0)
 
 
 def test_a_session_reported_lost_after_a_cached_look_lapses_at_once() -> None:
@@ -83,25 +75,21 @@ class ShorterOnReconnect(FakeConnection):
 
 def test_a_shorter_negotiated_timeout_after_a_cached_look_is_used_at_once() -> None:
     now = [0.0]
-    client = ObservedClient()
-    client._connection = ShorterOnReconnect()
-    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
-    client._connection._connect("h", "127.0.0.1", 2181)  # 6 s granted
+    connection = ShorterOnReconnect()
+    client, heartbeat = connected(now, connection)  # 6 s granted
     lease = SessionLease(client, "/p", 30.0, clock=lambda: now[0], heartbeat=heartbeat)  # type: ignore[arg-type]
     now[0] = 4.0
     assert lease.valid()  # cached with the 6 s timeout
-    client._connection.granted = 2000.0  # a reconnect granted 3 s
+    connection.granted = 2000.0  # a reconnect granted 3 s
     now[0] = 0.0  # (its handshake sent at 0, answered at 4.0: it counts from 0)
-    client._connection._connect("h", "127.0.0.1", 2181)
+    connection._connect("h", "127.0.0.1", 2181)
     now[0] = 4.0
     assert not lease.valid()
 
 
 def test_a_proof_dropped_by_the_heartbeat_after_a_cached_look_is_not_used() -> None:
     now = [0.0]
-    client = ObservedClient()
-    heartbeat = SessionHeartbeat.install(client, "kafka", clock=lambda: now[0])
-    client._connection._connect("h", "127.0.0.1", 2181)  # the handshake at 0: 6 s granted
+    client, heartbeat = connected(now)  # the handshake at 0: 6 s granted
     lease = SessionLease(client, "/p", 6.0, clock=lambda: now[0], heartbeat=heartbeat)  # type: ignore[arg-type]
     now[0] = 5.0
     heartbeat._note(1, 5.0)
