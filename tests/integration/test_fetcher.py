@@ -16,10 +16,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import pytest
 from kafka import KafkaProducer
 
-from zkconsumer.errors import MessageSizeTooLargeError
+from zkconsumer.errors import BrokerUnavailableError, MessageSizeTooLargeError
 from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager, fetcher_id
 from zkconsumer.structs import Broker
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.protocol import FetchPartition
 from zkconsumer.zookeeper.zkformat import decode_broker
 
 TP = Tuple[str, int]
@@ -198,6 +200,76 @@ def test_leader_killed_while_producing_loses_and_duplicates_nothing(
         collector.stop()
         cluster.start_broker(victim)
     assert errors == [] and our_threads() == []
+
+
+class RecordingConnection(BrokerConnection):
+    """A fetcher's connection that notes which thread sent each fetch (``threads``: shared by all)."""
+
+    threads: List[int] = []
+
+    def fetch(self, partitions, max_wait_ms, min_bytes):  # type: ignore[no-untyped-def]
+        RecordingConnection.threads.append(threading.get_ident())
+        return super().fetch(partitions, max_wait_ms, min_bytes)
+
+
+def test_a_consumer_fetching_on_its_own_thread_follows_a_killed_leader_losing_and_duplicating_nothing(
+        cluster, make_topic, live_brokers, producer) -> None:
+    """fetch.on.consumer.thread against the real brokers: the consumer waiting on its queue sends the fetches
+    of the partition's one fetcher; a leader killed mid-stream hands the partition to the new leader's fetcher,
+    which the consumer drives again, every acknowledged message once, in order."""
+    topic = make_topic(partitions=1, replication=3)
+    victim = cluster.leader(topic, 0)
+    queue = ChunkQueue(2)
+    config = fetch_config(fetch_on_consumer_thread=True)
+    RecordingConnection.threads = []
+    errors: List[BaseException] = []
+    manager = FetcherManager(config, live_brokers, errors.append, connection_factory=lambda host, port: RecordingConnection(
+        host, port, config.client_id, config.socket_timeout_ms, config.socket_receive_buffer_bytes, reuse_buffer=True))
+    collector = Collector([queue])
+    acked: List[bytes] = []
+    try:
+        manager.start_connections(infos_for(topic, 1, [queue]))
+        for i in range(1500):
+            acked.append(b"%d" % i)
+            producer.send(topic, value=acked[-1], partition=0).get(timeout=60)
+            if i == 500:
+                before = len(RecordingConnection.threads)
+                cluster.kill_broker(victim)
+        wait_until(lambda: collector.count((topic, 0)) >= len(acked), 90, "every acknowledged message after the failover")
+        time.sleep(0.5)  # anything extra (a duplicate) would show up now
+        offsets, values = collector.offsets((topic, 0)), collector.values((topic, 0))
+        assert offsets == list(range(len(offsets))), "gap or duplicate offset"
+        assert list(dict.fromkeys(v for v in values if v in set(acked))) == acked
+        consumer = collector._threads[0].ident
+        assert RecordingConnection.threads[:before].count(consumer) > before // 2, "the consumer drove before the kill"
+        after = RecordingConnection.threads[before:]
+        assert after.count(consumer) > len(after) // 2, "the consumer drove the new leader's fetcher"
+        assert manager.metrics()["partitions"][f"{topic}-0"]["leader"] != victim
+    finally:
+        manager.stop()
+        collector.stop()
+        cluster.start_broker(victim)
+    assert errors == [] and our_threads() == []
+
+
+def test_an_interrupted_long_poll_fails_at_once_and_the_next_request_reconnects(cluster, make_topic, live_brokers) -> None:
+    """BrokerConnection.interrupt against a real broker: the fetch waiting out fetch.wait.max.ms fails at once,
+    without the retry on a new connection that a dropped connection gets; the next fetch works."""
+    topic = make_topic(partitions=1, replication=1)
+    leader = next(b for b in live_brokers() if b.id == cluster.leader(topic, 0))
+    conn = BrokerConnection(leader.host, leader.port, "interrupt-it", 30_000, 65536, reuse_buffer=True)
+    wanted = [FetchPartition(topic, 0, 0, 1 << 20)]
+    try:
+        assert conn.fetch(wanted, 10, 1).partitions[0].error_code == 0  # connected
+        timer = threading.Timer(0.3, conn.interrupt)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(BrokerUnavailableError, match="interrupted"):
+            conn.fetch(wanted, 20_000, 1)
+        assert time.monotonic() - started < 5.0
+        assert conn.fetch(wanted, 10, 1).partitions[0].error_code == 0
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("reset", ["smallest", "largest"])

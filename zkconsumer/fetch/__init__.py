@@ -6,6 +6,8 @@ module                 holds
 ``manager.py``         :class:`FetcherManager`: which broker fetches which partition
 ``leader_finder.py``   the thread that finds leaders for partitions that have none
 ``fetcher_thread.py``  one thread per broker: fetch, decode, queue
+``rounds.py``          a round's rules: its broker wait, when a fetcher goes wide, and whose
+                       turn it is (the fetcher thread's, or a waiting consumer's)
 ``handoff.py``         :class:`ChunkQueue` (one per stream) and :class:`PartitionTopicInfo`:
                        the hand-off between fetcher threads and stream iterators
 ``fetch_stats.py``     per-broker fetch counters

@@ -38,6 +38,12 @@ for long costs a few short requests, not a poll loop); a request with nothing pa
 waits ``fetch.wait.max.ms`` as before. ``fetch.wait.max.ms`` keeps Kafka's meaning: the
 longest the broker may hold a request that ``fetch.min.bytes`` does not satisfy.
 
+Fetching on the consumer's thread (``fetch.on.consumer.thread``): a fetcher that serves one
+stream's queue alone, narrow, with small responses, is that queue's driver: a consumer that
+finds the queue empty runs the fetcher's next round itself (:meth:`FetcherThread.drive`, the
+same round: lease check, request, the lease fence per partition, queuing), one thread woken per
+response instead of two; see ``rounds.py`` for whose turn a round is.
+
 Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its
 queue plus one parked chunk per partition of the stream (each at most
 ``fetch.message.max.bytes`` of message data, decoded into its own buffers),
@@ -66,41 +72,11 @@ from ..wire.messageset import decode_message_set
 from ..wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse
 from .fetch_stats import FetchStats, error_kind
 from .handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from .rounds import HANDBACK_S, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms
 
-__all__ = ["FetcherThread", "FetcherKey", "QUIET_S", "ROOM_WAIT_S", "held_back_wait_ms", "large_response"]
+__all__ = ["FetcherThread", "FetcherKey"]
 
 log = logging.getLogger(__name__)
-
-#: Longest wait of a fetcher whose partitions all wait for room before it looks again
-#: (room listeners normally wake it at once; this only bounds a missed signal).
-ROOM_WAIT_S = 0.2
-
-#: How long (seconds) none of a wide fetcher's threads may have had a :func:`large_response`
-#: before its partitions go back to one connection.
-QUIET_S = 5.0
-
-
-def large_response(partition_bytes: int, fetch_message_max_bytes: int) -> bool:
-    """Whether one partition's data in a response is large enough to make its fetcher wide:
-    at least half of ``fetch.message.max.bytes`` (the broker cut it at the fetch size: a backlog).
-
-    >>> large_response(600_000, 1 << 20), large_response(1_000, 1 << 20), large_response(1, 1)
-    (True, False, True)
-    """
-    return 2 * partition_bytes >= max(1, fetch_message_max_bytes)
-
-
-def held_back_wait_ms(previous: int, fetch_wait_max_ms: int) -> int:
-    """The broker wait of a request that leaves out a parked partition, after one that waited ``previous`` ms.
-
-    1 ms first (``previous`` 0: the last request left nothing out), then doubled, never
-    over ``fetch_wait_max_ms``.
-
-    >>> [held_back_wait_ms(p, 100) for p in (0, 1, 2, 64, 100)]
-    [1, 2, 4, 100, 100]
-    """
-    return max(0, min(fetch_wait_max_ms, 2 * previous if previous > 0 else 1))
-
 
 @dataclass(frozen=True)
 class FetcherKey:
@@ -170,13 +146,16 @@ class FetcherThread(ShutdownableThread):
         self._response_messages = 0
         self._response_errors: List[str] = []
         #: ``resize(self, wide)`` (the manager's): called between requests, no lock held, when a response
-        #: was large (:func:`large_response`) while ``wide`` is false, and at most
+        #: was large (:func:`~zkconsumer.fetch.rounds.large_response`) while ``wide`` is false, and at most
         #: every ``quiet_s`` while ``wide`` is true and no large response came for ``quiet_s``.
         self._resize = resize
         self.wide = False  # set by the manager
         self.last_large = time.monotonic()  # when the last large response came (its creation at first)
         self._response_large = False
         self._next_quiet_check = 0.0
+        self._turns = RoundTurns(config.fetch_wait_max_ms)  # whose turn a round is: this thread's or a consumer's
+        self._drives = bool(getattr(config, "fetch_on_consumer_thread", False))
+        self._interrupted = False  # interrupt() failed the request of a consumer's round: no hand-back
 
     # ------------------------------------------------------------------ control (other threads)
 
@@ -190,6 +169,8 @@ class FetcherThread(ShutdownableThread):
                     if id(info.queue) not in self._queues:
                         self._queues[id(info.queue)] = info.queue
                         info.queue.add_room_listener(self._room_appeared)
+                        if self._drives:
+                            info.queue.add_driver(self)
             self._cond.notify_all()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> List[PartitionTopicInfo]:
@@ -207,6 +188,7 @@ class FetcherThread(ShutdownableThread):
             unused = [self._queues.pop(key) for key in list(self._queues) if key not in used]
             for queue in unused:
                 queue.remove_room_listener(self._room_appeared)
+                queue.remove_driver(self)
         for st in removed:
             with st.lock:
                 st.parked = None
@@ -223,11 +205,23 @@ class FetcherThread(ShutdownableThread):
                     for tp, st in self._partitions.items()}
 
     def request_stop(self) -> None:
-        """Make the thread end soon: wakes its waits and aborts its socket (never blocks on the network)."""
+        """Make the thread end soon: wakes its waits and aborts its socket (never blocks on the network).
+
+        A round running on a consumer's thread ends soon too (its socket is aborted), and
+        no later :meth:`drive` runs one.
+        """
         super().request_stop()
         with self._cond:
             self._cond.notify_all()
         self._conn.abort()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Wait for the thread to end and for a round on a consumer's thread to finish, at most
+        ``timeout`` seconds in all (``None``: until both did). Once both did after a stop, no
+        round runs again: chunks of this fetcher are no longer queued."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        super().join(timeout)
+        self._turns.wait_until_idle(deadline)
 
     def _room_appeared(self) -> None:
         """Room listener of every queue served: a consumer took from a full queue (any thread, no queue lock).
@@ -245,9 +239,22 @@ class FetcherThread(ShutdownableThread):
     def run(self) -> None:
         try:
             while not self.stopping:
-                if not self.fetch_round():  # e.g. the session lease lapsed: fetch nothing for now
-                    with self._cond:
-                        self._cond.wait(0.05)
+                pause = self._turns.thread_pause_s(self._hands_over())
+                if pause <= 0:
+                    if not self._turns.lock.acquire(False):
+                        pause = HANDBACK_S  # a consumer is running a round
+                    else:
+                        try:
+                            done = self.fetch_round()
+                        finally:
+                            self._turns.lock.release()
+                        if done:
+                            if self._turns.thread_pause_s(self._hands_over()) > 0:
+                                self._nudge()  # a consumer asked for a round while this one ran: its turn now
+                            continue
+                        pause = 0.05  # e.g. the session lease lapsed: fetch nothing for now
+                with self._cond:
+                    self._cond.wait(pause)
         except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
             log.exception("%s died", self.name)
             if not self.stopping:
@@ -257,22 +264,83 @@ class FetcherThread(ShutdownableThread):
                 queues, self._queues = list(self._queues.values()), {}
             for queue in queues:
                 queue.remove_room_listener(self._room_appeared)
+                queue.remove_driver(self)
             self._conn.close()
 
     def fetch_round(self) -> bool:
         """One turn of :meth:`run`'s loop, on this thread: queue the chunks parked for want of room,
         then one fetch for the partitions with room (if any), and maybe a resize. ``False``, having
         done nothing: the member may not deliver now (:meth:`run` waits a little and asks again)."""
-        if not self._deliverable():
+        return self._round(block=True, max_wait_ms=None) is not None
+
+    def drive(self, timeout: Optional[float]) -> bool:
+        """On a consumer's thread whose queue is empty: run this fetcher's next round here, its broker
+        wait at most ``timeout`` seconds (``None``: ``fetch.wait.max.ms``). ``True`` once a fetch
+        was sent and its response handled; ``False``, having fetched nothing, if this fetcher does
+        not hand its rounds over now (see the module docstring), another round is running, nothing
+        may be fetched now, or less than a millisecond is left: the consumer then waits for its queue.
+
+        An exception of the round ends this fetcher as if its thread had died (reported through
+        ``on_error``); one that is not an ``Exception`` (``KeyboardInterrupt``) propagates to the
+        consumer, after closing the connection it may have left mid-request.
+        """
+        wait_ms = None if timeout is None else int(timeout * 1000)
+        if self.stopping or not self._hands_over() or (wait_ms is not None and wait_ms < 1):
             return False
+        if not self._turns.begin_consumer_round():  # the thread steps back after its round, and nudges
+            return False
+        fetched: Optional[bool] = False
+        try:
+            if self.stopping:
+                return False
+            fetched = self._round(block=False, max_wait_ms=wait_ms)
+        except Exception as exc:  # noqa: BLE001 - reported as the fetcher thread reports its own
+            log.exception("%s died on a consumer's thread", self.name)
+            self.request_stop()
+            self._on_error(exc)
+            return False
+        except BaseException:
+            self._conn.close()
+            raise
+        finally:
+            self._turns.end_consumer_round(bool(fetched))
+        return bool(fetched)
+
+    def interrupt(self) -> None:
+        """From any thread: make a round running on a consumer's thread end now (its request fails
+        and is not retried; the partitions stay here and the next round fetches them on a new
+        connection). A no-op while no consumer runs one."""
+        if self._turns.driving is not None:
+            self._interrupted = True
+            self._conn.interrupt()
+
+    def _hands_over(self) -> bool:
+        """Whether consumers may run this fetcher's rounds now: the property, one queue, narrow, small responses."""
+        return self._drives and not self.wide and not self._response_large and len(self._queues) == 1
+
+    def _nudge(self) -> None:
+        """Tell the consumers of the queues served that they may fetch (this thread stepped back)."""
+        with self._lock:
+            queues = list(self._queues.values())
+        for queue in queues:
+            queue.nudge()
+
+    def _round(self, block: bool, max_wait_ms: Optional[int]) -> Optional[bool]:
+        """One round (caller holds the round lock). ``None``: the member may not deliver now;
+        ``False``: nothing to fetch (``block``: waited for something first, until stopping or room
+        appeared); ``True``: fetched. ``max_wait_ms``: a cap on the broker's wait. Resizes only on
+        this thread (``block``)."""
+        if not self._deliverable():
+            return None
         with self._lock:
             seen = self._room_events
         self._queue_parked()
-        batch = self._next_batch(seen)
-        if batch:
-            self._fetch_once(batch)
-            if self._resize is not None:
-                self._check_width(self._resize)
+        batch = self._next_batch(seen, block)
+        if not batch:
+            return False
+        self._fetch_once(batch, max_wait_ms)
+        if block and self._resize is not None:
+            self._check_width(self._resize)
         return True
 
     def _check_width(self, resize: Callable[["FetcherThread", bool], None]) -> None:
@@ -286,10 +354,10 @@ class FetcherThread(ShutdownableThread):
             self._next_quiet_check = now + QUIET_S / 5
             resize(self, False)
 
-    def _next_batch(self, seen: int) -> List[_PartitionState]:
+    def _next_batch(self, seen: int, block: bool = True) -> List[_PartitionState]:
         """Partitions to fetch now: not stalled, not delayed, no parked chunk, room in their queue.
 
-        Waits while there are none. Returns ``[]`` when stopping, and as soon as
+        Waits while there are none (``block``; else returns ``[]``). Returns ``[]`` when stopping, and as soon as
         a parked chunk could be queued or room appeared since ``seen`` (the
         room-event count read before the caller last tried its parked chunks),
         so the caller queues them first.
@@ -313,7 +381,7 @@ class FetcherThread(ShutdownableThread):
                         timeout = delay if timeout is None else min(timeout, delay)
                     else:
                         ready.append(st)
-                if ready:
+                if ready or not block:
                     return ready
                 self._cond.wait(timeout)
             return []
@@ -338,11 +406,12 @@ class FetcherThread(ShutdownableThread):
             finally:
                 st.lock.release()
 
-    def _fetch_once(self, batch: Sequence[_PartitionState]) -> None:
+    def _fetch_once(self, batch: Sequence[_PartitionState], max_wait_ms: Optional[int] = None) -> None:
         """One Fetch request for ``batch`` and the processing of its response.
 
         The broker's wait is ``fetch.wait.max.ms``, or shorter while a partition is left
-        out with a parked chunk (see the module docstring: :func:`held_back_wait_ms`).
+        out with a parked chunk (see the module docstring: ``rounds.held_back_wait_ms``), and
+        never over ``max_wait_ms`` if given (a consumer's own wait, see :meth:`drive`).
         """
         held_back = False
         with self._lock:
@@ -353,6 +422,8 @@ class FetcherThread(ShutdownableThread):
         full = self._config.fetch_wait_max_ms
         self._held_back_wait = held_back_wait_ms(self._held_back_wait, full) if held_back else 0
         wait = self._held_back_wait if held_back else full
+        if max_wait_ms is not None and max_wait_ms < wait:
+            wait = max_wait_ms
         failed: List[TopicPartition] = []
         requested: Dict[TopicPartition, Tuple[_PartitionState, int]] = {}
         for st in batch:
@@ -385,6 +456,9 @@ class FetcherThread(ShutdownableThread):
             response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes)
         except BrokerError as exc:
             if self.stopping:
+                return []
+            if self._interrupted:
+                self._interrupted = False
                 return []
             self._failures += 1
             self.stats.record_failure(self.key.broker_id, error_kind(exc))

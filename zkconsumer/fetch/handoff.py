@@ -19,11 +19,20 @@ Back-pressure: a queue holds at most ``queued.max.message.chunks`` chunks.
 Fetchers :meth:`PartitionTopicInfo.offer` chunks without blocking and keep
 (park) one that does not fit; a room listener on the queue tells them when a
 consumer made room (see ``fetcher_thread.py``).
+
+Fetching on the consumer's thread: a queue fed by exactly one fetcher has that
+fetcher as its *driver* (:meth:`ChunkQueue.add_driver`). A consumer that finds the
+queue empty asks the driver to run one fetch round on the consumer's own thread
+(:meth:`_Driver.drive`) instead of waiting for the fetcher thread to hand a chunk
+over: one thread woken per response instead of two. The driver may decline (its
+thread is in a round, or fetches ahead); the consumer then waits as before, and the
+driver :meth:`ChunkQueue.nudge` s it when its thread steps back.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Callable, Deque, Iterable, Optional, Protocol, Sequence, Tuple, Union
 
@@ -42,6 +51,19 @@ class _Acks(Protocol):
     def position(self, consumed: int) -> int: ...
 
     def in_flight(self, consumed: int) -> int: ...
+
+
+class _Driver(Protocol):
+    """A fetcher that may run a fetch round on a consumer's thread (:class:`~zkconsumer.fetch.fetcher_thread.FetcherThread`)."""
+
+    def drive(self, timeout: Optional[float]) -> bool:
+        """Run at most one fetch round on the calling thread, its broker wait at most ``timeout``
+        seconds (``None``: the fetcher's own); ``False`` if it declined and did nothing."""
+        ...
+
+    def interrupt(self) -> None:
+        """End a round running on a consumer's thread now (that consumer has something to raise)."""
+        ...
 
 
 __all__ = ["ChunkQueue", "FetchedDataChunk", "PartitionTopicInfo", "SHUTDOWN"]
@@ -129,6 +151,8 @@ class ChunkQueue:
         self._not_full = threading.Condition(self._lock)
         self._wakeups = 0
         self._room_listeners: Tuple[Callable[[], None], ...] = ()
+        self._drivers: Tuple[_Driver, ...] = ()
+        self._nudges = 0
         self.epoch = 0
 
     def add_room_listener(self, listener: Callable[[], None]) -> None:
@@ -145,6 +169,23 @@ class ChunkQueue:
         """Stop calling ``listener`` (a no-op if it was not added)."""
         with self._lock:
             self._room_listeners = tuple(f for f in self._room_listeners if f != listener)
+
+    def add_driver(self, driver: _Driver) -> None:
+        """``driver`` feeds this queue (idempotent); consumers ask it to fetch while it is the only one."""
+        with self._lock:
+            if driver not in self._drivers:
+                self._drivers = self._drivers + (driver,)
+
+    def remove_driver(self, driver: _Driver) -> None:
+        """``driver`` no longer feeds this queue (a no-op if it did not)."""
+        with self._lock:
+            self._drivers = tuple(d for d in self._drivers if d is not driver)
+
+    def nudge(self) -> None:
+        """Make a blocked :meth:`get` look again whether it may fetch (the driver's thread stepped back)."""
+        with self._lock:
+            self._nudges += 1
+            self._not_empty.notify_all()
 
     def _room_appeared(self) -> None:
         """Tell the room listeners; called with ``_lock`` NOT held."""
@@ -189,26 +230,54 @@ class ChunkQueue:
         """Take the oldest item, waiting up to ``timeout`` seconds (``None``: forever).
 
         Returns ``None`` if nothing arrived in time, or at once if
-        :meth:`wake_consumers` was called while waiting.
+        :meth:`wake_consumers` was called while waiting. While the queue is empty and
+        has exactly one driver, the wait is spent in that driver's fetch rounds on this
+        thread where it accepts (each round's broker wait within what is left of ``timeout``).
         """
-        with self._not_empty:
-            if not self._items:
-                wakeups = self._wakeups
-                ready = lambda: bool(self._items) or self._wakeups != wakeups  # noqa: E731
-                if not self._not_empty.wait_for(ready, timeout) or not self._items:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wakeups = self._wakeups
+        while True:
+            with self._not_empty:
+                if self._items:
+                    was_full = len(self._items) >= self.capacity
+                    item = self._items.popleft()
+                    self._not_full.notify()
+                    break
+                if self._wakeups != wakeups:
                     return None
-            was_full = len(self._items) >= self.capacity
-            item = self._items.popleft()
-            self._not_full.notify()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                drivers = self._drivers
+                if len(drivers) != 1:
+                    self._wait(wakeups, left)
+                    continue
+                nudges = self._nudges
+            if not drivers[0].drive(left):
+                with self._not_empty:
+                    if self._nudges == nudges:
+                        self._wait(wakeups, left, nudges)
         if was_full:
             self._room_appeared()
         return item
 
+    def _wait(self, wakeups: int, left: Optional[float], nudges: Optional[int] = None) -> None:
+        """Wait (caller holds ``_lock``) until an item, a wake-up, a nudge (if ``nudges`` is given) or ``left`` s passed."""
+        if nudges is None:
+            self._not_empty.wait_for(lambda: bool(self._items) or self._wakeups != wakeups, left)
+        else:
+            self._not_empty.wait_for(
+                lambda: bool(self._items) or self._wakeups != wakeups or self._nudges != nudges, left)
+
     def wake_consumers(self) -> None:
-        """Make every blocked :meth:`get` return ``None`` now (a background failure to report)."""
+        """Make every blocked :meth:`get` return ``None`` now (a background failure to report), also
+        one running its driver's round (the round is interrupted)."""
         with self._lock:
             self._wakeups += 1
             self._not_empty.notify_all()
+            drivers = self._drivers
+        for driver in drivers:
+            driver.interrupt()
 
     def clear(self) -> int:
         """Drop every queued item (not the shutdown sentinel), start a new epoch; return how many went."""

@@ -99,9 +99,10 @@ from ..wire.connection import BrokerConnection
 from ..wire.protocol import MetadataResponse
 from ..wire.tls import broker_ssl_context
 from .fetch_stats import FetchStats
-from .fetcher_thread import QUIET_S, FetcherKey, FetcherThread, large_response
+from .fetcher_thread import FetcherKey, FetcherThread
 from .handoff import ChunkQueue, PartitionTopicInfo
 from .leader_finder import LeaderFinder, LeaderFinderHost
+from .rounds import QUIET_S, large_response
 
 __all__ = ["FetcherManager", "QUIET_S", "connections_per_broker", "fetcher_id", "large_response",
            "spread_over_connections"]

@@ -108,6 +108,7 @@ class BrokerConnection:
         self._lock = threading.Lock()
         self._correlation_ids = itertools.count(1)
         self._aborted = False
+        self._interrupted = False  # interrupt(): the request in flight fails without a retry
         self._reuse_buffer = reuse_buffer
         self._buffer = bytearray(0)  # the reused response buffer (reuse_buffer=True)
 
@@ -150,6 +151,8 @@ class BrokerConnection:
             except (OSError, EOFError) as exc:
                 self._close_locked()
                 raise BrokerUnavailableError(self._describe(exc)) from exc
+            finally:
+                self._interrupted = False
             got, body = decode_response_header(payload)
             if got != correlation_id:
                 self._close_locked()
@@ -186,6 +189,12 @@ class BrokerConnection:
         with self._lock:
             self._close_locked()
 
+    def interrupt(self) -> None:
+        """From any thread: fail the in-flight request now, without the retry on a new connection
+        (or the next request, if none is in flight). Unlike :meth:`abort`, later requests reconnect."""
+        self._interrupted = True
+        self._shut_down()
+
     def abort(self) -> None:
         """From any thread: fail the in-flight request now and every later one.
 
@@ -193,6 +202,10 @@ class BrokerConnection:
         ``recv`` then returns at once); the requesting thread closes it.
         """
         self._aborted = True
+        self._shut_down()
+
+    def _shut_down(self) -> None:
+        """Shut the socket down, if there is one, without the request lock (a blocked ``recv`` returns at once)."""
         sock = self._sock
         if sock is not None:
             try:
@@ -218,7 +231,7 @@ class BrokerConnection:
         except socket.timeout:
             raise
         except (OSError, EOFError) as exc:
-            if not reused or self._aborted:
+            if not reused or self._aborted or self._interrupted:
                 raise
             log.debug("reconnecting to broker %s after %r", self.address, exc)
             self._close_locked()
@@ -339,6 +352,8 @@ class BrokerConnection:
     def _describe(self, exc: BaseException) -> str:
         if self._aborted:
             return f"connection to broker {self.address} was aborted"
+        if self._interrupted:
+            return f"the request to broker {self.address} was interrupted"
         if isinstance(exc, socket.timeout):
             return f"broker {self.address} did not answer within {self.socket_timeout_ms} ms"
         if isinstance(exc, _SaslRefused):

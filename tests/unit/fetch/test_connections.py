@@ -14,7 +14,7 @@ from typing import Callable, Dict, Set
 
 import pytest
 
-from zkconsumer.fetch.manager import large_response
+from zkconsumer.fetch.rounds import large_response
 
 from .test_fetcher import TP, FakeCluster, Harness, our_threads, set_quiet
 

@@ -19,9 +19,9 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import BrokerUnavailableError, ConsumerShutdownError, CorruptMessageError, MessageSizeTooLargeError
-from zkconsumer.fetch.fetcher_thread import held_back_wait_ms
 from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from zkconsumer.fetch.manager import FetcherManager, connections_per_broker, fetcher_id, spread_over_connections
+from zkconsumer.fetch.rounds import held_back_wait_ms
 from zkconsumer.structs import Broker
 from zkconsumer.wire.protocol import (
     BrokerMetadata,

@@ -1,0 +1,262 @@
+"""zkconsumer.fetch: a consumer waiting on its empty queue runs its fetcher's round on its own thread.
+
+``fetch.on.consumer.thread`` (see ``fetcher_thread.py``): who runs a round, how a stop waits for a
+round on a consumer's thread, how a background failure interrupts one, and what an exception in one
+does. A scripted connection stands in for the broker; the real broker's side is covered by the
+integration suite, which runs with the property at its default (true).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, List, Optional, Sequence
+
+import pytest
+
+from zkconsumer.errors import BrokerUnavailableError
+from zkconsumer.fetch.fetcher_thread import FetcherKey, FetcherThread
+from zkconsumer.fetch.handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from zkconsumer.fetch.rounds import HANDBACK_S
+from zkconsumer.wire.protocol import FetchPartition, FetchPartitionResponse, FetchResponse
+
+from .test_fetcher import encode, make_config
+
+
+class ScriptedConnection:
+    """One broker's connection: each fetch answers the messages appended since, after ``on_fetch``.
+
+    ``on_fetch(calls)`` runs first in every fetch, on the fetching thread (it may block or raise).
+    Records which thread sent each fetch and the broker wait it asked for.
+    """
+
+    def __init__(self, on_fetch: Optional[Callable[["ScriptedConnection"], None]] = None) -> None:
+        self.address = "b1:9001"
+        self.lock = threading.Lock()
+        self.log: List[bytes] = []
+        self.threads: List[int] = []
+        self.waits: List[int] = []
+        self.on_fetch = on_fetch
+        self.aborted = threading.Event()
+        self.interrupted = threading.Event()
+        self.closed = 0
+
+    def append(self, n: int) -> None:
+        with self.lock:
+            for _ in range(n):
+                self.log.append(encode(len(self.log), b"v%d" % len(self.log)))
+
+    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int) -> FetchResponse:
+        with self.lock:
+            self.threads.append(threading.get_ident())
+            self.waits.append(max_wait_ms)
+        if self.on_fetch is not None:
+            self.on_fetch(self)
+        if self.aborted.is_set() or self.interrupted.is_set():
+            self.interrupted.clear()
+            raise BrokerUnavailableError(f"broker {self.address} unreachable")
+        out = []
+        with self.lock:
+            for fp in partitions:
+                data = b"".join(self.log[fp.offset:])
+                out.append(FetchPartitionResponse(fp.topic, fp.partition, 0, len(self.log), memoryview(data)))
+        if not any(len(p.message_set) for p in out):
+            time.sleep(0.002)  # a broker would wait up to max_wait_ms for data
+        return FetchResponse(tuple(out))
+
+    def list_offsets(self, topic: str, partition: int, time_: int) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+    def interrupt(self) -> None:
+        self.interrupted.set()
+
+
+class Member:
+    """One fetcher thread over a scripted connection, feeding one queue of one partition."""
+
+    def __init__(self, conn: ScriptedConnection, drives: bool = True, **config: object) -> None:
+        self.conn = conn
+        self.errors: List[BaseException] = []
+        self.handed_back: List[PartitionTopicInfo] = []
+        self.queue = ChunkQueue(4)
+        self.info = PartitionTopicInfo("t", 0, self.queue, 0, 1 << 20)
+        self.fetcher = FetcherThread(FetcherKey(1, "b1", 9001, 0), make_config(fetch_on_consumer_thread=drives, **config),
+                                     conn, self.handed_back.extend, self.errors.append)  # type: ignore[arg-type]
+        self.fetcher.add_partitions([self.info])
+        self.fetcher.start()
+
+    def take(self, timeout: float) -> List[int]:
+        """One ``get`` as an iterator does; the offsets it handed out (advancing the consumed offset)."""
+        chunk = self.queue.get(timeout)
+        if not isinstance(chunk, FetchedDataChunk):
+            return []
+        offsets = [m[0] for m in chunk.messages if m[0] >= self.info.consumed_offset]
+        if offsets:
+            self.info.consumed_offset = offsets[-1] + 1
+        return offsets
+
+    def stop(self) -> None:
+        self.fetcher.stop(10.0)
+
+
+@pytest.fixture
+def member_factory():  # type: ignore[no-untyped-def]
+    made: List[Member] = []
+
+    def make(conn: ScriptedConnection, **kwargs: object) -> Member:
+        made.append(Member(conn, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    yield make
+    for member in made:
+        member.stop()
+
+
+def consume_while_producing(member: Member, total: int) -> List[int]:
+    """Append one message at a time, each after the consumer took the previous one (a live stream)."""
+    got: List[int] = []
+    deadline = time.monotonic() + 10
+    while len(got) < total:
+        assert time.monotonic() < deadline, got
+        if len(member.conn.log) == len(got):
+            member.conn.append(1)
+        got.extend(member.take(0.5))
+    return got
+
+
+def test_a_waiting_consumer_runs_the_rounds_on_its_own_thread_and_gets_every_message_once_in_order(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    member = member_factory(ScriptedConnection(), fetch_wait_max_ms=100)
+    assert consume_while_producing(member, 200) == list(range(200))
+    me = threading.get_ident()
+    mine = sum(1 for t in member.conn.threads if t == me)
+    assert mine >= 150, (mine, len(member.conn.threads))  # the fetcher thread ran only the first few
+    assert member.errors == [] and member.handed_back == []
+
+
+def test_with_the_property_false_only_the_fetcher_thread_fetches(member_factory) -> None:  # type: ignore[no-untyped-def]
+    member = member_factory(ScriptedConnection(), drives=False, fetch_wait_max_ms=100)
+    assert consume_while_producing(member, 50) == list(range(50))
+    assert threading.get_ident() not in member.conn.threads
+
+
+def test_the_broker_wait_of_a_consumer_round_is_cut_to_what_is_left_of_its_timeout(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    member = member_factory(ScriptedConnection(), fetch_wait_max_ms=5000)
+    time.sleep(HANDBACK_S)
+    started = time.monotonic()
+    assert member.take(0.03) == []
+    assert time.monotonic() - started < 1.0
+    me = threading.get_ident()
+    mine = [w for t, w in zip(member.conn.threads, member.conn.waits) if t == me]
+    assert mine and max(mine) <= 30, mine
+
+
+def test_the_fetcher_thread_fetches_ahead_while_the_consumer_is_busy(member_factory) -> None:  # type: ignore[no-untyped-def]
+    member = member_factory(ScriptedConnection(), fetch_wait_max_ms=20)
+    assert consume_while_producing(member, 20) == list(range(20))
+    member.conn.append(5)
+    time.sleep(HANDBACK_S * 4)  # the application works on what it got; nobody waits on the queue
+    assert len(member.queue) >= 1, "the fetcher thread should have fetched ahead"
+    assert member.take(0) == [20, 21, 22, 23, 24]
+
+
+def test_a_stop_ends_a_round_on_the_consumer_thread_and_returns_only_after_it(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    me: List[int] = []
+    in_round = threading.Event()
+    ended: List[float] = []
+
+    def block_until_aborted(conn: ScriptedConnection) -> None:
+        if me and threading.get_ident() == me[0]:
+            in_round.set()
+            assert conn.aborted.wait(10)
+            time.sleep(0.2)  # the round still works a while after its socket was aborted
+            ended.append(time.monotonic())
+
+    member = member_factory(ScriptedConnection(block_until_aborted), fetch_wait_max_ms=100)
+    got: List[List[int]] = []
+
+    def consumer() -> None:
+        me.append(threading.get_ident())
+        got.append(member.take(30))
+
+    thread = threading.Thread(target=consumer)
+    thread.start()
+    assert in_round.wait(10)
+    member.fetcher.stop(10.0)
+    returned = time.monotonic()
+    assert ended and ended[0] <= returned
+    member.queue.put_shutdown()  # as the connector does after stopping its fetchers
+    thread.join(10)
+    assert not thread.is_alive() and got == [[]]
+    assert member.fetcher.drive(1.0) is False  # no round after a stop
+    assert member.handed_back == [] and member.errors == []
+
+
+def test_a_background_failure_interrupts_a_round_on_the_consumer_thread_without_giving_partitions_up(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    me: List[int] = []
+    in_round = threading.Event()
+
+    def block_until_interrupted(conn: ScriptedConnection) -> None:
+        if me and threading.get_ident() == me[0] and not in_round.is_set():
+            in_round.set()
+            assert conn.interrupted.wait(10)
+
+    member = member_factory(ScriptedConnection(block_until_interrupted), fetch_wait_max_ms=100)
+    time.sleep(HANDBACK_S)
+    result: List[object] = []
+
+    def consumer() -> None:
+        me.append(threading.get_ident())
+        result.append(member.queue.get(30))
+
+    thread = threading.Thread(target=consumer)
+    thread.start()
+    assert in_round.wait(10)
+    member.queue.wake_consumers()
+    thread.join(5)
+    assert not thread.is_alive() and result == [None]
+    assert member.fetcher.partition_count() == 1 and member.handed_back == [] and member.errors == []
+    member.conn.append(3)
+    assert member.take(5) == [0, 1, 2]  # the next round fetches them
+
+
+def test_an_exception_in_a_round_on_the_consumer_thread_ends_the_fetcher_and_is_reported(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    def fail_on_the_consumer(conn: ScriptedConnection) -> None:
+        if threading.current_thread() is threading.main_thread():
+            raise RuntimeError("bug in a round")
+
+    member = member_factory(ScriptedConnection(fail_on_the_consumer), fetch_wait_max_ms=100)
+    time.sleep(HANDBACK_S)
+    assert member.take(0.3) == []
+    assert [str(e) for e in member.errors] == ["bug in a round"]
+    assert member.fetcher.stopping
+    member.fetcher.join(5)
+    assert not member.fetcher.is_alive()
+
+
+def test_a_keyboard_interrupt_in_a_round_reaches_the_consumer_and_closes_the_connection(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    raised: List[bool] = []
+
+    def interrupt_once(conn: ScriptedConnection) -> None:
+        if threading.current_thread() is threading.main_thread() and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+
+    member = member_factory(ScriptedConnection(interrupt_once), fetch_wait_max_ms=100)
+    time.sleep(HANDBACK_S)
+    closed = member.conn.closed
+    with pytest.raises(KeyboardInterrupt):
+        member.take(5)
+    assert member.conn.closed == closed + 1 and member.errors == []
+    assert consume_while_producing(member, 5) == list(range(5))  # the member goes on
