@@ -240,19 +240,18 @@ class FetcherThread(ShutdownableThread):
         try:
             while not self.stopping:
                 pause = self._turns.thread_pause_s(self._hands_over())
-                if pause <= 0:
-                    if not self._turns.lock.acquire(False):
-                        pause = HANDBACK_S  # a consumer is running a round
-                    else:
-                        try:
-                            done = self.fetch_round()
-                        finally:
-                            self._turns.lock.release()
-                        if done:
-                            if self._turns.thread_pause_s(self._hands_over()) > 0:
-                                self._nudge()  # a consumer asked for a round while this one ran: its turn now
-                            continue
-                        pause = 0.05  # e.g. the session lease lapsed: fetch nothing for now
+                if pause > 0:
+                    self._nudge()  # a consumer's turn: one that asked while this thread's round ran waits for it
+                elif not self._turns.lock.acquire(False):
+                    pause = HANDBACK_S  # a consumer is running a round
+                else:
+                    try:
+                        done = self.fetch_round()
+                    finally:
+                        self._turns.lock.release()
+                    if done:
+                        continue
+                    pause = 0.05  # e.g. the session lease lapsed: fetch nothing for now
                 with self._cond:
                     self._cond.wait(pause)
         except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
