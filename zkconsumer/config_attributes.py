@@ -211,14 +211,14 @@ class PropertyAttributes:
         @property
         def fetcher_connections(self) -> int: ...
 
-        #: ``fetch.on.consumer.thread`` (default false): whether a stream's consumer that finds its queue empty sends the
+        #: ``fetch.on.consumer.thread`` (default true): whether a stream's consumer that finds its queue empty sends the
         #: fetch and decodes the response itself, on its own thread, while one fetcher connection serves that stream
         #: alone and its responses are small: one thread woken per response instead of two (at a few thousand messages a
         #: second every message is a response of its own). The fetcher thread fetches ahead as before once the consumer
         #: has not waited for 50 ms (the application is busy with what it got), while responses are large (a backlog) or
-        #: spread over several connections; the broker wait of a consumer's fetch is at most what is left of its
-        #: consumer.timeout.ms. Opt-in for now: while a broker hangs without closing the connection, a consumer in such a
-        #: fetch waits up to socket.timeout.ms, not consumer.timeout.ms. false: only fetcher threads fetch
+        #: spread over several connections; a consumer's fetch, its wait on the socket included, ends by its
+        #: consumer.timeout.ms whatever the broker does (a broker that does not answer for socket.timeout.ms over such
+        #: fetches fails as it would on the fetcher thread). false: only fetcher threads fetch
         @property
         def fetch_on_consumer_thread(self) -> bool: ...
 

@@ -184,9 +184,14 @@ class BrokerError(ZkConsumerError):
 
 
 class BrokerUnavailableError(BrokerError):
-    """A broker could not be connected to or the connection broke."""
+    """A broker could not be connected to or the connection broke.
+
+    ``timed_out``: the broker sent nothing for as long as the request allowed (the
+    connection's ``socket.timeout.ms``, or the shorter bound the request was given).
+    """
 
     retriable = True
+    timed_out = False
 
 
 class MessageSizeTooLargeError(ZkConsumerError):

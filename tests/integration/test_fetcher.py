@@ -207,9 +207,9 @@ class RecordingConnection(BrokerConnection):
 
     threads: List[int] = []
 
-    def fetch(self, partitions, max_wait_ms, min_bytes):  # type: ignore[no-untyped-def]
+    def fetch(self, partitions, max_wait_ms, min_bytes, timeout_ms=None):  # type: ignore[no-untyped-def]
         RecordingConnection.threads.append(threading.get_ident())
-        return super().fetch(partitions, max_wait_ms, min_bytes)
+        return super().fetch(partitions, max_wait_ms, min_bytes, timeout_ms)
 
 
 def test_a_consumer_fetching_on_its_own_thread_follows_a_killed_leader_losing_and_duplicating_nothing(
@@ -249,6 +249,61 @@ def test_a_consumer_fetching_on_its_own_thread_follows_a_killed_leader_losing_an
         manager.stop()
         collector.stop()
         cluster.start_broker(victim)
+    assert errors == [] and our_threads() == []
+
+
+def take_offsets(queue: ChunkQueue, info: PartitionTopicInfo, timeout: float) -> List[int]:
+    """One ``get`` as the iterator does (on this thread): the offsets handed out, advancing consumed_offset."""
+    chunk = queue.get(timeout)
+    if not isinstance(chunk, FetchedDataChunk) or chunk.error is not None:
+        return []
+    offsets = [m[0] for m in chunk.messages if m[0] >= info.consumed_offset]
+    if offsets:
+        info.consumed_offset = offsets[-1] + 1
+    return offsets
+
+
+def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leader_is_frozen(
+        cluster, make_topic, live_brokers, producer) -> None:
+    """fetch.on.consumer.thread with the partition's leader SIGSTOPped (the connection open, no answer):
+    every wait of the consumer ends at its own timeout (0.3 s), not at socket.timeout.ms (2 s) as its
+    round's socket wait would without a deadline; after 2 s without an answer the fetcher fails the
+    broker and hands the partition back, as its own thread would; once the broker runs again, every
+    message arrives once, in order."""
+    topic = make_topic(partitions=1, replication=1)
+    leader = cluster.leader(topic, 0)
+    queue = ChunkQueue(2)
+    info = infos_for(topic, 1, [queue])[0]
+    config = fetch_config(fetch_on_consumer_thread=True, socket_timeout_ms=2000)
+    errors: List[BaseException] = []
+    manager = FetcherManager(config, live_brokers, errors.append)
+    got: List[int] = []
+    try:
+        manager.start_connections([info])
+        produce(producer, topic, 0, [b"%d" % i for i in range(10)])
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            got.extend(take_offsets(queue, info, 0.3))
+        assert got == list(range(10))
+        cluster.pause_broker(leader)
+        try:
+            frozen, longest = time.monotonic(), 0.0
+            while time.monotonic() - frozen < 3.5:
+                call = time.monotonic()
+                got.extend(take_offsets(queue, info, 0.3))
+                longest = max(longest, time.monotonic() - call)
+            failures = manager.metrics()["brokers"][leader]["errors"].get("BrokerUnavailableError", 0)
+        finally:
+            cluster.pause_broker(leader, paused=False)
+        assert longest < 0.3 + 0.4, f"a 0.3 s wait took {longest:.2f} s while the leader was frozen"
+        assert failures >= 1, "the frozen broker was never failed (socket.timeout.ms passed without an answer)"
+        produce(producer, topic, 0, [b"%d" % i for i in range(10, 20)])
+        deadline = time.monotonic() + 60
+        while len(got) < 20 and time.monotonic() < deadline:
+            got.extend(take_offsets(queue, info, 0.3))
+        assert got == list(range(20)), "gap or duplicate offset"
+    finally:
+        manager.stop()
     assert errors == [] and our_threads() == []
 
 

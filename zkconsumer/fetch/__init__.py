@@ -10,6 +10,7 @@ module                 holds
                        turn it is (the fetcher thread's, or a waiting consumer's)
 ``handoff.py``         :class:`ChunkQueue` (one per stream) and :class:`PartitionTopicInfo`:
                        the hand-off between fetcher threads and stream iterators
+``placement.py``       placing a partition's position per ``auto.offset.reset``
 ``fetch_stats.py``     per-broker fetch counters
 =====================  ===================================================================
 

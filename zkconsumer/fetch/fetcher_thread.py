@@ -26,33 +26,29 @@ GIL to queue a chunk, and taking it from a busy iterating thread costs up to
 ``sys.getswitchinterval()`` (5 ms), about as long as reading a 1 MB chunk of small
 messages takes.
 
-Not waiting behind a parked chunk: a request that leaves out a partition whose chunk
-is parked cannot take it in when room appears (the broker answers one request per
-connection at a time), so with ``fetch.wait.max.ms`` as its wait, the partition's next
-messages wait for the request's other partitions to get data, up to the whole
-``fetch.wait.max.ms`` if they are quiet (100 ms by default: a consumer reading 1,000
-msg/s on a busy machine parked often enough for that to set its p99). Such a request
-asks the broker to wait less: 1 ms, doubled on each further request while a chunk of
-the fetcher stays parked, back to ``fetch.wait.max.ms`` at most (so a stream not read
-for long costs a few short requests, not a poll loop); a request with nothing parked
-waits ``fetch.wait.max.ms`` as before. ``fetch.wait.max.ms`` keeps Kafka's meaning: the
-longest the broker may hold a request that ``fetch.min.bytes`` does not satisfy.
+Not waiting behind a parked chunk: a request that leaves out a partition whose chunk is
+parked cannot take it in when room appears (one request per connection at a time), so the
+partition's next messages would wait up to the whole ``fetch.wait.max.ms`` for the others'
+data. Such a request asks the broker to wait less (``rounds.held_back_wait_ms``: 1 ms, doubled
+while a chunk stays parked, ``fetch.wait.max.ms`` at most, so a stream not read for long costs a
+few short requests, not a poll loop). ``fetch.wait.max.ms`` keeps Kafka's meaning: the longest
+the broker may hold a request that ``fetch.min.bytes`` does not satisfy.
 
 Fetching on the consumer's thread (``fetch.on.consumer.thread``): a fetcher that serves one
 stream's queue alone, narrow, with small responses, is that queue's driver: a consumer that
 finds the queue empty runs the fetcher's next round itself (:meth:`FetcherThread.drive`, the
 same round: lease check, request, the lease fence per partition, queuing), one thread woken per
-response instead of two; see ``rounds.py`` for whose turn a round is.
+response instead of two; see ``rounds.py`` for whose turn a round is. The consumer's deadline
+bounds its round, the wait on the socket included (``rounds.round_bounds``).
 
-Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its
-queue plus one parked chunk per partition of the stream (each at most
-``fetch.message.max.bytes`` of message data, decoded into its own buffers),
-plus, per fetcher thread, its connection's response buffer, as large as the largest
-response so far (at most ``fetch.message.max.bytes`` per partition it serves; kept
-and reused until the fetcher stops, see ``BrokerConnection(reuse_buffer=True)``), and per process
-at most 8 recycled block buffers of at most 4 MB (``_speedups_block.c``, ``release_bytes``). A partition that
-leaves its fetcher (removed, handed back, stopped) drops its parked chunk; its
-``fetched_offset`` never moved past it, so the next fetch gets the same messages.
+Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its queue plus one
+parked chunk per partition of the stream (each at most ``fetch.message.max.bytes`` of message
+data, decoded into its own buffers), plus, per fetcher thread, its connection's response buffer,
+as large as the largest response so far (at most ``fetch.message.max.bytes`` per partition it
+serves; kept and reused until the fetcher stops, see ``BrokerConnection(reuse_buffer=True)``), and
+per process at most 8 recycled block buffers of at most 4 MB (``_speedups_block.c``,
+``release_bytes``). A partition that leaves its fetcher (removed, handed back, stopped) drops its
+parked chunk; its ``fetched_offset`` never moved past it, so the next fetch gets the same messages.
 """
 
 from __future__ import annotations
@@ -69,10 +65,11 @@ from ..threads import ShutdownableThread
 from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
 from ..wire.messageset import decode_message_set
-from ..wire.protocol import EARLIEST_TIME, LATEST_TIME, FetchPartition, FetchPartitionResponse
+from ..wire.protocol import FetchPartition, FetchPartitionResponse
 from .fetch_stats import FetchStats, error_kind
 from .handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
-from .rounds import HANDBACK_S, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms
+from .placement import place_offset
+from .rounds import HANDBACK_S, MIN_CONSUMER_ROUND_MS, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms, round_bounds
 
 __all__ = ["FetcherThread", "FetcherKey"]
 
@@ -156,6 +153,8 @@ class FetcherThread(ShutdownableThread):
         self._turns = RoundTurns(config.fetch_wait_max_ms)  # whose turn a round is: this thread's or a consumer's
         self._drives = bool(getattr(config, "fetch_on_consumer_thread", False))
         self._interrupted = False  # interrupt() failed the request of a consumer's round: no hand-back
+        self._silent_since: Optional[float] = None  # the send of the first request still unanswered (see round_bounds)
+        self._deadline: Optional[float] = None  # time.monotonic() deadline of the consumer running a round
 
     # ------------------------------------------------------------------ control (other threads)
 
@@ -270,21 +269,22 @@ class FetcherThread(ShutdownableThread):
         """One turn of :meth:`run`'s loop, on this thread: queue the chunks parked for want of room,
         then one fetch for the partitions with room (if any), and maybe a resize. ``False``, having
         done nothing: the member may not deliver now (:meth:`run` waits a little and asks again)."""
-        return self._round(block=True, max_wait_ms=None) is not None
+        return self._round(block=True, left_ms=None) is not None
 
     def drive(self, timeout: Optional[float]) -> bool:
-        """On a consumer's thread whose queue is empty: run this fetcher's next round here, its broker
-        wait at most ``timeout`` seconds (``None``: ``fetch.wait.max.ms``). ``True`` once a fetch
-        was sent and its response handled; ``False``, having fetched nothing, if this fetcher does
-        not hand its rounds over now (see the module docstring), another round is running, nothing
-        may be fetched now, or less than a millisecond is left: the consumer then waits for its queue.
+        """On a consumer's thread whose queue is empty: run this fetcher's next round here, within
+        ``timeout`` s (``None``: no deadline), the socket wait included, whatever the broker does
+        (``rounds.round_bounds``). ``True`` once a fetch was sent and answered, or timed out at the
+        deadline (the partitions stay); ``False``, having fetched nothing, if this fetcher does not
+        hand its rounds over now (see the module docstring), another round is running, nothing may
+        be fetched now, or less than ``MIN_CONSUMER_ROUND_MS`` is left: the consumer waits for its queue.
 
         An exception of the round ends this fetcher as if its thread had died (reported through
         ``on_error``); one that is not an ``Exception`` (``KeyboardInterrupt``) propagates to the
         consumer, after closing the connection it may have left mid-request.
         """
-        wait_ms = None if timeout is None else int(timeout * 1000)
-        if self.stopping or not self._hands_over() or (wait_ms is not None and wait_ms < 1):
+        left_ms = None if timeout is None else int(timeout * 1000)
+        if self.stopping or not self._hands_over() or (left_ms is not None and left_ms < MIN_CONSUMER_ROUND_MS):
             return False
         if not self._turns.begin_consumer_round():  # the thread steps back after its round, and nudges
             return False
@@ -292,7 +292,8 @@ class FetcherThread(ShutdownableThread):
         try:
             if self.stopping:
                 return False
-            fetched = self._round(block=False, max_wait_ms=wait_ms)
+            self._deadline = None if timeout is None else time.monotonic() + timeout
+            fetched = self._round(block=False, left_ms=left_ms)
         except Exception as exc:  # noqa: BLE001 - reported as the fetcher thread reports its own
             log.exception("%s died on a consumer's thread", self.name)
             self.request_stop()
@@ -302,6 +303,7 @@ class FetcherThread(ShutdownableThread):
             self._conn.close()
             raise
         finally:
+            self._deadline = None
             self._turns.end_consumer_round(bool(fetched))
         return bool(fetched)
 
@@ -324,11 +326,11 @@ class FetcherThread(ShutdownableThread):
         for queue in queues:
             queue.nudge()
 
-    def _round(self, block: bool, max_wait_ms: Optional[int]) -> Optional[bool]:
+    def _round(self, block: bool, left_ms: Optional[int]) -> Optional[bool]:
         """One round (caller holds the round lock). ``None``: the member may not deliver now;
         ``False``: nothing to fetch (``block``: waited for something first, until stopping or room
-        appeared); ``True``: fetched. ``max_wait_ms``: a cap on the broker's wait. Resizes only on
-        this thread (``block``)."""
+        appeared); ``True``: fetched. ``left_ms``: the deadline of the consumer running it (see
+        :meth:`drive`). Resizes only on this thread (``block``)."""
         if not self._deliverable():
             return None
         with self._lock:
@@ -337,7 +339,7 @@ class FetcherThread(ShutdownableThread):
         batch = self._next_batch(seen, block)
         if not batch:
             return False
-        self._fetch_once(batch, max_wait_ms)
+        self._fetch_once(batch, left_ms)
         if block and self._resize is not None:
             self._check_width(self._resize)
         return True
@@ -405,12 +407,12 @@ class FetcherThread(ShutdownableThread):
             finally:
                 st.lock.release()
 
-    def _fetch_once(self, batch: Sequence[_PartitionState], max_wait_ms: Optional[int] = None) -> None:
+    def _fetch_once(self, batch: Sequence[_PartitionState], left_ms: Optional[int] = None) -> None:
         """One Fetch request for ``batch`` and the processing of its response.
 
         The broker's wait is ``fetch.wait.max.ms``, or shorter while a partition is left
-        out with a parked chunk (see the module docstring: ``rounds.held_back_wait_ms``), and
-        never over ``max_wait_ms`` if given (a consumer's own wait, see :meth:`drive`).
+        out with a parked chunk (see the module docstring: ``rounds.held_back_wait_ms``), or
+        before the deadline of a consumer running the round ``left_ms`` before it (``rounds.round_bounds``).
         """
         held_back = False
         with self._lock:
@@ -420,9 +422,9 @@ class FetcherThread(ShutdownableThread):
                     break
         full = self._config.fetch_wait_max_ms
         self._held_back_wait = held_back_wait_ms(self._held_back_wait, full) if held_back else 0
-        wait = self._held_back_wait if held_back else full
-        if max_wait_ms is not None and max_wait_ms < wait:
-            wait = max_wait_ms
+        silent = None if self._silent_since is None else time.monotonic() - self._silent_since
+        wait, bound, by_deadline = round_bounds(self._held_back_wait if held_back else full, left_ms,
+                                                self._config.socket_timeout_ms, silent)
         failed: List[TopicPartition] = []
         requested: Dict[TopicPartition, Tuple[_PartitionState, int]] = {}
         for st in batch:
@@ -433,16 +435,19 @@ class FetcherThread(ShutdownableThread):
             elif offset >= 0:
                 requested[st.tp] = (st, offset)
         if requested:
-            failed.extend(self._fetch_and_process(requested, wait, held_back and wait >= full))
+            failed.extend(self._fetch_and_process(requested, wait, held_back and wait >= full, bound, by_deadline))
         if failed:
             self._give_back(failed)
 
     def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[_PartitionState, int]], wait_ms: int,
-                           held_back_full_wait: bool) -> List[TopicPartition]:
-        """Send the fetch (the broker waits at most ``wait_ms``); returns partitions to hand back.
+                           held_back_full_wait: bool, bound_ms: Optional[int] = None,
+                           by_deadline: bool = False) -> List[TopicPartition]:
+        """Send the fetch (the broker waits at most ``wait_ms``, the socket ``bound_ms``); returns partitions
+        to hand back.
 
         ``held_back_full_wait``: the request leaves out a parked partition and still waits
-        the whole ``fetch.wait.max.ms`` (counted in the stats if answered empty).
+        the whole ``fetch.wait.max.ms`` (counted in the stats if answered empty). ``by_deadline``:
+        ``bound_ms`` is a consumer's deadline, and a timeout hands nothing back (see ``round_bounds``).
         """
         max_bytes = self._config.fetch_message_max_bytes
         wanted = []
@@ -451,14 +456,20 @@ class FetcherThread(ShutdownableThread):
             if request is None or request.offset != offset or request.max_bytes != max_bytes:
                 request = st.request = FetchPartition(st.info.topic, st.info.partition, offset, max_bytes)
             wanted.append(request)
+        sent = time.monotonic()
         try:
-            response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes)
+            response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes, bound_ms)
         except BrokerError as exc:
             if self.stopping:
                 return []
             if self._interrupted:
                 self._interrupted = False
                 return []
+            if by_deadline and getattr(exc, "timed_out", False):  # the consumer's deadline came first
+                if self._silent_since is None:
+                    self._silent_since = sent
+                return []
+            self._silent_since = None
             self._failures += 1
             self.stats.record_failure(self.key.broker_id, error_kind(exc))
             # The LeaderFinder retries every refresh.leader.backoff.ms until the
@@ -469,6 +480,7 @@ class FetcherThread(ShutdownableThread):
             with self._lock:  # stalled ones stay: their error was delivered, nothing more to fetch
                 return [tp for tp, st in self._partitions.items() if not st.stalled]
         self._failures = 0
+        self._silent_since = None
         failed = []
         size = largest = 0
         self._response_messages, self._response_errors = 0, []
@@ -504,7 +516,7 @@ class FetcherThread(ShutdownableThread):
         """The offset to fetch from; places a negative position per auto.offset.reset first.
 
         Returns ``None`` if the partition must go back to the LeaderFinder, ``-1``
-        to skip it this round (removed meanwhile).
+        to skip it this round (removed meanwhile, or a consumer's deadline came first).
         """
         offset = st.info.fetched_offset
         if offset >= 0:
@@ -512,7 +524,8 @@ class FetcherThread(ShutdownableThread):
         with st.lock:
             if st.removed or self.stopping:
                 return -1
-            return st.info.fetched_offset if self._reset_offset(st, st.info.fetched_offset) else None
+            placed = self._reset_offset(st, st.info.fetched_offset)
+            return -1 if placed is None else st.info.fetched_offset if placed else None
 
     def _process(self, st: _PartitionState, fetch_offset: int, part: FetchPartitionResponse) -> bool:
         """Handle one partition of a fetch response; ``False`` = hand it back to the LeaderFinder."""
@@ -527,7 +540,7 @@ class FetcherThread(ShutdownableThread):
                 self._deliver(st, fetch_offset, part.message_set)
                 return True
             if part.error_code == OffsetOutOfRangeError.error_code:
-                return self._reset_offset(st, fetch_offset)
+                return self._reset_offset(st, fetch_offset) is not False
             log.info("%s: %s-%d: broker %d reports error code %d; looking up its leader again",
                      self.name, part.topic, part.partition, self.key.broker_id, part.error_code)
             return False
@@ -568,25 +581,14 @@ class FetcherThread(ShutdownableThread):
         self._queue_or_park(st, FetchedDataChunk(st.info, fetch_offset, (), error))
         log.error("%s: stopped fetching %s-%d: %s", self.name, st.info.topic, st.info.partition, error)
 
-    def _reset_offset(self, st: _PartitionState, fetch_offset: int) -> bool:
-        """Move a partition whose position is invalid to the earliest/latest offset (auto.offset.reset)."""
-        info = st.info
-        if info.fetched_offset != fetch_offset:
-            return True
-        smallest = self._config.auto_offset_reset == "smallest"
-        try:
-            offset = self._conn.list_offsets(info.topic, info.partition, EARLIEST_TIME if smallest else LATEST_TIME)
-        except BrokerError as exc:
-            if not self.stopping:
-                log.warning("%s: %s-%d: could not look up the %s offset: %s", self.name, info.topic,
-                            info.partition, "earliest" if smallest else "latest", exc)
-            return False
-        if fetch_offset >= 0:
-            log.warning("%s: %s-%d: offset %d is out of range; reset to %d (auto.offset.reset=%s)", self.name,
-                        info.topic, info.partition, fetch_offset, offset, self._config.auto_offset_reset)
-        else:
-            log.info("%s: %s-%d: no committed offset; starting at %d (auto.offset.reset=%s)", self.name,
-                     info.topic, info.partition, offset, self._config.auto_offset_reset)
-        info.reset_offsets(offset)
-        return True
-
+    def _reset_offset(self, st: _PartitionState, fetch_offset: int) -> Optional[bool]:
+        """Place a partition whose position is invalid (``placement.place_offset``; caller holds ``st.lock``),
+        within what is left of the deadline of a consumer running the round."""
+        bound = None
+        if self._deadline is not None:
+            bound = int((self._deadline - time.monotonic()) * 1000)
+            if bound < MIN_CONSUMER_ROUND_MS:
+                return None
+            if 0 < self._config.socket_timeout_ms < bound:
+                bound = self._config.socket_timeout_ms
+        return place_offset(self._conn, st.info, fetch_offset, self._config, self.name, bound, self.stopping)

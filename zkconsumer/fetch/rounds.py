@@ -7,12 +7,13 @@ fetcher's own thread, or a consumer waiting on its empty queue (:class:`RoundTur
 A *round* is one turn of a fetcher's loop (queue parked chunks, one fetch, its response queued).
 At the rates most members run at every message is a fetch response of its own, and handing each
 from the fetcher thread to the consumer's costs two thread wake-ups (each taking the GIL) per
-message. So a consumer that finds its queue empty runs the round itself, its broker wait cut to
-what is left of its own wait: one thread wakes per response. The fetcher thread steps back while
-a consumer runs rounds, and fetches ahead as before once no consumer ran or asked for one within
-:data:`HANDBACK_S` (the application is busy with what it got), once a response is large (a
-backlog: fetching ahead on its own thread is what gives the throughput), or while the fetcher is
-wide (several connections). After a fetcher's ``join`` returns, no round runs, on any thread.
+message. So a consumer that finds its queue empty runs the round itself, within what is left of
+its own wait (:func:`round_bounds`: the broker's wait and the socket's): one thread wakes per
+response. The fetcher thread steps back while a consumer runs rounds, and fetches ahead as before
+once no consumer ran or asked for one within :data:`HANDBACK_S` (the application is busy with
+what it got), once a response is large (a backlog: fetching ahead on its own thread is what gives
+the throughput), or while the fetcher is wide (several connections). After a fetcher's ``join``
+returns, no round runs, on any thread.
 
 :class:`RoundTurns` holds what decides whose turn it is (``fetch.on.consumer.thread``, see
 ``fetcher_thread.py``): the round lock (held by whoever runs a round, on any thread), the
@@ -28,9 +29,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
-__all__ = ["HANDBACK_S", "QUIET_S", "ROOM_WAIT_S", "RoundTurns", "held_back_wait_ms", "large_response"]
+__all__ = ["HANDBACK_S", "MIN_CONSUMER_ROUND_MS", "QUIET_S", "ROOM_WAIT_S", "RoundTurns", "round_bounds",
+           "held_back_wait_ms", "large_response"]
 
 #: Longest wait of a fetcher whose partitions all wait for room before it looks again
 #: (room listeners normally wake it at once; this only bounds a missed signal).
@@ -66,6 +68,42 @@ def held_back_wait_ms(previous: int, fetch_wait_max_ms: int) -> int:
 #: How long (seconds) after a consumer last ran (or asked to run) a round on its own thread the
 #: fetcher thread leaves the fetching to it.
 HANDBACK_S = 0.05
+
+#: A consumer runs no round with less than this left before its deadline (ms): it waits on its queue.
+MIN_CONSUMER_ROUND_MS = 5
+
+
+def round_bounds(wait_ms: int, left_ms: Optional[int], socket_timeout_ms: int,
+                 silent_s: Optional[float]) -> Tuple[int, Optional[int], bool]:
+    """``(broker wait, socket bound, by_deadline)`` of a round whose broker wait would be ``wait_ms``.
+
+    ``left_ms``: the time (ms) left before the deadline of the consumer running the round (``None``:
+    the fetcher thread's round, no deadline). ``silent_s``: how long ago the first request the broker
+    has not answered yet was sent (``None``: it answered the last one). The socket bound (``None``:
+    the connection's own ``socket.timeout.ms``) is what is left of ``socket.timeout.ms`` since then,
+    and for a consumer at most ``left_ms``: a consumer never waits on the socket past its deadline,
+    whatever the broker does, and a broker silent for ``socket.timeout.ms`` over several rounds fails
+    as one silent within one request does. A consumer's round asks the broker to answer a fifth of
+    the time left (at most 20 ms) before the deadline, so a healthy broker's empty answer is in first.
+    ``by_deadline``: the bound is the consumer's deadline (a timeout then is not the broker's failure).
+
+    >>> round_bounds(100, None, 30000, None), round_bounds(100, None, 30000, 29.5)
+    ((100, None, False), (100, 500, False))
+    >>> round_bounds(100, 1000, 30000, None), round_bounds(100, 100, 30000, None), round_bounds(1, 10, 30000, None)
+    ((100, 1000, True), (80, 100, True), (1, 10, True))
+    >>> round_bounds(100, 1000, 30000, 29.5), round_bounds(100, 1000, 0, 29.5)
+    ((100, 500, False), (100, 1000, True))
+    """
+    bound: Optional[int] = None
+    if silent_s is not None and socket_timeout_ms > 0:
+        bound = max(1, socket_timeout_ms - int(silent_s * 1000))
+    if left_ms is None:
+        return wait_ms, bound, False
+    wait_ms = min(wait_ms, left_ms - min(20, left_ms // 5))
+    socket_ms = bound if bound is not None else socket_timeout_ms
+    if 0 < socket_ms <= left_ms:
+        return wait_ms, bound, False
+    return wait_ms, left_ms, True
 
 
 class RoundTurns:

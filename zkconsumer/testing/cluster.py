@@ -1,16 +1,14 @@
 """``LocalCluster``: a real ZooKeeper and real Kafka 0.9.0.1 brokers for tests (README: "LocalCluster
 for your own tests").
 
-Every JVM runs in its own process group, dies with the test process (see
-:mod:`zkconsumer.testing.processes`), logs to ``cluster.log_dir`` and lives in a temporary
-directory that ``stop()`` removes. An ``atexit`` hook stops clusters a test forgot to
-stop; directories of crashed test processes are swept by the next cluster (see
-:mod:`zkconsumer.testing.workdir`).
+Every JVM runs in its own process group, dies with the test process (see :mod:`zkconsumer.testing.processes`),
+logs to ``cluster.log_dir`` and lives in a temporary directory that ``stop()`` removes. An ``atexit`` hook
+stops clusters a test forgot to stop; directories of crashed test processes are swept by the next cluster
+(see :mod:`zkconsumer.testing.workdir`).
 
-Replica placement is deterministic: partition ``p`` of a topic created by
-:meth:`LocalCluster.create_topic` on live brokers ``B`` (sorted) has replicas
-``B[(p + j) % len(B)]`` for ``j < replication``; the first is the leader. With brokers
-0, 1, 2, partition 0 is led by broker 0, partition 1 by broker 1, and so on.
+Replica placement is deterministic: partition ``p`` of a topic created by :meth:`LocalCluster.create_topic`
+on live brokers ``B`` (sorted) has replicas ``B[(p + j) % len(B)]`` for ``j < replication``; the first is
+the leader. With brokers 0, 1, 2, partition 0 is led by broker 0, partition 1 by broker 1, and so on.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import atexit
 import contextlib
 import json
 import re
+import signal
 import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
@@ -341,29 +340,30 @@ class ClusterBase(ZooKeeperControls):
             producer.close(timeout=5)
 
     def kill_broker(self, broker_id: int, wait_unregistered: bool = False) -> None:
-        """SIGKILL broker ``broker_id`` and return once its JVM is gone.
-
-        Its ZooKeeper session (and /brokers/ids entry) lives on until the session times
-        out (6 s); pass ``wait_unregistered=True`` to also wait for that.
-        """
+        """SIGKILL broker ``broker_id`` and return once its JVM is gone. Its ZooKeeper session (and /brokers/ids
+        entry) lives on until the session times out (6 s); ``wait_unregistered=True`` also waits for that."""
         with self._lock:
-            broker = self._running_broker(broker_id)
-            broker.kill()
+            self._running_broker(broker_id).kill()
         if wait_unregistered:
             self._wait_unregistered(broker_id)
+
+    def pause_broker(self, broker_id: int, paused: bool = True) -> None:
+        """SIGSTOP broker ``broker_id`` (connections open, no answers; resume within its 6 s session); else SIGCONT."""
+        with self._lock:
+            process = self._running_broker(broker_id).process
+            if process is not None:  # never None while running
+                processes.signal_group(process, signal.SIGSTOP if paused else signal.SIGCONT)
 
     def stop_broker(self, broker_id: int, timeout: float = 30.0) -> None:
         """Stop broker ``broker_id`` gracefully (SIGTERM: controlled shutdown moves its
         leaderships first), SIGKILL after ``timeout`` s; return once it is unregistered."""
         with self._lock:
-            broker = self._running_broker(broker_id)
-            broker.terminate(timeout)
+            self._running_broker(broker_id).terminate(timeout)
         self._wait_unregistered(broker_id)
 
     def start_broker(self, broker_id: int, timeout: Optional[float] = None) -> None:
-        """Start a stopped or killed broker with its id, port and data; return once it is
-        registered in /brokers/ids. Waits first for a killed broker's old registration to
-        expire (Kafka refuses to start while it exists)."""
+        """Start a stopped or killed broker with its id, port and data; return once it is registered in
+        /brokers/ids. Waits first for a killed broker's old registration to expire (Kafka refuses to start)."""
         self._check_broker_id(broker_id)
         with self._lock:
             self._require_running()

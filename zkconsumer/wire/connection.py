@@ -4,8 +4,8 @@
 Python: it connects lazily, sends one request at a time and reads its response.
 Contract:
 
-* Any socket error, timeout (``socket_timeout_ms`` without progress: per socket
-  operation; the C receive loop, which asks the kernel to wake it only once most of a
+* Any socket error, timeout (``socket_timeout_ms``, or a request's own ``timeout_ms``,
+  without progress: per socket operation; the C receive loop, which asks the kernel to wake it only once most of a
   response is there, still looks for bytes every second, so it notices a stop within
   a second more),
   short read, or a response whose correlation id is not the request's, closes
@@ -140,17 +140,22 @@ class BrokerConnection:
         """
         return self._send(request, shared_buffer=False)
 
-    def _send(self, request: Request[R], shared_buffer: bool) -> R:
+    def _send(self, request: Request[R], shared_buffer: bool, timeout_ms: Optional[int] = None) -> R:
+        """``timeout_ms``: this request's bound per socket operation (connecting included), instead
+        of ``socket_timeout_ms``."""
+        wait_ms = self.socket_timeout_ms if timeout_ms is None else timeout_ms
         with self._lock:
             if self._aborted:
                 raise BrokerUnavailableError(f"connection to broker {self.address} was aborted")
             correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
             frame = encode_request(request, correlation_id, self.client_id)
             try:
-                payload = self._round_trip(frame, shared_buffer)
+                payload = self._round_trip(frame, shared_buffer, wait_ms)
             except (OSError, EOFError) as exc:
                 self._close_locked()
-                raise BrokerUnavailableError(self._describe(exc)) from exc
+                error = BrokerUnavailableError(self._describe(exc, wait_ms))
+                error.timed_out = isinstance(exc, socket.timeout) and not (self._aborted or self._interrupted)
+                raise error from exc
             finally:
                 self._interrupted = False
             got, body = decode_response_header(payload)
@@ -161,26 +166,31 @@ class BrokerConnection:
                     "connection closed")
         return request.decode_response(body)
 
-    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int) -> FetchResponse:
+    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
+              timeout_ms: Optional[int] = None) -> FetchResponse:
         """Fetch v0 for ``partitions``; message sets in the result are views into one buffer.
 
         With ``reuse_buffer`` that buffer is the connection's own: the views are
         valid until the next fetch (other requests use buffers of their own, so
         e.g. an offset lookup while processing a response leaves it intact).
+        ``timeout_ms`` (positive), if given, bounds this request's socket operations
+        instead of ``socket_timeout_ms`` (a consumer's own deadline); a timeout raises
+        BrokerUnavailableError with ``timed_out`` set, and closes the connection as any
+        timeout does (the answer may still come: the next request reconnects).
         """
-        return self._send(FetchRequest(max_wait_ms, min_bytes, tuple(partitions)), self._reuse_buffer)
+        return self._send(FetchRequest(max_wait_ms, min_bytes, tuple(partitions)), self._reuse_buffer, timeout_ms)
 
     def metadata(self, topics: Sequence[str]) -> MetadataResponse:
         """Metadata v0 for ``topics`` (empty: every topic)."""
         return self.send(MetadataRequest(tuple(topics)))
 
-    def list_offsets(self, topic: str, partition: int, time: int) -> int:
+    def list_offsets(self, topic: str, partition: int, time: int, timeout_ms: Optional[int] = None) -> int:
         """The offset of ``topic``/``partition`` before ``time`` (:data:`EARLIEST_TIME`, :data:`LATEST_TIME`).
 
         Raises the partition's broker error (a :class:`~zkconsumer.wire.broker_errors.KafkaProtocolError`)
-        if the broker reports one.
+        if the broker reports one. ``timeout_ms``: as for :meth:`fetch`.
         """
-        return self.send(ListOffsetsRequest(((topic, partition, time),))).offset(topic, partition)
+        return self._send(ListOffsetsRequest(((topic, partition, time),)), False, timeout_ms).offset(topic, partition)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -215,7 +225,7 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ internals
 
-    def _round_trip(self, frame: bytes, shared_buffer: bool) -> memoryview:
+    def _round_trip(self, frame: bytes, shared_buffer: bool, timeout_ms: int) -> memoryview:
         """Send ``frame`` and read the response (caller holds the lock).
 
         A connection kept from an earlier request may have been closed by the
@@ -226,8 +236,8 @@ class BrokerConnection:
         """
         reused = self._sock is not None
         try:
-            sock = self._sock or self._connect()
-            return self._exchange(sock, shared_buffer, frame)
+            sock = self._sock or self._connect(timeout_ms)
+            return self._exchange(sock, shared_buffer, frame, timeout_ms)
         except socket.timeout:
             raise
         except (OSError, EOFError) as exc:
@@ -235,12 +245,12 @@ class BrokerConnection:
                 raise
             log.debug("reconnecting to broker %s after %r", self.address, exc)
             self._close_locked()
-        sock = self._connect()
-        return self._exchange(sock, shared_buffer, frame)
+        sock = self._connect(timeout_ms)
+        return self._exchange(sock, shared_buffer, frame, timeout_ms)
 
-    def _connect(self) -> socket.socket:
-        """Open the socket (caller holds the lock)."""
-        timeout = self.socket_timeout_ms / 1000.0 if self.socket_timeout_ms > 0 else None
+    def _connect(self, timeout_ms: int) -> socket.socket:
+        """Open the socket (caller holds the lock); ``timeout_ms`` bounds connecting (<= 0: no bound)."""
+        timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
         infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
         last: Optional[OSError] = None
         for family, kind, proto, _, address in infos:
@@ -277,7 +287,7 @@ class BrokerConnection:
         if self.receive_buffer_bytes > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
 
-    def _exchange(self, sock: socket.socket, shared_buffer: bool, request: bytes) -> memoryview:
+    def _exchange(self, sock: socket.socket, shared_buffer: bool, request: bytes, timeout_ms: int) -> memoryview:
         """Send ``request``, then read one size-prefixed response; returns the frame without its
         size prefix.
 
@@ -285,26 +295,30 @@ class BrokerConnection:
         sent and the response's size and body are read in one release of the GIL: one wait
         to take it back per round trip, behind a thread iterating messages.
         """
-        timeout_ms = self._native_timeout_ms(sock)
-        if shared_buffer and _recv_frame is not None and timeout_ms is not None:
-            state, size, got = _recv_frame(sock.fileno(), self._buffer, timeout_ms, request)
+        native_ms = self._native_timeout_ms(sock, timeout_ms)
+        if shared_buffer and _recv_frame is not None and native_ms is not None:
+            state, size, got = _recv_frame(sock.fileno(), self._buffer, native_ms, request)
             if state == 1:
                 raise socket.timeout("timed out")
             if state == 2:
                 raise EOFError(f"connection closed by peer after {got} of 4 bytes")
             _check_size(size)
             if size > len(self._buffer):  # the body was not read: a larger buffer first
-                return self._read_exactly(sock, size, True)
+                return self._read_exactly(sock, size, True, timeout_ms)
             if got < size:
                 raise EOFError(f"connection closed by peer after {got} of {size} bytes")
             return memoryview(self._buffer)[:size].toreadonly()
+        if native_ms is None:  # TLS: the socket's own timeout bounds each operation
+            timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+            if sock.gettimeout() != timeout:
+                sock.settimeout(timeout)
         sock.sendall(request)
-        head = self._read_exactly(sock, 4, False)
+        head = self._read_exactly(sock, 4, False, timeout_ms)
         size = int.from_bytes(head, "big", signed=True)
         _check_size(size)
-        return self._read_exactly(sock, size, shared_buffer)
+        return self._read_exactly(sock, size, shared_buffer, timeout_ms)
 
-    def _read_exactly(self, sock: socket.socket, n: int, shared_buffer: bool) -> memoryview:
+    def _read_exactly(self, sock: socket.socket, n: int, shared_buffer: bool, timeout_ms: int) -> memoryview:
         """``n`` bytes from ``sock`` into one buffer: a new one, or the connection's own (``shared_buffer``).
 
         On a plain TCP socket the C extension reads them all with the GIL
@@ -319,9 +333,9 @@ class BrokerConnection:
             view = memoryview(self._buffer)[:n]
         else:
             view = memoryview(bytearray(n))
-        timeout_ms = self._native_timeout_ms(sock)
-        if _recv_exactly is not None and timeout_ms is not None:
-            got = _recv_exactly(sock.fileno(), view, timeout_ms)
+        native_ms = self._native_timeout_ms(sock, timeout_ms)
+        if _recv_exactly is not None and native_ms is not None:
+            got = _recv_exactly(sock.fileno(), view, native_ms)
             if got < 0:
                 raise socket.timeout("timed out")
             if got < n:
@@ -335,11 +349,12 @@ class BrokerConnection:
             got += r
         return view.toreadonly()
 
-    def _native_timeout_ms(self, sock: socket.socket) -> Optional[int]:
+    @staticmethod
+    def _native_timeout_ms(sock: socket.socket, timeout_ms: int) -> Optional[int]:
         """The wait bound for the C receive functions (-1: none), or ``None`` if they must not read ``sock`` (TLS)."""
         if isinstance(sock, ssl.SSLSocket):
             return None
-        return self.socket_timeout_ms if self.socket_timeout_ms > 0 else -1
+        return timeout_ms if timeout_ms > 0 else -1
 
     def _close_locked(self) -> None:
         sock, self._sock = self._sock, None
@@ -349,13 +364,13 @@ class BrokerConnection:
             except OSError:
                 pass
 
-    def _describe(self, exc: BaseException) -> str:
+    def _describe(self, exc: BaseException, timeout_ms: int) -> str:
         if self._aborted:
             return f"connection to broker {self.address} was aborted"
         if self._interrupted:
             return f"the request to broker {self.address} was interrupted"
         if isinstance(exc, socket.timeout):
-            return f"broker {self.address} did not answer within {self.socket_timeout_ms} ms"
+            return f"broker {self.address} did not answer within {timeout_ms} ms"
         if isinstance(exc, _SaslRefused):
             return (f"broker {self.address} closed the connection during SASL authentication ({exc}); check that the "
                     "broker's listener there speaks security.protocol, and the brokers' logs for the reason "

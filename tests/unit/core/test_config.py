@@ -63,7 +63,7 @@ EXTENSION_DEFAULTS: Dict[str, Any] = {
     "session.timeout.ms": 6000,  # = zookeeper.session.timeout.ms
     "heartbeat.interval.ms": 2000,  # = session.timeout.ms / 3
     "fetcher.connections": 3,
-    "fetch.on.consumer.thread": False,
+    "fetch.on.consumer.thread": True,
     "zookeeper.heartbeat": "kafka",
 }
 

@@ -110,10 +110,10 @@ def test_a_chunk_whose_response_arrives_after_the_lease_lapsed_is_not_queued_and
         def __getattr__(self, name: str) -> object:
             return getattr(self.inner, name)
 
-        def fetch(self, partitions, max_wait_ms, min_bytes):  # type: ignore[no-untyped-def]
+        def fetch(self, partitions, max_wait_ms, min_bytes, timeout_ms=None):  # type: ignore[no-untyped-def]
             if not valid[0]:
                 fetches_while_lapsed[0] += 1
-            response = self.inner.fetch(partitions, max_wait_ms, min_bytes)  # type: ignore[attr-defined]
+            response = self.inner.fetch(partitions, max_wait_ms, min_bytes, timeout_ms)  # type: ignore[attr-defined]
             if lapse_on_data[0] and any(len(p.message_set) for p in response.partitions):
                 valid[0] = False  # the lease lapsed while the request was in flight
                 lapse_on_data[0] = False

@@ -1,9 +1,10 @@
 """zkconsumer.fetch: a consumer waiting on its empty queue runs its fetcher's round on its own thread.
 
 ``fetch.on.consumer.thread`` (see ``fetcher_thread.py``): who runs a round, how a stop waits for a
-round on a consumer's thread, how a background failure interrupts one, and what an exception in one
-does. A scripted connection stands in for the broker; the real broker's side is covered by the
-integration suite, which runs with the property at its default (true).
+round on a consumer's thread, how a background failure interrupts one, what an exception in one
+does, and how a broker that stops answering is bounded by the consumer's deadline and still failed
+after ``socket.timeout.ms``. A scripted connection stands in for the broker; the real broker's side
+is in tests/integration/test_fetcher.py.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ class ScriptedConnection:
     """One broker's connection: each fetch answers the messages appended since, after ``on_fetch``.
 
     ``on_fetch(calls)`` runs first in every fetch, on the fetching thread (it may block or raise).
-    Records which thread sent each fetch and the broker wait it asked for.
+    Records which thread sent each fetch, the broker wait it asked for and its socket bound. While
+    ``hung`` is set the broker answers nothing: a fetch times out after its bound, as a real
+    connection does (``socket_timeout_ms`` when it has none).
     """
 
     def __init__(self, on_fetch: Optional[Callable[["ScriptedConnection"], None]] = None) -> None:
@@ -40,18 +43,29 @@ class ScriptedConnection:
         self.aborted = threading.Event()
         self.interrupted = threading.Event()
         self.closed = 0
+        self.hung = False
+        self.socket_timeout_ms = 5000
+        self.bounds: List[Optional[int]] = []
 
     def append(self, n: int) -> None:
         with self.lock:
             for _ in range(n):
                 self.log.append(encode(len(self.log), b"v%d" % len(self.log)))
 
-    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int) -> FetchResponse:
+    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
+              timeout_ms: Optional[int] = None) -> FetchResponse:
         with self.lock:
             self.threads.append(threading.get_ident())
             self.waits.append(max_wait_ms)
+            self.bounds.append(timeout_ms)
         if self.on_fetch is not None:
             self.on_fetch(self)
+        if self.hung:
+            bound = self.socket_timeout_ms if timeout_ms is None else timeout_ms
+            if not self.interrupted.wait(bound / 1000.0) and not self.aborted.is_set():
+                error = BrokerUnavailableError(f"broker {self.address} did not answer within {bound} ms")
+                error.timed_out = True
+                raise error
         if self.aborted.is_set() or self.interrupted.is_set():
             self.interrupted.clear()
             raise BrokerUnavailableError(f"broker {self.address} unreachable")
@@ -64,7 +78,7 @@ class ScriptedConnection:
             time.sleep(0.002)  # a broker would wait up to max_wait_ms for data
         return FetchResponse(tuple(out))
 
-    def list_offsets(self, topic: str, partition: int, time_: int) -> int:
+    def list_offsets(self, topic: str, partition: int, time_: int, timeout_ms: Optional[int] = None) -> int:
         return 0
 
     def close(self) -> None:
@@ -260,3 +274,44 @@ def test_a_keyboard_interrupt_in_a_round_reaches_the_consumer_and_closes_the_con
         member.take(5)
     assert member.conn.closed == closed + 1 and member.errors == []
     assert consume_while_producing(member, 5) == list(range(5))  # the member goes on
+
+
+def test_a_consumer_round_never_waits_past_the_consumers_deadline_on_a_broker_that_stopped_answering(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    """A hung broker (no answer, the connection open) holds a consumer's round only until the consumer's
+    own deadline, not socket.timeout.ms; the partition stays with its fetcher, and comes back on its own
+    once the broker answers again."""
+    member = member_factory(ScriptedConnection(), fetch_wait_max_ms=100, socket_timeout_ms=5000)
+    assert consume_while_producing(member, 3) == [0, 1, 2]
+    member.conn.hung = True
+    me = threading.get_ident()
+    for _ in range(3):
+        started = time.monotonic()
+        assert member.take(0.2) == []
+        assert time.monotonic() - started < 0.2 + 0.15
+    mine = [b for t, b in zip(member.conn.threads, member.conn.bounds) if t == me]
+    assert mine and all(b is not None and b <= 200 for b in mine[-3:]), mine
+    assert member.handed_back == [] and member.errors == [] and member.fetcher.partition_count() == 1
+    member.conn.hung = False
+    member.conn.append(2)
+    assert member.take(1.0) == [3, 4]
+
+
+def test_a_broker_silent_for_socket_timeout_over_many_short_consumer_rounds_is_failed_and_handed_back(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    """Each round gives up at the consumer's deadline (0.1 s), but the broker has not answered for
+    socket.timeout.ms (0.6 s) across them: the fetcher fails it, as one silent request would, and hands the
+    partition back (to look its leader up again), within socket.timeout.ms and a round."""
+    member = member_factory(ScriptedConnection(), fetch_wait_max_ms=100, socket_timeout_ms=600)
+    member.conn.socket_timeout_ms = 600
+    assert consume_while_producing(member, 2) == [0, 1]
+    member.conn.hung = True
+    started = time.monotonic()
+    while not member.handed_back:
+        assert time.monotonic() - started < 0.6 + 0.5, "not handed back after socket.timeout.ms"
+        call = time.monotonic()
+        assert member.take(0.1) == []
+        assert time.monotonic() - call < 0.1 + 0.15
+    assert time.monotonic() - started >= 0.6 - 0.05
+    assert [i.partition for i in member.handed_back] == [0] and member.errors == []
+    assert member.fetcher.stats.snapshot()[1]["errors"] == {"BrokerUnavailableError": 1}

@@ -158,7 +158,8 @@ class FakeConnection:
                 out.append(TopicMetadata(topic, 0 if parts else 3, parts))
         return MetadataResponse(brokers, tuple(out))
 
-    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int) -> FetchResponse:
+    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
+              timeout_ms: Optional[int] = None) -> FetchResponse:
         self._check()
         c = self.cluster
         if c.fail_fetch is not None:
@@ -184,7 +185,7 @@ class FakeConnection:
         data = b"".join(log[fp.offset - start:])[:fp.max_bytes]  # cut mid-message, like a broker
         return FetchPartitionResponse(tp[0], tp[1], 0, end, memoryview(data))
 
-    def list_offsets(self, topic: str, partition: int, time_: int) -> int:
+    def list_offsets(self, topic: str, partition: int, time_: int, timeout_ms: Optional[int] = None) -> int:
         self._check()
         with self.cluster.lock:
             start = self.cluster.start[(topic, partition)]

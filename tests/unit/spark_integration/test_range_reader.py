@@ -83,7 +83,8 @@ class FakeConnection:
             result.append(TopicMetadata(topic, 0 if parts else 3, parts))
         return MetadataResponse(brokers, tuple(result))
 
-    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int) -> FetchResponse:
+    def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
+              timeout_ms: Optional[int] = None) -> FetchResponse:
         self._check()
         c = self.cluster
         out = []
@@ -100,7 +101,7 @@ class FakeConnection:
                 out.append(FetchPartitionResponse(fp.topic, fp.partition, 0, hw, memoryview(data[:fp.max_bytes])))
         return FetchResponse(tuple(out))
 
-    def list_offsets(self, topic: str, partition: int, time: int) -> int:
+    def list_offsets(self, topic: str, partition: int, time: int, timeout_ms: Optional[int] = None) -> int:
         self._check()
         tp = (topic, partition)
         return self.cluster.log_start[tp] if time == EARLIEST_TIME else self.cluster.high_watermark[tp]
