@@ -87,7 +87,7 @@ class _Canned(BrokerConnection):
         self.frames = frames
         self.next = 0
 
-    def _round_trip(self, frame: bytes, shared_buffer: bool) -> memoryview:
+    def _round_trip(self, frame: bytes, shared_buffer: bool, timeout_ms: int) -> memoryview:
         out = self.frames[self.next]
         self.next = (self.next + 1) % len(self.frames)
         out[0:4] = frame[8:12]
@@ -122,7 +122,7 @@ def make_fetcher(partitions: int, messages: int, value_size: int) -> Tuple[Fetch
                                                                            ChunkQueue, _Canned]:
     config = types.SimpleNamespace(client_id="replay-client", fetch_wait_max_ms=100, fetch_min_bytes=1,
                                    fetch_message_max_bytes=1 << 20, refresh_leader_backoff_ms=200,
-                                   auto_offset_reset="largest")
+                                   auto_offset_reset="largest", socket_timeout_ms=30000)
     lease = SessionLease(types.SimpleNamespace(client_id=(1, b"")), "/replay", 3600.0)
     connector = _Connector(_Switching(_ZkMembership(lease)))
     conn = _Canned(response_frames(partitions, messages, value_size))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import pytest
 from support.common import consumer_props, unique
@@ -39,10 +39,10 @@ class FetchLog:
         fetch = BrokerConnection.fetch
 
         def recorded(conn: BrokerConnection, partitions: Sequence[FetchPartition], max_wait_ms: int,
-                     min_bytes: int) -> Any:
+                     min_bytes: int, timeout_ms: Optional[int] = None) -> Any:
             sent = time.monotonic()
             try:
-                return fetch(conn, partitions, max_wait_ms, min_bytes)
+                return fetch(conn, partitions, max_wait_ms, min_bytes, timeout_ms)
             finally:
                 with self.lock:
                     if self.recording:
