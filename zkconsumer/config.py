@@ -239,7 +239,7 @@ _TABLE: Tuple[Property, ...] = (
              "every message is a response of its own). The fetcher thread fetches ahead as before once the "
              "consumer has not waited for 50 ms (the application is busy with what it got), while responses "
              "are large (a backlog) or spread over several connections; a consumer's fetch, its wait on the socket included, "
-             "ends by its consumer.timeout.ms whatever the broker does (a broker that does not answer for "
+             "ends at most 50 ms after its consumer.timeout.ms whatever the broker does (a broker that does not answer for "
              "socket.timeout.ms over such fetches fails as it would on the fetcher thread). "
              "false: only fetcher threads fetch",
              kafka=False),
@@ -573,3 +573,20 @@ class ConsumerConfig(PropertyAttributes):
             for name, value in self.explicit_properties().items()
         }
         return f"ConsumerConfig({shown!r})"
+
+
+def _install_attributes() -> None:
+    """Every property's attribute as a read-only property of :class:`ConsumerConfig`: read on every fetch
+    round, a property costs a tenth of the failed lookup that reaches ``__getattr__`` (which stays for the
+    error naming a misspelt attribute)."""
+    def reader(dotted: str) -> property:
+        def read(self: ConsumerConfig) -> Any:
+            return self._values[dotted]
+        return property(read)
+
+    for attribute, dotted in _ATTRIBUTES.items():
+        if not hasattr(ConsumerConfig, attribute):
+            setattr(ConsumerConfig, attribute, reader(dotted))
+
+
+_install_attributes()

@@ -216,9 +216,9 @@ class PropertyAttributes:
         #: alone and its responses are small: one thread woken per response instead of two (at a few thousand messages a
         #: second every message is a response of its own). The fetcher thread fetches ahead as before once the consumer
         #: has not waited for 50 ms (the application is busy with what it got), while responses are large (a backlog) or
-        #: spread over several connections; a consumer's fetch, its wait on the socket included, ends by its
-        #: consumer.timeout.ms whatever the broker does (a broker that does not answer for socket.timeout.ms over such
-        #: fetches fails as it would on the fetcher thread). false: only fetcher threads fetch
+        #: spread over several connections; a consumer's fetch, its wait on the socket included, ends at most 50 ms after
+        #: its consumer.timeout.ms whatever the broker does (a broker that does not answer for socket.timeout.ms over
+        #: such fetches fails as it would on the fetcher thread). false: only fetcher threads fetch
         @property
         def fetch_on_consumer_thread(self) -> bool: ...
 

@@ -266,7 +266,7 @@ def take_offsets(queue: ChunkQueue, info: PartitionTopicInfo, timeout: float) ->
 def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leader_is_frozen(
         cluster, make_topic, live_brokers, producer) -> None:
     """fetch.on.consumer.thread with the partition's leader SIGSTOPped (the connection open, no answer):
-    every wait of the consumer ends at its own timeout (0.3 s), not at socket.timeout.ms (2 s) as its
+    every wait of the consumer ends at its own timeout (0.3 s, and 50 ms for an answer), not at socket.timeout.ms (2 s) as its
     round's socket wait would without a deadline; after 2 s without an answer the fetcher fails the
     broker and hands the partition back, as its own thread would; once the broker runs again, every
     message arrives once, in order."""

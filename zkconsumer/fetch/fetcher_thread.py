@@ -273,8 +273,8 @@ class FetcherThread(ShutdownableThread):
 
     def drive(self, timeout: Optional[float]) -> bool:
         """On a consumer's thread whose queue is empty: run this fetcher's next round here, within
-        ``timeout`` s (``None``: no deadline), the socket wait included, whatever the broker does
-        (``rounds.round_bounds``). ``True`` once a fetch was sent and answered, or timed out at the
+        ``timeout`` s (``None``: no deadline) and ``ANSWER_GRACE_MS``, the socket wait included, whatever
+        the broker does (``rounds.round_bounds``). ``True`` once a fetch was sent and answered, or timed out at the
         deadline (the partitions stay); ``False``, having fetched nothing, if this fetcher does not
         hand its rounds over now (see the module docstring), another round is running, nothing may
         be fetched now, or less than ``MIN_CONSUMER_ROUND_MS`` is left: the consumer waits for its queue.
@@ -589,6 +589,5 @@ class FetcherThread(ShutdownableThread):
             bound = int((self._deadline - time.monotonic()) * 1000)
             if bound < MIN_CONSUMER_ROUND_MS:
                 return None
-            if 0 < self._config.socket_timeout_ms < bound:
-                bound = self._config.socket_timeout_ms
+            bound = round_bounds(0, bound, self._config.socket_timeout_ms, None)[1]
         return place_offset(self._conn, st.info, fetch_offset, self._config, self.name, bound, self.stopping)

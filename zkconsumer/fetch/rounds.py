@@ -31,8 +31,8 @@ import threading
 import time
 from typing import Optional, Tuple
 
-__all__ = ["HANDBACK_S", "MIN_CONSUMER_ROUND_MS", "QUIET_S", "ROOM_WAIT_S", "RoundTurns", "round_bounds",
-           "held_back_wait_ms", "large_response"]
+__all__ = ["ANSWER_GRACE_MS", "HANDBACK_S", "MIN_CONSUMER_ROUND_MS", "QUIET_S", "ROOM_WAIT_S", "RoundTurns",
+           "held_back_wait_ms", "large_response", "round_bounds"]
 
 #: Longest wait of a fetcher whose partitions all wait for room before it looks again
 #: (room listeners normally wake it at once; this only bounds a missed signal).
@@ -72,6 +72,10 @@ HANDBACK_S = 0.05
 #: A consumer runs no round with less than this left before its deadline (ms): it waits on its queue.
 MIN_CONSUMER_ROUND_MS = 5
 
+#: How long (ms) past its deadline a consumer's round waits for the broker's answer: the broker is asked
+#: to answer by the deadline, and a healthy broker's answer comes a round trip later.
+ANSWER_GRACE_MS = 50
+
 
 def round_bounds(wait_ms: int, left_ms: Optional[int], socket_timeout_ms: int,
                  silent_s: Optional[float]) -> Tuple[int, Optional[int], bool]:
@@ -81,29 +85,29 @@ def round_bounds(wait_ms: int, left_ms: Optional[int], socket_timeout_ms: int,
     the fetcher thread's round, no deadline). ``silent_s``: how long ago the first request the broker
     has not answered yet was sent (``None``: it answered the last one). The socket bound (``None``:
     the connection's own ``socket.timeout.ms``) is what is left of ``socket.timeout.ms`` since then,
-    and for a consumer at most ``left_ms``: a consumer never waits on the socket past its deadline,
-    whatever the broker does, and a broker silent for ``socket.timeout.ms`` over several rounds fails
-    as one silent within one request does. A consumer's round asks the broker to answer a fifth of
-    the time left (at most 20 ms) before the deadline, so a healthy broker's empty answer is in first.
-    ``by_deadline``: the bound is the consumer's deadline (a timeout then is not the broker's failure).
+    and for a consumer at most ``left_ms`` + :data:`ANSWER_GRACE_MS`, its broker wait at most
+    ``left_ms``: a consumer is never held past its deadline by more than the grace, whatever the
+    broker does, and a broker silent for ``socket.timeout.ms`` over several rounds fails as one
+    silent within one request does. ``by_deadline``: the bound is the consumer's (a timeout then is
+    not the broker's failure).
 
     >>> round_bounds(100, None, 30000, None), round_bounds(100, None, 30000, 29.5)
     ((100, None, False), (100, 500, False))
-    >>> round_bounds(100, 1000, 30000, None), round_bounds(100, 100, 30000, None), round_bounds(1, 10, 30000, None)
-    ((100, 1000, True), (80, 100, True), (1, 10, True))
+    >>> round_bounds(100, 1000, 30000, None), round_bounds(100, 60, 30000, None), round_bounds(1, 10, 30000, None)
+    ((100, 1050, True), (60, 110, True), (1, 60, True))
     >>> round_bounds(100, 1000, 30000, 29.5), round_bounds(100, 1000, 0, 29.5)
-    ((100, 500, False), (100, 1000, True))
+    ((100, 500, False), (100, 1050, True))
     """
     bound: Optional[int] = None
     if silent_s is not None and socket_timeout_ms > 0:
         bound = max(1, socket_timeout_ms - int(silent_s * 1000))
     if left_ms is None:
         return wait_ms, bound, False
-    wait_ms = min(wait_ms, left_ms - min(20, left_ms // 5))
+    deadline_ms = left_ms + ANSWER_GRACE_MS
     socket_ms = bound if bound is not None else socket_timeout_ms
-    if 0 < socket_ms <= left_ms:
-        return wait_ms, bound, False
-    return wait_ms, left_ms, True
+    if 0 < socket_ms <= deadline_ms:
+        return min(wait_ms, left_ms), bound, False
+    return min(wait_ms, left_ms), deadline_ms, True
 
 
 class RoundTurns:
