@@ -77,8 +77,23 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
         keys = pa.array([m[1] for m in rows], pa.binary())
         values = pa.array([m[2] for m in rows], pa.binary())
     n = stop - start
-    columns = [_topic_column(topic, n), _partition_column(partition, n), offsets, keys, values]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    constant = _constant_columns.get((topic, partition, n))
+    if constant is None:
+        constant = (_topic_column(topic, n), _partition_column(partition, n))
+        if n <= _CONSTANT_ROWS:
+            if len(_constant_columns) >= _CONSTANT_CACHE_SIZE:
+                _constant_columns.clear()
+            _constant_columns[(topic, partition, n)] = constant
+    return pa.RecordBatch.from_arrays([constant[0], constant[1], offsets, keys, values], schema=schema)
+
+
+#: ``(topic, partition, rows)`` -> the topic and partition columns of a batch of that many rows, for
+#: small batches (at most :data:`_CONSTANT_ROWS` rows: a live stream's, often one row each), whose
+#: cost is mostly building these two arrays. Arrow arrays are immutable, so batches share them.
+#: Bounded: cleared when it holds :data:`_CONSTANT_CACHE_SIZE` entries.
+_constant_columns: Dict[Tuple[str, int, int], Tuple["pa.Array", "pa.Array"]] = {}
+_CONSTANT_ROWS = 16
+_CONSTANT_CACHE_SIZE = 1024
 
 
 #: ``topic`` -> (rows, int32 offsets buffer, data buffer) of a column repeating it, reused for any

@@ -39,11 +39,19 @@ static int wait_ready(int fd, short events, int timeout_ms) {
 /* Reads into p[*got..n) without the GIL: 0 when complete or at EOF (*got tells), 1 on timeout
  * (timeout_ms passed without a byte arriving; with a low-water mark set, that is noticed at most
  * LOWAT_SLICE_MS later), 2 when a signal interrupted a wait (call again after handling it), else
- * an errno. Leaves SO_RCVLOWAT at 1. */
-static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got) {
+ * an errno. Leaves SO_RCVLOWAT at 1. ``poll_first``: wait for bytes before the first read (the
+ * caller just sent a request: a read now would only fail with EAGAIN). */
+static int recv_all(int fd, char *p, Py_ssize_t n, int timeout_ms, Py_ssize_t *got, int poll_first) {
     int status = 0, lowat = 1, quiet_ms = 0;  /* quiet_ms: waited with the mark set since the last byte */
     while (*got < n) {
-        ssize_t r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
+        ssize_t r;
+        if (poll_first) {  /* a request was just sent: its answer cannot be there yet, wait before reading */
+            poll_first = 0;
+            r = -1;
+            errno = EAGAIN;
+        } else {
+            r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
+        }
         if (r > 0) { *got += r; quiet_ms = 0; continue; }
         if (r == 0) break;  /* EOF */
         int wait_ms = timeout_ms;
@@ -128,7 +136,7 @@ PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "iw*i:recv_exactly", &fd, &view, &timeout_ms)) return NULL;
     for (;;) {
         Py_BEGIN_ALLOW_THREADS
-        status = recv_all(fd, (char *)view.buf, view.len, timeout_ms, &got);
+        status = recv_all(fd, (char *)view.buf, view.len, timeout_ms, &got, 0);
         Py_END_ALLOW_THREADS
         if (status != 2) break;
         if (PyErr_CheckSignals() < 0) { PyBuffer_Release(&view); return NULL; }
@@ -162,12 +170,12 @@ PyObject *py_recv_frame(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         if (request.buf != NULL)
             status = send_all(fd, (const char *)request.buf, request.len, timeout_ms, &sent);
-        if (status == 0)
-            status = recv_all(fd, (char *)head, 4, timeout_ms, &hgot);
+        if (status == 0)  /* just sent (not after a signal): poll before the first read, one syscall less */
+            status = recv_all(fd, (char *)head, 4, timeout_ms, &hgot, request.buf != NULL && hgot == 0 && sent > 0);
         if (status == 0 && hgot == 4) {
             size = be32(head);
             if (size >= 4 && size <= view.len)
-                status = recv_all(fd, (char *)view.buf, size, timeout_ms, &bgot);
+                status = recv_all(fd, (char *)view.buf, size, timeout_ms, &bgot, 0);
         }
         Py_END_ALLOW_THREADS
         if (status != 2) break;
