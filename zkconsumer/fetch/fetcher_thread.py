@@ -66,10 +66,11 @@ from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
 from ..wire.messageset import decode_message_set
 from ..wire.protocol import FetchPartition, FetchPartitionResponse
+from . import rounds
 from .fetch_stats import FetchStats, error_kind
 from .handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
 from .placement import place_offset
-from .rounds import HANDBACK_S, MIN_CONSUMER_ROUND_MS, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms, round_bounds
+from .rounds import HANDBACK_S, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms, round_bounds
 
 __all__ = ["FetcherThread", "FetcherKey"]
 
@@ -155,6 +156,7 @@ class FetcherThread(ShutdownableThread):
         self._interrupted = False  # interrupt() failed the request of a consumer's round: no hand-back
         self._silent_since: Optional[float] = None  # the send of the first request still unanswered (see round_bounds)
         self._deadline: Optional[float] = None  # time.monotonic() deadline of the consumer running a round
+        self._cut_until = 0.0  # time.monotonic() before which consumers run no round (a round was cut: CUT_BACKOFF_S)
 
     # ------------------------------------------------------------------ control (other threads)
 
@@ -284,7 +286,7 @@ class FetcherThread(ShutdownableThread):
         consumer, after closing the connection it may have left mid-request.
         """
         left_ms = None if timeout is None else int(timeout * 1000)
-        if self.stopping or not self._hands_over() or (left_ms is not None and left_ms < MIN_CONSUMER_ROUND_MS):
+        if self.stopping or not self._hands_over() or (left_ms is not None and left_ms < rounds.MIN_CONSUMER_ROUND_MS):
             return False
         if not self._turns.begin_consumer_round():  # the thread steps back after its round, and nudges
             return False
@@ -316,8 +318,10 @@ class FetcherThread(ShutdownableThread):
             self._conn.interrupt()
 
     def _hands_over(self) -> bool:
-        """Whether consumers may run this fetcher's rounds now: the property, one queue, narrow, small responses."""
-        return self._drives and not self.wide and not self._response_large and len(self._queues) == 1
+        """Whether consumers may run this fetcher's rounds now: the property, one queue, narrow, small responses,
+        no round cut at a consumer's deadline within ``CUT_BACKOFF_S``."""
+        return (self._drives and not self.wide and not self._response_large and len(self._queues) == 1
+                and (not self._cut_until or time.monotonic() >= self._cut_until))
 
     def _nudge(self) -> None:
         """Tell the consumers of the queues served that they may fetch (this thread stepped back)."""
@@ -468,6 +472,9 @@ class FetcherThread(ShutdownableThread):
             if by_deadline and getattr(exc, "timed_out", False):  # the consumer's deadline came first
                 if self._silent_since is None:
                     self._silent_since = sent
+                self._cut_until = time.monotonic() + rounds.CUT_BACKOFF_S  # the thread's rounds now, with its own bound
+                with self._cond:
+                    self._cond.notify_all()
                 return []
             self._silent_since = None
             self._failures += 1
@@ -587,7 +594,7 @@ class FetcherThread(ShutdownableThread):
         bound = None
         if self._deadline is not None:
             bound = int((self._deadline - time.monotonic()) * 1000)
-            if bound < MIN_CONSUMER_ROUND_MS:
+            if bound < rounds.MIN_CONSUMER_ROUND_MS:
                 return None
             bound = round_bounds(0, bound, self._config.socket_timeout_ms, None)[1]
         return place_offset(self._conn, st.info, fetch_offset, self._config, self.name, bound, self.stopping)

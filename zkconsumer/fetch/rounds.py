@@ -9,11 +9,12 @@ At the rates most members run at every message is a fetch response of its own, a
 from the fetcher thread to the consumer's costs two thread wake-ups (each taking the GIL) per
 message. So a consumer that finds its queue empty runs the round itself, within what is left of
 its own wait (:func:`round_bounds`: the broker's wait and the socket's): one thread wakes per
-response. The fetcher thread steps back while a consumer runs rounds, and fetches ahead as before
-once no consumer ran or asked for one within :data:`HANDBACK_S` (the application is busy with
-what it got), once a response is large (a backlog: fetching ahead on its own thread is what gives
-the throughput), or while the fetcher is wide (several connections). After a fetcher's ``join``
-returns, no round runs, on any thread.
+response. A round cut at the consumer's deadline (no answer within :data:`ANSWER_GRACE_MS`) leaves
+the rounds to the fetcher thread for :data:`CUT_BACKOFF_S`. The fetcher thread steps back while a
+consumer runs rounds, and fetches ahead as before once no consumer ran or asked for one within
+:data:`HANDBACK_S` (the application is busy with what it got), once a response is large (a
+backlog: fetching ahead on its own thread is what gives the throughput), or while the fetcher is
+wide (several connections). After a fetcher's ``join`` returns, no round runs, on any thread.
 
 :class:`RoundTurns` holds what decides whose turn it is (``fetch.on.consumer.thread``, see
 ``fetcher_thread.py``): the round lock (held by whoever runs a round, on any thread), the
@@ -31,7 +32,7 @@ import threading
 import time
 from typing import Optional, Tuple
 
-__all__ = ["ANSWER_GRACE_MS", "HANDBACK_S", "MIN_CONSUMER_ROUND_MS", "QUIET_S", "ROOM_WAIT_S", "RoundTurns",
+__all__ = ["ANSWER_GRACE_MS", "CUT_BACKOFF_S", "HANDBACK_S", "MIN_CONSUMER_ROUND_MS", "QUIET_S", "ROOM_WAIT_S", "RoundTurns",
            "held_back_wait_ms", "large_response", "round_bounds"]
 
 #: Longest wait of a fetcher whose partitions all wait for room before it looks again
@@ -75,6 +76,12 @@ MIN_CONSUMER_ROUND_MS = 5
 #: How long (ms) past its deadline a consumer's round waits for the broker's answer: the broker is asked
 #: to answer by the deadline, and a healthy broker's answer comes a round trip later.
 ANSWER_GRACE_MS = 50
+
+#: After a consumer's round was cut at its deadline (the answer did not come within the grace: a hung
+#: broker, or one farther than the grace), how long (s) the fetcher thread runs the rounds, with its
+#: own ``socket.timeout.ms``, before consumers may again: so a broker that answers slowly still
+#: delivers, and one that answers nothing is failed on the thread's wait.
+CUT_BACKOFF_S = 1.0
 
 
 def round_bounds(wait_ms: int, left_ms: Optional[int], socket_timeout_ms: int,
