@@ -28,9 +28,13 @@ static int wait_ready(int fd, short events, int timeout_ms) {
  * broker sends: a 1 MB fetch response otherwise wakes its fetcher thread 3 to 4 times, and on a
  * busy machine each wake-up is a context switch and a wait for a core (zkconsumer perf, 1000 B, 3
  * brokers, the process's context switches per 1000 messages: 1 stream 7.6 -> 5.4, 2 streams and 2
- * fetchers 11.3 -> 9.4; consumer CPU per message -8% in both). The
+ * fetchers 11.3 -> 9.4; consumer CPU per message -8% in both). Small responses too: a broker
+ * writes a fetch response in pieces (its header, then each partition's header and message set),
+ * so even a one-message response over 6 partitions comes in several segments (a consumer reading
+ * 1,000 msg/s, benchmarks.cpu_split: 2.2-2.5 voluntary context switches per message with the mark
+ * only from 64 KB, 1.4-1.5 with it from 8 bytes). The 4-byte size is read without a mark. The
  * kernel caps the mark at half the receive buffer; a peer that closes wakes the reader anyway. */
-#define LOWAT_MIN (64 * 1024)
+#define LOWAT_MIN 8
 
 /* While a low-water mark is set, the reader still looks at least this often (ms) for bytes that
  * arrived below the mark, so a timeout is counted from the last byte to within this much. */
