@@ -8,7 +8,9 @@ the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100
 kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
 the partitions. Over ``--window`` seconds (after 4 s of warm-up) it prints, per message delivered,
 the process's user and system CPU (``getrusage``: every thread of the member, none of the
-producer's) and its voluntary and involuntary context switches. With ``--profile``, cProfile
+producer's) and its voluntary and involuntary context switches, then the same per thread (from
+``/proc/self/task``, named by ``threading``; CPU there is counted in clock ticks, 10 ms, so only
+the busy threads' figures mean much). With ``--profile``, cProfile
 runs on the consuming thread (where, with ``fetch.on.consumer.thread``, the fetch rounds run
 too) and its top functions are printed; the CPU figures then include cProfile's own cost, so
 measure with and without it.
@@ -23,12 +25,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import resource
 import subprocess
 import sys
+import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
@@ -71,6 +75,35 @@ def consume(stream: Any, kind: str, seconds: float) -> int:
     return delivered
 
 
+def thread_counters() -> Dict[int, Tuple[float, int, int]]:
+    """``{thread id: (CPU s, voluntary, involuntary context switches)}`` of this process's threads (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: Dict[int, Tuple[float, int, int]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:  # ended meanwhile
+            continue
+        cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14 and 15 of stat)
+        out[int(tid)] = (cpu, int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def print_threads(before: Dict[int, Tuple[float, int, int]], after: Dict[int, Tuple[float, int, int]], n: int,
+                  names: Dict[Optional[int], str]) -> None:
+    """Per thread of ``after`` (``names``: Python's threads by native id, taken while they ran), per message."""
+    rows = []
+    for tid, (cpu, vol, invol) in after.items():
+        cpu0, vol0, invol0 = before.get(tid, (0.0, 0, 0))
+        rows.append((cpu - cpu0, vol - vol0, invol - invol0, names.get(tid, f"thread {tid} (not started by Python)")))
+    for cpu, vol, invol, name in sorted(rows, reverse=True):
+        if cpu or vol or invol:
+            print(f"    {cpu / n * 1e6:7.1f} us/msg  {vol / n:5.2f} voluntary  {invol / n:5.2f} involuntary  {name}")
+
+
 def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: float, profile: bool) -> None:
     props = {"zookeeper.connect": cluster.zk_connect, "group.id": f"cpu-split-{kind}-{time.time_ns()}",
              "auto.offset.reset": "largest", "auto.commit.enable": "false", "consumer.timeout.ms": "100"}
@@ -81,6 +114,7 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
         try:
             consume(stream, kind, 4.0)  # warm-up
             profiler: Optional[cProfile.Profile] = cProfile.Profile() if profile else None
+            threads_before = thread_counters()
             before = resource.getrusage(resource.RUSAGE_SELF)
             if profiler is not None:
                 profiler.enable()
@@ -88,12 +122,15 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
             if profiler is not None:
                 profiler.disable()
             after = resource.getrusage(resource.RUSAGE_SELF)
+            threads_after = thread_counters()
+            names = {t.native_id: t.name for t in threading.enumerate()}
         finally:
             producer.wait(window + 60)
     user, system = (after.ru_utime - before.ru_utime) / n * 1e6, (after.ru_stime - before.ru_stime) / n * 1e6
     print(f"{kind}: {n} messages in {window:.0f} s; CPU {user + system:.1f} us/msg (user {user:.1f}, system "
           f"{system:.1f}); context switches per message: voluntary {(after.ru_nvcsw - before.ru_nvcsw) / n:.2f}, "
           f"involuntary {(after.ru_nivcsw - before.ru_nivcsw) / n:.2f}; cProfile {'on' if profiler else 'off'}")
+    print_threads(threads_before, threads_after, n, names)
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
