@@ -308,10 +308,9 @@ class BrokerConnection:
             if got < size:
                 raise EOFError(f"connection closed by peer after {got} of {size} bytes")
             return memoryview(self._buffer)[:size].toreadonly()
-        if native_ms is None:  # TLS: the socket's own timeout bounds each operation
-            timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
-            if sock.gettimeout() != timeout:
-                sock.settimeout(timeout)
+        timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+        if sock.gettimeout() != timeout:  # the Python calls below wait the socket's own timeout: this request's
+            sock.settimeout(timeout)
         sock.sendall(request)
         head = self._read_exactly(sock, 4, False, timeout_ms)
         size = int.from_bytes(head, "big", signed=True)

@@ -13,6 +13,7 @@ import pytest
 from kafka.protocol.old.metadata import MetadataResponse_v0
 
 from zkconsumer.errors import BrokerUnavailableError
+from zkconsumer.wire import connection
 from zkconsumer.wire.connection import BrokerConnection
 
 #: handler(correlation_id, api_key, request bytes) -> response body, or
@@ -138,6 +139,29 @@ def test_timeout_raises_and_closes(server_factory) -> None:
         conn.metadata([])
     assert time.monotonic() - started < 0.9
     assert not conn.connected
+
+
+@pytest.mark.parametrize("path", ["C", "pure Python"])
+def test_a_requests_own_timeout_bounds_it_whoever_opened_the_connection(server_factory, monkeypatch, path) -> None:
+    """``timeout_ms`` given to one request bounds that request, not the socket's timeout of when it was connected
+    (a consumer's deadline must hold on a connection the fetcher thread opened, and the fetcher thread's
+    socket.timeout.ms on one a consumer opened), with the C receive loop and without it."""
+    if path == "pure Python":
+        monkeypatch.setattr(connection, "_recv_frame", None)
+        monkeypatch.setattr(connection, "_recv_exactly", None)
+    delays = [0.0, 2.0, 0.0, 0.5]
+    server = server_factory(lambda cid, key, req: time.sleep(delays.pop(0)) or struct.pack(">i", 0))
+    conn = BrokerConnection("127.0.0.1", server.port, "unit-client", 5000, 65536, reuse_buffer=True)
+    try:
+        assert conn.fetch([], 10, 1).partitions == ()  # connected with socket.timeout.ms (5 s)
+        started = time.monotonic()
+        with pytest.raises(BrokerUnavailableError, match="did not answer within 200 ms") as raised:
+            conn.fetch([], 10, 1, timeout_ms=200)
+        assert raised.value.timed_out and time.monotonic() - started < 1.0
+        assert conn.fetch([], 10, 1, timeout_ms=200).partitions == ()  # reconnected under the short bound
+        assert conn.fetch([], 10, 1).partitions == ()  # answered after 0.5 s: the short bound is gone
+    finally:
+        conn.close()
 
 
 def test_peer_closing_mid_request_raises(server_factory) -> None:
