@@ -1,30 +1,26 @@
 """A FetcherThread: fetches a set of partitions from one broker (Kafka's ConsumerFetcherThread).
 
-Back-pressure per partition: a fetcher never blocks on a stream's queue, so a
-stream whose consumer stops reading does not stop the fetching of partitions of
-other streams served by the same fetcher. A chunk that finds its queue full is
-*parked* on the partition's fetcher state (``fetched_offset`` does not move);
-the partition is not fetched again until that chunk is queued. Every queue a fetcher serves has a room listener
-(``ChunkQueue.add_room_listener``): when a consumer takes from a full queue, the
-listener queues the parked chunks of that queue right there, on the consumer's
-thread, if their partition locks are free (never waiting), and wakes the fetcher,
-which queues the rest (oldest partition state first) and fetches again. With every
-partition blocked, the fetcher waits for that signal (at most :data:`ROOM_WAIT_S`
-between checks), it does not spin. Per partition, chunks are queued in offset
-order: a partition has at most one parked chunk and is not fetched while it has one.
+Back-pressure per partition: a fetcher never blocks on a stream's queue, so a stream whose
+consumer stops reading does not stop the fetching of partitions of other streams served by the
+same fetcher. A chunk that finds its queue full is *parked* on the partition's fetcher state
+(``fetched_offset`` does not move); the partition is not fetched again until that chunk is queued.
+Every queue a fetcher serves has a room listener (``ChunkQueue.add_room_listener``): when a
+consumer takes from a full queue, the listener queues the parked chunks of that queue right there,
+on the consumer's thread, if their partition locks are free (never waiting), and wakes the fetcher,
+which queues the rest (oldest partition state first) and fetches again. With every partition
+blocked, the fetcher waits for that signal (at most :data:`ROOM_WAIT_S` between checks), it does
+not spin. Per partition, chunks are queued in offset order: a partition has at most one parked
+chunk and is not fetched while it has one.
 
-Fetching ahead, as Kafka's fetcher does: Kafka's ConsumerFetcherThread sends its
-next request as soon as its last chunk went into the queue, full or not, so one
-response is on its way while the consumer reads the queued chunks. Here a
-partition is fetched again as soon as its own last chunk is queued, even while
-other partitions of the same stream still wait with a parked chunk: their data is
-fetched now and parked until there is room, so the consumer never waits for a
-response with an empty queue while one stream is full. The memory bound below counts
-one parked chunk per partition. Unparking on the
-consumer's thread spares a thread hand-off per chunk: the fetcher thread needs the
-GIL to queue a chunk, and taking it from a busy iterating thread costs up to
-``sys.getswitchinterval()`` (5 ms), about as long as reading a 1 MB chunk of small
-messages takes.
+Fetching ahead, as Kafka's fetcher does: Kafka's ConsumerFetcherThread sends its next request as
+soon as its last chunk went into the queue, full or not, so one response is on its way while the
+consumer reads the queued chunks. Here a partition is fetched again as soon as its own last chunk
+is queued, even while other partitions of the same stream still wait with a parked chunk: their
+data is fetched now and parked until there is room, so the consumer never waits for a response
+with an empty queue while one stream is full. The memory bound below counts one parked chunk per
+partition. Unparking on the consumer's thread spares a thread hand-off per chunk: the fetcher
+thread needs the GIL to queue a chunk, and taking it from a busy iterating thread costs up to
+``sys.getswitchinterval()`` (5 ms), about as long as reading a 1 MB chunk of small messages takes.
 
 Not waiting behind a parked chunk: a request that leaves out a partition whose chunk is
 parked cannot take it in when room appears (one request per connection at a time), so the
@@ -323,6 +319,13 @@ class FetcherThread(ShutdownableThread):
         return (self._drives and not self.wide and not self._response_large and len(self._queues) == 1
                 and (not self._cut_until or time.monotonic() >= self._cut_until))
 
+    def _cut(self) -> None:
+        """A consumer's round was cut at its deadline: the fetcher thread runs the rounds, with its own bound,
+        for ``CUT_BACKOFF_S``."""
+        self._cut_until = time.monotonic() + rounds.CUT_BACKOFF_S
+        with self._cond:
+            self._cond.notify_all()
+
     def _nudge(self) -> None:
         """Tell the consumers of the queues served that they may fetch (this thread stepped back)."""
         with self._lock:
@@ -446,13 +449,10 @@ class FetcherThread(ShutdownableThread):
     def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[_PartitionState, int]], wait_ms: int,
                            held_back_full_wait: bool, bound_ms: Optional[int] = None,
                            by_deadline: bool = False) -> List[TopicPartition]:
-        """Send the fetch (the broker waits at most ``wait_ms``, the socket ``bound_ms``); returns partitions
-        to hand back.
-
-        ``held_back_full_wait``: the request leaves out a parked partition and still waits
-        the whole ``fetch.wait.max.ms`` (counted in the stats if answered empty). ``by_deadline``:
-        ``bound_ms`` is a consumer's deadline, and a timeout hands nothing back (see ``round_bounds``).
-        """
+        """Send the fetch (the broker waits at most ``wait_ms``, the socket ``bound_ms``); returns partitions to
+        hand back. ``held_back_full_wait``: the request leaves out a parked partition and still waits the whole
+        ``fetch.wait.max.ms`` (counted in the stats if answered empty). ``by_deadline``: ``bound_ms`` is a
+        consumer's deadline, and a timeout hands nothing back (see ``round_bounds``)."""
         max_bytes = self._config.fetch_message_max_bytes
         wanted = []
         for st, offset in requested.values():
@@ -470,11 +470,8 @@ class FetcherThread(ShutdownableThread):
                 self._interrupted = False
                 return []
             if by_deadline and getattr(exc, "timed_out", False):  # the consumer's deadline came first
-                if self._silent_since is None:
-                    self._silent_since = sent
-                self._cut_until = time.monotonic() + rounds.CUT_BACKOFF_S  # the thread's rounds now, with its own bound
-                with self._cond:
-                    self._cond.notify_all()
+                self._silent_since = sent if self._silent_since is None else self._silent_since
+                self._cut()
                 return []
             self._silent_since = None
             self._failures += 1
@@ -597,4 +594,7 @@ class FetcherThread(ShutdownableThread):
             if bound < rounds.MIN_CONSUMER_ROUND_MS:
                 return None
             bound = round_bounds(0, bound, self._config.socket_timeout_ms, None)[1]
-        return place_offset(self._conn, st.info, fetch_offset, self._config, self.name, bound, self.stopping)
+        placed = place_offset(self._conn, st.info, fetch_offset, self._config, self.name, bound, self.stopping)
+        if placed is None:  # the lookup was cut at the consumer's deadline
+            self._cut()
+        return placed

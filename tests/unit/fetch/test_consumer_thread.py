@@ -45,6 +45,8 @@ class ScriptedConnection:
         self.interrupted = threading.Event()
         self.closed = 0
         self.hung = False
+        self.offsets_hung = False  # ListOffsets requests are never answered
+        self.error_code = 0  # of every partition in a fetch response
         self.delay_s = 0.0
         self.socket_timeout_ms = 5000
         self.bounds: List[Optional[int]] = []
@@ -78,12 +80,20 @@ class ScriptedConnection:
         with self.lock:
             for fp in partitions:
                 data = b"".join(self.log[fp.offset:])
-                out.append(FetchPartitionResponse(fp.topic, fp.partition, 0, len(self.log), memoryview(data)))
+                if self.error_code:
+                    data = b""
+                out.append(FetchPartitionResponse(fp.topic, fp.partition, self.error_code, len(self.log), memoryview(data)))
         if not any(len(p.message_set) for p in out):
             time.sleep(0.002)  # a broker would wait up to max_wait_ms for data
         return FetchResponse(tuple(out))
 
     def list_offsets(self, topic: str, partition: int, time_: int, timeout_ms: Optional[int] = None) -> int:
+        if self.offsets_hung:
+            bound = self.socket_timeout_ms if timeout_ms is None else timeout_ms
+            time.sleep(bound / 1000.0)
+            error = BrokerUnavailableError(f"broker {self.address} did not answer within {bound} ms")
+            error.timed_out = True
+            raise error
         return 0
 
     def close(self) -> None:
@@ -99,12 +109,12 @@ class ScriptedConnection:
 class Member:
     """One fetcher thread over a scripted connection, feeding one queue of one partition."""
 
-    def __init__(self, conn: ScriptedConnection, drives: bool = True, **config: object) -> None:
+    def __init__(self, conn: ScriptedConnection, drives: bool = True, start: int = 0, **config: object) -> None:
         self.conn = conn
         self.errors: List[BaseException] = []
         self.handed_back: List[PartitionTopicInfo] = []
         self.queue = ChunkQueue(4)
-        self.info = PartitionTopicInfo("t", 0, self.queue, 0, 1 << 20)
+        self.info = PartitionTopicInfo("t", 0, self.queue, start, 1 << 20)
         self.fetcher = FetcherThread(FetcherKey(1, "b1", 9001, 0), make_config(fetch_on_consumer_thread=drives, **config),
                                      conn, self.handed_back.extend, self.errors.append)  # type: ignore[arg-type]
         self.fetcher.add_partitions([self.info])
@@ -342,3 +352,21 @@ def test_a_broker_slower_than_the_consumers_deadline_still_delivers_through_the_
     assert got == [2, 3, 4]
     assert member.handed_back == [] and member.errors == []
     assert "BrokerUnavailableError" not in member.fetcher.stats.snapshot()[1]["errors"]
+
+
+def test_an_offset_lookup_cut_at_the_consumers_deadline_leaves_it_to_the_fetcher_thread(
+        member_factory) -> None:  # type: ignore[no-untyped-def]
+    """The broker answers OFFSET_OUT_OF_RANGE and then never answers the auto.offset.reset lookup: each consumer's
+    wait still ends on time, the lookup cut at the deadline leaves the rounds to the fetcher thread, whose own
+    lookup fails after socket.timeout.ms (0.6 s) and hands the partition back (to look its leader up again)."""
+    member = member_factory(ScriptedConnection(), fetch_wait_max_ms=100, socket_timeout_ms=600)
+    member.conn.socket_timeout_ms = 600
+    assert consume_while_producing(member, 2) == [0, 1]
+    member.conn.error_code, member.conn.offsets_hung = 1, True  # OFFSET_OUT_OF_RANGE
+    started = time.monotonic()
+    while not member.handed_back:
+        assert time.monotonic() - started < 0.6 + 1.5, "the partition was never handed back"
+        call = time.monotonic()
+        assert member.take(0.1) == []
+        assert time.monotonic() - call < 0.1 + ANSWER_GRACE_MS / 1000 + 0.15
+    assert [i.partition for i in member.handed_back] == [0] and member.errors == []
