@@ -159,6 +159,18 @@ def consume_while_producing(member: Member, total: int) -> List[int]:
     return got
 
 
+def take_until_handed_back(member: Member, within_s: float, what: str) -> float:
+    """``take(0.1)`` until the partition is handed back (within ``within_s``, else fail with ``what``), each
+    wait ending on time and delivering nothing; returns when the first wait began (``time.monotonic()``)."""
+    started = time.monotonic()
+    while not member.handed_back:
+        assert time.monotonic() - started < within_s, what
+        call = time.monotonic()
+        assert member.take(0.1) == []
+        assert time.monotonic() - call < 0.1 + ANSWER_GRACE_MS / 1000 + 0.15
+    return started
+
+
 def test_a_waiting_consumer_runs_the_rounds_on_its_own_thread_and_gets_every_message_once_in_order(
         member_factory) -> None:  # type: ignore[no-untyped-def]
     member = member_factory(ScriptedConnection(), fetch_wait_max_ms=100)
@@ -321,12 +333,7 @@ def test_a_broker_silent_for_socket_timeout_over_many_short_consumer_rounds_is_f
     member.conn.socket_timeout_ms = 600
     assert consume_while_producing(member, 2) == [0, 1]
     member.conn.hung = True
-    started = time.monotonic()
-    while not member.handed_back:
-        assert time.monotonic() - started < 0.6 + 0.5, "not handed back after socket.timeout.ms"
-        call = time.monotonic()
-        assert member.take(0.1) == []
-        assert time.monotonic() - call < 0.1 + ANSWER_GRACE_MS / 1000 + 0.15
+    started = take_until_handed_back(member, 0.6 + 0.5, "not handed back after socket.timeout.ms")
     assert time.monotonic() - started >= 0.6 - 0.05
     assert [i.partition for i in member.handed_back] == [0] and member.errors == []
     assert member.fetcher.stats.snapshot()[1]["errors"] == {"BrokerUnavailableError": 1}
@@ -363,10 +370,5 @@ def test_an_offset_lookup_cut_at_the_consumers_deadline_leaves_it_to_the_fetcher
     member.conn.socket_timeout_ms = 600
     assert consume_while_producing(member, 2) == [0, 1]
     member.conn.error_code, member.conn.offsets_hung = 1, True  # OFFSET_OUT_OF_RANGE
-    started = time.monotonic()
-    while not member.handed_back:
-        assert time.monotonic() - started < 0.6 + 1.5, "the partition was never handed back"
-        call = time.monotonic()
-        assert member.take(0.1) == []
-        assert time.monotonic() - call < 0.1 + ANSWER_GRACE_MS / 1000 + 0.15
+    take_until_handed_back(member, 0.6 + 1.5, "the partition was never handed back")
     assert [i.partition for i in member.handed_back] == [0] and member.errors == []
