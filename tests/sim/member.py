@@ -57,13 +57,13 @@ class Member(SimProcess):
     def __init__(self, kernel: Kernel, ensemble: Ensemble, network: Network, index: int, incarnation: int,
                  subscription: Dict[str, int], wildcard: Optional[str], strategy: str, seed: int,
                  trace: Callable[[str], None], session_timeout: float = 6.0,
-                 coordinator: Optional[GroupCoordinator] = None) -> None:
+                 coordinator: Optional[GroupCoordinator] = None, jitter: Optional[random.Random] = None) -> None:
         super().__init__(kernel, ensemble, network, "m", index, incarnation, seed, trace, session_timeout)
         self.session_timeout = session_timeout
         self.strategy = strategy
         runtime = self.runtime = SimRuntime(kernel, self.name)
         self.group = GroupClient(self.client, GROUP, self.consumer_id, retry_timeout_s=session_timeout,  # type: ignore[arg-type]
-                                 sleep=kernel.sleep, clock=kernel.clock)
+                                 sleep=kernel.sleep, clock=kernel.clock, rng=jitter or random.Random(seed))
         count: TopicCount
         if wildcard is not None:
             count = WildcardTopicCount(self.consumer_id, Whitelist(wildcard), next(iter(subscription.values())), True)

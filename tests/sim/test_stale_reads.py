@@ -41,7 +41,7 @@ def test_a_release_after_a_lost_delete_answer_does_not_delete_a_peers_node_read_
     network = Network(random.Random(1))
     client = SimKazoo(kernel, ensemble, network, "m1", 6.0, lambda line: None)
     group = GroupClient(client, "g", "g_m1", retry_timeout_s=6.0, sleep=kernel.sleep,  # type: ignore[arg-type]
-                        clock=kernel.clock)
+                        clock=kernel.clock, rng=random.Random(1))
     client.add_listener(lambda state: group.note_session() if state == KazooState.CONNECTED
                         else group.connection_lost())
     client.start()

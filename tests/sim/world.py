@@ -235,6 +235,9 @@ class World:
         self.kernel = Kernel()
         self.kernel.tracing = keep_trace
         self.rng = random.Random(schedule.seed * 7 + 3)
+        #: The ZooKeeper retries' jitter, one stream for every member in the order they draw (it was the
+        #: global generator seeded with the schedule's seed; any thread of the process could draw from that).
+        self.jitter = random.Random(schedule.seed)
         self.network = Network(random.Random(schedule.seed * 7 + 1))
         self.ensemble = Ensemble(schedule.followers, self.kernel.clock)
         self.offsets = OffsetWatch(self.ensemble)
@@ -349,7 +352,8 @@ class World:
                                 self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S)
             else:
                 m = Member(self.kernel, self.ensemble, self.network, i, self.incarnations[i], dict(sub), wildcard,
-                           self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S, self.coordinator)
+                           self.schedule.strategy, member_seed, self.trace, SESSION_TIMEOUT_S, self.coordinator,
+                           jitter=self.jitter)
             if self.schedule.preempt or self.schedule.callback_lag:
                 m.client.faults = ClientFaults(random.Random(member_seed * 13 + 5), self.schedule.preempt,
                                                self.schedule.callback_lag)
@@ -601,9 +605,10 @@ class World:
 def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
     """Play ``schedule``; the outcome holds the first violation, if any.
 
-    The ``zkconsumer`` logger's level and the global random generator (tenacity's jitter draws
-    from it) are set for the run and restored after it, so the tests that run after the
-    simulator in the same process see them as they were.
+    The ``zkconsumer`` logger's level is set for the run and restored after it, so the tests that
+    run after the simulator in the same process see it as it was. Nothing in a run draws from the
+    global random generator (every draw is from a generator the world seeds), so another thread
+    of the process cannot change a run.
 
     The cyclic garbage collector is off during the run and collects the run's young objects
     once at its end. A run builds a world that lives for the whole run, tied in cycles
@@ -615,16 +620,14 @@ def run(schedule: Schedule, keep_trace: bool = False) -> Outcome:
     run with it on (checked over 300 seeds), and the traces are the same (``trace_hashes``).
     """
     logger = logging.getLogger("zkconsumer")
-    level, state = logger.level, random.getstate()
+    level = logger.level
     collecting = gc.isenabled()
     logger.setLevel(logging.CRITICAL)
-    random.seed(schedule.seed)
     gc.disable()
     try:
         return _play(schedule, keep_trace)
     finally:
         logger.setLevel(level)
-        random.setstate(state)
         if collecting:
             gc.enable()
             gc.collect(0)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 class GroupClient:
     """ZooKeeper operations of one member (``consumer_id``) of one consumer group.
 
-    ``retry_timeout_s``, ``acl``, ``sleep`` and ``clock``: see
+    ``retry_timeout_s``, ``acl``, ``sleep``, ``clock`` and ``rng``: see
     :class:`~zkconsumer.zookeeper.group_session.GroupSession` (``self.session``). ``id_wait_s``
     is how long :meth:`register` waits for a member node held by a foreign session to go away
     (default: ``retry_timeout_s`` + 2 s). The owner-node, offset-node and cluster reads are
@@ -83,9 +84,10 @@ class GroupClient:
         sleep: Callable[[float], None] = time.sleep,
         id_wait_s: Optional[float] = None,
         clock: Callable[[], float] = time.monotonic,
+        rng: Optional[random.Random] = None,
     ) -> None:
         self.session = GroupSession(client, group, consumer_id, retry_timeout_s=retry_timeout_s, acl=acl,
-                                    sleep=sleep, clock=clock)
+                                    sleep=sleep, clock=clock, rng=rng)
         self.owner_nodes = OwnerNodes(self.session)
         self.offset_nodes = OffsetNodes(self.session)
         self.cluster = ClusterReads(self.session)

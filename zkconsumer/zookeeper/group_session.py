@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
@@ -44,6 +45,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 from tenacity.stop import stop_base
+from tenacity.wait import wait_base
 
 from ..errors import ZooKeeperAccessError, ZooKeeperSessionExpiredError, ZooKeeperUnavailableError
 from . import zkformat
@@ -73,6 +75,22 @@ class _PastDeadline(stop_base):
         return remaining is not None and remaining <= 0.01
 
 
+class _JitteredBackoff(wait_base):
+    """tenacity's ``wait_random_exponential`` (a draw in [0, min(max_s, multiplier_s * 2**(attempt - 1))]),
+    drawn from ``rng`` rather than the process's global generator: any thread of the process may draw
+    from that one, so a run given a seeded ``rng`` (the simulator's) waits exactly as it did before."""
+
+    def __init__(self, rng: random.Random, multiplier_s: float, max_s: float) -> None:
+        self._rng = rng
+        self._multiplier_s = multiplier_s
+        self._max_s = max_s
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        attempt = max(1, retry_state.attempt_number)
+        high = self._max_s if attempt > 64 else min(self._max_s, self._multiplier_s * 2 ** (attempt - 1))
+        return self._rng.uniform(0, high)
+
+
 class GroupSession:
     """The session of member ``consumer_id`` of ``group``, shared by the group's node operations.
 
@@ -80,16 +98,18 @@ class GroupSession:
     calls included, retrying transient connection errors (it should not exceed the session
     timeout: past it, the session is gone anyway). ``client`` is used through
     :class:`~zkconsumer.zookeeper.zkcalls.BoundedZooKeeper` (``self.client``; ``self.client.raw``
-    is the KazooClient). ``sleep`` and ``clock`` (what deadlines and waits are measured on) are
-    injectable for tests. ``acl``: the ACL of every node this member creates.
+    is the KazooClient). ``sleep``, ``clock`` (what deadlines and waits are measured on) and ``rng``
+    (the retries' jitter; default: a generator of this session's own) are injectable for tests.
+    ``acl``: the ACL of every node this member creates.
     """
 
     def __init__(self, client: KazooClient, group: str, consumer_id: str, *, retry_timeout_s: float = 6.0,
                  acl: Optional[List[Any]] = None, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, rng: Optional[random.Random] = None) -> None:
         raw = client.raw if isinstance(client, BoundedZooKeeper) else client
         self.clock = clock
         self.sleep = sleep
+        self._rng = rng or random.Random()
         self.client = BoundedZooKeeper(raw, retry_timeout_s, clock)
         self.group = group
         self.consumer_id = consumer_id
@@ -119,7 +139,7 @@ class GroupSession:
         """
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
-            wait=tenacity.wait_random_exponential(multiplier=0.05, max=1.0),
+            wait=_JitteredBackoff(self._rng, multiplier_s=0.05, max_s=1.0),
             stop=tenacity.stop_any(tenacity.stop_after_delay(self.retry_timeout_s), _PastDeadline(self.client)),
             sleep=self.sleep,
             reraise=True,
