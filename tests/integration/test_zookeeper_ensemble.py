@@ -8,6 +8,7 @@ skip, saying why, when Debian's ``zookeeper`` package is not installed.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Dict, Iterator, List
@@ -206,13 +207,18 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
         rebalances = connector.status.rebalances
         assert len(owned) == 4
         node = cluster.zookeeper_node_of(client)
+        role = "leader" if cluster.zookeeper_leader() == node else "follower"
+        logging.getLogger(__name__).info("fault: node %d (%s) %sd, the member's session 0x%x", node, role, fault, session)
+        faulted = time.monotonic()
         if fault == "kill":
             cluster.kill_zookeeper(node)
         else:
             cluster.pause_zookeeper(node)
             request.addfinalizer(lambda: rejoin(cluster, node))
         wait_to_move_off(cluster, client, node, fault)
-        assert client.client_id[0] == session, "the session must survive the move (it took < its timeout)"
+        assert client.client_id[0] == session, (
+            f"the session must survive the move (it took < its timeout): node {node} ({role}) {fault}d, "
+            f"the member on node {cluster.zookeeper_node_of(client)} {time.monotonic() - faulted:.2f}s later")
         drops = connector.metrics_snapshot()["zookeeper_unanswered_drops"]
         assert drops >= 1 if fault == "pause" else drops == 0, drops  # a reset connection is not unanswered
         placed += cluster.produce(topic, second, keys=second)

@@ -108,6 +108,8 @@ typedef struct {
     double last_write;   /* when the last write (ping or frame) on this attachment started */
     double due;          /* when the next ping is due */
     double watched;      /* start of the oldest write not followed by a received byte, < 0 if none */
+    double first_since;  /* start of the first write since a byte was last received (its mark is the last
+                          * write's), < 0 if none on this attachment */
     double suspect;      /* start of a write that went unanswered, < 0 if none */
     /* bytes the kernel had received on the socket when those writes started */
     uint64_t last_write_mark, watched_mark, suspect_mark;
@@ -163,6 +165,8 @@ static int received_since(int fd, uint64_t mark) {
 
 /* Caller holds the lock: a write (ping or frame) started at ``started``, the socket having received ``mark``. */
 static void note_write(Heartbeat *self, double started, uint64_t mark) {
+    if (self->first_since < 0 || mark != self->last_write_mark)  /* bytes came in since the last write */
+        self->first_since = started;
     self->last_write = started;
     self->last_write_mark = mark;
     self->due = started + self->interval + self->jitter * next_random(self);
@@ -183,7 +187,7 @@ static void drop_fd(Heartbeat *self) {
         self->wake_fd = -1;
     }
     self->head = self->count = 0;
-    self->watched = self->suspect = -1.0;
+    self->watched = self->suspect = self->first_since = -1.0;
     self->quiet = 0;
 }
 
@@ -268,7 +272,10 @@ static void *run(void *arg) {
                         if (received_since(self->fd, self->last_write_mark)) {
                             self->watched = -1.0;
                         } else {
-                            self->watched = self->last_write;
+                            /* the oldest write no byte followed: the first since the last byte came, not
+                             * the last write (which would be given half the window again, and a member
+                             * writing every T/4 would be dropped from a hung server only at T) */
+                            self->watched = self->first_since;
                             self->watched_mark = self->last_write_mark;
                         }
                     } else {
@@ -325,7 +332,7 @@ static int Heartbeat_init(Heartbeat *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->fd = self->wake_fd = -1;
-    self->watched = self->suspect = -1.0;
+    self->watched = self->suspect = self->first_since = -1.0;
     self->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)(monotonic_now() * 1e9) ^ (uint64_t)(uintptr_t)self;
     if (self->rng == 0) self->rng = 88172645463325252ULL;
     self->owner = getpid();

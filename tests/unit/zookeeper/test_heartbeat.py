@@ -211,8 +211,29 @@ def test_since_receive_a_late_answer_within_the_silence_timeout_is_no_suspicion(
     assert receive(server, 12, 2.0) == PING_FRAME
     time.sleep(SILENCE - INTERVAL - 0.1)  # past nothing: the answer is late but inside the window
     server.sendall(PING_REPLY)
-    assert receive(wake_read, 1, SILENCE) == b""
+    # the pings after it go unanswered: the connection is suspect SILENCE after this answer, not before
+    assert receive(wake_read, 1, SILENCE - 0.1) == b""
     assert not hb.suspect()
+
+
+def test_since_receive_writes_after_the_last_answer_do_not_postpone_the_drop(hb, link) -> None:
+    """A member writes every T/4 or so (the lease's syncs) when its server hangs: it is dropped once nothing
+    came for the silence timeout, not half a timeout after whichever write was the last one then (that
+    made a member on a SIGSTOPped follower move near T instead of 2T/3, and lose its session)."""
+    client, server, wake_read, wake_write = link
+    silence = 1.2
+    hb.attach(client.fileno(), wake_write.fileno(), INTERVAL, 0.0, silence, True)  # type: ignore[attr-defined]
+    assert hb.write(b"r", 1.0) is True
+    assert receive(server, 1, 1.0) == b"r"
+    server.sendall(PING_REPLY)  # the last byte the server sends
+    answered = time.monotonic()
+    woken = None
+    while woken is None and time.monotonic() < answered + 3 * silence:
+        hb.write(b"w", 1.0)  # every tenth of the silence timeout, each unanswered
+        if receive(wake_read, 1, silence / 10):
+            woken = time.monotonic()
+    assert woken is not None and hb.suspect()
+    assert silence - 0.05 <= woken - answered < silence + 0.3, woken - answered
 
 
 def test_only_since_receive_allows_a_silence_timeout_longer_than_the_interval(hb) -> None:
