@@ -191,8 +191,10 @@ def test_killing_the_members_zookeeper_node_keeps_session_ownership_and_offsets(
                                                                                 fault: str,
                                                                                 request: pytest.FixtureRequest) -> None:
     """``kill``: the node's connections are reset, the member moves at once. ``pause`` (SIGSTOP): the
-    node hangs with its connections open; the member must notice a heartbeat left unanswered and move
-    before its session expires (the quiet heartbeat pings after 0.7 of the session timeout)."""
+    node hangs with its connections open; the member must notice that nothing came for 2T/3 while a
+    write of its own is outstanding, and move before its session expires (T, to T + tickTime, after
+    the node last heard from it). The move came near T, and the session survived it or not by the
+    leader's expiry bucket, while the native heartbeat thread gave the last write half the window again."""
     cluster, topic, group = zk_cluster, unique("failover"), unique("g")
     cluster.create_topic(topic, partitions=4)
     first, second = produced_values(40, "a"), produced_values(40, "b")
