@@ -21,8 +21,9 @@ Behaves as kazoo 2.x does (read from its source):
   completion thread (:class:`~.threads.Worker`: in order, one at a time, never inline with the reply
   that caused them), so a caller can see a later reply before an earlier watch fired;
   state listeners run synchronously on the connection thread, as kazoo's do;
-* pings every third of the session timeout; a server that answered nothing for two thirds
-  of it is dropped (ZooKeeper's Java client and kazoo alike);
+* pings every third of the session timeout; a server that sent nothing for two thirds of it
+  while a write is outstanding is dropped then, the first write since its last answer given a third
+  (production's native heartbeat thread; ZooKeeper's Java client drops at two thirds too);
 * an :class:`AsyncResult`'s ``get(timeout)`` raises the handler's timeout exception when
   no answer came in time: the request stays sent and may still be applied.
 
@@ -125,6 +126,12 @@ class SimKazoo:
         self._data_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
         self._child_watchers: Dict[str, List[Callable[[WatchedEvent], None]]] = {}
         self._last_answer = 0.0
+        #: When the first write (request or ping) since the last answer went out, ``None`` if none:
+        #: the write the heartbeat's silence rule watches (see :meth:`_silence_check`).
+        self._first_unanswered: Optional[float] = None
+        self._silence_check_token = 0
+        #: The drop rule as it was (``Schedule.late_drop``): a silent server checked at each ping only.
+        self.late_drop = False
         self.closed = False
         self.dead = False  # kill -9: nothing of this client reaches anyone again
         #: The whole process is stopped (SIGSTOP, a VM pause) until then: no request, ping or
@@ -276,6 +283,7 @@ class SimKazoo:
         if op in LEADER_CHECKED:
             self._sent[xid] = now
         self._req_time = max(self._req_time, now + self.network.latency(now), self.frozen_until)
+        self._wrote(conn, max(now, self.frozen_until))
         self.kernel.at(self._req_time, lambda: self._arrive(conn, xid, op, args))
         if self.stall_next > 0.0:
             linger, self.stall_next = self.stall_next, 0.0
@@ -387,6 +395,7 @@ class SimKazoo:
             return
         deliver = self._inbox[conn].popleft()
         self._last_answer = self.kernel.now
+        self._first_unanswered = None
         deliver()
 
     def _answer(self, xid: int, answer: Any, failed: Optional[BaseException], zxid: int) -> None:
@@ -470,6 +479,7 @@ class SimKazoo:
             self._chan_time = self._req_time = now
             self._retry_delay = RETRY_DELAY  # kazoo: retry.reset() once connected
             self._last_answer = now
+            self._first_unanswered = None
             self._set_state(KazooState.CONNECTED)
             queued, self._queue = self._queue, []
             for op, args, result in queued:
@@ -494,8 +504,39 @@ class SimKazoo:
         return not any(self.lingering.get(c, (-1,))[0] == index for c in set(self._unarrived.values()))
 
     def _ping(self, conn: int) -> None:
-        """Every third of the timeout; a silent server is dropped after two thirds (read timeout)."""
+        """Every third of the timeout (a silent server is dropped by :meth:`_silence_check`)."""
         self.kernel.at(self.kernel.now + self.timeout / 3, partial(self._ping_tick, conn))
+
+    def _wrote(self, conn: int, at: float) -> None:
+        """A request or ping written at ``at``: the first since the last answer is watched."""
+        if self._first_unanswered is None and conn == self._conn and not self.late_drop:
+            self._first_unanswered = at
+            self._arm_silence_check(conn)
+
+    def _arm_silence_check(self, conn: int) -> None:
+        assert self._first_unanswered is not None
+        self._silence_check_token += 1
+        due = max(self._last_answer + self.timeout * 2 / 3, self._first_unanswered + self.timeout / 3)
+        self.kernel.at(due, partial(self._silence_check, conn, self._silence_check_token))
+
+    def _silence_check(self, conn: int, token: int) -> None:
+        """The production heartbeat's rule (``zookeeper.heartbeat=kafka``, the native thread): a server is
+        dropped once nothing came from it for two thirds of the timeout while a write is outstanding, and
+        the first write since its last answer has had a third of the timeout (after a freeze of this
+        process, the server is given time to answer the first write). ZooKeeper's Java client drops at
+        two thirds of silence as well."""
+        if token != self._silence_check_token or conn != self._conn or self.closed or self.dead \
+                or self.state != KazooState.CONNECTED or self._first_unanswered is None:
+            return
+        now = self.kernel.now
+        if now < self.frozen_until:  # the native thread is stopped with its process; what came meanwhile counts
+            self.kernel.at(self.frozen_until + 1e-6, partial(self._silence_check, conn, token))
+            return
+        due = max(self._last_answer + self.timeout * 2 / 3, self._first_unanswered + self.timeout / 3)
+        if now + 1e-9 >= due:
+            self.drop_connection("no answer within two thirds of the timeout")
+        else:
+            self.kernel.at(due, partial(self._silence_check, conn, token))
 
     def _ping_tick(self, conn: int) -> None:
         if conn != self._conn or self.closed or self.dead or self.state != KazooState.CONNECTED:
@@ -504,7 +545,7 @@ class SimKazoo:
         if now < self.frozen_until:  # the connection thread is stopped with its process
             self.kernel.at(self.frozen_until, partial(self._ping_tick, conn))
             return
-        if now - self._last_answer > self.timeout * 2 / 3:
+        if self.late_drop and now - self._last_answer > self.timeout * 2 / 3:
             self.drop_connection("no answer within the read timeout")
             return
         if now >= self.frozen_until:
@@ -513,6 +554,7 @@ class SimKazoo:
 
     def _send_ping(self, conn: int) -> None:
         now = self.kernel.now
+        self._wrote(conn, now)
         self.kernel.at(now + self.network.latency(now), partial(self._ping_arrives, conn))
 
     def _ping_arrives(self, conn: int) -> None:
@@ -546,6 +588,7 @@ class SimKazoo:
             # follower, which fires a batch when it catches up, must not fire them at this client.
             self.ensemble.servers[self.server].drop_watches(self.sid)
         self._conn += 1
+        self._first_unanswered = None
         # ZooKeeper keeps watches per connection: closing one removes its watches on that server
         # (NIOServerCnxn.close -> ZooKeeperServer.removeCnxn -> DataTree.removeCnxn), and kazoo 2.11
         # sends no SetWatches on reconnection (it drops its watchers: _reset_watchers).
