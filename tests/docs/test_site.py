@@ -30,6 +30,7 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 import zlib
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Set, Tuple
@@ -230,10 +231,30 @@ OVERFLOW = """() => {
 }"""
 
 
+#: True once the search shows its result count and at least one result.
+SEARCH_ANSWERED = """() => {
+  const meta = document.querySelector('.md-search-result__meta');
+  return !!meta && /\\d+ matching documents?/.test(meta.textContent)
+         && !!document.querySelector('.md-search-result__item');
+}"""
+
+
 def test_search_finds_a_method_by_name(served: str, page: object) -> None:
+    """Typed again every 5 s until answered (60 s at most): a query typed while the search index
+    is still loading (a busy machine) is not always taken up once it is ready."""
     page.goto(served)  # type: ignore[attr-defined]
-    page.fill("input.md-search__input", "commit_offsets")  # type: ignore[attr-defined]
-    page.wait_for_selector(".md-search-result__item", timeout=30_000)  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 60
+    while True:
+        page.fill("input.md-search__input", "")  # type: ignore[attr-defined]
+        page.fill("input.md-search__input", "commit_offsets")  # type: ignore[attr-defined]
+        try:
+            page.wait_for_function(SEARCH_ANSWERED, timeout=5_000)  # type: ignore[attr-defined]
+            break
+        except Exception as exc:  # playwright's TimeoutError
+            if time.monotonic() > deadline:
+                page.screenshot(path=str(artefact_dir() / "search-unanswered.png"))  # type: ignore[attr-defined]
+                meta = page.eval_on_selector_all(".md-search-result__meta", "m => m.map(e => e.textContent)")  # type: ignore[attr-defined]
+                raise AssertionError(f"no search result for commit_offsets within 60 s; the result line says {meta}") from exc
     meta = page.inner_text(".md-search-result__meta")  # type: ignore[attr-defined]
     assert re.match(r"\d+ matching documents?", meta), meta
     links = page.eval_on_selector_all(".md-search-result__item a", "links => links.map(a => a.href)")  # type: ignore[attr-defined]
