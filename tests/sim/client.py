@@ -514,10 +514,14 @@ class SimKazoo:
             self._arm_silence_check(conn)
 
     def _arm_silence_check(self, conn: int) -> None:
-        assert self._first_unanswered is not None
         self._silence_check_token += 1
-        due = max(self._last_answer + self.timeout * 2 / 3, self._first_unanswered + self.timeout / 3)
-        self.kernel.at(due, partial(self._silence_check, conn, self._silence_check_token))
+        self.kernel.at(self._silence_due(), partial(self._silence_check, conn, self._silence_check_token))
+
+    def _silence_due(self) -> float:
+        """When the watched write's server is dropped if nothing comes: 2T/3 after its last answer, and
+        at least T/3 after the first write since then."""
+        assert self._first_unanswered is not None
+        return max(self._last_answer + self.timeout * 2 / 3, self._first_unanswered + self.timeout / 3)
 
     def _silence_check(self, conn: int, token: int) -> None:
         """The production heartbeat's rule (``zookeeper.heartbeat=kafka``, the native thread): a server is
@@ -532,7 +536,7 @@ class SimKazoo:
         if now < self.frozen_until:  # the native thread is stopped with its process; what came meanwhile counts
             self.kernel.at(self.frozen_until + 1e-6, partial(self._silence_check, conn, token))
             return
-        due = max(self._last_answer + self.timeout * 2 / 3, self._first_unanswered + self.timeout / 3)
+        due = self._silence_due()
         if now + 1e-9 >= due:
             self.drop_connection("no answer within two thirds of the timeout")
         else:
