@@ -14,7 +14,7 @@ from setuptools import Extension, setup
 required = os.environ.get("ZKCONSUMER_REQUIRE_EXTENSIONS", "") not in ("", "0")
 wire = "zkconsumer/wire/"
 speedups_sources = [wire + "_speedups.c"] + [f"{wire}_speedups_{concern}.c"
-                                            for concern in ("crc", "scan", "block", "decode", "cursor", "recv", "fetch")]
+                                            for concern in ("crc", "scan", "block", "decode", "cursor", "recv", "fetch", "arrow")]
 # One shared object of several files: only PyInit__speedups needs to be visible outside it.
 hidden = [] if sys.platform == "win32" else ["-fvisibility=hidden"]
 extensions = [Extension("zkconsumer.wire._speedups", speedups_sources, depends=[wire + "_speedups.h"],

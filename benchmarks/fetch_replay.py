@@ -181,6 +181,19 @@ def encode_decode_us(partitions: int, messages: int, value_size: int, n: int = 2
     return encode, decode
 
 
+def batch_of_rows_us(rows: int, value_size: int, n: int = 20000) -> float:
+    """``KafkaStream.batches()``'s Arrow step alone: ``arrow.record_batch`` of a decoded block of ``rows`` messages (µs)."""
+    from zkconsumer.consumer import arrow
+
+    block = messageset.decode_message_set(message_set(list(range(rows)), b"v" * value_size), TOPIC, 0, 0).messages
+    for _ in range(1000):
+        arrow.record_batch(TOPIC, 0, block, 0, rows)
+    start = time.perf_counter()
+    for _ in range(n):
+        arrow.record_batch(TOPIC, 0, block, 0, rows)
+    return (time.perf_counter() - start) / n * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", default="1,10", help="messages per response, comma-separated cases")
@@ -199,7 +212,8 @@ def main() -> None:
         encode, decode = encode_decode_us(args.partitions, messages, args.value_size)
         print(f"messages/response={messages}: per response median {statistics.median(rounds):.2f} us "
               f"(rounds {', '.join(f'{r:.2f}' for r in rounds)}); encode request alone {encode:.2f} us, "
-              f"decode response alone {decode:.2f} us, lease check alone {lease_check_us(fetcher):.2f} us")
+              f"decode response alone {decode:.2f} us, lease check alone {lease_check_us(fetcher):.2f} us, "
+              f"Arrow batch of its rows alone {batch_of_rows_us(messages, args.value_size):.2f} us")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 from array import array
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 try:
     import pyarrow as pa
@@ -35,7 +35,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "Arrow batches need pyarrow, which is not installed: pip install pyarrow"
     ) from exc
 
-from ..wire.messageset import MessageBlock, RawMessage
+from ..wire.messageset import MessageBlock, RawMessage, speedups
+
+#: The C builder of small batches (``None`` without the extension, or with a build older than it).
+_arrow_batch: Optional[Callable[..., "pa.RecordBatch"]] = getattr(speedups, "arrow_batch", None)
+#: pyarrow's importer of the Arrow C data interface (underscored, but there since pyarrow 0.17).
+_import_from_c = getattr(pa.RecordBatch, "_import_from_c", None)
 
 __all__ = ["SCHEMA", "NOT_NULL_SCHEMA", "record_batch", "value_bytes"]
 
@@ -67,7 +72,12 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
     end = len(messages)
     stop = end if stop is None else max(0, min(stop, end))
     start = max(0, min(start, stop))
+    n = stop - start
     if MessageBlock is not None and type(messages) is MessageBlock:
+        if n <= _CONSTANT_ROWS and _arrow_batch is not None and _import_from_c is not None:
+            # A live stream's batches (one row each, issue 44): built in C and handed to Arrow in one
+            # call, about 3 µs against 10 for the arrays below.
+            return _arrow_batch(messages, topic, partition, start, stop, _import_from_c, schema)
         offsets, keys, values = _block_columns(messages)
         if start or stop != end:
             offsets, keys, values = (a.slice(start, stop - start) for a in (offsets, keys, values))
@@ -76,7 +86,6 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
         offsets = pa.array([m[0] for m in rows], pa.int64())
         keys = pa.array([m[1] for m in rows], pa.binary())
         values = pa.array([m[2] for m in rows], pa.binary())
-    n = stop - start
     constant = _constant_columns.get((topic, partition, n))
     if constant is None:
         constant = (_topic_column(topic, n), _partition_column(partition, n))

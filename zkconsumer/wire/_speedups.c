@@ -57,6 +57,10 @@
  *     zkconsumer.wire.protocol.FetchRequest.decode_response reads them, and a Fetch v0 request
  *     frame, byte for byte as FetchRequest.encode_frame writes it; see _speedups_fetch.c.
  *
+ * arrow_batch(block, topic, partition, start, stop, import_from_c, schema)
+ *     Rows of a MessageBlock as a record batch of zkconsumer.consumer.arrow's schema, handed
+ *     to pyarrow through the Arrow C data interface; see _speedups_arrow.c.
+ *
  * crc32(data)
  *     zlib.crc32(data) with the decoder's implementation (CRC32_IMPLEMENTATION names it),
  *     for tests; see _speedups_crc.c.
@@ -82,6 +86,9 @@ static PyMethodDef module_methods[] = {
     {"fetch_request", py_fetch_request, METH_VARARGS,
      "fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions) -> the Fetch v0 request frame,\n"
      "or None (a request the Python encoder must write or refuse); see _speedups_fetch.c"},
+    {"arrow_batch", py_arrow_batch, METH_VARARGS,
+     "arrow_batch(block, topic, partition, start, stop, import_from_c, schema) -> rows [start, stop) of the block\n"
+     "as a record batch, through Arrow's C data interface; see _speedups_arrow.c"},
     {"concat", py_concat, METH_O, "concat(blocks) -> one MessageBlock with the messages of all, in order"},
     {NULL}
 };

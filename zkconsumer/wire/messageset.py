@@ -67,7 +67,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from ..errors import CorruptMessageError
 from .codecs import CODEC_NAMES, CodecMissing, decompress, read_only
@@ -114,6 +114,8 @@ class Speedups(Protocol):
     def fetch_response(self, body: Buffer, item_type: Any, /) -> Optional[List[Any]]: ...
     def fetch_request(self, correlation_id: int, client_id: Optional[str], max_wait_ms: int, min_bytes: int,
                       partitions: Sequence[Any], /) -> Optional[bytes]: ...
+    def arrow_batch(self, block: _speedups_types.MessageBlock, topic: str, partition: int, start: int, stop: int,
+                    import_from_c: Callable[[int, Any], Any], schema: Any, /) -> Any: ...
 
 
 def _load_speedups() -> Optional[Speedups]:
