@@ -1,50 +1,45 @@
 """A FetcherThread: fetches a set of partitions from one broker (Kafka's ConsumerFetcherThread).
 
-Back-pressure per partition: a fetcher never blocks on a stream's queue, so a stream whose
-consumer stops reading does not stop the fetching of partitions of other streams served by the
-same fetcher. A chunk that finds its queue full is *parked* on the partition's fetcher state
-(``fetched_offset`` does not move); the partition is not fetched again until that chunk is queued.
-Every queue a fetcher serves has a room listener (``ChunkQueue.add_room_listener``): when a
-consumer takes from a full queue, the listener queues the parked chunks of that queue right there,
-on the consumer's thread, if their partition locks are free (never waiting), and wakes the fetcher,
-which queues the rest (oldest partition state first) and fetches again. With every partition
-blocked, the fetcher waits for that signal (at most :data:`ROOM_WAIT_S` between checks), it does
-not spin. Per partition, chunks are queued in offset order: a partition has at most one parked
-chunk and is not fetched while it has one.
+Back-pressure per partition: a fetcher never blocks on a stream's queue, so a stream whose consumer stops reading does
+not stop the fetching of partitions of other streams served by the same fetcher. A chunk that finds its queue full is
+*parked* on the partition's fetcher state (``fetched_offset`` does not move); the partition is not fetched again until
+that chunk is queued. Every queue a fetcher serves has a room listener (``ChunkQueue.add_room_listener``): when a
+consumer takes from a full queue, the listener queues the parked chunks of that queue right there, on the consumer's
+thread, if their partition locks are free (never waiting), and wakes the fetcher (unless it waits out a consumer's
+turn: that consumer's next round queues them), which queues the rest (oldest partition state first) and fetches again.
+With every partition blocked, the fetcher waits for that signal (at most :data:`ROOM_WAIT_S` between checks), it does
+not spin. Per partition, chunks are queued in offset order: a partition has at most one parked chunk and is not
+fetched while it has one.
 
-Fetching ahead, as Kafka's fetcher does: Kafka's ConsumerFetcherThread sends its next request as
-soon as its last chunk went into the queue, full or not, so one response is on its way while the
-consumer reads the queued chunks. Here a partition is fetched again as soon as its own last chunk
-is queued, even while other partitions of the same stream still wait with a parked chunk: their
-data is fetched now and parked until there is room, so the consumer never waits for a response
-with an empty queue while one stream is full. The memory bound below counts one parked chunk per
-partition. Unparking on the consumer's thread spares a thread hand-off per chunk: the fetcher
-thread needs the GIL to queue a chunk, and taking it from a busy iterating thread costs up to
-``sys.getswitchinterval()`` (5 ms), about as long as reading a 1 MB chunk of small messages takes.
+Fetching ahead, as Kafka's fetcher does: Kafka's ConsumerFetcherThread sends its next request as soon as its last
+chunk went into the queue, full or not, so one response is on its way while the consumer reads the queued chunks. Here
+a partition is fetched again as soon as its own last chunk is queued, even while other partitions of the same stream
+still wait with a parked chunk: their data is fetched now and parked until there is room, so the consumer never waits
+for a response with an empty queue while one stream is full. The memory bound below counts one parked chunk per
+partition. Unparking on the consumer's thread spares a thread hand-off per chunk: the fetcher thread needs the GIL to
+queue a chunk, and taking it from a busy iterating thread costs up to ``sys.getswitchinterval()`` (5 ms), about as
+long as reading a 1 MB chunk of small messages takes.
 
-Not waiting behind a parked chunk: a request that leaves out a partition whose chunk is
-parked cannot take it in when room appears (one request per connection at a time), so the
-partition's next messages would wait up to the whole ``fetch.wait.max.ms`` for the others'
-data. Such a request asks the broker to wait less (``rounds.held_back_wait_ms``: 1 ms, doubled
-while a chunk stays parked, ``fetch.wait.max.ms`` at most, so a stream not read for long costs a
-few short requests, not a poll loop). ``fetch.wait.max.ms`` keeps Kafka's meaning: the longest
-the broker may hold a request that ``fetch.min.bytes`` does not satisfy.
+Not waiting behind a parked chunk: a request that leaves out a partition whose chunk is parked cannot take it in when
+room appears (one request per connection at a time), so the partition's next messages would wait up to the whole
+``fetch.wait.max.ms`` for the others' data. Such a request asks the broker to wait less (``rounds.held_back_wait_ms``:
+1 ms, doubled while a chunk stays parked, ``fetch.wait.max.ms`` at most, so a stream not read for long costs a few
+short requests, not a poll loop). ``fetch.wait.max.ms`` keeps Kafka's meaning: the longest the broker may hold a
+request that ``fetch.min.bytes`` does not satisfy.
 
-Fetching on the consumer's thread (``fetch.on.consumer.thread``): a fetcher that serves one
-stream's queue alone, narrow, with small responses, is that queue's driver: a consumer that
-finds the queue empty runs the fetcher's next round itself (:meth:`FetcherThread.drive`, the
-same round: lease check, request, the lease fence per partition, queuing), one thread woken per
-response instead of two; see ``rounds.py`` for whose turn a round is. The consumer's deadline
-bounds its round, the wait on the socket included (``rounds.round_bounds``).
+Fetching on the consumer's thread (``fetch.on.consumer.thread``): a fetcher that serves one stream's queue alone,
+narrow, with small responses, is that queue's driver: a consumer that finds the queue empty runs the fetcher's next
+round itself (:meth:`FetcherThread.drive`, the same round: lease check, request, the lease fence per partition,
+queuing), one thread woken per response instead of two; see ``rounds.py`` for whose turn a round is. The consumer's
+deadline bounds its round, the wait on the socket included (``rounds.round_bounds``).
 
-Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its queue plus one
-parked chunk per partition of the stream (each at most ``fetch.message.max.bytes`` of message
-data, decoded into its own buffers), plus, per fetcher thread, its connection's response buffer,
-as large as the largest response so far (at most ``fetch.message.max.bytes`` per partition it
-serves; kept and reused until the fetcher stops, see ``BrokerConnection(reuse_buffer=True)``), and
-per process at most 8 recycled block buffers of at most 4 MB (``_speedups_block.c``,
-``release_bytes``). A partition that leaves its fetcher (removed, handed back, stopped) drops its
-parked chunk; its ``fetched_offset`` never moved past it, so the next fetch gets the same messages.
+Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its queue plus one parked chunk per
+partition of the stream (each at most ``fetch.message.max.bytes`` of message data, decoded into its own buffers),
+plus, per fetcher thread, its connection's response buffer, as large as the largest response so far (at most
+``fetch.message.max.bytes`` per partition it serves; kept and reused until the fetcher stops, see
+``BrokerConnection(reuse_buffer=True)``), and per process at most 8 recycled block buffers of at most 4 MB
+(``_speedups_block.c``, ``release_bytes``). A partition that leaves its fetcher (removed, handed back, stopped) drops
+its parked chunk; its ``fetched_offset`` never moved past it, so the next fetch gets the same messages.
 """
 
 from __future__ import annotations
@@ -133,6 +128,7 @@ class FetcherThread(ShutdownableThread):
         self._partitions: Dict[TopicPartition, _PartitionState] = {}
         self._queues: Dict[int, ChunkQueue] = {}  # queues whose room listener is ours (guarded by _lock)
         self._room_events = 0  # how many times room appeared in one of them (guarded by _lock)
+        self._stepped_back = False  # the thread waits out a consumer's turn (run(); guarded by _lock)
         self._failures = 0  # consecutive failed fetches
         self._held_back_wait = 0  # broker wait (ms) of the last request that left out a parked partition, else 0
         #: Per-broker fetch counters (shared with the manager); ``_response_*`` total the response being processed.
@@ -223,20 +219,22 @@ class FetcherThread(ShutdownableThread):
     def _room_appeared(self) -> None:
         """Room listener of every queue served: a consumer took from a full queue (any thread, no queue lock).
 
-        Queues the parked chunks it can without waiting for a lock (see the module
-        docstring), then wakes the fetcher thread for the rest and the next fetch.
+        Queues the parked chunks it can without waiting for a lock (see the module docstring), then wakes
+        the fetcher thread for the rest and the next fetch, unless it waits out a consumer's turn that is
+        still on (the consumer's next round queues the rest; woken, the thread only took the GIL to wait again).
         """
         self._queue_parked(wait=False)
         with self._cond:
             self._room_events += 1
-            self._cond.notify_all()
+            if not (self._stepped_back and self._hands_over()):
+                self._cond.notify_all()
 
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> None:
         try:
             while not self.stopping:
-                pause = self._turns.thread_pause_s(self._hands_over())
+                pause, stepped_back = self._turns.thread_pause_s(self._hands_over()), True
                 if pause > 0:
                     self._nudge()  # a consumer's turn: one that asked while this thread's round ran waits for it
                 elif not self._turns.lock.acquire(False):
@@ -248,9 +246,11 @@ class FetcherThread(ShutdownableThread):
                         self._turns.lock.release()
                     if done:
                         continue
-                    pause = 0.05  # e.g. the session lease lapsed: fetch nothing for now
+                    pause, stepped_back = 0.05, False  # e.g. the session lease lapsed: fetch nothing for now
                 with self._cond:
+                    self._stepped_back = stepped_back
                     self._cond.wait(pause)
+                    self._stepped_back = False
         except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
             log.exception("%s died", self.name)
             if not self.stopping:

@@ -372,3 +372,43 @@ def test_an_offset_lookup_cut_at_the_consumers_deadline_leaves_it_to_the_fetcher
     member.conn.error_code, member.conn.offsets_hung = 1, True  # OFFSET_OUT_OF_RANGE
     take_until_handed_back(member, 0.6 + 1.5, "the partition was never handed back")
     assert [i.partition for i in member.handed_back] == [0] and member.errors == []
+
+
+def test_room_taken_during_a_consumers_turn_does_not_wake_the_stepped_back_fetcher_thread() -> None:
+    """Every response fills the queue (two partitions, room for one chunk), so every chunk taken frees
+    room: the listener queues the parked chunk on the consumer's thread, and the fetcher thread, which
+    is waiting out the consumer's turn, is left asleep. It wakes when the turn could end (about every
+    ``HANDBACK_S`` + ``fetch.wait.max.ms``), not at every chunk; woken, it only waited again."""
+    conn = ScriptedConnection()
+    queue = ChunkQueue(1)
+    infos = [PartitionTopicInfo("t", p, queue, 0, 1 << 20) for p in (0, 1)]
+    fetcher = FetcherThread(FetcherKey(1, "b1", 9001, 0), make_config(fetch_on_consumer_thread=True, fetch_wait_max_ms=100),
+                            conn, lambda infos: None, lambda exc: None)  # type: ignore[arg-type]
+    turns = []
+    pause_s = fetcher._turns.thread_pause_s
+
+    def counted(may_hand_over: bool) -> float:
+        turns.append(time.monotonic())
+        return pause_s(may_hand_over)
+    fetcher._turns.thread_pause_s = counted  # type: ignore[method-assign]
+    fetcher.add_partitions(infos)
+    fetcher.start()
+    try:
+        taken: List[int] = []
+        started = time.monotonic()
+        while len(taken) < 400:
+            assert time.monotonic() - started < 20, len(taken)
+            time.sleep(0.001)  # a live stream: a message now and then, the consumer waiting between
+            conn.append(1)
+            for _ in range(2):  # one chunk per partition
+                chunk = queue.get(0.5)
+                assert isinstance(chunk, FetchedDataChunk), chunk
+                taken.append(chunk.messages[-1][0])
+        elapsed = time.monotonic() - started
+        room_events = fetcher._room_events
+    finally:
+        fetcher.stop(10.0)
+    assert room_events >= 300, room_events
+    assert threading.get_ident() in conn.threads
+    # Woken at every room event, the thread turned its loop about as often as room appeared.
+    assert len(turns) <= 10 + elapsed / HANDBACK_S, (len(turns), room_events, elapsed)
