@@ -32,6 +32,7 @@ def old_kafka_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
 NEEDS_SPARK_EXTRA = [
     "spark_integration",                       # spark_integration: PySpark and pyarrow
     "consumer/test_batches.py",                # Arrow batches: pyarrow
+    "consumer/test_small_batches.py",          # Arrow batches built in C: pyarrow
     "benchmarks/test_latency_handover.py",     # numpy
     "test_dependencies.py",                    # every extra installed; sys.stdlib_module_names (3.10+)
     "core/test_config_types_mypy.py",          # mypy, the lint toolchain of the test extra
