@@ -50,37 +50,45 @@ typedef struct {
     /* then: int32 topic offsets [n + 1], int32 partitions [n], topic bytes [n * len(topic)] */
 } holder_t;
 
-static void holder_unref(holder_t *h) {
-    PyGILState_STATE gil;
-    if (!Py_IsInitialized()) {  /* at interpreter exit: the block goes with everything else */
-        if (--h->live == 0) PyMem_RawFree(h);
-        return;
-    }
-    gil = PyGILState_Ensure();  /* Arrow may release from any thread; the count is kept under the GIL too */
-    if (--h->live == 0) {
-        Py_DECREF(h->block);
+/* Drops ``counts`` of h's count, the caller holding the GIL (or the interpreter gone); the last frees h. */
+static void holder_drop(holder_t *h, int counts, int interpreter_alive) {
+    h->live -= counts;
+    if (h->live == 0) {
+        if (interpreter_alive) Py_DECREF(h->block);  /* at interpreter exit the block goes with everything else */
         PyMem_RawFree(h);
     }
+}
+
+/* Arrow may release from any thread, so the count is kept under the GIL: taken once per release. */
+static void holder_release(holder_t *h, int counts) {
+    PyGILState_STATE gil;
+    if (!Py_IsInitialized()) {
+        holder_drop(h, counts, 0);
+        return;
+    }
+    gil = PyGILState_Ensure();
+    holder_drop(h, counts, 1);
     PyGILState_Release(gil);
 }
 
+/* A child moved out of its parent and released on its own. */
 static void release_child(struct ArrowArray *a) {
-    holder_t *h = (holder_t *)a->private_data;
     a->release = NULL;
-    holder_unref(h);
+    holder_release((holder_t *)a->private_data, 1);
 }
 
+/* The parent, with the children still in place (a moved-out child's release is NULL here: whoever moved
+ * it releases it, and it keeps the allocation until then). One count for the parent, one per child. */
 static void release_parent(struct ArrowArray *a) {
     holder_t *h = (holder_t *)a->private_data;
-    int i;
+    int i, counts = 1;
     a->release = NULL;
-    /* Children still in place are released with their parent; a moved-out child (release NULL
-     * here) is released by whoever moved it, and keeps the allocation until then. */
-    h->live++;  /* keep h while its children are released */
     for (i = 0; i < COLUMNS; i++)
-        if (h->children[i].release != NULL) h->children[i].release(&h->children[i]);
-    holder_unref(h);  /* the extra count */
-    holder_unref(h);  /* the parent's */
+        if (h->children[i].release != NULL) {
+            h->children[i].release = NULL;
+            counts++;
+        }
+    holder_release(h, counts);
 }
 
 static void set_child(holder_t *h, int i, int64_t length, int64_t offset, int64_t null_count, int64_t n_buffers,

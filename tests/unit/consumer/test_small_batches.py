@@ -9,6 +9,7 @@ and it must give every reference and byte back when it goes, or when Arrow refus
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import random
 import sys
@@ -145,4 +146,50 @@ def test_small_batches_leak_nothing_and_a_refused_one_gives_its_block_back() -> 
     with pytest.raises(OverflowError, match="partition"):
         _speedups.arrow_batch(block, "t", 2**31, 0, 1, pa.RecordBatch._import_from_c, arrow.SCHEMA)
     gc.collect()
+    assert sys.getrefcount(block) == before
+
+
+class _ArrowArray(ctypes.Structure):
+    """The C data interface's ArrowArray, for a test that is its own consumer."""
+
+
+_Release = ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowArray))
+_ArrowArray._fields_ = [
+    ("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+    ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64), ("buffers", ctypes.c_void_p),
+    ("children", ctypes.POINTER(ctypes.POINTER(_ArrowArray))), ("dictionary", ctypes.c_void_p),
+    ("release", ctypes.c_void_p), ("private_data", ctypes.c_void_p),
+]
+
+
+def test_a_child_moved_out_keeps_the_block_until_it_is_released_from_another_thread() -> None:
+    """The interface lets a consumer move a child out and release it apart from its parent, from any thread:
+    the parent's release leaves that child's memory (and the block) alone, and the child's release, last,
+    gives everything back."""
+    from zkconsumer.consumer import arrow
+    from zkconsumer.wire import _speedups
+
+    block = block_of([(7, b"key", b"value"), (8, None, b"other")])
+    before = sys.getrefcount(block)
+    parent, moved = _ArrowArray(), _ArrowArray()
+
+    def take(address: int, schema: object) -> None:  # moves the parent out, then its value child
+        ctypes.memmove(ctypes.addressof(parent), address, ctypes.sizeof(_ArrowArray))
+        ctypes.cast(address, ctypes.POINTER(_ArrowArray)).contents.release = None
+        value = parent.children[4].contents
+        ctypes.memmove(ctypes.addressof(moved), ctypes.addressof(value), ctypes.sizeof(_ArrowArray))
+        value.release = None
+
+    _speedups.arrow_batch(block, "t", 2, 0, 2, take, arrow.SCHEMA)
+    assert sys.getrefcount(block) == before + 1
+    _Release(parent.release)(ctypes.pointer(parent))
+    assert parent.release is None
+    assert sys.getrefcount(block) == before + 1  # the moved child still holds the batch's memory
+    buffers = ctypes.cast(moved.buffers, ctypes.POINTER(ctypes.c_void_p))
+    offsets = ctypes.cast(buffers[1], ctypes.POINTER(ctypes.c_int32))
+    assert ctypes.string_at(buffers[2] + offsets[0], offsets[2] - offsets[0]) == b"valueother"
+    released = threading.Thread(target=lambda: _Release(moved.release)(ctypes.pointer(moved)))
+    released.start()
+    released.join(10)
+    assert not released.is_alive() and moved.release is None
     assert sys.getrefcount(block) == before
