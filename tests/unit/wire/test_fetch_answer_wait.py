@@ -1,0 +1,97 @@
+"""recv_frame's wait for a Fetch answer: woken once the answer's floor has arrived, not at its first piece.
+
+A broker writes a fetch response in pieces (its header, then each partition's header and message
+set). Every Fetch v0 answer holds an entry for each partition asked for, so it is at least as long as
+the answer with every message set empty: ``recv_frame`` sets the socket's low-water mark that high
+for its first wait, and a reader is woken once, not once at the first piece and again for the rest.
+An answer shorter than that (no broker sends one) is still read, once a wait slice (1 s) passed.
+
+The reader runs in a process of its own, with one thread, so its count of voluntary context switches
+counts its waits and nothing else; the broker's side is played over loopback TCP (``SO_RCVLOWAT``
+is TCP's: Unix socket pairs wake at any byte).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+import time
+from typing import List, Tuple
+
+import pytest
+
+from zkconsumer.wire.messageset import ACCELERATED
+from zkconsumer.wire.protocol import FetchPartition, FetchRequest
+
+pytestmark = pytest.mark.skipif(not ACCELERATED, reason="needs the C extension")
+
+PARTITIONS = [FetchPartition("events", p, 100 + p, 1 << 20) for p in range(6)] + [FetchPartition("other-topic", 0, 5, 1 << 20)]
+
+#: size, correlation id, topic count; per topic its name and partition count; per partition 18 bytes
+FLOOR = 4 + 4 + 4 + (2 + len("events") + 4 + 6 * 18) + (2 + len("other-topic") + 4 + 1 * 18)
+
+READER = r"""
+import json, resource, socket, sys
+from zkconsumer.wire import _speedups
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+request = bytes.fromhex(sys.stdin.readline())
+buffer = bytearray(1 << 16)
+before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+state, size, got = _speedups.recv_frame(conn.fileno(), buffer, 10000, request)
+waits = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+print(json.dumps([state, size, got, waits, buffer[:size].hex()]), flush=True)
+"""
+
+
+def _answer_in_pieces(pieces: List[bytes], pause_s: float) -> Tuple[int, int, int, int, bytes, bytes]:
+    """Start a reader process, send it the request, read the request as the broker, answer it in ``pieces``
+    with ``pause_s`` between them: (state, size, body bytes read, the reader's waits, the body it read,
+    the request the broker got)."""
+    request = FetchRequest(1000, 1, tuple(PARTITIONS)).encode_frame(7, "reader")
+    reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None and reader.stdin is not None
+        port = int(reader.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as broker:
+            broker.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            reader.stdin.write(request.hex() + "\n")
+            reader.stdin.flush()
+            got = b""
+            while len(got) < len(request):
+                got += broker.recv(65536)
+            for i, piece in enumerate(pieces):
+                if i:
+                    time.sleep(pause_s)
+                broker.sendall(piece)
+            state, size, read, waits, body = json.loads(reader.stdout.readline())
+        assert reader.wait(10) == 0
+        return state, size, read, waits, bytes.fromhex(body), got
+    finally:
+        reader.kill()
+
+
+def _answer(body_size: int) -> bytes:
+    """A frame of ``body_size`` bytes after its size (the reader does not parse it)."""
+    return struct.pack(">i", body_size) + bytes((i * 7) % 251 for i in range(body_size))
+
+
+def test_a_fetch_answer_arriving_in_pieces_wakes_its_reader_once() -> None:
+    frame = _answer(FLOOR - 4 + 127)  # every partition, one with a message set of 127 bytes
+    head = frame[:FLOOR - 40]  # what a broker may have written when the reader first looks
+    state, size, read, waits, body, request = _answer_in_pieces([head, frame[len(head):]], 0.3)
+    assert request[4:6] == b"\x00\x01"
+    assert (state, size, read, body) == (0, len(frame) - 4, len(frame) - 4, frame[4:])
+    assert waits == 1  # without the floor as the mark: woken at the first piece, then again for the rest
+
+
+def test_an_answer_shorter_than_any_broker_sends_is_still_read() -> None:
+    frame = _answer(20)
+    started = time.monotonic()
+    state, size, read, _, body, _ = _answer_in_pieces([frame], 0)
+    assert (state, size, read, body) == (0, 20, 20, frame[4:])
+    assert time.monotonic() - started < 8  # read after a wait slice (1 s), well inside the 10 s timeout
