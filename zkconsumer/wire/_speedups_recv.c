@@ -136,7 +136,7 @@ static Py_ssize_t fetch_answer_floor(const unsigned char *f, Py_ssize_t n) {
         at += 2 + len;
         parts = be32(f + at);
         at += 4;
-        if (parts < 0 || (Py_ssize_t)parts * 16 > n - at) return 0;
+        if (parts < 0 || parts > (n - at) / 16) return 0;
         at += (Py_ssize_t)parts * 16;
         floor += 2 + len + 4 + (Py_ssize_t)parts * 18;
     }

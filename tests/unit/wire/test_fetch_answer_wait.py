@@ -19,12 +19,14 @@ import struct
 import subprocess
 import sys
 import time
-from typing import List, Tuple
+from pathlib import Path
+from typing import List, Optional, Tuple
 
 import pytest
 
+import zkconsumer
 from zkconsumer.wire.messageset import ACCELERATED
-from zkconsumer.wire.protocol import FetchPartition, FetchRequest
+from zkconsumer.wire.protocol import FetchPartition, FetchRequest, MetadataRequest
 
 pytestmark = pytest.mark.skipif(not ACCELERATED, reason="needs the C extension")
 
@@ -34,26 +36,29 @@ PARTITIONS = [FetchPartition("events", p, 100 + p, 1 << 20) for p in range(6)] +
 FLOOR = 4 + 4 + 4 + (2 + len("events") + 4 + 6 * 18) + (2 + len("other-topic") + 4 + 1 * 18)
 
 READER = r"""
-import json, resource, socket, sys
+import json, resource, socket, sys, time
 from zkconsumer.wire import _speedups
 listener = socket.create_server(("127.0.0.1", 0))
 print(listener.getsockname()[1], flush=True)
 conn, _ = listener.accept()
 request = bytes.fromhex(sys.stdin.readline())
 buffer = bytearray(1 << 16)
-before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+before, started = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw, time.monotonic()
 state, size, got = _speedups.recv_frame(conn.fileno(), buffer, 10000, request)
 waits = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
-print(json.dumps([state, size, got, waits, buffer[:size].hex()]), flush=True)
+print(json.dumps([state, size, got, waits, buffer[:size].hex(), time.monotonic() - started]), flush=True)
 """
 
 
-def _answer_in_pieces(pieces: List[bytes], pause_s: float) -> Tuple[int, int, int, int, bytes, bytes]:
-    """Start a reader process, send it the request, read the request as the broker, answer it in ``pieces``
-    with ``pause_s`` between them: (state, size, body bytes read, the reader's waits, the body it read,
-    the request the broker got)."""
-    request = FetchRequest(1000, 1, tuple(PARTITIONS)).encode_frame(7, "reader")
-    reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def _answer_in_pieces(pieces: List[bytes], pause_s: float,
+                      request: Optional[bytes] = None) -> Tuple[int, int, int, int, bytes, bytes, float]:
+    """Start a reader process, send it ``request`` (by default a Fetch v0 for PARTITIONS), read it as the
+    broker, answer it in ``pieces`` with ``pause_s`` between them: (state, size, body bytes read, the
+    reader's waits, the body it read, the request the broker got, seconds the reader spent in recv_frame)."""
+    if request is None:
+        request = FetchRequest(1000, 1, tuple(PARTITIONS)).encode_frame(7, "reader")
+    reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=Path(zkconsumer.__file__).resolve().parent.parent)  # this test's zkconsumer
     try:
         assert reader.stdout is not None and reader.stdin is not None
         port = int(reader.stdout.readline())
@@ -68,9 +73,9 @@ def _answer_in_pieces(pieces: List[bytes], pause_s: float) -> Tuple[int, int, in
                 if i:
                     time.sleep(pause_s)
                 broker.sendall(piece)
-            state, size, read, waits, body = json.loads(reader.stdout.readline())
+            state, size, read, waits, body, spent = json.loads(reader.stdout.readline())
         assert reader.wait(10) == 0
-        return state, size, read, waits, bytes.fromhex(body), got
+        return state, size, read, waits, bytes.fromhex(body), got, spent
     finally:
         reader.kill()
 
@@ -83,7 +88,7 @@ def _answer(body_size: int) -> bytes:
 def test_a_fetch_answer_arriving_in_pieces_wakes_its_reader_once() -> None:
     frame = _answer(FLOOR - 4 + 127)  # every partition, one with a message set of 127 bytes
     head = frame[:FLOOR - 40]  # what a broker may have written when the reader first looks
-    state, size, read, waits, body, request = _answer_in_pieces([head, frame[len(head):]], 0.3)
+    state, size, read, waits, body, request, _ = _answer_in_pieces([head, frame[len(head):]], 0.3)
     assert request[4:6] == b"\x00\x01"
     assert (state, size, read, body) == (0, len(frame) - 4, len(frame) - 4, frame[4:])
     assert waits == 1  # without the floor as the mark: woken at the first piece, then again for the rest
@@ -91,7 +96,17 @@ def test_a_fetch_answer_arriving_in_pieces_wakes_its_reader_once() -> None:
 
 def test_an_answer_shorter_than_any_broker_sends_is_still_read() -> None:
     frame = _answer(20)
-    started = time.monotonic()
-    state, size, read, _, body, _ = _answer_in_pieces([frame], 0)
+    state, size, read, _, body, _, spent = _answer_in_pieces([frame], 0)
     assert (state, size, read, body) == (0, 20, 20, frame[4:])
-    assert time.monotonic() - started < 8  # read after a wait slice (1 s), well inside the 10 s timeout
+    assert spent < 8  # read after a wait slice (1 s), well inside the 10 s timeout
+
+
+@pytest.mark.parametrize("request_frame", [
+    MetadataRequest(("events",)).encode_frame(7, "reader"),
+    FetchRequest(1000, 1, tuple(PARTITIONS)).encode_frame(7, "reader")[:40],  # cut short: not parsed
+], ids=["metadata", "truncated fetch"])
+def test_other_requests_wait_for_their_first_byte_only(request_frame: bytes) -> None:
+    frame = _answer(20)
+    state, size, read, _, body, _, spent = _answer_in_pieces([frame], 0, request_frame)
+    assert (state, size, read, body) == (0, 20, 20, frame[4:])
+    assert spent < 0.9  # not held for a wait slice (1 s)
