@@ -18,6 +18,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -110,3 +111,30 @@ def test_other_requests_wait_for_their_first_byte_only(request_frame: bytes) -> 
     state, size, read, _, body, _, spent = _answer_in_pieces([frame], 0, request_frame)
     assert (state, size, read, body) == (0, 20, 20, frame[4:])
     assert spent < 0.9  # not held for a wait slice (1 s)
+
+
+def test_a_wait_held_below_the_floor_ends_when_the_socket_is_shut_down() -> None:
+    """``interrupt()`` and ``abort()`` shut the socket down to end a wait at once: below the mark too."""
+    from zkconsumer.wire import _speedups
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    reader = socket.create_connection(listener.getsockname()[:2])
+    broker, _ = listener.accept()
+    request = FetchRequest(1000, 1, tuple(PARTITIONS)).encode_frame(7, "reader")
+    result: List[object] = []
+    thread = threading.Thread(target=lambda: result.append(
+        _speedups.recv_frame(reader.fileno(), bytearray(1 << 16), 30000, request)))
+    try:
+        thread.start()
+        got = b""
+        while len(got) < len(request):
+            got += broker.recv(65536)
+        broker.sendall(_answer(FLOOR + 100)[:24])  # the size and 20 bytes: far below the floor
+        time.sleep(0.2)
+        reader.shutdown(socket.SHUT_RDWR)
+        thread.join(10)
+        assert not thread.is_alive()
+        assert result == [(0, FLOOR + 100, 20)]  # the caller reports a connection closed mid-answer
+    finally:
+        for s in (reader, broker, listener):
+            s.close()
