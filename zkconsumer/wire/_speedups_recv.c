@@ -113,11 +113,11 @@ static void reset_lowat(int fd, int *lowat) {
  * count (4), and per partition 18 bytes). 0 for any other request, or a frame that does not parse.
  * The wait for an answer's first bytes sets the socket's mark that high: a broker writes a
  * response in pieces (its header, then each partition's header and message set), and woken at the
- * first piece, a reader finds the rest missing in about half of the rounds at 1,000 msg/s and
- * sleeps again (issue 44). A broker that answered with fewer bytes would be read anyway, once
+ * first piece, a reader found the rest missing in about four rounds of ten at 1,000 msg/s and
+ * slept again (issue 44). A broker that answered with fewer bytes would be read anyway, once
  * a LOWAT_SLICE_MS wait passed. */
 static Py_ssize_t fetch_answer_floor(const unsigned char *f, Py_ssize_t n) {
-    Py_ssize_t at = 12, floor = 12;
+    Py_ssize_t at, floor = 12;
     int32_t topics, t;
     int16_t client;
     if (n < 14 || be16(f + 4) != 1 || be16(f + 6) != 0) return 0;  /* size, api key 1 (Fetch), version 0 */
