@@ -207,9 +207,9 @@ class RecordingConnection(BrokerConnection):
 
     threads: List[int] = []
 
-    def fetch(self, partitions, max_wait_ms, min_bytes, timeout_ms=None):  # type: ignore[no-untyped-def]
+    def fetch_walked(self, requested, max_wait_ms, min_bytes, max_bytes, timeout_ms=None):  # type: ignore[no-untyped-def]
         RecordingConnection.threads.append(threading.get_ident())
-        return super().fetch(partitions, max_wait_ms, min_bytes, timeout_ms)
+        return super().fetch_walked(requested, max_wait_ms, min_bytes, max_bytes, timeout_ms)
 
 
 def test_a_consumer_fetching_on_its_own_thread_follows_a_killed_leader_losing_and_duplicating_nothing(

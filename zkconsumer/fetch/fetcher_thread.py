@@ -56,10 +56,11 @@ from ..threads import ShutdownableThread
 from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
 from ..wire.messageset import decode_message_set
-from ..wire.protocol import FetchPartition, FetchPartitionResponse
+from ..wire.protocol import FetchPartitionResponse
 from . import rounds
 from .fetch_stats import FetchStats, error_kind
 from .handoff import ChunkQueue, FetchedDataChunk, PartitionTopicInfo
+from .partition_state import Hindrances, PartitionState
 from .placement import place_offset
 from .rounds import HANDBACK_S, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms, round_bounds
 
@@ -77,28 +78,6 @@ class FetcherKey:
     port: int
     fetcher_id: int
     connection: int = 0
-
-
-class _PartitionState:
-    """A fetcher's view of one partition. ``lock`` is held while its data is processed.
-
-    ``parked`` is the one chunk fetched but not yet queued because the queue was
-    full: set and queued by the fetcher thread under ``lock``, dropped under
-    ``lock`` when the partition is removed.
-    """
-
-    __slots__ = ("info", "tp", "lock", "removed", "stalled", "delay_until", "high_watermark", "parked", "request")
-
-    def __init__(self, info: PartitionTopicInfo) -> None:
-        self.info = info
-        self.tp: TopicPartition = (info.topic, info.partition)  # an info's topic and partition never change
-        self.lock = threading.Lock()
-        self.removed = False
-        self.stalled = False            # an error chunk was queued or parked; never fetch again
-        self.delay_until = 0.0          # time.monotonic() before which not to fetch
-        self.high_watermark = -1
-        self.parked: Optional[FetchedDataChunk] = None
-        self.request: Optional[FetchPartition] = None  # the last one sent (fetcher thread only): reused while it fits
 
 
 class FetcherThread(ShutdownableThread):
@@ -125,7 +104,8 @@ class FetcherThread(ShutdownableThread):
         self._deliverable = deliverable
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._partitions: Dict[TopicPartition, _PartitionState] = {}
+        self._partitions: Dict[TopicPartition, PartitionState] = {}
+        self._hindrances = Hindrances()  # how many of them are parked, stalled or delayed (both 0: all ready)
         self._queues: Dict[int, ChunkQueue] = {}  # queues whose room listener is ours (guarded by _lock)
         self._room_events = 0  # how many times room appeared in one of them (guarded by _lock)
         self._stepped_back = False  # the thread waits out a consumer's turn (run(); guarded by _lock)
@@ -158,7 +138,7 @@ class FetcherThread(ShutdownableThread):
             for info in infos:
                 tp = (info.topic, info.partition)
                 if tp not in self._partitions:
-                    self._partitions[tp] = _PartitionState(info)
+                    self._partitions[tp] = PartitionState(info)
                     if id(info.queue) not in self._queues:
                         self._queues[id(info.queue)] = info.queue
                         info.queue.add_room_listener(self._room_appeared)
@@ -184,7 +164,7 @@ class FetcherThread(ShutdownableThread):
                 queue.remove_driver(self)
         for st in removed:
             with st.lock:
-                st.parked = None
+                self._hindrances.forget(st)
         return [st.info for st in removed]
 
     def partition_count(self) -> int:
@@ -362,7 +342,7 @@ class FetcherThread(ShutdownableThread):
             self._next_quiet_check = now + QUIET_S / 5
             resize(self, False)
 
-    def _next_batch(self, seen: int, block: bool = True) -> List[_PartitionState]:
+    def _next_batch(self, seen: int, block: bool = True) -> List[PartitionState]:
         """Partitions to fetch now: not stalled, not delayed, no parked chunk, room in their queue.
 
         Waits while there are none (``block``; else returns ``[]``). Returns ``[]`` when stopping, and as soon as
@@ -374,8 +354,10 @@ class FetcherThread(ShutdownableThread):
             while not self.stopping:
                 if self._room_events != seen:
                     return []
+                if self._partitions and self._hindrances.clear():
+                    return list(self._partitions.values())  # none parked, stalled or delayed: all ready
                 now = time.monotonic()
-                ready: List[_PartitionState] = []
+                ready: List[PartitionState] = []
                 timeout: Optional[float] = None
                 for st in self._partitions.values():
                     if st.parked is not None:
@@ -400,6 +382,8 @@ class FetcherThread(ShutdownableThread):
         ``wait=False`` (room listeners, on a consumer's thread): skip a partition
         whose lock is taken (the fetcher thread is processing it) instead of waiting.
         """
+        if not self._hindrances.parked:  # see Hindrances: a round never misses a park
+            return
         with self._lock:
             parked = [st for st in self._partitions.values() if st.parked is not None]
         for st in parked:
@@ -410,59 +394,53 @@ class FetcherThread(ShutdownableThread):
                 if chunk is None or st.removed or self.stopping or not self._deliverable():
                     continue
                 if st.info.offer(chunk):
-                    st.parked = None
+                    self._hindrances.unpark(st)
             finally:
                 st.lock.release()
 
-    def _fetch_once(self, batch: Sequence[_PartitionState], left_ms: Optional[int] = None) -> None:
+    def _fetch_once(self, batch: Sequence[PartitionState], left_ms: Optional[int] = None) -> None:
         """One Fetch request for ``batch`` and the processing of its response.
 
         The broker's wait is ``fetch.wait.max.ms``, or shorter while a partition is left
         out with a parked chunk (see the module docstring: ``rounds.held_back_wait_ms``), or
         before the deadline of a consumer running the round ``left_ms`` before it (``rounds.round_bounds``).
         """
-        held_back = False
-        with self._lock:
-            for st in self._partitions.values():
-                if st.parked is not None:
-                    held_back = True
-                    break
+        held_back = self._hindrances.parked > 0
         full = self._config.fetch_wait_max_ms
         self._held_back_wait = held_back_wait_ms(self._held_back_wait, full) if held_back else 0
         silent = None if self._silent_since is None else time.monotonic() - self._silent_since
         wait, bound, by_deadline = round_bounds(self._held_back_wait if held_back else full, left_ms,
                                                 self._config.socket_timeout_ms, silent)
         failed: List[TopicPartition] = []
-        requested: Dict[TopicPartition, Tuple[_PartitionState, int]] = {}
+        requested: Dict[TopicPartition, Tuple[PartitionState, int]] = {}
         for st in batch:
-            fetched = st.info.fetched_offset  # not placed yet (negative): _position places it, or says why not
-            offset = fetched if fetched >= 0 else self._position(st)
-            if offset is None:
-                failed.append(st.tp)
-            elif offset >= 0:
-                requested[st.tp] = (st, offset)
+            offset = st.info.fetched_offset  # not placed yet (negative): _position places it, or says why not
+            if offset < 0:
+                placed = self._position(st)
+                if placed is None:
+                    failed.append(st.tp)
+                    continue
+                if placed < 0:
+                    continue
+                offset = placed
+            requested[st.tp] = (st, offset)
         if requested:
             failed.extend(self._fetch_and_process(requested, wait, held_back and wait >= full, bound, by_deadline))
         if failed:
             self._give_back(failed)
 
-    def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[_PartitionState, int]], wait_ms: int,
+    def _fetch_and_process(self, requested: Dict[TopicPartition, Tuple[PartitionState, int]], wait_ms: int,
                            held_back_full_wait: bool, bound_ms: Optional[int] = None,
                            by_deadline: bool = False) -> List[TopicPartition]:
-        """Send the fetch (the broker waits at most ``wait_ms``, the socket ``bound_ms``); returns partitions to
-        hand back. ``held_back_full_wait``: the request leaves out a parked partition and still waits the whole
-        ``fetch.wait.max.ms`` (counted in the stats if answered empty). ``by_deadline``: ``bound_ms`` is a
-        consumer's deadline, and a timeout hands nothing back (see ``round_bounds``)."""
-        max_bytes = self._config.fetch_message_max_bytes
-        wanted = []
-        for st, offset in requested.values():
-            request = st.request
-            if request is None or request.offset != offset or request.max_bytes != max_bytes:
-                request = st.request = FetchPartition(st.info.topic, st.info.partition, offset, max_bytes)
-            wanted.append(request)
+        """Send the fetch of ``requested``'s partitions at their offsets (the broker waits at most ``wait_ms``,
+        the socket ``bound_ms``); returns partitions to hand back. ``held_back_full_wait``: the request leaves
+        out a parked partition and still waits the whole ``fetch.wait.max.ms`` (counted in the stats if
+        answered empty). ``by_deadline``: ``bound_ms`` is a consumer's deadline, and a timeout hands nothing
+        back (see ``round_bounds``)."""
         sent = time.monotonic()
         try:
-            response = self._conn.fetch(wanted, wait_ms, self._config.fetch_min_bytes, bound_ms)
+            walked = self._conn.fetch_walked(requested, wait_ms, self._config.fetch_min_bytes,
+                                             self._config.fetch_message_max_bytes, bound_ms)
         except BrokerError as exc:
             if self.stopping:
                 return []
@@ -486,27 +464,15 @@ class FetcherThread(ShutdownableThread):
         self._failures = 0
         self._silent_since = None
         failed = []
-        size = largest = 0
         self._response_messages, self._response_errors = 0, []
-        try:
-            for part in response.partitions:
-                topic, partition, error_code, high_watermark, message_set = part
-                n = len(message_set)
-                size += n
-                if n > largest:
-                    largest = n
-                entry = requested.get((topic, partition))
-                if entry is None:
-                    continue
-                if not n and not error_code:  # no data, no error (most partitions of a live stream)
-                    if high_watermark >= 0:  # for metrics only: no lock, no lease check, nothing to decode
-                        entry[0].high_watermark = high_watermark
-                elif not self._process(entry[0], entry[1], part):
-                    failed.append((topic, partition))
+        try:  # empty partitions without an error (most of a live stream's) only had their high watermark set
+            for st, offset, part in walked.rows:
+                if not self._process(st, offset, part):
+                    failed.append(st.tp)
         finally:  # once per response: no per-message cost
-            self._response_large = 2 * largest >= max(1, max_bytes)  # large_response, inlined
-            self.stats.record_response(self.key.broker_id, size, self._response_messages, self._response_errors,
-                                       held_back_wait=held_back_full_wait and size == 0)
+            self._response_large = 2 * walked.largest >= max(1, self._config.fetch_message_max_bytes)  # large_response
+            self.stats.record_response(self.key.broker_id, walked.size, self._response_messages, self._response_errors,
+                                       held_back_wait=held_back_full_wait and walked.size == 0)
         return failed
 
     def _give_back(self, tps: List[TopicPartition]) -> None:
@@ -516,7 +482,7 @@ class FetcherThread(ShutdownableThread):
 
     # ------------------------------------------------------------------ per partition
 
-    def _position(self, st: _PartitionState) -> Optional[int]:
+    def _position(self, st: PartitionState) -> Optional[int]:
         """The offset to fetch from; places a negative position per auto.offset.reset first.
 
         Returns ``None`` if the partition must go back to the LeaderFinder, ``-1``
@@ -531,7 +497,7 @@ class FetcherThread(ShutdownableThread):
             placed = self._reset_offset(st, st.info.fetched_offset)
             return -1 if placed is None else st.info.fetched_offset if placed else None
 
-    def _process(self, st: _PartitionState, fetch_offset: int, part: FetchPartitionResponse) -> bool:
+    def _process(self, st: PartitionState, fetch_offset: int, part: FetchPartitionResponse) -> bool:
         """Handle one partition of a fetch response; ``False`` = hand it back to the LeaderFinder."""
         with st.lock:
             if st.removed or self.stopping:
@@ -549,7 +515,7 @@ class FetcherThread(ShutdownableThread):
                      self.name, part.topic, part.partition, self.key.broker_id, part.error_code)
             return False
 
-    def _deliver(self, st: _PartitionState, fetch_offset: int, message_set: memoryview) -> None:
+    def _deliver(self, st: PartitionState, fetch_offset: int, message_set: memoryview) -> None:
         """Decode and queue, or park if the queue is full (never blocks); caller holds ``st.lock``."""
         info = st.info
         if info.fetched_offset != fetch_offset:
@@ -572,20 +538,20 @@ class FetcherThread(ShutdownableThread):
             # sends that; back off rather than spin on it.
             log.warning("%s: %s-%d: no message at or after offset %d in %d bytes (next offset %d); retrying later",
                         self.name, info.topic, info.partition, fetch_offset, decoded.valid_bytes, decoded.next_offset)
-            st.delay_until = time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0
+            self._hindrances.delay(st, time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0)
 
-    def _queue_or_park(self, st: _PartitionState, chunk: FetchedDataChunk) -> None:
+    def _queue_or_park(self, st: PartitionState, chunk: FetchedDataChunk) -> None:
         """Queue ``chunk`` now, or park it until its queue has room; caller holds ``st.lock``."""
         if not st.info.offer(chunk):
-            st.parked = chunk
+            self._hindrances.park(st, chunk)
 
-    def _stall(self, st: _PartitionState, fetch_offset: int, error: ZkConsumerError) -> None:
+    def _stall(self, st: PartitionState, fetch_offset: int, error: ZkConsumerError) -> None:
         """Queue (or park) ``error`` for the iterator and stop fetching the partition (no refetch spin)."""
-        st.stalled = True
+        self._hindrances.stall(st)
         self._queue_or_park(st, FetchedDataChunk(st.info, fetch_offset, (), error))
         log.error("%s: stopped fetching %s-%d: %s", self.name, st.info.topic, st.info.partition, error)
 
-    def _reset_offset(self, st: _PartitionState, fetch_offset: int) -> Optional[bool]:
+    def _reset_offset(self, st: PartitionState, fetch_offset: int) -> Optional[bool]:
         """Place a partition whose position is invalid (``placement.place_offset``; caller holds ``st.lock``),
         within what is left of the deadline of a consumer running the round."""
         bound = None

@@ -57,6 +57,10 @@
  *     zkconsumer.wire.protocol.FetchRequest.decode_response reads them, and a Fetch v0 request
  *     frame, byte for byte as FetchRequest.encode_frame writes it; see _speedups_fetch.c.
  *
+ * fetch_walk(body, item_type, requested)
+ *     A Fetch v0 response body read as fetch_response reads it and walked for a fetcher, as
+ *     zkconsumer.wire.fetch_walk.walk_partitions walks it; see _speedups_fetch.c.
+ *
  * arrow_batch(block, topic, partition, start, stop, import_from_c, schema)
  *     Rows of a MessageBlock as a record batch of zkconsumer.consumer.arrow's schema, handed
  *     to pyarrow through the Arrow C data interface; see _speedups_arrow.c.
@@ -83,6 +87,9 @@ static PyMethodDef module_methods[] = {
     {"fetch_response", py_fetch_response, METH_VARARGS,
      "fetch_response(body, item_type) -> [item_type(topic, partition, error, high_watermark, message_set)] or None\n"
      "(None: a body the Python decoder refuses); see _speedups_fetch.c"},
+    {"fetch_walk", py_fetch_walk, METH_VARARGS,
+     "fetch_walk(body, item_type, requested) -> (size, largest, [(state, offset, item)]) or None: a Fetch response\n"
+     "read and walked for a fetcher; see _speedups_fetch.c"},
     {"fetch_request", py_fetch_request, METH_VARARGS,
      "fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions) -> the Fetch v0 request frame,\n"
      "or None (a request the Python encoder must write or refuse); see _speedups_fetch.c"},

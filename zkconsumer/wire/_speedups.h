@@ -9,7 +9,7 @@
  *   _speedups_decode.c   decode(), decode_inner(), concat(): message sets into MessageBlocks
  *   _speedups_cursor.c   Cursor, the per-message engine of zkconsumer.consumer.stream.ConsumerIterator
  *   _speedups_recv.c     recv_exactly(), recv_frame(): socket reads without the GIL
- *   _speedups_fetch.c    fetch_response(), fetch_request(): a Fetch response body read, a request written
+ *   _speedups_fetch.c    fetch_response(), fetch_walk(), fetch_request(): a Fetch response body read (and walked), a request written
  *   _speedups_arrow.c    arrow_batch(): a MessageBlock's rows as an Arrow record batch (C data interface)
  *
  * Everything here has a pure-Python equivalent (zkconsumer.wire.messageset,
@@ -151,6 +151,7 @@ PyObject *py_recv_frame(PyObject *module, PyObject *args);
 /* ------------------------------------------------------------------------ Fetch responses: _speedups_fetch.c */
 
 PyObject *py_fetch_response(PyObject *module, PyObject *args);
+PyObject *py_fetch_walk(PyObject *module, PyObject *args);
 PyObject *py_fetch_request(PyObject *module, PyObject *args);
 /* ------------------------------------------------------------------------ Arrow batches: _speedups_arrow.c */
 PyObject *py_arrow_batch(PyObject *module, PyObject *args);

@@ -1,6 +1,6 @@
 """Types of the optional C accelerator (``_speedups.c`` and its ``_speedups_*.c``); see those files for the contracts."""
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 END: int
 TRUNCATED: int
@@ -50,8 +50,12 @@ def concat(blocks: Sequence[MessageBlock], /) -> MessageBlock: ...
 def recv_exactly(fd: int, buffer: Any, timeout_ms: int, /) -> int: ...
 def recv_frame(fd: int, buffer: Any, timeout_ms: int, request: Optional[bytes] = None, /) -> Tuple[int, int, int]: ...
 def fetch_response(body: Any, item_type: Any, /) -> Optional[List[Any]]: ...
+def fetch_walk(
+    body: Any, item_type: Any, requested: Dict[Any, Tuple[Any, int]], /
+) -> Optional[Tuple[int, int, List[Tuple[Any, int, Any]]]]: ...
 def fetch_request(
-    correlation_id: int, client_id: Optional[str], max_wait_ms: int, min_bytes: int, partitions: Sequence[Any], /
+    correlation_id: int, client_id: Optional[str], max_wait_ms: int, min_bytes: int, partitions: Any,
+    max_bytes: int = ..., /
 ) -> Optional[bytes]: ...
 def arrow_batch(
     block: MessageBlock, topic: str, partition: int, start: int, stop: int, import_from_c: Callable[[int, Any], Any],

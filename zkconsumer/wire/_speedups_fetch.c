@@ -50,19 +50,67 @@ static Py_ssize_t read_count(const unsigned char *p, Py_ssize_t len, Py_ssize_t 
     return n < 0 ? 0 : n;
 }
 
-PyObject *py_fetch_response(PyObject *module, PyObject *args) {
-    PyObject *body, *item_type_obj, *out = NULL, *topic = NULL;
-    PyTypeObject *item_type;
+/* The requested partition's entry (borrowed; NULL: not requested) for topic/partition, or -1 with an
+ * error set. The key is built as the fetcher builds it: a (topic, partition) tuple. */
+static int find_entry(PyObject *requested, PyObject *topic, int32_t partition, PyObject **entry) {
+    PyObject *number = PyLong_FromLong(partition), *key;
+    if (number == NULL) return -1;
+    key = PyTuple_Pack(2, topic, number);
+    Py_DECREF(number);
+    if (key == NULL) return -1;
+    *entry = PyDict_GetItemWithError(requested, key);
+    Py_DECREF(key);
+    if (*entry == NULL && PyErr_Occurred()) return -1;
+    if (*entry != NULL && (!PyTuple_Check(*entry) || PyTuple_GET_SIZE(*entry) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "fetch_walk: requested values must be (state, offset) tuples");
+        return -1;
+    }
+    return 0;
+}
+
+/* fetch_walk's handling of one partition: the high watermark of an empty, error-free one is set on
+ * its state; any other is appended to out as (state, offset, item). 0, or -1 with an error set. */
+static int walk_partition(PyObject *out, PyObject *requested, PyTypeObject *item_type, PyObject *body,
+                          PyObject *topic, int32_t partition, int16_t error, int64_t hw,
+                          Py_ssize_t start, int32_t size) {
+    static PyObject *hw_name = NULL;
+    PyObject *entry, *slice, *item, *row;
+    if (find_entry(requested, topic, partition, &entry) < 0) return -1;
+    if (entry == NULL) return 0;
+    if (size == 0 && error == 0) {
+        PyObject *value;
+        int failed;
+        if (hw < 0) return 0;
+        if (hw_name == NULL && (hw_name = PyUnicode_InternFromString("high_watermark")) == NULL) return -1;
+        if ((value = PyLong_FromLongLong(hw)) == NULL) return -1;
+        failed = PyObject_SetAttr(PyTuple_GET_ITEM(entry, 0), hw_name, value);
+        Py_DECREF(value);
+        return failed;
+    }
+    slice = PySequence_GetSlice(body, start, start + size);
+    if (slice == NULL) return -1;
+    item = make_item(item_type, topic, partition, error, hw, slice);
+    Py_DECREF(slice);
+    if (item == NULL) return -1;
+    row = PyTuple_Pack(3, PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1), item);
+    Py_DECREF(item);
+    if (row == NULL) return -1;
+    if (PyList_Append(out, row) < 0) {
+        Py_DECREF(row);
+        return -1;
+    }
+    Py_DECREF(row);
+    return 0;
+}
+
+/* Both readers: every partition as an item (requested NULL), or fetch_walk's rows. Returns the list,
+ * Py_None (new reference) for a body the Python decoder refuses, or NULL with an error set. */
+static PyObject *read_fetch_response(PyObject *body, PyTypeObject *item_type, PyObject *requested,
+                                     long long *total, long long *largest) {
+    PyObject *out = NULL, *topic = NULL;
     Py_buffer view;
     const unsigned char *p;
     Py_ssize_t len, pos = 0, topics, t, parts, k;
-    (void)module;
-    if (!PyArg_ParseTuple(args, "OO:fetch_response", &body, &item_type_obj)) return NULL;
-    if (!PyType_Check(item_type_obj) || !PyType_IsSubtype((PyTypeObject *)item_type_obj, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "fetch_response: item_type must be a tuple subclass");
-        return NULL;
-    }
-    item_type = (PyTypeObject *)item_type_obj;
     if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) return NULL;
     p = (const unsigned char *)view.buf;
     len = view.len;
@@ -95,7 +143,6 @@ PyObject *py_fetch_response(PyObject *module, PyObject *args) {
             int32_t partition, size;
             int16_t error;
             int64_t hw;
-            PyObject *slice, *item;
             if (pos + 18 > len) goto refused;
             partition = be32(p + pos);
             error = (int16_t)((p[pos + 4] << 8) | p[pos + 5]);
@@ -103,17 +150,24 @@ PyObject *py_fetch_response(PyObject *module, PyObject *args) {
             size = be32(p + pos + 14);
             pos += 18;
             if (size < 0 || size > len - pos) goto refused;
-            slice = PySequence_GetSlice(body, pos, pos + size);
-            if (slice == NULL) goto error;
-            pos += size;
-            item = make_item(item_type, topic, partition, error, hw, slice);
-            Py_DECREF(slice);
-            if (item == NULL) goto error;
-            if (PyList_Append(out, item) < 0) {
+            *total += size;
+            if (size > *largest) *largest = size;
+            if (requested != NULL) {
+                if (walk_partition(out, requested, item_type, body, topic, partition, error, hw, pos, size) < 0)
+                    goto error;
+            } else {
+                PyObject *slice = PySequence_GetSlice(body, pos, pos + size), *item;
+                if (slice == NULL) goto error;
+                item = make_item(item_type, topic, partition, error, hw, slice);
+                Py_DECREF(slice);
+                if (item == NULL) goto error;
+                if (PyList_Append(out, item) < 0) {
+                    Py_DECREF(item);
+                    goto error;
+                }
                 Py_DECREF(item);
-                goto error;
             }
-            Py_DECREF(item);
+            pos += size;
         }
     }
     Py_XDECREF(topic);
@@ -131,12 +185,57 @@ error:
     return NULL;
 }
 
+static int check_item_type(PyObject *item_type, const char *who) {
+    if (!PyType_Check(item_type) || !PyType_IsSubtype((PyTypeObject *)item_type, &PyTuple_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s: item_type must be a tuple subclass", who);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *py_fetch_response(PyObject *module, PyObject *args) {
+    PyObject *body, *item_type;
+    long long total = 0, largest = 0;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO:fetch_response", &body, &item_type)) return NULL;
+    if (check_item_type(item_type, "fetch_response") < 0) return NULL;
+    return read_fetch_response(body, (PyTypeObject *)item_type, NULL, &total, &largest);
+}
+
+/*
+ * fetch_walk(body, item_type, requested): a Fetch v0 response body read as fetch_response reads it,
+ * and walked as zkconsumer.wire.fetch_walk.walk_partitions walks the partitions (the reference):
+ * ``requested`` maps ``(topic, partition)`` to the fetcher's ``(state, offset)``. Returns
+ * ``(size, largest, rows)``: the message set bytes of the whole response and of its largest
+ * partition, and ``(state, offset, item)`` per requested partition with data or an error, in the
+ * response's order. An empty, error-free requested partition only has its high watermark (if not
+ * negative) set as ``state.high_watermark``; partitions not requested are counted, nothing else.
+ * ``None`` for a body the Python decoder refuses (as fetch_response; high watermarks of the
+ * partitions before the refused byte may have been set: they are metrics only).
+ */
+PyObject *py_fetch_walk(PyObject *module, PyObject *args) {
+    PyObject *body, *item_type, *requested, *rows, *out;
+    long long total = 0, largest = 0;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OOO!:fetch_walk", &body, &item_type, &PyDict_Type, &requested)) return NULL;
+    if (check_item_type(item_type, "fetch_walk") < 0) return NULL;
+    rows = read_fetch_response(body, (PyTypeObject *)item_type, requested, &total, &largest);
+    if (rows == NULL || rows == Py_None) return rows;
+    out = Py_BuildValue("(LLN)", total, largest, rows);
+    return out;
+}
+
 /*
  * fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions): the complete Fetch v0
  * request frame (size prefix, header, body) that zkconsumer.wire.protocol.FetchRequest.encode_frame
  * writes, byte for byte: replica id -1, the partitions grouped by topic in first-seen order (each
  * topic's partitions in their order), ``partitions`` a sequence of objects with ``topic``,
  * ``partition``, ``offset`` and ``max_bytes`` (FetchPartition).
+ *
+ * fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, requested, max_bytes): the same
+ * frame for a fetcher's ``requested`` dict (zkconsumer.wire.fetch_walk.WalkedFetchRequest), each
+ * ``(topic, partition) -> (state, offset)`` item a partition at ``offset``, in the dict's order, every
+ * one with ``max_bytes``.
  *
  * Returns ``None`` for anything the Python encoder would refuse or might treat otherwise (a value
  * that is not an int or out of its field's range, a topic or client id that is not a str, not
@@ -202,7 +301,9 @@ typedef struct {
 } fetch_entry_t;
 
 PyObject *py_fetch_request(PyObject *module, PyObject *args) {
-    PyObject *cid_obj, *client_obj, *wait_obj, *min_obj, *parts_obj, *seq = NULL, *groups = NULL, *out = NULL;
+    PyObject *cid_obj, *client_obj, *wait_obj, *min_obj, *parts_obj, *max_obj = NULL, *seq = NULL, *groups = NULL;
+    PyObject *out = NULL;
+    long long dict_max_bytes = 0;
     fetch_entry_t *entries = NULL;
     Py_ssize_t *group_first = NULL, *group_count = NULL, *order = NULL, *fill = NULL;
     Py_ssize_t n, i, ngroups = 0, client_len = 0, size;
@@ -212,8 +313,11 @@ PyObject *py_fetch_request(PyObject *module, PyObject *args) {
     int refused = 0;
     const long long I32_MIN = -2147483648LL, I32_MAX = 2147483647LL;
     (void)module;
-    if (!PyArg_ParseTuple(args, "OOOOO:fetch_request", &cid_obj, &client_obj, &wait_obj, &min_obj, &parts_obj))
+    if (!PyArg_ParseTuple(args, "OOOOO|O:fetch_request", &cid_obj, &client_obj, &wait_obj, &min_obj, &parts_obj,
+                          &max_obj))
         return NULL;
+    if (max_obj != NULL && (!PyDict_Check(parts_obj) || !int_field(max_obj, I32_MIN, I32_MAX, &dict_max_bytes)))
+        Py_RETURN_NONE;
     if (!int_field(cid_obj, I32_MIN, I32_MAX, &cid) || !int_field(wait_obj, I32_MIN, I32_MAX, &wait) ||
         !int_field(min_obj, I32_MIN, I32_MAX, &min_bytes))
         Py_RETURN_NONE;
@@ -225,8 +329,12 @@ PyObject *py_fetch_request(PyObject *module, PyObject *args) {
         s_max_bytes = PyUnicode_InternFromString("max_bytes");
         if (!s_topic || !s_partition || !s_offset || !s_max_bytes) return NULL;
     }
-    if (!PyList_Check(parts_obj) && !PyTuple_Check(parts_obj)) Py_RETURN_NONE;
-    seq = PySequence_Fast(parts_obj, "fetch_request: partitions must be a sequence");
+    if (max_obj != NULL) {
+        seq = PyDict_Items(parts_obj);  /* [((topic, partition), (state, offset))] */
+    } else {
+        if (!PyList_Check(parts_obj) && !PyTuple_Check(parts_obj)) Py_RETURN_NONE;
+        seq = PySequence_Fast(parts_obj, "fetch_request: partitions must be a sequence");
+    }
     if (seq == NULL) return NULL;
     n = PySequence_Fast_GET_SIZE(seq);
     entries = PyMem_Calloc(n ? n : 1, sizeof(fetch_entry_t));
@@ -244,16 +352,27 @@ PyObject *py_fetch_request(PyObject *module, PyObject *args) {
         PyObject *p = PySequence_Fast_GET_ITEM(seq, i), *g;
         fetch_entry_t *e = &entries[i];
         Py_ssize_t tlen;
-        e->topic = PyObject_GetAttr(p, s_topic);
-        if (e->topic == NULL) goto done;
-        if (!PyUnicode_CheckExact(e->topic) || string_field(e->topic, &tlen) == NULL) { refused = 1; break; }
-        if ((refused = int_attr(p, s_partition, I32_MIN, I32_MAX, &e->partition)) < 0 ||
-            (!refused && (refused = int_attr(p, s_offset, INT64_MIN, INT64_MAX, &e->offset)) < 0) ||
-            (!refused && (refused = int_attr(p, s_max_bytes, I32_MIN, I32_MAX, &e->max_bytes)) < 0)) {
-            refused = 0;
-            goto done;
+        if (max_obj != NULL) {  /* an item of requested */
+            PyObject *key = PyTuple_GET_ITEM(p, 0), *value = PyTuple_GET_ITEM(p, 1);
+            if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 2 || !PyTuple_Check(value) ||
+                PyTuple_GET_SIZE(value) != 2) { refused = 1; break; }
+            e->topic = Py_NewRef(PyTuple_GET_ITEM(key, 0));
+            e->max_bytes = dict_max_bytes;
+            if (!PyUnicode_CheckExact(e->topic) || string_field(e->topic, &tlen) == NULL ||
+                !int_field(PyTuple_GET_ITEM(key, 1), I32_MIN, I32_MAX, &e->partition) ||
+                !int_field(PyTuple_GET_ITEM(value, 1), INT64_MIN, INT64_MAX, &e->offset)) { refused = 1; break; }
+        } else {
+            e->topic = PyObject_GetAttr(p, s_topic);
+            if (e->topic == NULL) goto done;
+            if (!PyUnicode_CheckExact(e->topic) || string_field(e->topic, &tlen) == NULL) { refused = 1; break; }
+            if ((refused = int_attr(p, s_partition, I32_MIN, I32_MAX, &e->partition)) < 0 ||
+                (!refused && (refused = int_attr(p, s_offset, INT64_MIN, INT64_MAX, &e->offset)) < 0) ||
+                (!refused && (refused = int_attr(p, s_max_bytes, I32_MIN, I32_MAX, &e->max_bytes)) < 0)) {
+                refused = 0;
+                goto done;
+            }
+            if (refused) break;
         }
-        if (refused) break;
         g = PyDict_GetItemWithError(groups, e->topic);
         if (g == NULL) {
             if (PyErr_Occurred()) goto done;

@@ -35,6 +35,7 @@ import threading
 from typing import Callable, Optional, Sequence, TypeVar
 
 from ..errors import BrokerUnavailableError
+from .fetch_walk import FetchWalk, Requested, WalkedFetchRequest
 from .messageset import speedups
 from .protocol import (
     FetchPartition,
@@ -179,6 +180,14 @@ class BrokerConnection:
         timeout does (the answer may still come: the next request reconnects).
         """
         return self._send(FetchRequest(max_wait_ms, min_bytes, tuple(partitions)), self._reuse_buffer, timeout_ms)
+
+    def fetch_walked(self, requested: Requested, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                     timeout_ms: Optional[int] = None) -> FetchWalk:
+        """:meth:`fetch` of ``requested``'s partitions (``(topic, partition) -> (state, offset)``), each with
+        ``max_bytes``, its response walked for the fetcher (:mod:`zkconsumer.wire.fetch_walk`). Same buffer,
+        bound and errors as :meth:`fetch`."""
+        return self._send(WalkedFetchRequest(max_wait_ms, min_bytes, max_bytes, requested), self._reuse_buffer,
+                          timeout_ms)
 
     def metadata(self, topics: Sequence[str]) -> MetadataResponse:
         """Metadata v0 for ``topics`` (empty: every topic)."""

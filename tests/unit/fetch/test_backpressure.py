@@ -95,6 +95,14 @@ class TwoStreams:
     def got_b(self) -> bool:
         return all(self.got(p) >= 400 for p in B)
 
+    def hindrances(self) -> Tuple[int, int]:
+        """The fetcher's counts of partitions parked and of those stalled or delayed (``Hindrances``): its
+        rounds skip their scans while both are 0, so they must follow every park, unpark, stall and removal."""
+        fetchers = list(self.manager._fetchers.values())
+        assert len(fetchers) == 1
+        counts = fetchers[0]._hindrances
+        return counts.parked, counts.odd
+
 
 def wait(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
@@ -126,7 +134,7 @@ def test_item3_a_stalled_stream_does_not_stop_the_other_streams_partitions(strea
     # B: its queue full, never more; beyond it at most one parked chunk per partition
     # (each partition is fetched again as soon as its own chunk is queued); nothing more fetched.
     assert len(streams.b) == CAPACITY and streams.peak_b <= CAPACITY
-    assert streams.parked_b() == len(B)
+    assert streams.parked_b() == len(B) and streams.hindrances() == (len(B), 0)
     fetched_b = [info.fetched_offset for info in streams.infos_b]
     fetches_b = [streams.cluster.fetches[("t", p)] for p in B]
     time.sleep(0.3)
@@ -136,7 +144,7 @@ def test_item3_a_stalled_stream_does_not_stop_the_other_streams_partitions(strea
     streams.read(streams.b, streams.got_b)
     for p in (0, *B):
         streams.check_exact(p, 400)
-    assert streams.parked_b() == 0
+    assert streams.parked_b() == 0 and streams.hindrances() == (0, 0)
 
 
 def test_item3_with_every_stream_full_the_fetcher_waits(streams: TwoStreams, cluster: FakeCluster) -> None:
@@ -182,6 +190,7 @@ def test_item3_removing_a_partition_drops_its_parked_chunk_and_a_new_owner_loses
     streams.read(streams.b, streams.got_b)
     for p in (0, *B):
         streams.check_exact(p, 400)
+    wait(lambda: streams.hindrances() == (0, 0), "no partition counted as parked (the removed one's chunk was dropped)")
 
 
 def test_item3_an_error_chunk_waits_its_turn_behind_a_full_queue(cluster: FakeCluster) -> None:
@@ -198,6 +207,7 @@ def test_item3_an_error_chunk_waits_its_turn_behind_a_full_queue(cluster: FakeCl
         assert s.partition_metrics(1)["stalled"] is True
         for p in (0, *B[1:]):
             s.check_exact(p, 100)
+        wait(lambda: s.hindrances() == (0, 1), "the stalled partition counted, nothing parked")
     finally:
         s.manager.stop()
 

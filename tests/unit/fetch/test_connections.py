@@ -17,6 +17,7 @@ import pytest
 from zkconsumer.fetch.rounds import large_response
 
 from .test_fetcher import TP, FakeCluster, Harness, our_threads, set_quiet
+from .walking import walked_via_fetch
 
 
 def wait_for(condition: Callable[[], bool], harness: Harness, timeout: float = 10.0) -> None:
@@ -109,6 +110,8 @@ def test_a_chunk_whose_response_arrives_after_the_lease_lapsed_is_not_queued_and
 
         def __getattr__(self, name: str) -> object:
             return getattr(self.inner, name)
+
+        fetch_walked = walked_via_fetch  # through this fetch
 
         def fetch(self, partitions, max_wait_ms, min_bytes, timeout_ms=None):  # type: ignore[no-untyped-def]
             if not valid[0]:

@@ -22,6 +22,7 @@ from zkconsumer.fetch.rounds import ANSWER_GRACE_MS, HANDBACK_S
 from zkconsumer.wire.protocol import FetchPartition, FetchPartitionResponse, FetchResponse
 
 from .test_fetcher import encode, make_config
+from .walking import walked_via_fetch
 
 
 class ScriptedConnection:
@@ -55,6 +56,8 @@ class ScriptedConnection:
         with self.lock:
             for _ in range(n):
                 self.log.append(encode(len(self.log), b"v%d" % len(self.log)))
+
+    fetch_walked = walked_via_fetch
 
     def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
               timeout_ms: Optional[int] = None) -> FetchResponse:

@@ -33,6 +33,8 @@ from zkconsumer.wire.protocol import (
     TopicMetadata,
 )
 
+from .walking import walked_via_fetch
+
 TP = Tuple[str, int]
 
 # --------------------------------------------------------------------------- fetcher ids
@@ -157,6 +159,8 @@ class FakeConnection:
                               for (t, p) in sorted(c.logs) if t == topic)
                 out.append(TopicMetadata(topic, 0 if parts else 3, parts))
         return MetadataResponse(brokers, tuple(out))
+
+    fetch_walked = walked_via_fetch
 
     def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
               timeout_ms: Optional[int] = None) -> FetchResponse:
