@@ -149,6 +149,11 @@ class ChunkQueue:
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
+        # Threads waiting on each condition (guarded by _lock): a single notify() is sent only to a waiter.
+        # threading.Condition.notify is Python code that costs a microsecond or two even with nobody waiting,
+        # and a live stream's round queues a chunk and takes it with nobody waiting on either side (issue 44).
+        self._takers = 0
+        self._putters = 0
         self._wakeups = 0
         self._room_listeners: Tuple[Callable[[], None], ...] = ()
         self._drivers: Tuple[_Driver, ...] = ()
@@ -203,7 +208,8 @@ class ChunkQueue:
                 return False
             chunk.epoch = self.epoch
             self._items.append(chunk)
-            self._not_empty.notify()
+            if self._takers:
+                self._not_empty.notify()
             return True
 
     def put(self, chunk: FetchedDataChunk, should_abort: Callable[[], bool]) -> bool:
@@ -212,12 +218,17 @@ class ChunkQueue:
             while len(self._items) >= self.capacity:
                 if should_abort():
                     return False
-                self._not_full.wait()
+                self._putters += 1
+                try:
+                    self._not_full.wait()
+                finally:
+                    self._putters -= 1
             if should_abort():
                 return False
             chunk.epoch = self.epoch
             self._items.append(chunk)
-            self._not_empty.notify()
+            if self._takers:
+                self._not_empty.notify()
             return True
 
     def put_shutdown(self) -> None:
@@ -241,7 +252,8 @@ class ChunkQueue:
                 if self._items:
                     was_full = len(self._items) >= self.capacity
                     item = self._items.popleft()
-                    self._not_full.notify()
+                    if self._putters:
+                        self._not_full.notify()
                     break
                 if self._wakeups != wakeups:
                     return None
@@ -263,11 +275,15 @@ class ChunkQueue:
 
     def _wait(self, wakeups: int, left: Optional[float], nudges: Optional[int] = None) -> None:
         """Wait (caller holds ``_lock``) until an item, a wake-up, a nudge (if ``nudges`` is given) or ``left`` s passed."""
-        if nudges is None:
-            self._not_empty.wait_for(lambda: bool(self._items) or self._wakeups != wakeups, left)
-        else:
-            self._not_empty.wait_for(
-                lambda: bool(self._items) or self._wakeups != wakeups or self._nudges != nudges, left)
+        self._takers += 1
+        try:
+            if nudges is None:
+                self._not_empty.wait_for(lambda: bool(self._items) or self._wakeups != wakeups, left)
+            else:
+                self._not_empty.wait_for(
+                    lambda: bool(self._items) or self._wakeups != wakeups or self._nudges != nudges, left)
+        finally:
+            self._takers -= 1
 
     def wake_consumers(self) -> None:
         """Make every blocked :meth:`get` return ``None`` now (a background failure to report), also
