@@ -48,7 +48,7 @@
  *     message from the cleared chunk handed out afterwards. Every state change
  *     happens while holding the GIL without running Python code in between.
  *
- * recv_exactly(fd, buffer, timeout_ms), recv_frame(fd, buffer, timeout_ms, request=None)
+ * recv_exactly(fd, buffer, timeout_ms), recv_frame(fd, buffer, timeout_ms, request=None, lowat=0)
  *     Socket reads (recv_frame: a request sent, then a size-prefixed frame read) with
  *     the GIL released throughout; see _speedups_recv.c.
  *
@@ -76,8 +76,8 @@ static PyMethodDef module_methods[] = {
     {"recv_exactly", py_recv_exactly, METH_VARARGS,
      "recv_exactly(fd, buffer, timeout_ms) -> bytes read (< len(buffer) only at EOF, -1 on timeout); the GIL is released throughout"},
     {"recv_frame", py_recv_frame, METH_VARARGS,
-     "recv_frame(fd, buffer, timeout_ms, request=None) -> (state, size, body bytes read): request sent (if given),\n"
-     "then a size-prefixed frame read, in one GIL release"},
+     "recv_frame(fd, buffer, timeout_ms, request=None, lowat=0) -> (state, size, body bytes read, SO_RCVLOWAT left):\n"
+     "request sent (if given), then a size-prefixed frame read, in one GIL release"},
     {"crc32", py_crc32, METH_O, "crc32(data) -> zlib.crc32(data), with the decoder's implementation"},
     {"decode_inner", py_decode_inner, METH_VARARGS,
      "decode_inner(sets, fetch_offset) -> (block, bad_index, reason): the inner sets of consecutive wrappers as one block"},

@@ -48,20 +48,23 @@ static int wait_ready(int fd, short events, int timeout_ms) {
  * an errno. ``poll_first``: wait for bytes before the first read (the caller just sent a request:
  * a read now would only fail with EAGAIN). ``coming``: bytes the peer is sure to send from p[0]
  * on, if more than n (a wait may then set its mark that high; 0: n). ``*lowat``: the socket's
- * SO_RCVLOWAT, kept up to date here; the caller puts it back to 1 (reset_lowat). */
+ * SO_RCVLOWAT, kept up to date here; the caller puts it back to 1 (reset_lowat) unless it keeps
+ * track of it (recv_frame's ``lowat``). */
 static int recv_all(int fd, char *p, Py_ssize_t n, Py_ssize_t coming, int timeout_ms, Py_ssize_t *got,
                     int poll_first, int *lowat) {
     int status = 0, quiet_ms = 0;  /* quiet_ms: waited with the mark set since the last byte */
     while (*got < n) {
         ssize_t r;
-        if (poll_first) {  /* a request was just sent: its answer cannot be there yet, wait before reading */
+        if (poll_first) {  /* nothing to read yet (see below): wait before reading */
             poll_first = 0;
             r = -1;
             errno = EAGAIN;
         } else {
             r = recv(fd, p + *got, (size_t)(n - *got), MSG_DONTWAIT);
         }
-        if (r > 0) { *got += r; quiet_ms = 0; continue; }
+        /* A short read took every byte there was: the next recv would fail with EAGAIN, so wait
+         * first (bytes that came meanwhile count towards the mark, and the wait returns at once). */
+        if (r > 0) { poll_first = r < n - *got; *got += r; quiet_ms = 0; continue; }
         if (r == 0) break;  /* EOF */
         int wait_ms = timeout_ms;
 #ifdef SO_RCVLOWAT
@@ -199,7 +202,7 @@ PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(got);
 }
 
-/* recv_frame(fd, buffer, timeout_ms) -> (state, size, body bytes read)
+/* recv_frame(fd, buffer, timeout_ms, request=None, lowat=0) -> (state, size, body bytes read, mark)
  *
  * A size-prefixed response frame with one GIL release: the 4-byte big-endian size,
  * then, if 4 <= size <= len(buffer), the body into buffer[:size]. state 0: the size
@@ -210,16 +213,25 @@ PyObject *py_recv_exactly(PyObject *self, PyObject *args) {
  * With ``request``, those bytes are sent first, in the same release of the GIL: a
  * fetcher then takes the GIL back once per round trip, not twice (each time it may
  * wait up to sys.getswitchinterval() behind a thread iterating messages). A send
- * error raises OSError, as sock.sendall would; a send timeout is state 1. */
+ * error raises OSError, as sock.sendall would; a send timeout is state 1.
+ *
+ * ``lowat`` (``mark``): the socket's SO_RCVLOWAT. 0 (the default): it is 1, and is put back to 1
+ * before returning. Positive: what the previous call returned as ``mark`` on this socket; a call
+ * that returns state 0 leaves the mark as its last wait set it and returns it, any other outcome
+ * (another state, an exception) puts it back to 1 first. A fetcher asks for answers of the same
+ * floor round after round, so a kept mark spares two setsockopt calls per round (issue 44); whoever
+ * reads the socket any other way puts the mark back to 1 first (recv_exactly assumes 1). */
 PyObject *py_recv_frame(PyObject *self, PyObject *args) {
-    int fd, timeout_ms, status = 0, lowat = 1;
+    int fd, timeout_ms, status = 0, lowat = 0, keep;
     Py_ssize_t coming = 0;  /* bytes the answer surely has, size prefix included (0: not known) */
     Py_buffer view, request = {0};
     unsigned char head[4];
     Py_ssize_t hgot = 0, bgot = 0, sent = 0;
     int32_t size = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iw*i|y*:recv_frame", &fd, &view, &timeout_ms, &request)) return NULL;
+    if (!PyArg_ParseTuple(args, "iw*i|z*i:recv_frame", &fd, &view, &timeout_ms, &request, &lowat)) return NULL;
+    keep = lowat > 0;
+    if (!keep) lowat = 1;
     if (request.buf != NULL) coming = fetch_answer_floor((const unsigned char *)request.buf, request.len);
     for (;;) {
         Py_BEGIN_ALLOW_THREADS
@@ -233,7 +245,7 @@ PyObject *py_recv_frame(PyObject *self, PyObject *args) {
             if (size >= 4 && size <= view.len)
                 status = recv_all(fd, (char *)view.buf, size, 0, timeout_ms, &bgot, 0, &lowat);
         }
-        reset_lowat(fd, &lowat);
+        if (!keep || status != 0) reset_lowat(fd, &lowat);
         Py_END_ALLOW_THREADS
         if (status != 2) break;
         if (PyErr_CheckSignals() < 0) {
@@ -245,8 +257,8 @@ PyObject *py_recv_frame(PyObject *self, PyObject *args) {
     }
     PyBuffer_Release(&view);
     if (request.buf != NULL) PyBuffer_Release(&request);
-    if (status == 1) return Py_BuildValue("(iin)", 1, 0, (Py_ssize_t)0);
+    if (status == 1) return Py_BuildValue("(iini)", 1, 0, (Py_ssize_t)0, lowat);
     if (status) return recv_failed(status);
-    if (hgot < 4) return Py_BuildValue("(iin)", 2, 0, hgot);
-    return Py_BuildValue("(iin)", 0, (int)size, bgot);
+    if (hgot < 4) return Py_BuildValue("(iini)", 2, 0, hgot, lowat);
+    return Py_BuildValue("(iini)", 0, (int)size, bgot, lowat);
 }

@@ -112,6 +112,7 @@ class BrokerConnection:
         self._interrupted = False  # interrupt(): the request in flight fails without a retry
         self._reuse_buffer = reuse_buffer
         self._buffer = bytearray(0)  # the reused response buffer (reuse_buffer=True)
+        self._lowat = 1  # the socket's SO_RCVLOWAT as recv_frame left it (see _plain_mark)
 
     @property
     def address(self) -> str:
@@ -281,6 +282,7 @@ class BrokerConnection:
             except BaseException:
                 sock.close()
                 raise
+            self._lowat = 1
             self._sock = sock  # published before checking, so a concurrent abort() cannot miss it
             if self._aborted:
                 raise ConnectionAbortedError("aborted while connecting")
@@ -306,7 +308,7 @@ class BrokerConnection:
         """
         native_ms = self._native_timeout_ms(sock, timeout_ms)
         if shared_buffer and _recv_frame is not None and native_ms is not None:
-            state, size, got = _recv_frame(sock.fileno(), self._buffer, native_ms, request)
+            state, size, got, self._lowat = _recv_frame(sock.fileno(), self._buffer, native_ms, request, self._lowat)
             if state == 1:
                 raise socket.timeout("timed out")
             if state == 2:
@@ -320,6 +322,7 @@ class BrokerConnection:
         timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
         if sock.gettimeout() != timeout:  # the Python calls below wait the socket's own timeout: this request's
             sock.settimeout(timeout)
+        self._plain_mark(sock)
         sock.sendall(request)
         head = self._read_exactly(sock, 4, False, timeout_ms)
         size = int.from_bytes(head, "big", signed=True)
@@ -341,6 +344,7 @@ class BrokerConnection:
             view = memoryview(self._buffer)[:n]
         else:
             view = memoryview(bytearray(n))
+        self._plain_mark(sock)
         native_ms = self._native_timeout_ms(sock, timeout_ms)
         if _recv_exactly is not None and native_ms is not None:
             got = _recv_exactly(sock.fileno(), view, native_ms)
@@ -356,6 +360,14 @@ class BrokerConnection:
                 raise EOFError(f"connection closed by peer after {got} of {n} bytes")
             got += r
         return view.toreadonly()
+
+    def _plain_mark(self, sock: socket.socket) -> None:
+        """Before reading ``sock`` other than with recv_frame: its SO_RCVLOWAT back to 1. A fetcher's
+        recv_frame keeps the mark it set for the next round's answer (one floor, round after round);
+        any other read waits for whatever comes."""
+        if self._lowat != 1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+            self._lowat = 1
 
     @staticmethod
     def _native_timeout_ms(sock: socket.socket, timeout_ms: int) -> Optional[int]:

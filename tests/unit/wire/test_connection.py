@@ -291,22 +291,22 @@ def test_issue15_recv_frame_reads_size_and_body_or_says_why_not() -> None:
     a, b = socket.socketpair()
     buf = bytearray(16)
     b.sendall(struct.pack(">i", 5) + b"hello")
-    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 5, 5) and bytes(buf[:5]) == b"hello"
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 5, 5, 1) and bytes(buf[:5]) == b"hello"
     b.sendall(struct.pack(">i", 100))  # larger than the buffer: the body is left to the caller
-    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 100, 0)
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 100, 0, 1)
     b.sendall(b"x" * 100)
     assert speedups.recv_exactly(a.fileno(), bytearray(100), 1000) == 100
     b.sendall(struct.pack(">i", -1))  # implausible sizes are reported, not read
-    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, -1, 0)
-    assert speedups.recv_frame(a.fileno(), buf, 100) == (1, 0, 0)  # nothing comes: timed out
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, -1, 0, 1)
+    assert speedups.recv_frame(a.fileno(), buf, 100) == (1, 0, 0, 1)  # nothing comes: timed out
     b.sendall(struct.pack(">i", 8) + b"abc")
     b.close()
-    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 8, 3)  # EOF inside the body
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (0, 8, 3, 1)  # EOF inside the body
     a.close()
     a, b = socket.socketpair()
     b.sendall(b"\x00\x00")
     b.close()
-    assert speedups.recv_frame(a.fileno(), buf, 1000) == (2, 0, 2)  # EOF inside the size
+    assert speedups.recv_frame(a.fileno(), buf, 1000) == (2, 0, 2, 1)  # EOF inside the size
     a.close()
 
 
@@ -330,11 +330,11 @@ def test_issue15_recv_frame_sends_the_request_first_in_the_same_gil_release() ->
     for t in threads:
         t.start()
     buf = bytearray(16)
-    assert speedups.recv_frame(a.fileno(), buf, 5000, request) == (0, 5, 5)
+    assert speedups.recv_frame(a.fileno(), buf, 5000, request) == (0, 5, 5, 1)
     for t in threads:
         t.join(5)
     assert bytes(got) == request and bytes(buf[:5]) == b"hello" and ticks["n"] > 0
-    assert speedups.recv_frame(a.fileno(), buf, 100, b"again") == (1, 0, 0)  # sent; no answer: timed out
+    assert speedups.recv_frame(a.fileno(), buf, 100, b"again") == (1, 0, 0, 1)  # sent; no answer: timed out
     assert b.recv(16) == b"again"
     b.close()
     with pytest.raises(OSError):  # the peer is gone: the send fails as sock.sendall would
@@ -379,7 +379,7 @@ def test_issue15_recv_frame_wakes_once_for_a_body_that_arrives_in_pieces() -> No
     writer = _send_in_pieces(b, body, 65536, 0.005)
     buf = bytearray(len(body))
     before = _voluntary_switches()
-    assert speedups.recv_frame(a.fileno(), buf, 5000) == (0, len(body), len(body))
+    assert speedups.recv_frame(a.fileno(), buf, 5000) == (0, len(body), len(body), 1)
     woken = _voluntary_switches() - before
     writer.join(5)
     assert bytes(buf) == body
@@ -398,12 +398,12 @@ def test_issue15_recv_frame_times_out_only_without_progress() -> None:
     b.sendall(struct.pack(">i", len(body)))
     writer = _send_in_pieces(b, body, 100 * 1024, 0.1)
     buf = bytearray(len(body))
-    assert speedups.recv_frame(a.fileno(), buf, 300) == (0, len(body), len(body))
+    assert speedups.recv_frame(a.fileno(), buf, 300) == (0, len(body), len(body), 1)
     writer.join(5)
     assert bytes(buf) == body
     b.sendall(struct.pack(">i", len(body)) + body[:100 * 1024])  # then nothing: a timeout
     started = time.monotonic()
-    assert speedups.recv_frame(a.fileno(), buf, 300) == (1, 0, 0)
+    assert speedups.recv_frame(a.fileno(), buf, 300) == (1, 0, 0, 1)
     assert time.monotonic() - started < 1.5
     assert a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
     a.close(), b.close()
@@ -423,7 +423,7 @@ def test_issue15_a_long_timeout_is_counted_from_the_last_byte_to_within_a_second
     writer = _send_in_pieces(b, body[: 3 * 65536], 65536, 1.2)  # a piece at 1.2, 2.4 and 3.6 s, then silence
     buf = bytearray(len(body))
     started = time.monotonic()
-    assert speedups.recv_frame(a.fileno(), buf, 2500) == (1, 0, 0)
+    assert speedups.recv_frame(a.fileno(), buf, 2500) == (1, 0, 0, 1)
     took = time.monotonic() - started
     writer.join(5)
     assert 3.6 + 2.5 <= took + 0.05 and took < 3.6 + 2.5 + 1.0 + 0.2, f"timed out after {took:.2f}s"

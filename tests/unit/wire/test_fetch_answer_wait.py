@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple
 import pytest
 
 import zkconsumer
+from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.messageset import ACCELERATED
 from zkconsumer.wire.protocol import FetchPartition, FetchRequest, MetadataRequest
 
@@ -45,7 +46,7 @@ conn, _ = listener.accept()
 request = bytes.fromhex(sys.stdin.readline())
 buffer = bytearray(1 << 16)
 before, started = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw, time.monotonic()
-state, size, got = _speedups.recv_frame(conn.fileno(), buffer, 10000, request)
+state, size, got, _mark = _speedups.recv_frame(conn.fileno(), buffer, 10000, request)
 waits = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
 print(json.dumps([state, size, got, waits, buffer[:size].hex(), time.monotonic() - started]), flush=True)
 """
@@ -134,7 +135,100 @@ def test_a_wait_held_below_the_floor_ends_when_the_socket_is_shut_down() -> None
         reader.shutdown(socket.SHUT_RDWR)
         thread.join(10)
         assert not thread.is_alive()
-        assert result == [(0, FLOOR + 100, 20)]  # the caller reports a connection closed mid-answer
+        assert result == [(0, FLOOR + 100, 20, 1)]  # the caller reports a connection closed mid-answer
     finally:
         for s in (reader, broker, listener):
             s.close()
+
+
+# --------------------------------------------------------------------------- the mark kept between rounds
+
+def _pair() -> Tuple[socket.socket, socket.socket, socket.socket]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    reader = socket.create_connection(listener.getsockname()[:2])
+    broker, _ = listener.accept()
+    return listener, reader, broker
+
+
+def _serve_one(broker: socket.socket, request: bytes, answer: bytes) -> threading.Thread:
+    """The broker's side of one round: read ``request`` whole, then send ``answer`` at once."""
+
+    def serve() -> None:
+        got = b""
+        while len(got) < len(request):
+            got += broker.recv(65536)
+        broker.sendall(answer)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread
+
+
+def test_a_kept_mark_stays_at_the_floor_round_after_round_and_goes_back_to_1_on_a_timeout() -> None:
+    """``lowat`` given: a round that reads its answer leaves the mark where its wait set it (the floor, for an
+    answer that came whole) and says so; the next round with the same floor finds it set. A round that does
+    not end in an answer (here a timeout) puts it back to 1, so the socket is left as a plain read expects."""
+    from zkconsumer.wire import _speedups
+
+    listener, reader, broker = _pair()
+    request = FetchRequest(1000, 1, tuple(PARTITIONS)).encode_frame(7, "reader")
+    frame = _answer(FLOOR - 4 + 127)
+    try:
+        mark = 1
+        for _ in range(3):
+            thread = _serve_one(broker, request, frame)
+            state, size, got, mark = _speedups.recv_frame(reader.fileno(), bytearray(1 << 16), 5000, request, mark)
+            thread.join(10)
+            assert (state, size, got) == (0, len(frame) - 4, len(frame) - 4)
+            assert mark == FLOOR == reader.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+        thread = _serve_one(broker, request, b"")  # the request is read, never answered
+        assert _speedups.recv_frame(reader.fileno(), bytearray(1 << 16), 200, request, mark) == (1, 0, 0, 1)
+        thread.join(10)
+        assert reader.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+    finally:
+        for s in (reader, broker, listener):
+            s.close()
+
+
+def test_a_short_answer_after_a_kept_mark_is_read_at_once_by_the_connection() -> None:
+    """A fetcher's connection keeps the floor of its fetches as the mark; an offset lookup on the same
+    connection (read by recv_exactly, which waits for any byte) puts it back to 1 first, so its answer,
+    shorter than the floor, is read as soon as it comes, not when the request times out."""
+    from kafka.protocol.old.fetch import FetchResponse_v0
+    from kafka.protocol.old.list_offsets import ListOffsetsResponse_v0
+
+    server = socket.create_server(("127.0.0.1", 0))
+    fetch_body = FetchResponse_v0(topics=[("events", [(p.partition, 0, 200, b"") for p in PARTITIONS[:6]]),
+                                          ("other-topic", [(0, 0, 9, b"")])]).encode()
+    offsets_body = ListOffsetsResponse_v0(topics=[("events", [(0, 0, [150])])]).encode()
+
+    def broker() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while True:
+                head = conn.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    return
+                request = conn.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+                api_key, _, cid = struct.unpack_from(">hhi", request)
+                body = fetch_body if api_key == 1 else offsets_body
+                if api_key != 1:
+                    time.sleep(0.05)  # the reader waits for it (not a read that finds it there)
+                conn.sendall(struct.pack(">ii", 4 + len(body), cid) + body)
+
+    thread = threading.Thread(target=broker, daemon=True)
+    thread.start()
+    conn = BrokerConnection("127.0.0.1", server.getsockname()[1], "reader", 5000, 0, reuse_buffer=True)
+    try:
+        for _ in range(2):  # the first answer is read into a new buffer, by the plain read: the second by recv_frame
+            assert len(conn.fetch(PARTITIONS, 1000, 1).partitions) == 7
+        assert conn._sock is not None and conn._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == FLOOR
+        assert len(offsets_body) + 8 < FLOOR
+        started = time.monotonic()
+        assert conn.list_offsets("events", 0, -1) == 150
+        assert time.monotonic() - started < 0.9  # with the floor still the mark: the 5 s timeout
+        assert conn._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        assert len(conn.fetch(PARTITIONS, 1000, 1).partitions) == 7  # and the next fetch sets it again
+    finally:
+        conn.close()
+        server.close()
