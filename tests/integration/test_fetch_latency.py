@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from support.common import consumer_props, unique
 
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
 from zkconsumer.wire.connection import BrokerConnection
-from zkconsumer.wire.protocol import FetchPartition
 
 MESSAGES = 12
 VALUE = 600  # one message per chunk: fetch.message.max.bytes holds one and part of the next
@@ -36,20 +35,19 @@ class FetchLog:
         self.recording = True
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        fetch = BrokerConnection.fetch
+        fetch_walked = BrokerConnection.fetch_walked  # what a fetcher sends its requests through
 
-        def recorded(conn: BrokerConnection, partitions: Sequence[FetchPartition], max_wait_ms: int,
-                     min_bytes: int, timeout_ms: Optional[int] = None) -> Any:
+        def recorded(conn: BrokerConnection, requested: Dict[Tuple[str, int], Tuple[Any, int]], max_wait_ms: int,
+                     min_bytes: int, max_bytes: int, timeout_ms: Optional[int] = None) -> Any:
             sent = time.monotonic()
             try:
-                return fetch(conn, partitions, max_wait_ms, min_bytes, timeout_ms)
+                return fetch_walked(conn, requested, max_wait_ms, min_bytes, max_bytes, timeout_ms)
             finally:
                 with self.lock:
                     if self.recording:
-                        asked = frozenset((p.topic, p.partition) for p in partitions)
-                        self.requests.append((asked, max_wait_ms, sent, time.monotonic()))
+                        self.requests.append((frozenset(requested), max_wait_ms, sent, time.monotonic()))
 
-        monkeypatch.setattr(BrokerConnection, "fetch", recorded)
+        monkeypatch.setattr(BrokerConnection, "fetch_walked", recorded)
 
     def leaving_out(self, tp: Tuple[str, int]) -> List[Tuple[int, float]]:
         """``(asked wait ms, seconds it took)`` of each request that left ``tp`` out after ``tp``'s first fetch
