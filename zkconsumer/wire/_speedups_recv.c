@@ -225,21 +225,36 @@ PyObject *py_recv_frame(PyObject *self, PyObject *args) {
     int fd, timeout_ms, status = 0, lowat = 0, keep;
     Py_ssize_t coming = 0;  /* bytes the answer surely has, size prefix included (0: not known) */
     Py_buffer view, request = {0};
+    PyObject *request_obj = Py_None;
+    int have_request;
     unsigned char head[4];
     Py_ssize_t hgot = 0, bgot = 0, sent = 0;
     int32_t size = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iw*i|z*i:recv_frame", &fd, &view, &timeout_ms, &request, &lowat)) return NULL;
+    if (!PyArg_ParseTuple(args, "iw*i|Oi:recv_frame", &fd, &view, &timeout_ms, &request_obj, &lowat)) return NULL;
+    /* ``request``: None, or a bytes-like object (as ``y*`` takes it: a str is refused, not encoded). */
+    if (request_obj != Py_None) {
+        if (PyUnicode_Check(request_obj)) {
+            PyErr_SetString(PyExc_TypeError, "recv_frame() request must be a bytes-like object or None, not str");
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (PyObject_GetBuffer(request_obj, &request, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    have_request = request_obj != Py_None;
     keep = lowat > 0;
     if (!keep) lowat = 1;
-    if (request.buf != NULL) coming = fetch_answer_floor((const unsigned char *)request.buf, request.len);
+    if (have_request) coming = fetch_answer_floor((const unsigned char *)request.buf, request.len);
     for (;;) {
         Py_BEGIN_ALLOW_THREADS
-        if (request.buf != NULL)
+        if (have_request)
             status = send_all(fd, (const char *)request.buf, request.len, timeout_ms, &sent);
         if (status == 0)  /* just sent (not after a signal): poll before the first read, one syscall less */
             status = recv_all(fd, (char *)head, 4, hgot == 0 ? coming : 0, timeout_ms, &hgot,
-                              request.buf != NULL && hgot == 0 && sent > 0, &lowat);
+                              have_request && hgot == 0 && sent > 0, &lowat);
         if (status == 0 && hgot == 4) {
             size = be32(head);
             if (size >= 4 && size <= view.len)
@@ -250,13 +265,13 @@ PyObject *py_recv_frame(PyObject *self, PyObject *args) {
         if (status != 2) break;
         if (PyErr_CheckSignals() < 0) {
             PyBuffer_Release(&view);
-            if (request.buf != NULL) PyBuffer_Release(&request);
+            if (have_request) PyBuffer_Release(&request);
             return NULL;
         }
         status = 0;
     }
     PyBuffer_Release(&view);
-    if (request.buf != NULL) PyBuffer_Release(&request);
+    if (have_request) PyBuffer_Release(&request);
     if (status == 1) return Py_BuildValue("(iini)", 1, 0, (Py_ssize_t)0, lowat);
     if (status) return recv_failed(status);
     if (hgot < 4) return Py_BuildValue("(iini)", 2, 0, hgot, lowat);

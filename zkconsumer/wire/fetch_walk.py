@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .messageset import speedups
-from .protocol import API_FETCH, FetchPartition, FetchPartitionResponse, FetchRequest, Request
+from .protocol import API_FETCH, FetchPartition, FetchPartitionResponse, FetchRequest, Request, native_fetch_frame
 
 __all__ = ["FetchWalk", "WalkedFetchRequest", "walk_partitions"]
 
@@ -76,11 +76,10 @@ class WalkedFetchRequest(Request[FetchWalk]):
 
     def encode_frame(self, correlation_id: int, client_id: Optional[str]) -> bytes:
         """:meth:`FetchRequest.encode_frame`'s frame of :meth:`partitions`."""
-        if _fetch_request is not None:
-            frame = _fetch_request(correlation_id, client_id, self.max_wait_ms, self.min_bytes, self.requested,
+        frame = native_fetch_frame(correlation_id, client_id, self.max_wait_ms, self.min_bytes, self.requested,
                                    self.max_bytes)
-            if frame is not None:
-                return frame
+        if frame is not None:
+            return frame
         return FetchRequest(self.max_wait_ms, self.min_bytes, tuple(self.partitions())).encode_frame(
             correlation_id, client_id)
 
@@ -96,4 +95,3 @@ class WalkedFetchRequest(Request[FetchWalk]):
 
 _fetch_walk: Optional[Callable[[memoryview, Any, Requested], Optional[Tuple[int, int, List[Any]]]]] = getattr(
     speedups, "fetch_walk", None)
-_fetch_request: Optional[Callable[..., Optional[bytes]]] = getattr(speedups, "fetch_request", None)

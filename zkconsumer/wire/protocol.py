@@ -488,11 +488,8 @@ class FetchRequest(Request[FetchResponse]):
     def encode_frame(self, correlation_id: int, client_id: Optional[str]) -> bytes:
         """The frame :meth:`Request.encode_frame` writes; with the C extension written in C, byte for byte
         (a request it does not take is written here, raising this encoder's error if any)."""
-        if _fetch_request is not None:
-            frame = _fetch_request(correlation_id, client_id, self.max_wait_ms, self.min_bytes, self.partitions)
-            if frame is not None:
-                return frame
-        return super().encode_frame(correlation_id, client_id)
+        frame = native_fetch_frame(correlation_id, client_id, self.max_wait_ms, self.min_bytes, self.partitions)
+        return frame if frame is not None else super().encode_frame(correlation_id, client_id)
 
     def encode_body(self) -> bytes:
         pack = _FETCH_PARTITION.pack
@@ -520,8 +517,20 @@ class FetchRequest(Request[FetchResponse]):
 _fetch_response: Optional[Callable[[memoryview, Any], Optional[List[FetchPartitionResponse]]]] = getattr(
     speedups, "fetch_response", None)
 #: The C writer of a Fetch request frame (likewise).
-_fetch_request: Optional[Callable[[int, Optional[str], int, int, Sequence[FetchPartition]], Optional[bytes]]] = getattr(
-    speedups, "fetch_request", None)
+_fetch_request: Optional[Callable[..., Optional[bytes]]] = getattr(speedups, "fetch_request", None)
+
+
+def native_fetch_frame(correlation_id: int, client_id: Optional[str], max_wait_ms: int, min_bytes: int,
+                       partitions: Any, max_bytes: Optional[int] = None) -> Optional[bytes]:
+    """A Fetch v0 frame written by the C extension, byte for byte :meth:`FetchRequest.encode_frame`'s; ``None``
+    without the extension, or for a request it does not take (the caller then writes it in Python, which
+    raises the encoder's error if any). ``partitions``: a sequence of :class:`FetchPartition`, or, with
+    ``max_bytes``, a fetcher's ``(topic, partition) -> (state, offset)`` dict, each asked with ``max_bytes``."""
+    if _fetch_request is None:
+        return None
+    if max_bytes is None:
+        return _fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions)
+    return _fetch_request(correlation_id, client_id, max_wait_ms, min_bytes, partitions, max_bytes)
 
 
 def decode_fetch_response_python(body: memoryview) -> List[FetchPartitionResponse]:

@@ -336,6 +336,15 @@ def test_issue15_recv_frame_sends_the_request_first_in_the_same_gil_release() ->
     assert bytes(got) == request and bytes(buf[:5]) == b"hello" and ticks["n"] > 0
     assert speedups.recv_frame(a.fileno(), buf, 100, b"again") == (1, 0, 0, 1)  # sent; no answer: timed out
     assert b.recv(16) == b"again"
+    assert speedups.recv_frame(a.fileno(), buf, 100, memoryview(bytearray(b"bytes-like"))) == (1, 0, 0, 1)
+    assert b.recv(16) == b"bytes-like"
+    for wrong in ("a str", 5):  # refused before anything is sent: a str is not encoded behind the caller's back
+        with pytest.raises(TypeError):
+            speedups.recv_frame(a.fileno(), buf, 100, wrong)  # type: ignore[arg-type]
+    b.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        b.recv(16)
+    b.setblocking(True)
     b.close()
     with pytest.raises(OSError):  # the peer is gone: the send fails as sock.sendall would
         speedups.recv_frame(a.fileno(), buf, 1000, b"x" * (1 << 22))
