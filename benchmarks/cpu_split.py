@@ -3,8 +3,9 @@
 ``python -m benchmarks.cpu_split [--rate 1000] [--window 15] [--profile] iterator batch ...``
 
 Starts a one-broker :class:`~zkconsumer.testing.LocalCluster` (6 partitions), and per kind named
-(``iterator``: ``for m in stream``; ``batch``: ``stream.batches()``) one member of a new group with
-the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``), while a
+(``iterator``: ``for m in stream``; ``batch``: ``stream.batches()``; ``iterator-read`` and ``batch-read``:
+the same, each message's partition and stamp read as ``benchmarks.latency``'s worker reads them) one
+member of a new group with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``), while a
 kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
 the partitions. Over ``--window`` seconds (after 4 s of warm-up) it prints, per message delivered,
 the process's user and system CPU (``getrusage``: every thread of the member, none of the
@@ -37,6 +38,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 
+from .latency.stamps import STAMP
+from .latency.zk_worker import keep_nothing, read_batch
+
 PARTITIONS = 6
 
 PRODUCER = r"""
@@ -56,13 +60,28 @@ producer.close()
 
 
 def consume(stream: Any, kind: str, seconds: float) -> int:
-    """Messages delivered in ``seconds`` through the iterator or as batches."""
+    """Messages delivered in ``seconds`` through the iterator or as batches (``-read``: each message's
+    partition and stamp read as the latency benchmark's worker reads them, into a recorder that keeps
+    nothing)."""
     delivered, end = 0, time.monotonic() + seconds
+    unpack = STAMP.unpack_from
     while time.monotonic() < end:
         try:
-            if kind == "batch":
+            if kind == "batch-read":
+                for batch in stream.batches():
+                    read_batch(batch, keep_nothing, keep_nothing, 0)
+                    delivered += batch.num_rows
+                    if time.monotonic() >= end:
+                        break
+            elif kind == "batch":
                 for batch in stream.batches():
                     delivered += batch.num_rows
+                    if time.monotonic() >= end:
+                        break
+            elif kind == "iterator-read":
+                for m in stream:
+                    keep_nothing(m.partition, unpack(m.message)[0], 0)
+                    delivered += 1
                     if time.monotonic() >= end:
                         break
             else:
@@ -73,6 +92,7 @@ def consume(stream: Any, kind: str, seconds: float) -> int:
         except ConsumerTimeoutError:
             continue
     return delivered
+
 
 
 def thread_counters() -> Dict[int, Tuple[float, int, int]]:
@@ -139,7 +159,7 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("kinds", nargs="+", choices=["iterator", "batch"])
+    parser.add_argument("kinds", nargs="+", choices=["iterator", "batch", "iterator-read", "batch-read"])
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--window", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")

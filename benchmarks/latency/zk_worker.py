@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from typing import Dict
+from typing import Any, Callable, Dict
 
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 
@@ -63,31 +63,42 @@ SMALL_BATCH = 8
 
 
 def _read_batches(stream: object, recorder: Recorder, deadline: int) -> None:
-    import numpy as np
-
-    width = np.arange(STAMP.size)
-    unpack, add = STAMP.unpack_from, recorder.add
     while now_us() < deadline:
         try:
             for batch in stream.batches():  # type: ignore[attr-defined]
                 now = now_us()
-                values = batch.column(4)
-                partition = batch.column(1)[0].as_py()
-                first, n = values.offset, len(values)
-                buffers = values.buffers()
-                if n <= SMALL_BATCH:
-                    offsets, data = memoryview(buffers[1]).cast("i"), buffers[2]
-                    for i in range(first, first + n):
-                        add(partition, unpack(data, offsets[i])[0], now)
-                else:
-                    offsets = np.frombuffer(buffers[1], dtype=np.int32)[first:first + n]
-                    data = np.frombuffer(buffers[2], dtype=np.uint8)
-                    stamps = data[offsets[:, None] + width].copy().view(">i8").ravel().astype(np.int64)
-                    recorder.add_many(partition, stamps, now)
+                read_batch(batch, recorder.add, recorder.add_many, now)
                 if now >= deadline:
                     return
         except ConsumerTimeoutError:
             continue
+
+
+def read_batch(batch: Any, add: Callable[[int, int, int], None], add_many: Callable[[int, Any, int], None],
+               now: int) -> None:
+    """The stamps of ``batch`` (an Arrow record batch of the library's schema), to ``add`` one by one
+    (at most :data:`SMALL_BATCH` rows) or to ``add_many`` as a numpy array, all delivered at ``now``.
+    ``benchmarks.cpu_split``'s ``batch-read`` reads batches with it too."""
+    values = batch.column(4)
+    partition = batch.column(1)[0].as_py()
+    first, n = values.offset, len(values)
+    buffers = values.buffers()
+    if n <= SMALL_BATCH:
+        offsets, data = memoryview(buffers[1]).cast("i"), buffers[2]
+        unpack = STAMP.unpack_from
+        for i in range(first, first + n):
+            add(partition, unpack(data, offsets[i])[0], now)
+    else:
+        import numpy as np
+
+        offsets = np.frombuffer(buffers[1], dtype=np.int32)[first:first + n]
+        data = np.frombuffer(buffers[2], dtype=np.uint8)
+        stamps = data[offsets[:, None] + np.arange(STAMP.size)].copy().view(">i8").ravel().astype(np.int64)
+        add_many(partition, stamps, now)
+
+
+def keep_nothing(partition: int, stamps: Any, now: int) -> None:
+    """A recorder for :func:`read_batch` that keeps nothing: the reading is measured, not what is read."""
 
 
 if __name__ == "__main__":

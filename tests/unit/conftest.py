@@ -34,6 +34,7 @@ NEEDS_SPARK_EXTRA = [
     "consumer/test_batches.py",                # Arrow batches: pyarrow
     "consumer/test_small_batches.py",          # Arrow batches built in C: pyarrow
     "benchmarks/test_latency_handover.py",     # numpy
+    "benchmarks/test_read_batch.py",           # the latency benchmark's reading of batches: pyarrow, numpy
     "test_dependencies.py",                    # every extra installed; sys.stdlib_module_names (3.10+)
     "core/test_config_types_mypy.py",          # mypy, the lint toolchain of the test extra
     "benchmarks/test_drivers.py",              # the examples import PySpark; the drivers, the checkout's .venv
