@@ -94,7 +94,6 @@ def consume(stream: Any, kind: str, seconds: float) -> int:
     return delivered
 
 
-
 def thread_counters() -> Dict[int, Tuple[float, int, int]]:
     """``{thread id: (CPU s, voluntary, involuntary context switches)}`` of this process's threads (Linux)."""
     ticks = os.sysconf("SC_CLK_TCK")

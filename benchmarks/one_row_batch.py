@@ -10,31 +10,23 @@ steps on a live member (``benchmarks.cpu_split``) cost several times as much, ri
 from __future__ import annotations
 
 import argparse
-import struct
 import sys
 import timeit
-import zlib
 from typing import List, Optional
 
 from zkconsumer.consumer import arrow
 from zkconsumer.wire.messageset import decode_message_set
 
+from .latency.reuse import v0_message
 from .latency.stamps import STAMP
 from .latency.zk_worker import keep_nothing, read_batch
-
-
-def _message(offset: int, value: bytes) -> bytes:
-    body = struct.pack(">bbii", 0, 0, -1, len(value)) + value  # magic 0, no key
-    crc = struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
-    return struct.pack(">qi", offset, len(crc) + len(body)) + crc + body
-
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=200_000)
     args = parser.parse_args(argv)
-    chunk = _message(5, STAMP.pack(123) + bytes(92))  # a 100-byte value, as the benchmarks send
+    chunk = v0_message(5, STAMP.pack(123) + bytes(92))  # a 100-byte value, as the benchmarks send
     block = decode_message_set(memoryview(chunk), "topic", 0, 0).messages
     batch = arrow.record_batch("topic", 3, block, 0, 1)
     steps = {

@@ -29,7 +29,8 @@ MESSAGES = 9000
 CHUNKS = 600
 
 
-def _message(offset: int, value: bytes) -> bytes:
+def v0_message(offset: int, value: bytes) -> bytes:
+    """One uncompressed magic-0 message entry without a key, as a Kafka 0.8/0.9 broker stores it."""
     body = struct.pack(">bbii", 0, 0, -1, len(value)) + value
     crc = struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
     return struct.pack(">qi", offset, len(crc) + len(body)) + crc + body
@@ -53,7 +54,7 @@ def run(keep: int, chunk: bytes) -> dict:
 
 
 def main() -> int:
-    chunk = b"".join(_message(i, bytes(100)) for i in range(MESSAGES))
+    chunk = b"".join(v0_message(i, bytes(100)) for i in range(MESSAGES))
     results = {"reused": [], "fresh": []}
     for _ in range(3):
         results["reused"].append(run(0, chunk))
