@@ -64,17 +64,15 @@ class ShutdownableThread:
         self._target = target
         self._wake = wake
         self._stop_requested = threading.Event()
+        #: Whether a stop was requested (the body should return soon). A plain attribute, not a
+        #: property: fetch rounds read it several times per message. Set before the event, never reset.
+        self.stopping = False
         self._thread = threading.Thread(target=self.run, name=name, daemon=True)
         self._started = False
 
     @property
     def name(self) -> str:
         return self._thread.name
-
-    @property
-    def stopping(self) -> bool:
-        """Whether a stop was requested (the body should return soon)."""
-        return self._stop_requested.is_set()
 
     def start(self) -> None:
         self._started = True
@@ -93,6 +91,7 @@ class ShutdownableThread:
 
     def request_stop(self) -> None:
         """Ask the thread to end; returns at once (see the class docstring)."""
+        self.stopping = True
         self._stop_requested.set()
         if self._wake is not None:
             self._wake()

@@ -147,7 +147,8 @@ class SwitchingMembership:
             self._wake.set()  # re-read the node: a change while disconnected has no event of its own
 
     def deliverable(self) -> bool:
-        return self.current.deliverable()
+        # Every fetch round asks, twice: no lock (reading one reference is atomic; the lock orders writers).
+        return self._current.deliverable()
 
     def describe(self) -> str:
         return self.current.describe()

@@ -124,6 +124,11 @@ class FetcherThread(ShutdownableThread):
         self._response_large = False
         self._next_quiet_check = 0.0
         self._turns = RoundTurns(config.fetch_wait_max_ms)  # whose turn a round is: this thread's or a consumer's
+        # The config is immutable: the properties every round reads, read once (a property call each otherwise).
+        self._wait_max_ms: int = config.fetch_wait_max_ms
+        self._min_bytes: int = config.fetch_min_bytes
+        self._max_bytes: int = config.fetch_message_max_bytes
+        self._socket_timeout_ms: int = config.socket_timeout_ms
         self._drives = bool(getattr(config, "fetch_on_consumer_thread", False))
         self._interrupted = False  # interrupt() failed the request of a consumer's round: no hand-back
         self._silent_since: Optional[float] = None  # the send of the first request still unanswered (see round_bounds)
@@ -350,7 +355,7 @@ class FetcherThread(ShutdownableThread):
         room-event count read before the caller last tried its parked chunks),
         so the caller queues them first.
         """
-        with self._cond:
+        with self._lock:  # the lock of _cond (a Condition's own ``with`` is a Python call)
             while not self.stopping:
                 if self._room_events != seen:
                     return []
@@ -406,11 +411,11 @@ class FetcherThread(ShutdownableThread):
         before the deadline of a consumer running the round ``left_ms`` before it (``rounds.round_bounds``).
         """
         held_back = self._hindrances.parked > 0
-        full = self._config.fetch_wait_max_ms
+        full = self._wait_max_ms
         self._held_back_wait = held_back_wait_ms(self._held_back_wait, full) if held_back else 0
         silent = None if self._silent_since is None else time.monotonic() - self._silent_since
         wait, bound, by_deadline = round_bounds(self._held_back_wait if held_back else full, left_ms,
-                                                self._config.socket_timeout_ms, silent)
+                                                self._socket_timeout_ms, silent)
         failed: List[TopicPartition] = []
         requested: Dict[TopicPartition, Tuple[PartitionState, int]] = {}
         for st in batch:
@@ -439,8 +444,7 @@ class FetcherThread(ShutdownableThread):
         back (see ``round_bounds``)."""
         sent = time.monotonic()
         try:
-            walked = self._conn.fetch_walked(requested, wait_ms, self._config.fetch_min_bytes,
-                                             self._config.fetch_message_max_bytes, bound_ms)
+            walked = self._conn.fetch_walked(requested, wait_ms, self._min_bytes, self._max_bytes, bound_ms)
         except BrokerError as exc:
             if self.stopping:
                 return []
@@ -470,7 +474,7 @@ class FetcherThread(ShutdownableThread):
                 if not self._process(st, offset, part):
                     failed.append(st.tp)
         finally:  # once per response: no per-message cost
-            self._response_large = 2 * walked.largest >= max(1, self._config.fetch_message_max_bytes)  # large_response
+            self._response_large = 2 * walked.largest >= max(1, self._max_bytes)  # large_response
             self.stats.record_response(self.key.broker_id, walked.size, self._response_messages, self._response_errors,
                                        held_back_wait=held_back_full_wait and walked.size == 0)
         return failed
@@ -532,7 +536,7 @@ class FetcherThread(ShutdownableThread):
             self._queue_or_park(st, FetchedDataChunk(info, fetch_offset, decoded.messages))
         elif decoded.too_large:
             self._stall(st, fetch_offset, MessageSizeTooLargeError(
-                info.topic, info.partition, fetch_offset, self._config.fetch_message_max_bytes))
+                info.topic, info.partition, fetch_offset, self._max_bytes))
         elif decoded.valid_bytes:
             # Complete entries but none at or after the fetch offset: a broker never
             # sends that; back off rather than spin on it.
@@ -559,7 +563,7 @@ class FetcherThread(ShutdownableThread):
             bound = int((self._deadline - time.monotonic()) * 1000)
             if bound < rounds.MIN_CONSUMER_ROUND_MS:
                 return None
-            bound = round_bounds(0, bound, self._config.socket_timeout_ms, None)[1]
+            bound = round_bounds(0, bound, self._socket_timeout_ms, None)[1]
         placed = place_offset(self._conn, st.info, fetch_offset, self._config, self.name, bound, self.stopping)
         if placed is None:  # the lookup was cut at the consumer's deadline
             self._cut()

@@ -248,7 +248,7 @@ class ChunkQueue:
         deadline = None if timeout is None else time.monotonic() + timeout
         wakeups = self._wakeups
         while True:
-            with self._not_empty:
+            with self._lock:  # the lock of _not_empty and _not_full (a Condition's ``with`` is a Python call)
                 if self._items:
                     was_full = len(self._items) >= self.capacity
                     item = self._items.popleft()
@@ -266,7 +266,7 @@ class ChunkQueue:
                     continue
                 nudges = self._nudges
             if not drivers[0].drive(left):
-                with self._not_empty:
+                with self._lock:
                     if self._nudges == nudges:
                         self._wait(wakeups, left, nudges)
         if was_full:
