@@ -447,12 +447,15 @@ class FetcherThread(ShutdownableThread):
             walked = self._conn.fetch_walked(requested, wait_ms, self._min_bytes, self._max_bytes, bound_ms)
         except BrokerError as exc:
             if self.stopping:
+                self.stats.record_abandoned(self.key.broker_id, False)
                 return []
             if self._interrupted:
                 self._interrupted = False
+                self.stats.record_abandoned(self.key.broker_id, False)
                 return []
             if by_deadline and getattr(exc, "timed_out", False):  # the consumer's deadline came first
                 self._silent_since = sent if self._silent_since is None else self._silent_since
+                self.stats.record_abandoned(self.key.broker_id, True)
                 self._cut()
                 return []
             self._silent_since = None

@@ -383,7 +383,8 @@ class FetcherManager:
         (by the application: :meth:`pause`).
         ``fetchers``: ``{thread name: {"broker", "fetcher_id", "connection", "partitions", "alive"}}``.
         ``partitions_without_leader``: how many wait for the LeaderFinder.
-        ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "held_back_waits", "errors": {kind: n}}}``,
+        ``brokers``: ``{broker_id: {"requests", "bytes", "messages", "held_back_waits", "deadline_cuts",
+        "errors": {kind: n}}}``,
         cumulative since the manager was created (see :class:`FetchStats`).
         """
         with self._fetchers_lock:

@@ -251,6 +251,10 @@ class ConnectorCollector(Collector):
                                    labels=names + ["broker"])
         messages = CounterMetricFamily(f"{p}_fetched_messages", "Messages fetched from a broker and queued.",
                                        labels=names + ["broker"])
+        cuts = CounterMetricFamily(f"{p}_fetch_deadline_cuts",
+                                   "Fetch requests of rounds run on a consumer's thread that a broker had not answered "
+                                   "by the consumer's deadline (a slow or hung broker; not counted as errors).",
+                                   labels=names + ["broker"])
         errors = CounterMetricFamily(f"{p}_fetch_errors",
                                      "Fetch errors per broker: failed requests by exception, partition errors by "
                                      "Kafka's error name.", labels=names + ["broker", "error"])
@@ -259,11 +263,13 @@ class ConnectorCollector(Collector):
             requests.add_metric(values + [b], row["requests"])
             size.add_metric(values + [b], row["bytes"])
             messages.add_metric(values + [b], row["messages"])
+            cuts.add_metric(values + [b], row["deadline_cuts"])
             for kind, count in sorted(row["errors"].items()):
                 errors.add_metric(values + [b, kind], count)
         yield requests
         yield size
         yield messages
+        yield cuts
         yield errors
 
     def _from_metrics(self, names: List[str], values: List[str]) -> Iterator[Metric]:

@@ -284,6 +284,25 @@ def test_fetch_counters_per_broker_are_exported() -> None:
                broker="1") == 2
 
 
+def test_fetch_requests_abandoned_at_a_consumers_deadline_are_requests_and_cuts_not_errors() -> None:
+    """A request cut at a consumer's deadline (and one interrupted) was sent: it is counted in the requests;
+    the cut is also a deadline cut; neither is an error."""
+    connector = FakeConnector()
+    registry = CollectorRegistry()
+    instrument_connector(connector, registry=registry)
+    stats = connector.fetch_stats
+    stats.record_response(1, 100, 1)
+    stats.record_abandoned(1, True)
+    stats.record_abandoned(1, False)
+    f = families(registry)
+    assert one(f["zkconsumer_consumer_fetch_requests"], "zkconsumer_consumer_fetch_requests_total", broker="1") == 3
+    assert one(f["zkconsumer_consumer_fetch_deadline_cuts"], "zkconsumer_consumer_fetch_deadline_cuts_total",
+               broker="1") == 1
+    assert [s for s in f["zkconsumer_consumer_fetch_errors"] if s.name == "zkconsumer_consumer_fetch_errors_total"] == []
+    assert stats.snapshot()[1] == {"requests": 3, "bytes": 100, "messages": 1, "held_back_waits": 0,
+                                   "deadline_cuts": 1, "errors": {}}
+
+
 def test_failed_rebalance_attempts_are_counted_for_good() -> None:
     """Observability item 1: failed attempts as a counter; the status gauge resets on success."""
     connector = FakeConnector()
