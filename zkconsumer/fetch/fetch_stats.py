@@ -25,8 +25,8 @@ class FetchStats:
     reaches the whole wait again), ``deadline_cuts`` the requests of rounds run on a consumer's
     thread that the broker had not answered by the consumer's deadline and
     ``ANSWER_GRACE_MS`` (the consumer's wait ended on time; the fetcher thread then
-    runs the rounds for a while, see ``rounds.py``): a slow or hung broker, not
-    counted in ``errors``, ``errors`` failed requests by exception
+    runs the rounds for a while, see ``rounds.py``; a slow or hung broker; not
+    in ``errors``), ``errors`` failed requests by exception
     (``KafkaProtocolError.error_name`` or the class name, e.g.
     ``BrokerUnavailableError``) and per-partition error codes by Kafka's name
     (e.g. ``NOT_LEADER_FOR_PARTITION``, ``OFFSET_OUT_OF_RANGE``).
