@@ -269,7 +269,7 @@ def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leade
     every wait of the consumer ends at its own timeout (0.3 s, and 50 ms for an answer), not at socket.timeout.ms (2 s) as its
     round's socket wait would without a deadline; after 2 s without an answer the fetcher fails the
     broker and hands the partition back, as its own thread would; once the broker runs again, every
-    message arrives once, in order. The rounds cut at the consumer's deadline are counted (``deadline_cuts``)."""
+    message arrives once, in order."""
     topic = make_topic(partitions=1, replication=1)
     leader = cluster.leader(topic, 0)
     queue = ChunkQueue(2)
@@ -292,11 +292,9 @@ def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leade
                 call = time.monotonic()
                 got.extend(take_offsets(queue, info, 0.3))
                 longest = max(longest, time.monotonic() - call)
-            counters = manager.metrics()["brokers"][leader]
-            failures = counters["errors"].get("BrokerUnavailableError", 0)
+            failures = manager.metrics()["brokers"][leader]["errors"].get("BrokerUnavailableError", 0)
         finally:
             cluster.pause_broker(leader, paused=False)
-        assert counters["deadline_cuts"] >= 1, counters
         assert longest < 0.3 + 0.4, f"a 0.3 s wait took {longest:.2f} s while the leader was frozen"
         assert failures >= 1, "the frozen broker was never failed (socket.timeout.ms passed without an answer)"
         produce(producer, topic, 0, [b"%d" % i for i in range(10, 20)])

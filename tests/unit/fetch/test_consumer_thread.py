@@ -322,8 +322,8 @@ def test_a_consumer_round_never_waits_past_the_consumers_deadline_on_a_broker_th
     mine = [b for t, b in zip(member.conn.threads[before:], member.conn.bounds[before:]) if t == me]
     assert mine and all(b is not None and b <= 200 + ANSWER_GRACE_MS for b in mine), mine
     assert member.handed_back == [] and member.errors == [] and member.fetcher.partition_count() == 1
-    counters = member.fetcher.stats.snapshot()[1]  # each cut round was a request sent, and is not an error
-    assert counters["deadline_cuts"] >= 1 and counters["requests"] > counters["deadline_cuts"], counters
+    counters = member.fetcher.stats.snapshot()[1]  # each of the consumer's rounds above was cut: a request, not an error
+    assert counters["deadline_cuts"] >= len(mine) and counters["requests"] > counters["deadline_cuts"], counters
     assert counters["errors"] == {}, counters
     member.conn.hung = False
     member.conn.append(2)
@@ -365,7 +365,6 @@ def test_a_broker_slower_than_the_consumers_deadline_still_delivers_through_the_
     assert got == [2, 3, 4]
     assert member.handed_back == [] and member.errors == []
     assert "BrokerUnavailableError" not in member.fetcher.stats.snapshot()[1]["errors"]
-    assert member.fetcher.stats.snapshot()[1]["deadline_cuts"] >= 1
 
 
 def test_an_offset_lookup_cut_at_the_consumers_deadline_leaves_it_to_the_fetcher_thread(
