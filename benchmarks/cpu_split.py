@@ -4,12 +4,15 @@
 
 Starts a one-broker :class:`~zkconsumer.testing.LocalCluster` (6 partitions), and per kind named
 (``iterator``: ``for m in stream``; ``batch``: ``stream.batches()``; ``iterator-read`` and ``batch-read``:
-the same, each message's partition and stamp read as ``benchmarks.latency``'s worker reads them) one
+the same, each message's partition and stamp read as ``benchmarks.latency``'s worker reads them;
+``confluent``: confluent-kafka's consumer, ``poll(0.1)`` per message, with the latency benchmark's settings, for
+the same split of a peer; ``floor``: the latency benchmark's bare Python fetch loop, no consumer around it) one
 member of a new group with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``), while a
 kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
 the partitions. Over ``--window`` seconds (after 4 s of warm-up) it prints, per message delivered,
 the process's user and system CPU (``getrusage``: every thread of the member, none of the
-producer's) and its voluntary and involuntary context switches, then the same per thread (from
+producer's), its voluntary and involuntary context switches and Python's garbage collections in the window,
+then the same per thread (from
 ``/proc/self/task``, named by ``threading``; CPU there is counted in clock ticks, 10 ms, so only
 the busy threads' figures mean much). With ``--profile``, cProfile
 runs on the consuming thread (where, with ``fetch.on.consumer.thread``, the fetch rounds run
@@ -25,7 +28,9 @@ the peers; this one splits it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -34,11 +39,15 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
+from zkconsumer.wire.connection import BrokerConnection
+from zkconsumer.wire.messageset import decode_message_set
+from zkconsumer.wire.protocol import LATEST_TIME, FetchPartition
 
+from .latency.settings import CONFLUENT_BASE
 from .latency.stamps import STAMP
 from .latency.zk_worker import keep_nothing, read_batch
 
@@ -124,12 +133,96 @@ def print_threads(before: Dict[int, Tuple[float, int, int]], after: Dict[int, Tu
             print(f"    {cpu / n * 1e6:7.1f} us/msg  {vol / n:5.2f} voluntary  {invol / n:5.2f} involuntary  {name}")
 
 
-def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: float, profile: bool,
-            sort: str = "tottime", top: int = 25) -> None:
+class GcClock:
+    """Python's cyclic garbage collections while it is installed (``gc.callbacks``): per generation,
+    how many ran and their time (wall-clock, on whichever thread triggered them)."""
+
+    def __init__(self) -> None:
+        self.runs = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __enter__(self) -> "GcClock":
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: Dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.runs[info["generation"]] += 1
+            self.seconds[info["generation"]] += time.perf_counter() - self._started
+
+    def report(self, n: int) -> str:
+        per = ", ".join(f"gen{g} {self.runs[g]} ({self.seconds[g] / n * 1e6:.2f} us/msg)" for g in range(3))
+        return f"garbage collections: {per}"
+
+
+class ConfluentStream:
+    """confluent-kafka's consumer as the latency benchmark's worker runs it (``poll(0.1)``, one message at a
+    time), shaped like a stream for :func:`consume`: iterating yields messages, ``ConsumerTimeoutError`` after an
+    empty poll."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Consumer  # only this kind needs it
+
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cpu-split-confluent-{time.time_ns()}",
+                                   **CONFLUENT_BASE})
+        self._consumer.subscribe([topic])
+
+    def __iter__(self) -> Iterator[Any]:
+        poll = self._consumer.poll
+        while True:
+            message = poll(0.1)
+            if message is None:
+                raise ConsumerTimeoutError("no message within 100 ms")
+            if message.error() is None:
+                yield message
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def floor_stream(bootstrap: str, topic: str) -> Iterator[Any]:
+    """The latency benchmark's floor (``benchmarks.latency.floor_worker``) as a stream: a bare Python fetch loop on
+    one connection, every partition in one Fetch (``fetch.min.bytes`` 1, a 1 s wait), no consumer around it."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with BrokerConnection(host, int(port), "cpu-split-floor", 30000, 65536, reuse_buffer=True) as conn:
+        offsets = {p: conn.list_offsets(topic, p, LATEST_TIME) for p in range(PARTITIONS)}
+        while True:
+            wanted = [FetchPartition(topic, p, o, 1048576) for p, o in offsets.items()]
+            for part in conn.fetch(wanted, 1000, 1).partitions:
+                decoded = decode_message_set(part.message_set, topic, part.partition, offsets[part.partition])
+                yield from decoded.messages
+                if decoded.messages:
+                    offsets[part.partition] = decoded.messages[-1][0] + 1
+
+
+@contextlib.contextmanager
+def open_stream(cluster: LocalCluster, topic: str, kind: str) -> Iterator[Any]:
+    """The stream ``kind`` reads: one member of a new group (library defaults plus the latency benchmark's settings)."""
+    if kind == "floor":
+        yield floor_stream(cluster.bootstrap_servers, topic)
+        return
+    if kind == "confluent":
+        confluent = ConfluentStream(cluster.bootstrap_servers, topic)
+        try:
+            yield confluent
+        finally:
+            confluent.close()
+        return
     props = {"zookeeper.connect": cluster.zk_connect, "group.id": f"cpu-split-{kind}-{time.time_ns()}",
              "auto.offset.reset": "largest", "auto.commit.enable": "false", "consumer.timeout.ms": "100"}
     with ZookeeperConsumerConnector(ConsumerConfig(props)) as connector:
-        stream = connector.create_message_streams({topic: 1})[topic][0]
+        yield connector.create_message_streams({topic: 1})[topic][0]
+
+
+def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: float, profile: bool,
+            sort: str = "tottime", top: int = 25) -> None:
+    with open_stream(cluster, topic, kind) as stream:
         producer = subprocess.Popen([sys.executable, "-c", PRODUCER, cluster.bootstrap_servers, topic, str(rate),
                                      str(window + 8), str(PARTITIONS)])
         try:
@@ -139,7 +232,8 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
             before = resource.getrusage(resource.RUSAGE_SELF)
             if profiler is not None:
                 profiler.enable()
-            n = max(1, consume(stream, kind, window))
+            with GcClock() as gc_clock:
+                n = max(1, consume(stream, kind, window))
             if profiler is not None:
                 profiler.disable()
             after = resource.getrusage(resource.RUSAGE_SELF)
@@ -151,6 +245,7 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
     print(f"{kind}: {n} messages in {window:.0f} s; CPU {user + system:.1f} us/msg (user {user:.1f}, system "
           f"{system:.1f}); context switches per message: voluntary {(after.ru_nvcsw - before.ru_nvcsw) / n:.2f}, "
           f"involuntary {(after.ru_nivcsw - before.ru_nivcsw) / n:.2f}; cProfile {'on' if profiler else 'off'}")
+    print(f"    {gc_clock.report(n)}")
     print_threads(threads_before, threads_after, n, names)
     if profiler is not None:
         out = io.StringIO()
@@ -162,7 +257,8 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("kinds", nargs="+", choices=["iterator", "batch", "iterator-read", "batch-read"])
+    parser.add_argument("kinds", nargs="+", choices=["iterator", "batch", "iterator-read", "batch-read",
+                                                        "confluent", "floor"])
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--window", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")
