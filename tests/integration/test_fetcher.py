@@ -307,6 +307,52 @@ def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leade
     assert errors == [] and our_threads() == []
 
 
+def test_a_round_cut_at_a_consumers_deadline_by_a_frozen_leader_is_counted_as_a_cut_not_an_error(
+        cluster, make_topic, live_brokers, producer) -> None:
+    """The consumer runs the rounds (it has waited on its idle queue for a second, so the fetcher thread
+    stepped back) when the partition's leader is SIGSTOPped: the consumer's round, unanswered, is cut at the
+    consumer's deadline and counted in ``deadline_cuts`` and ``requests``, and is no broker error (none is
+    counted before ``socket.timeout.ms``, 2 s here, passes without an answer to the fetcher thread's round)."""
+    topic = make_topic(partitions=1, replication=1)
+    leader = cluster.leader(topic, 0)
+    queue = ChunkQueue(2)
+    info = infos_for(topic, 1, [queue])[0]
+    errors: List[BaseException] = []
+    manager = FetcherManager(fetch_config(fetch_on_consumer_thread=True, socket_timeout_ms=2000), live_brokers,
+                             errors.append)
+    got: List[int] = []
+    try:
+        manager.start_connections([info])
+        produce(producer, topic, 0, [b"%d" % i for i in range(5)])
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            got.extend(take_offsets(queue, info, 0.3))
+        idle = time.monotonic()
+        while time.monotonic() - idle < 1.0:  # the consumer's long polls: the fetcher thread steps back
+            got.extend(take_offsets(queue, info, 0.3))
+        assert got == list(range(5))
+        before = manager.metrics()["brokers"][leader]
+        cluster.pause_broker(leader)
+        try:
+            frozen = time.monotonic()
+            while time.monotonic() - frozen < 1.0:
+                got.extend(take_offsets(queue, info, 0.3))
+            after = manager.metrics()["brokers"][leader]
+        finally:
+            cluster.pause_broker(leader, paused=False)
+        assert after["deadline_cuts"] - before["deadline_cuts"] >= 1, (before, after)
+        assert after["requests"] - before["requests"] >= after["deadline_cuts"] - before["deadline_cuts"], (before, after)
+        assert after["errors"] == before["errors"] == {}, (before, after)
+        produce(producer, topic, 0, [b"%d" % i for i in range(5, 10)])
+        deadline = time.monotonic() + 60
+        while len(got) < 10 and time.monotonic() < deadline:
+            got.extend(take_offsets(queue, info, 0.3))
+        assert got == list(range(10)), "gap or duplicate offset"
+    finally:
+        manager.stop()
+    assert errors == [] and our_threads() == []
+
+
 def test_an_interrupted_long_poll_fails_at_once_and_the_next_request_reconnects(cluster, make_topic, live_brokers) -> None:
     """BrokerConnection.interrupt against a real broker: the fetch waiting out fetch.wait.max.ms fails at once,
     without the retry on a new connection that a dropped connection gets; the next fetch works."""
