@@ -263,6 +263,16 @@ def take_offsets(queue: ChunkQueue, info: PartitionTopicInfo, timeout: float) ->
     return offsets
 
 
+def produce_and_take(producer, topic: str, queue: ChunkQueue, info: PartitionTopicInfo, got: List[int], first: int,
+                     end: int, within: float) -> None:
+    """Produce messages ``first``..``end``-1 to partition 0 of ``topic`` and take from ``queue`` (0.3 s waits)
+    into ``got`` until it holds ``end`` offsets or ``within`` s passed."""
+    produce(producer, topic, 0, [b"%d" % i for i in range(first, end)])
+    deadline = time.monotonic() + within
+    while len(got) < end and time.monotonic() < deadline:
+        got.extend(take_offsets(queue, info, 0.3))
+
+
 def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leader_is_frozen(
         cluster, make_topic, live_brokers, producer) -> None:
     """fetch.on.consumer.thread with the partition's leader SIGSTOPped (the connection open, no answer):
@@ -280,10 +290,7 @@ def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leade
     got: List[int] = []
     try:
         manager.start_connections([info])
-        produce(producer, topic, 0, [b"%d" % i for i in range(10)])
-        deadline = time.monotonic() + 30
-        while len(got) < 10 and time.monotonic() < deadline:
-            got.extend(take_offsets(queue, info, 0.3))
+        produce_and_take(producer, topic, queue, info, got, 0, 10, 30)
         assert got == list(range(10))
         cluster.pause_broker(leader)
         try:
@@ -297,10 +304,7 @@ def test_a_consumer_fetching_on_its_own_thread_times_out_on_time_while_its_leade
             cluster.pause_broker(leader, paused=False)
         assert longest < 0.3 + 0.4, f"a 0.3 s wait took {longest:.2f} s while the leader was frozen"
         assert failures >= 1, "the frozen broker was never failed (socket.timeout.ms passed without an answer)"
-        produce(producer, topic, 0, [b"%d" % i for i in range(10, 20)])
-        deadline = time.monotonic() + 60
-        while len(got) < 20 and time.monotonic() < deadline:
-            got.extend(take_offsets(queue, info, 0.3))
+        produce_and_take(producer, topic, queue, info, got, 10, 20, 60)
         assert got == list(range(20)), "gap or duplicate offset"
     finally:
         manager.stop()
@@ -323,10 +327,7 @@ def test_a_round_cut_at_a_consumers_deadline_by_a_frozen_leader_is_counted_as_a_
     got: List[int] = []
     try:
         manager.start_connections([info])
-        produce(producer, topic, 0, [b"%d" % i for i in range(5)])
-        deadline = time.monotonic() + 30
-        while len(got) < 5 and time.monotonic() < deadline:
-            got.extend(take_offsets(queue, info, 0.3))
+        produce_and_take(producer, topic, queue, info, got, 0, 5, 30)
         idle = time.monotonic()
         while time.monotonic() - idle < 1.0:  # the consumer's long polls: the fetcher thread steps back
             got.extend(take_offsets(queue, info, 0.3))
@@ -343,10 +344,7 @@ def test_a_round_cut_at_a_consumers_deadline_by_a_frozen_leader_is_counted_as_a_
         assert after["deadline_cuts"] - before["deadline_cuts"] >= 1, (before, after)
         assert after["requests"] - before["requests"] >= after["deadline_cuts"] - before["deadline_cuts"], (before, after)
         assert after["errors"] == before["errors"] == {}, (before, after)
-        produce(producer, topic, 0, [b"%d" % i for i in range(5, 10)])
-        deadline = time.monotonic() + 60
-        while len(got) < 10 and time.monotonic() < deadline:
-            got.extend(take_offsets(queue, info, 0.3))
+        produce_and_take(producer, topic, queue, info, got, 5, 10, 60)
         assert got == list(range(10)), "gap or duplicate offset"
     finally:
         manager.stop()
