@@ -392,8 +392,6 @@ class FetcherThread(ShutdownableThread):
         with self._lock:
             parked = [st for st in self._partitions.values() if st.parked is not None]
         for st in parked:
-            if not st.info.queue.has_room():
-                continue  # its offer would fail; the queue's room listener calls this again (a stale chunk waits too)
             if not st.lock.acquire(wait):
                 continue
             try:

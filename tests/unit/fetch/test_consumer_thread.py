@@ -418,34 +418,3 @@ def test_room_taken_during_a_consumers_turn_does_not_wake_the_stepped_back_fetch
     assert threading.get_ident() in conn.threads
     # Woken at every room event, the thread turned its loop about as often as room appeared.
     assert len(turns) <= 10 + elapsed / HANDBACK_S, (len(turns), room_events, elapsed)
-
-
-def test_a_parked_chunk_is_offered_again_only_once_its_queue_has_room() -> None:
-    """A response brings a chunk for each of three partitions to a queue with room for one: one is queued and
-    two park. Every chunk taken frees room for one, and the room listener queues the first parked chunk. It
-    does not also offer the second to the queue, which is full again: such an offer only fails (a live stream
-    at 10,000 msg/s offered each chunk 2.4 times, issue 44). Nothing is lost or reordered."""
-    conn = ScriptedConnection()
-    queue = ChunkQueue(1)
-    infos = [PartitionTopicInfo("t", p, queue, 0, 1 << 20) for p in (0, 1, 2)]
-    fetcher = FetcherThread(FetcherKey(1, "b1", 9001, 0), make_config(fetch_on_consumer_thread=True),
-                            conn, lambda infos: None, lambda exc: None)  # type: ignore[arg-type]
-    fetcher.add_partitions(infos)  # never started: the rounds run on this thread
-    offers: List[bool] = []
-    offer = queue.offer
-
-    def counted(chunk: FetchedDataChunk) -> bool:
-        queued = offer(chunk)
-        offers.append(queued)
-        return queued
-    queue.offer = counted  # type: ignore[method-assign]
-    conn.append(2)
-    taken = []
-    for _ in range(3):
-        chunk = queue.get(1.0)
-        assert isinstance(chunk, FetchedDataChunk), chunk
-        taken.append((chunk.topic_info.partition, [m[0] for m in chunk.messages]))
-    assert taken == [(0, [0, 1]), (1, [0, 1]), (2, [0, 1])]
-    assert offers[:3] == [True, False, False]  # the round: one queued, two parked
-    assert offers[3:] == [True, True]  # each room event: one offer, which fits
-    assert fetcher._hindrances.parked == 0 and len(queue) == 0
