@@ -6,9 +6,10 @@ Starts a one-broker :class:`~zkconsumer.testing.LocalCluster` (6 partitions), an
 (``iterator``: ``for m in stream``; ``batch``: ``stream.batches()``; ``iterator-read`` and ``batch-read``:
 the same, each message's partition and stamp read as ``benchmarks.latency``'s worker reads them;
 ``confluent``: confluent-kafka's consumer, ``poll(0.1)`` per message, with the latency benchmark's settings, for
-the same split of a peer; ``floor``: the latency benchmark's bare Python fetch loop, no consumer around it) one
-member of a new group with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``), while a
-kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
+the same split of a peer; ``floor``: the latency benchmark's bare Python fetch loop, no consumer around it;
+``glue``: the member's wire path in C with the least Python a round can have, a bound for a round run in C)
+one member of a new group with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``),
+while a kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
 the partitions. Over ``--window`` seconds (after 4 s of warm-up) it prints, per message delivered,
 the process's user and system CPU (``getrusage``: every thread of the member, none of the
 producer's), its voluntary and involuntary context switches and Python's garbage collections in the window,
@@ -35,6 +36,7 @@ import io
 import os
 import pstats
 import resource
+import socket
 import subprocess
 import sys
 import threading
@@ -44,9 +46,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
 from zkconsumer.wire.connection import BrokerConnection
-from zkconsumer.wire.messageset import decode_message_set
-from zkconsumer.wire.protocol import LATEST_TIME, FetchPartition
+from zkconsumer.wire.messageset import speedups
+from zkconsumer.wire.protocol import LATEST_TIME, FetchPartitionResponse
 
+from .latency.floor_worker import FloorLoop
 from .latency.settings import CONFLUENT_BASE
 from .latency.stamps import STAMP
 from .latency.zk_worker import keep_nothing, read_batch
@@ -187,25 +190,70 @@ class ConfluentStream:
 
 
 def floor_stream(bootstrap: str, topic: str) -> Iterator[Any]:
-    """The latency benchmark's floor (``benchmarks.latency.floor_worker``) as a stream: a bare Python fetch loop on
-    one connection, every partition in one Fetch (``fetch.min.bytes`` 1, a 1 s wait), no consumer around it."""
+    """The latency benchmark's floor (:class:`benchmarks.latency.floor_worker.FloorLoop`) as a stream: a bare Python
+    fetch loop on one connection, every partition in one Fetch (``fetch.min.bytes`` 1, a 1 s wait), no consumer
+    around it."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     with BrokerConnection(host, int(port), "cpu-split-floor", 30000, 65536, reuse_buffer=True) as conn:
-        offsets = {p: conn.list_offsets(topic, p, LATEST_TIME) for p in range(PARTITIONS)}
+        loop = FloorLoop(conn, topic, PARTITIONS)
         while True:
-            wanted = [FetchPartition(topic, p, o, 1048576) for p, o in offsets.items()]
-            for part in conn.fetch(wanted, 1000, 1).partitions:
-                decoded = decode_message_set(part.message_set, topic, part.partition, offsets[part.partition])
-                yield from decoded.messages
-                if decoded.messages:
-                    offsets[part.partition] = decoded.messages[-1][0] + 1
+            for _, messages in loop.messages(loop.fetch()):
+                yield from messages
+
+
+class _Watermark:
+    """What ``_speedups.fetch_walk`` writes an empty partition's high watermark into (a fetcher's partition state)."""
+
+    __slots__ = ("high_watermark",)
+
+    def __init__(self) -> None:
+        self.high_watermark = -1
+
+
+def glue_stream(bootstrap: str, topic: str) -> Iterator[Any]:
+    """The member's wire path with the least Python a round can have: per round, the C extension's calls alone
+    (``fetch_request`` writes the Fetch of every partition, ``recv_frame`` sends it and reads the answer with the
+    GIL released once, ``fetch_walk`` walks it, ``decode`` decodes each partition with data), driven from this one
+    generator frame. What Python would still run if a round were one C call: a bound for such a redesign.
+    Every partition from its end, ``fetch.min.bytes`` 1, a 1 s wait; no consumer around it."""
+    if speedups is None:
+        raise SystemExit("the glue kind needs the C extension (python setup.py build_ext --inplace)")
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with BrokerConnection(host, int(port), "cpu-split-glue", 30000, 65536) as conn:
+        offsets = {p: conn.list_offsets(topic, p, LATEST_TIME) for p in range(PARTITIONS)}
+    requested: Dict[Tuple[str, int], Tuple[_Watermark, int]] = {
+        (topic, p): (_Watermark(), o) for p, o in offsets.items()}
+    request, recv_frame, walk, decode = speedups.fetch_request, speedups.recv_frame, speedups.fetch_walk, speedups.decode
+    buffer = bytearray(4 << 20)
+    view = memoryview(buffer)
+    lowat = 0
+    with socket.create_connection((host, int(port)), 30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        fd, correlation = sock.fileno(), 0
+        while True:
+            correlation += 1
+            frame = request(correlation, "cpu-split-glue", 1000, 1, requested, 1048576)
+            state, size, got, lowat = recv_frame(fd, buffer, 30000, frame, lowat)
+            if state != 0 or got < size or size > len(buffer):
+                raise SystemExit(f"glue: read of a {size}-byte response failed (state {state}, {got} bytes read)")
+            for st, offset, part in walk(view[4:size], FetchPartitionResponse, requested)[2]:
+                if part.error_code:
+                    raise SystemExit(f"fetch error {part.error_code} on partition {part.partition}")
+                block, _, next_offset, status, _, reason = decode(part.message_set, 0, offset, True)
+                if status > speedups.TRUNCATED:
+                    raise SystemExit(f"glue: partition {part.partition} at {offset}: {reason} (status {status})")
+                requested[(topic, part.partition)] = (st, offset if next_offset is None else next_offset)
+                yield from block
 
 
 @contextlib.contextmanager
 def open_stream(cluster: LocalCluster, topic: str, kind: str) -> Iterator[Any]:
-    """The stream ``kind`` reads: one member of a new group (library defaults plus the latency benchmark's settings)."""
-    if kind == "floor":
-        yield floor_stream(cluster.bootstrap_servers, topic)
+    """The stream ``kind`` reads: for ``iterator``, ``batch`` and their ``-read`` forms, one member of a new group
+    with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``, no auto-commit); for
+    ``confluent``, confluent-kafka's consumer with the latency benchmark's settings; for ``floor`` and ``glue``,
+    a bare fetch loop (:func:`floor_stream`, :func:`glue_stream`)."""
+    if kind in ("floor", "glue"):
+        yield (floor_stream if kind == "floor" else glue_stream)(cluster.bootstrap_servers, topic)
         return
     if kind == "confluent":
         confluent = ConfluentStream(cluster.bootstrap_servers, topic)
@@ -258,7 +306,7 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("kinds", nargs="+", choices=["iterator", "batch", "iterator-read", "batch-read",
-                                                        "confluent", "floor"])
+                                                        "confluent", "floor", "glue"])
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--window", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")
