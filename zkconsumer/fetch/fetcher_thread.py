@@ -123,9 +123,9 @@ class FetcherThread(ShutdownableThread):
         self.last_large = time.monotonic()  # when the last large response came (its creation at first)
         self._response_large = False
         self._next_quiet_check = 0.0
-        self._turns = RoundTurns(config.fetch_wait_max_ms)  # whose turn a round is: this thread's or a consumer's
         # The config is immutable: the properties every round reads, read once (a property call each otherwise).
         self._wait_max_ms: int = config.fetch_wait_max_ms
+        self._turns = RoundTurns(self._wait_max_ms)  # whose turn a round is: this thread's or a consumer's
         self._min_bytes: int = config.fetch_min_bytes
         self._max_bytes: int = config.fetch_message_max_bytes
         self._socket_timeout_ms: int = config.socket_timeout_ms
