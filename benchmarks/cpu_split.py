@@ -7,7 +7,8 @@ Starts a one-broker :class:`~zkconsumer.testing.LocalCluster` (6 partitions), an
 the same, each message's partition and stamp read as ``benchmarks.latency``'s worker reads them;
 ``confluent``: confluent-kafka's consumer, ``poll(0.1)`` per message, with the latency benchmark's settings, for
 the same split of a peer; ``floor``: the latency benchmark's bare Python fetch loop, no consumer around it;
-``glue``: the member's wire path in C with the least Python a round can have, a bound for a round run in C)
+``glue``: the member's wire path in C with the least Python a round can have, a bound for a round run in C;
+``glue-same`` and ``glue-distinct``: the same plus 40 calls per round, of one function or of 40 functions)
 one member of a new group with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``),
 while a kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
 the partitions. Over ``--window`` seconds (after 4 s of warm-up) it prints, per message delivered,
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from zkconsumer import ConsumerConfig, ConsumerTimeoutError, ZookeeperConsumerConnector
 from zkconsumer.testing import LocalCluster
@@ -210,12 +211,30 @@ class _Watermark:
         self.high_watermark = -1
 
 
-def glue_stream(bootstrap: str, topic: str) -> Iterator[Any]:
+#: Python calls the ``glue-same`` and ``glue-distinct`` kinds add to each round (about the Python frames of a
+#: member's round at 1,000 msg/s).
+EXTRA_CALLS = 40
+
+
+def extra_calls(n: int, distinct: bool) -> List[Callable[[], int]]:
+    """``n`` calls for a round: ``distinct``, ``n`` functions, each with its own code object, globals and counter
+    (the breadth of a round that touches ``n`` pieces of code and data); else one such function ``n`` times."""
+    calls: List[Callable[[], int]] = []
+    for i in range(n if distinct else 1):
+        namespace: Dict[str, Any] = {"box": [0]}
+        source = f"def call_{i}():\n    box[0] += {i + 1}\n    return box[0]\n"
+        exec(compile(source, f"<cpu-split-call-{i}>", "exec"), namespace)  # noqa: S102 - our own source
+        calls.append(namespace[f"call_{i}"])
+    return calls if distinct else calls * n
+
+
+def glue_stream(bootstrap: str, topic: str, extra: Sequence[Callable[[], Any]] = ()) -> Iterator[Any]:
     """The member's wire path with the least Python a round can have: per round, the C extension's calls alone
     (``fetch_request`` writes the Fetch of every partition, ``recv_frame`` sends it and reads the answer with the
     GIL released once, ``fetch_walk`` walks it, ``decode`` decodes each partition with data), driven from this one
     generator frame. What Python would still run if a round were one C call: a bound for such a redesign.
-    Every partition from its end, ``fetch.min.bytes`` 1, a 1 s wait; no consumer around it."""
+    Every partition from its end, ``fetch.min.bytes`` 1, a 1 s wait; no consumer around it. ``extra``: called
+    once each per round, after the answer came (see :func:`extra_calls`)."""
     if speedups is None:
         raise SystemExit("the glue kind needs the C extension (python setup.py build_ext --inplace)")
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
@@ -236,6 +255,8 @@ def glue_stream(bootstrap: str, topic: str) -> Iterator[Any]:
             state, size, got, lowat = recv_frame(fd, buffer, 30000, frame, lowat)
             if state != 0 or got < size or size > len(buffer):
                 raise SystemExit(f"glue: read of a {size}-byte response failed (state {state}, {got} bytes read)")
+            for call in extra:
+                call()
             for st, offset, part in walk(view[4:size], FetchPartitionResponse, requested)[2]:
                 if part.error_code:
                     raise SystemExit(f"fetch error {part.error_code} on partition {part.partition}")
@@ -250,10 +271,15 @@ def glue_stream(bootstrap: str, topic: str) -> Iterator[Any]:
 def open_stream(cluster: LocalCluster, topic: str, kind: str) -> Iterator[Any]:
     """The stream ``kind`` reads: for ``iterator``, ``batch`` and their ``-read`` forms, one member of a new group
     with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``, no auto-commit); for
-    ``confluent``, confluent-kafka's consumer with the latency benchmark's settings; for ``floor`` and ``glue``,
-    a bare fetch loop (:func:`floor_stream`, :func:`glue_stream`)."""
-    if kind in ("floor", "glue"):
-        yield (floor_stream if kind == "floor" else glue_stream)(cluster.bootstrap_servers, topic)
+    ``confluent``, confluent-kafka's consumer with the latency benchmark's settings; for ``floor`` and the ``glue``
+    kinds, a bare fetch loop (:func:`floor_stream`, :func:`glue_stream`; ``glue-same`` and ``glue-distinct`` add
+    :data:`EXTRA_CALLS` calls per round, of one function or of as many functions: :func:`extra_calls`)."""
+    if kind == "floor":
+        yield floor_stream(cluster.bootstrap_servers, topic)
+        return
+    if kind.startswith("glue"):
+        extra = extra_calls(EXTRA_CALLS, kind == "glue-distinct") if kind != "glue" else []
+        yield glue_stream(cluster.bootstrap_servers, topic, extra)
         return
     if kind == "confluent":
         confluent = ConfluentStream(cluster.bootstrap_servers, topic)
@@ -306,7 +332,8 @@ def measure(cluster: LocalCluster, topic: str, kind: str, rate: int, window: flo
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("kinds", nargs="+", choices=["iterator", "batch", "iterator-read", "batch-read",
-                                                        "confluent", "floor", "glue"])
+                                                        "confluent", "floor", "glue", "glue-same",
+                                                        "glue-distinct"])
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--window", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")
