@@ -11,34 +11,27 @@ With every partition blocked, the fetcher waits for that signal (at most :data:`
 not spin. Per partition, chunks are queued in offset order: a partition has at most one parked chunk and is not
 fetched while it has one.
 
-Fetching ahead, as Kafka's fetcher does: Kafka's ConsumerFetcherThread sends its next request as soon as its last
-chunk went into the queue, full or not, so one response is on its way while the consumer reads the queued chunks. Here
-a partition is fetched again as soon as its own last chunk is queued, even while other partitions of the same stream
-still wait with a parked chunk: their data is fetched now and parked until there is room, so the consumer never waits
-for a response with an empty queue while one stream is full. The memory bound below counts one parked chunk per
-partition. Unparking on the consumer's thread spares a thread hand-off per chunk: the fetcher thread needs the GIL to
-queue a chunk, and taking it from a busy iterating thread costs up to ``sys.getswitchinterval()`` (5 ms), about as
-long as reading a 1 MB chunk of small messages takes.
+Fetching ahead, as Kafka's ConsumerFetcherThread does (its next request goes out once its last chunk is queued): a
+partition is fetched again as soon as its own last chunk is queued, even while others of the same stream wait with a
+parked chunk, so the consumer never waits for a response with an empty queue while one stream is full. Unparking on
+the consumer's thread spares a thread hand-off per chunk: the fetcher thread needs the GIL to queue one, and taking it
+from a busy iterating thread costs up to ``sys.getswitchinterval()`` (5 ms), as long as reading a 1 MB chunk takes.
 
 Not waiting behind a parked chunk: a request that leaves out a partition whose chunk is parked cannot take it in when
-room appears (one request per connection at a time), so the partition's next messages would wait up to the whole
-``fetch.wait.max.ms`` for the others' data. Such a request asks the broker to wait less (``rounds.held_back_wait_ms``:
-1 ms, doubled while a chunk stays parked, ``fetch.wait.max.ms`` at most, so a stream not read for long costs a few
-short requests, not a poll loop). ``fetch.wait.max.ms`` keeps Kafka's meaning: the longest the broker may hold a
-request that ``fetch.min.bytes`` does not satisfy.
+room appears (one request per connection at a time), so it asks the broker to wait less (``rounds.held_back_wait_ms``:
+1 ms, doubled while a chunk stays parked, ``fetch.wait.max.ms`` at most: a few short requests, not a poll loop).
+``fetch.wait.max.ms`` keeps Kafka's meaning: how long the broker may hold a request ``fetch.min.bytes`` leaves open.
 
 Fetching on the consumer's thread (``fetch.on.consumer.thread``): a fetcher that serves one stream's queue alone,
 narrow, with small responses, is that queue's driver: a consumer that finds the queue empty runs the fetcher's next
 round itself (:meth:`FetcherThread.drive`, the same round: lease check, request, the lease fence per partition,
-queuing), one thread woken per response instead of two; see ``rounds.py`` for whose turn a round is. The consumer's
-deadline bounds its round, the wait on the socket included (``rounds.round_bounds``).
+queuing), one thread woken per response instead of two (``rounds.py``: whose turn; ``rounds.round_bounds``: the
+consumer's deadline bounds the round, the socket's wait included).
 
-Memory bound, per stream: at most ``queued.max.message.chunks`` chunks in its queue plus one parked chunk per
-partition of the stream (each at most ``fetch.message.max.bytes`` of message data, decoded into its own buffers),
-plus, per fetcher thread, its connection's response buffer, as large as the largest response so far (at most
-``fetch.message.max.bytes`` per partition it serves; kept and reused until the fetcher stops, see
-``BrokerConnection(reuse_buffer=True)``), and per process at most 8 recycled block buffers of at most 4 MB
-(``_speedups_block.c``, ``release_bytes``). A partition that leaves its fetcher (removed, handed back, stopped) drops
+Memory bound, per stream: ``queued.max.message.chunks`` chunks in its queue plus one parked chunk per partition (each
+at most ``fetch.message.max.bytes`` of messages, decoded into its own buffers); per fetcher thread, its connection's
+response buffer, as large as the largest response yet (reused until the fetcher stops, ``reuse_buffer=True``); per
+process, 8 recycled block buffers of at most 4 MB (``_speedups_block.c``). A partition that leaves its fetcher drops
 its parked chunk; its ``fetched_offset`` never moved past it, so the next fetch gets the same messages.
 """
 
@@ -55,7 +48,7 @@ from ..structs import TopicPartition
 from ..threads import ShutdownableThread
 from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
-from ..wire.messageset import decode_message_set
+from ..wire.messageset import decode_message_set, speedups
 from ..wire.protocol import FetchPartitionResponse
 from . import rounds
 from .fetch_stats import FetchStats, error_kind
@@ -65,6 +58,10 @@ from .placement import place_offset
 from .rounds import HANDBACK_S, QUIET_S, ROOM_WAIT_S, RoundTurns, held_back_wait_ms, round_bounds
 
 __all__ = ["FetcherThread", "FetcherKey"]
+
+#: The C decoder and its last status of a message set decoded whole (``None``: no extension; see ``_process``).
+_decode = speedups.decode if speedups is not None else None
+_TRUNCATED: int = speedups.TRUNCATED if speedups is not None else 0
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +200,9 @@ class FetcherThread(ShutdownableThread):
 
     def _room_appeared(self) -> None:
         """Room listener of every queue served: a consumer took from a full queue (any thread, no queue lock).
-
-        Queues the parked chunks it can without waiting for a lock (see the module docstring), then wakes
-        the fetcher thread for the rest and the next fetch, unless it waits out a consumer's turn that is
-        still on (the consumer's next round queues the rest; woken, the thread only took the GIL to wait again).
-        """
+        Queues the parked chunks it can without waiting for a lock (see the module docstring), then wakes the fetcher
+        thread for the rest and the next fetch, unless it waits out a consumer's turn that is still on (that
+        consumer's next round queues the rest; woken, the thread only took the GIL to wait again)."""
         self._queue_parked(wait=False)
         with self._cond:
             self._room_events += 1
@@ -276,7 +271,7 @@ class FetcherThread(ShutdownableThread):
             if self.stopping:
                 return False
             self._deadline = None if timeout is None else time.monotonic() + timeout
-            fetched = self._round(block=False, left_ms=left_ms)
+            fetched = self._consumer_round(left_ms)
         except Exception as exc:  # noqa: BLE001 - reported as the fetcher thread reports its own
             log.exception("%s died on a consumer's thread", self.name)
             self.request_stop()
@@ -305,8 +300,7 @@ class FetcherThread(ShutdownableThread):
                 and (not self._cut_until or time.monotonic() >= self._cut_until))
 
     def _cut(self) -> None:
-        """A consumer's round was cut at its deadline: the fetcher thread runs the rounds, with its own bound,
-        for ``CUT_BACKOFF_S``."""
+        """A consumer's round was cut at its deadline: the thread runs the rounds, its own bound, ``CUT_BACKOFF_S``."""
         self._cut_until = time.monotonic() + rounds.CUT_BACKOFF_S
         with self._cond:
             self._cond.notify_all()
@@ -334,6 +328,31 @@ class FetcherThread(ShutdownableThread):
         self._fetch_once(batch, left_ms)
         if block and self._resize is not None:
             self._check_width(self._resize)
+        return True
+
+    def _consumer_round(self, left_ms: Optional[int]) -> Optional[bool]:
+        """:meth:`_round` on a consumer's thread, in fewer frames while no partition is parked, stalled or delayed
+        and every one is placed (issue 44: at low rates every message is a round of its own); else :meth:`_round`."""
+        if not self._hindrances.clear():
+            return self._round(block=False, left_ms=left_ms)
+        if not self._deliverable():
+            return None
+        with self._lock:
+            states = list(self._partitions.values())
+        if not states:
+            return False
+        requested: Dict[TopicPartition, Tuple[PartitionState, int]] = {}
+        for st in states:
+            offset = st.info.fetched_offset
+            if offset < 0:  # placing it may look an offset up: _round's _fetch_once does
+                return self._round(block=False, left_ms=left_ms)
+            requested[st.tp] = (st, offset)
+        self._held_back_wait = 0
+        silent = None if self._silent_since is None else time.monotonic() - self._silent_since
+        wait, bound, by_deadline = round_bounds(self._wait_max_ms, left_ms, self._socket_timeout_ms, silent)
+        failed = self._fetch_and_process(requested, wait, False, bound, by_deadline)
+        if failed:
+            self._give_back(failed)
         return True
 
     def _check_width(self, resize: Callable[["FetcherThread", bool], None]) -> None:
@@ -511,11 +530,18 @@ class FetcherThread(ShutdownableThread):
                 return True
             if part.high_watermark >= 0:
                 st.high_watermark = part.high_watermark
-            if part.error_code != 0:
-                self._response_errors.append(ERROR_NAMES.get(part.error_code, f"UNKNOWN_{part.error_code}"))
             if part.error_code == 0:
+                info = st.info
+                if _decode is not None and info.fetched_offset == fetch_offset and self._deliverable():
+                    # _deliver's common case, plain messages, in this frame (issue 44: a frame costs CPU per message)
+                    block, _, _, status, _, _ = _decode(part.message_set, 0, fetch_offset, True)
+                    if block and status <= _TRUNCATED:
+                        self._response_messages += len(block)
+                        self._queue_or_park(st, FetchedDataChunk(info, fetch_offset, block))
+                        return True
                 self._deliver(st, fetch_offset, part.message_set)
                 return True
+            self._response_errors.append(ERROR_NAMES.get(part.error_code, f"UNKNOWN_{part.error_code}"))
             if part.error_code == OffsetOutOfRangeError.error_code:
                 return self._reset_offset(st, fetch_offset) is not False
             log.info("%s: %s-%d: broker %d reports error code %d; looking up its leader again",
@@ -546,6 +572,7 @@ class FetcherThread(ShutdownableThread):
             log.warning("%s: %s-%d: no message at or after offset %d in %d bytes (next offset %d); retrying later",
                         self.name, info.topic, info.partition, fetch_offset, decoded.valid_bytes, decoded.next_offset)
             self._hindrances.delay(st, time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0)
+
 
     def _queue_or_park(self, st: PartitionState, chunk: FetchedDataChunk) -> None:
         """Queue ``chunk`` now, or park it until its queue has room; caller holds ``st.lock``."""

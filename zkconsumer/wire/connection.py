@@ -32,13 +32,14 @@ import logging
 import socket
 import ssl
 import threading
-from typing import Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from ..errors import BrokerUnavailableError
 from .fetch_walk import FetchWalk, Requested, WalkedFetchRequest
 from .messageset import speedups
 from .protocol import (
     FetchPartition,
+    FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     ListOffsetsRequest,
@@ -61,6 +62,9 @@ MAX_RESPONSE_BYTES = 1 << 30
 #: The C extension's GIL-free receive loop (plain TCP only), or ``None``.
 _recv_exactly = speedups.recv_exactly if speedups is not None else None
 _recv_frame = speedups.recv_frame if speedups is not None else None
+#: The C extension's Fetch writer and response walk (see :meth:`BrokerConnection._walk_on_open_socket`), or ``None``.
+_fetch_request: Optional[Callable[..., Optional[bytes]]] = speedups.fetch_request if speedups is not None else None
+_fetch_walk: Optional[Callable[..., Any]] = getattr(speedups, "fetch_walk", None)
 
 
 class _SaslRefused(EOFError):
@@ -154,18 +158,10 @@ class BrokerConnection:
             try:
                 payload = self._round_trip(frame, shared_buffer, wait_ms)
             except (OSError, EOFError) as exc:
-                self._close_locked()
-                error = BrokerUnavailableError(self._describe(exc, wait_ms))
-                error.timed_out = isinstance(exc, socket.timeout) and not (self._aborted or self._interrupted)
-                raise error from exc
+                raise self._failed(exc, wait_ms) from exc
             finally:
                 self._interrupted = False
-            got, body = decode_response_header(payload)
-            if got != correlation_id:
-                self._close_locked()
-                raise BrokerUnavailableError(
-                    f"broker {self.address} answered correlation id {got} to request {correlation_id}; "
-                    "connection closed")
+            body = self._body(payload, correlation_id)
         return request.decode_response(body)
 
     def fetch(self, partitions: Sequence[FetchPartition], max_wait_ms: int, min_bytes: int,
@@ -187,8 +183,51 @@ class BrokerConnection:
         """:meth:`fetch` of ``requested``'s partitions (``(topic, partition) -> (state, offset)``), each with
         ``max_bytes``, its response walked for the fetcher (:mod:`zkconsumer.wire.fetch_walk`). Same buffer,
         bound and errors as :meth:`fetch`."""
-        return self._send(WalkedFetchRequest(max_wait_ms, min_bytes, max_bytes, requested), self._reuse_buffer,
-                          timeout_ms)
+        request = WalkedFetchRequest(max_wait_ms, min_bytes, max_bytes, requested)
+        if self._reuse_buffer:
+            walked = self._walk_on_open_socket(request, timeout_ms)
+            if walked is not None:
+                return walked
+        return self._send(request, self._reuse_buffer, timeout_ms)
+
+    def _walk_on_open_socket(self, request: WalkedFetchRequest, timeout_ms: Optional[int]) -> Optional[FetchWalk]:
+        """:meth:`fetch_walked`'s common case, a fetcher's every round, in one frame (issue 44: each Python frame of
+        a round costs CPU at the rates most members run at): the socket of an earlier request open on plain TCP,
+        the request written, sent and answered into the connection's buffer and walked by the C extension. The
+        same frame, buffer, retry, bound and errors as :meth:`_send`. ``None``, having sent nothing, when it is
+        not that case (no extension, no socket open, TLS, aborted, a request the C writer does not take):
+        :meth:`_send` then does it all."""
+        write, recv_frame, walk = _fetch_request, _recv_frame, _fetch_walk
+        if write is None or recv_frame is None or walk is None:
+            return None
+        wait_ms = self.socket_timeout_ms if timeout_ms is None else timeout_ms
+        with self._lock:
+            sock = self._sock
+            if sock is None or self._aborted or isinstance(sock, ssl.SSLSocket):
+                return None
+            correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+            frame = write(correlation_id, self.client_id, request.max_wait_ms, request.min_bytes, request.requested,
+                          request.max_bytes)
+            if frame is None:
+                return None
+            buffer = self._buffer
+            try:
+                try:
+                    state, size, got, self._lowat = recv_frame(sock.fileno(), buffer, wait_ms if wait_ms > 0 else -1,
+                                                               frame, self._lowat)
+                    if state == 0 and got == size and 4 <= size <= len(buffer):
+                        payload = memoryview(buffer)[:size].toreadonly()
+                    else:  # a timeout, EOF, an implausible size or one over the buffer: _exchange's rules
+                        payload = self._native_frame(sock, state, size, got, wait_ms)
+                except (OSError, EOFError) as exc:  # the socket was kept from an earlier request
+                    payload = self._again(exc, frame, True, wait_ms)
+            except (OSError, EOFError) as exc:
+                raise self._failed(exc, wait_ms) from exc
+            finally:
+                self._interrupted = False
+            body = self._body(payload, correlation_id)
+        walked = walk(body, FetchPartitionResponse, request.requested)
+        return tuple.__new__(FetchWalk, walked) if walked is not None else request.decode_response(body)
 
     def metadata(self, topics: Sequence[str]) -> MetadataResponse:
         """Metadata v0 for ``topics`` (empty: every topic)."""
@@ -248,15 +287,39 @@ class BrokerConnection:
         try:
             sock = self._sock or self._connect(timeout_ms)
             return self._exchange(sock, shared_buffer, frame, timeout_ms)
-        except socket.timeout:
-            raise
         except (OSError, EOFError) as exc:
-            if not reused or self._aborted or self._interrupted:
+            if not reused:
                 raise
-            log.debug("reconnecting to broker %s after %r", self.address, exc)
-            self._close_locked()
+            return self._again(exc, frame, shared_buffer, timeout_ms)
+
+    def _again(self, exc: BaseException, frame: bytes, shared_buffer: bool, timeout_ms: int) -> memoryview:
+        """After ``exc`` on a connection kept from an earlier request (caller holds the lock): ``frame`` once more
+        on a fresh connection (see :meth:`_round_trip`); ``exc`` itself is raised again after a timeout, an
+        abort or an interrupt."""
+        if isinstance(exc, socket.timeout) or self._aborted or self._interrupted:
+            raise exc
+        log.debug("reconnecting to broker %s after %r", self.address, exc)
+        self._close_locked()
         sock = self._connect(timeout_ms)
         return self._exchange(sock, shared_buffer, frame, timeout_ms)
+
+    def _body(self, payload: memoryview, correlation_id: int) -> memoryview:
+        """The body of the response ``payload`` to request ``correlation_id`` (caller holds the lock); the answer to
+        another request closes the connection and raises."""
+        got, body = decode_response_header(payload)
+        if got != correlation_id:
+            self._close_locked()
+            raise BrokerUnavailableError(
+                f"broker {self.address} answered correlation id {got} to request {correlation_id}; connection closed")
+        return body
+
+    def _failed(self, exc: BaseException, wait_ms: int) -> BrokerUnavailableError:
+        """The error a request raises after ``exc`` (caller holds the lock): the connection closed,
+        ``timed_out`` set for a timeout that was not an abort or an interrupt."""
+        self._close_locked()
+        error = BrokerUnavailableError(self._describe(exc, wait_ms))
+        error.timed_out = isinstance(exc, socket.timeout) and not (self._aborted or self._interrupted)
+        return error
 
     def _connect(self, timeout_ms: int) -> socket.socket:
         """Open the socket (caller holds the lock); ``timeout_ms`` bounds connecting (<= 0: no bound)."""
@@ -309,16 +372,7 @@ class BrokerConnection:
         native_ms = self._native_timeout_ms(sock, timeout_ms)
         if shared_buffer and _recv_frame is not None and native_ms is not None:
             state, size, got, self._lowat = _recv_frame(sock.fileno(), self._buffer, native_ms, request, self._lowat)
-            if state == 1:
-                raise socket.timeout("timed out")
-            if state == 2:
-                raise EOFError(f"connection closed by peer after {got} of 4 bytes")
-            _check_size(size)
-            if size > len(self._buffer):  # the body was not read: a larger buffer first
-                return self._read_exactly(sock, size, True, timeout_ms)
-            if got < size:
-                raise EOFError(f"connection closed by peer after {got} of {size} bytes")
-            return memoryview(self._buffer)[:size].toreadonly()
+            return self._native_frame(sock, state, size, got, timeout_ms)
         timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
         if sock.gettimeout() != timeout:  # the Python calls below wait the socket's own timeout: this request's
             sock.settimeout(timeout)
@@ -328,6 +382,21 @@ class BrokerConnection:
         size = int.from_bytes(head, "big", signed=True)
         _check_size(size)
         return self._read_exactly(sock, size, shared_buffer, timeout_ms)
+
+    def _native_frame(self, sock: socket.socket, state: int, size: int, got: int, timeout_ms: int) -> memoryview:
+        """The frame ``_speedups.recv_frame`` read into the connection's buffer, given what it returned; raises
+        ``socket.timeout`` or ``EOFError`` as a Python read would, and reads a body over the buffer into a
+        larger one."""
+        if state == 1:
+            raise socket.timeout("timed out")
+        if state == 2:
+            raise EOFError(f"connection closed by peer after {got} of 4 bytes")
+        _check_size(size)
+        if size > len(self._buffer):  # the body was not read: a larger buffer first
+            return self._read_exactly(sock, size, True, timeout_ms)
+        if got < size:
+            raise EOFError(f"connection closed by peer after {got} of {size} bytes")
+        return memoryview(self._buffer)[:size].toreadonly()
 
     def _read_exactly(self, sock: socket.socket, n: int, shared_buffer: bool, timeout_ms: int) -> memoryview:
         """``n`` bytes from ``sock`` into one buffer: a new one, or the connection's own (``shared_buffer``).
