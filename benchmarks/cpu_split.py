@@ -8,7 +8,9 @@ the same, each message's partition and stamp read as ``benchmarks.latency``'s wo
 ``confluent``: confluent-kafka's consumer, ``poll(0.1)`` per message, with the latency benchmark's settings, for
 the same split of a peer; ``floor``: the latency benchmark's bare Python fetch loop, no consumer around it;
 ``glue``: the member's wire path in C with the least Python a round can have, a bound for a round run in C;
-``glue-same`` and ``glue-distinct``: the same plus 40 calls per round, of one function or of 40 functions)
+``glue-same`` and ``glue-distinct``: the same plus 40 calls per round, of one function or of 40 functions;
+``lean``: the member's queue and iterator, fed by a round whose bookkeeping is one Python frame,
+``benchmarks.lean_round``)
 one member of a new group with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``),
 while a kafka-python producer in another process sends 100 B messages at ``--rate`` msg/s round-robin over
 the partitions. Over ``--window`` seconds (after 4 s of warm-up) it prints, per message delivered,
@@ -38,6 +40,7 @@ import os
 import pstats
 import resource
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -54,8 +57,11 @@ from .latency.floor_worker import FloorLoop
 from .latency.settings import CONFLUENT_BASE
 from .latency.stamps import STAMP
 from .latency.zk_worker import keep_nothing, read_batch
+from .lean_round import lean_stream
 
 PARTITIONS = 6
+
+_CORRELATION = struct.Struct(">i")
 
 PRODUCER = r"""
 import sys, time
@@ -253,11 +259,17 @@ def glue_stream(bootstrap: str, topic: str, extra: Sequence[Callable[[], Any]] =
             correlation += 1
             frame = request(correlation, "cpu-split-glue", 1000, 1, requested, 1048576)
             state, size, got, lowat = recv_frame(fd, buffer, 30000, frame, lowat)
-            if state != 0 or got < size or size > len(buffer):
+            if state != 0 or size < 4 or got < size or size > len(buffer):
                 raise SystemExit(f"glue: read of a {size}-byte response failed (state {state}, {got} bytes read)")
+            answered = _CORRELATION.unpack_from(buffer, 0)[0]
+            if answered != correlation:
+                raise SystemExit(f"glue: response to request {answered}, expected {correlation}")
             for call in extra:
                 call()
-            for st, offset, part in walk(view[4:size], FetchPartitionResponse, requested)[2]:
+            walked = walk(view[4:size], FetchPartitionResponse, requested)
+            if walked is None:
+                raise SystemExit(f"glue: a {size}-byte fetch response the walk refused")
+            for st, offset, part in walked[2]:
                 if part.error_code:
                     raise SystemExit(f"fetch error {part.error_code} on partition {part.partition}")
                 block, _, next_offset, status, _, reason = decode(part.message_set, 0, offset, True)
@@ -273,9 +285,14 @@ def open_stream(cluster: LocalCluster, topic: str, kind: str) -> Iterator[Any]:
     with the library's defaults (``auto.offset.reset=largest``, ``consumer.timeout.ms=100``, no auto-commit); for
     ``confluent``, confluent-kafka's consumer with the latency benchmark's settings; for ``floor`` and the ``glue``
     kinds, a bare fetch loop (:func:`floor_stream`, :func:`glue_stream`; ``glue-same`` and ``glue-distinct`` add
-    :data:`EXTRA_CALLS` calls per round, of one function or of as many functions: :func:`extra_calls`)."""
+    :data:`EXTRA_CALLS` calls per round, of one function or of as many functions: :func:`extra_calls`); for
+    ``lean``, a real stream iterator and queue fed by :class:`~benchmarks.lean_round.LeanRound`."""
     if kind == "floor":
         yield floor_stream(cluster.bootstrap_servers, topic)
+        return
+    if kind == "lean":
+        with lean_stream(cluster.bootstrap_servers, topic, PARTITIONS) as lean:
+            yield lean
         return
     if kind.startswith("glue"):
         extra = extra_calls(EXTRA_CALLS, kind == "glue-distinct") if kind != "glue" else []
@@ -333,7 +350,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("kinds", nargs="+", choices=["iterator", "batch", "iterator-read", "batch-read",
                                                         "confluent", "floor", "glue", "glue-same",
-                                                        "glue-distinct"])
+                                                        "glue-distinct", "lean"])
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--window", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")
