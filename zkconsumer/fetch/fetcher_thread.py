@@ -48,7 +48,7 @@ from ..structs import TopicPartition
 from ..threads import ShutdownableThread
 from ..wire.broker_errors import ERROR_NAMES, OffsetOutOfRangeError
 from ..wire.connection import BrokerConnection
-from ..wire.messageset import decode_message_set, speedups
+from ..wire.messageset import DecodeResult, decode_message_set, speedups
 from ..wire.protocol import FetchPartitionResponse
 from . import rounds
 from .fetch_stats import FetchStats, error_kind
@@ -331,28 +331,17 @@ class FetcherThread(ShutdownableThread):
         return True
 
     def _consumer_round(self, left_ms: Optional[int]) -> Optional[bool]:
-        """:meth:`_round` on a consumer's thread, in fewer frames while no partition is parked, stalled or delayed
-        and every one is placed (issue 44: at low rates every message is a round of its own); else :meth:`_round`."""
+        """:meth:`_round` on a consumer's thread, without its scans while no partition is parked, stalled or delayed
+        (issue 44: at low rates every message is a round of its own, and each frame of a round costs CPU)."""
         if not self._hindrances.clear():
             return self._round(block=False, left_ms=left_ms)
         if not self._deliverable():
             return None
         with self._lock:
-            states = list(self._partitions.values())
-        if not states:
+            batch = list(self._partitions.values())
+        if not batch:
             return False
-        requested: Dict[TopicPartition, Tuple[PartitionState, int]] = {}
-        for st in states:
-            offset = st.info.fetched_offset
-            if offset < 0:  # placing it may look an offset up: _round's _fetch_once does
-                return self._round(block=False, left_ms=left_ms)
-            requested[st.tp] = (st, offset)
-        self._held_back_wait = 0
-        silent = None if self._silent_since is None else time.monotonic() - self._silent_since
-        wait, bound, by_deadline = round_bounds(self._wait_max_ms, left_ms, self._socket_timeout_ms, silent)
-        failed = self._fetch_and_process(requested, wait, False, bound, by_deadline)
-        if failed:
-            self._give_back(failed)
+        self._fetch_once(batch, left_ms)
         return True
 
     def _check_width(self, resize: Callable[["FetcherThread", bool], None]) -> None:
@@ -531,15 +520,17 @@ class FetcherThread(ShutdownableThread):
             if part.high_watermark >= 0:
                 st.high_watermark = part.high_watermark
             if part.error_code == 0:
-                info = st.info
-                if _decode is not None and info.fetched_offset == fetch_offset and self._deliverable():
-                    # _deliver's common case, plain messages, in this frame (issue 44: a frame costs CPU per message)
-                    block, _, _, status, _, _ = _decode(part.message_set, 0, fetch_offset, True)
+                if st.info.fetched_offset != fetch_offset or not self._deliverable():
+                    return True  # moved (a reset) since the request went out, or not ours to hand out now: fetched again
+                first = None
+                if _decode is not None:  # plain messages, the common case, queued in this frame (issue 44)
+                    first = _decode(part.message_set, 0, fetch_offset, True)
+                    block, status = first[0], first[3]
                     if block and status <= _TRUNCATED:
                         self._response_messages += len(block)
-                        self._queue_or_park(st, FetchedDataChunk(info, fetch_offset, block))
+                        self._queue_or_park(st, FetchedDataChunk(st.info, fetch_offset, block))
                         return True
-                self._deliver(st, fetch_offset, part.message_set)
+                self._deliver(st, fetch_offset, part.message_set, first)
                 return True
             self._response_errors.append(ERROR_NAMES.get(part.error_code, f"UNKNOWN_{part.error_code}"))
             if part.error_code == OffsetOutOfRangeError.error_code:
@@ -548,15 +539,14 @@ class FetcherThread(ShutdownableThread):
                      self.name, part.topic, part.partition, self.key.broker_id, part.error_code)
             return False
 
-    def _deliver(self, st: PartitionState, fetch_offset: int, message_set: memoryview) -> None:
-        """Decode and queue, or park if the queue is full (never blocks); caller holds ``st.lock``."""
+    def _deliver(self, st: PartitionState, fetch_offset: int, message_set: memoryview,
+                 first: Optional[DecodeResult]) -> None:
+        """Decode and queue, or park if the queue is full (never blocks). The caller holds ``st.lock`` and checked
+        that the position is still ``fetch_offset`` and that the member may deliver; ``first`` is what the C
+        decoder gave for the set's start, if it was asked already (see ``decode_message_set``)."""
         info = st.info
-        if info.fetched_offset != fetch_offset:
-            return  # the position moved (reset) since the request went out: stale data
-        if not self._deliverable():
-            return  # not ours to hand out right now; fetched_offset is unchanged, so it is fetched again
         try:
-            decoded = decode_message_set(message_set, info.topic, info.partition, fetch_offset)
+            decoded = decode_message_set(message_set, info.topic, info.partition, fetch_offset, first)
         except CorruptMessageError as exc:
             self._stall(st, fetch_offset, exc)
             return
@@ -572,7 +562,6 @@ class FetcherThread(ShutdownableThread):
             log.warning("%s: %s-%d: no message at or after offset %d in %d bytes (next offset %d); retrying later",
                         self.name, info.topic, info.partition, fetch_offset, decoded.valid_bytes, decoded.next_offset)
             self._hindrances.delay(st, time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0)
-
 
     def _queue_or_park(self, st: PartitionState, chunk: FetchedDataChunk) -> None:
         """Queue ``chunk`` now, or park it until its queue has room; caller holds ``st.lock``."""

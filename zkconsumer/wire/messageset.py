@@ -192,10 +192,19 @@ class _Corrupt(Exception):
         self.pos, self.offset, self.reason, self.unsupported = pos, offset, reason, unsupported
 
 
-def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: int) -> DecodedMessageSet:
+#: What the C extension's ``decode(buf, 0, fetch_offset, True)`` returns: ``(block, stop, next_offset, status,
+#: bad_offset, reason)``.
+DecodeResult = Tuple[Any, ...]
+
+
+def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: int,
+                       first: Optional[DecodeResult] = None) -> DecodedMessageSet:
     """Decode the message set ``buf`` fetched for ``topic``/``partition`` at ``fetch_offset``.
 
     Contract: see the module docstring. Keys and values are ``bytes`` or ``None``.
+    ``first``: what the C extension's ``decode(buf, 0, fetch_offset, True)`` returned, if the caller asked it
+    already (a fetcher queues plain messages straight from it, and passes it on for anything else); it is
+    not decoded again.
     Raises :class:`~zkconsumer.errors.CorruptMessageError` (or its subclass
     :class:`UnsupportedCompressionError`) only when no message could be decoded
     before the bad entry.
@@ -204,7 +213,8 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
     if native is None:
         return decode_message_set_python(buf, topic, partition, fetch_offset)
     decode = native.decode
-    block, stop, next_offset, status, bad_offset, reason = decode(buf, 0, fetch_offset, True)
+    block, stop, next_offset, status, bad_offset, reason = first if first is not None else decode(buf, 0, fetch_offset,
+                                                                                                   True)
     if status <= native.TRUNCATED:  # the common case: no wrapper, nothing corrupt
         return DecodedMessageSet(block, stop, len(buf), fetch_offset if next_offset is None else next_offset)
     if status == native.WRAPPER and not block and _HAS_DECODE_INNER:

@@ -26,7 +26,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkconsumer.errors import CorruptMessageError
 from zkconsumer.wire import codecs, messageset
-from zkconsumer.wire.messageset import ACCELERATED, decode_message_set, decode_message_set_python
+from zkconsumer.wire.messageset import ACCELERATED, decode_message_set, decode_message_set_python, speedups
 
 GZIP, SNAPPY, LZ4 = 1, 2, 3
 Msg = Tuple[int, Optional[bytes], Optional[bytes]]
@@ -73,9 +73,13 @@ def messages(n: int, start: int = 0, seed: int = 0, size: int = 100) -> List[Msg
 
 
 def decode_both(data: bytes, fetch_offset: int = 0) -> Sequence[Msg]:
-    """Decode with every available decoder; they must agree exactly (types included)."""
+    """Decode with every available decoder; they must agree exactly (types included). The C one is asked twice:
+    alone, and given the first C decode of the set as a fetcher has it (``first``)."""
     reference = decode_message_set_python(data, "t", 0, fetch_offset)
-    for result in [decode_message_set(data, "t", 0, fetch_offset)] if ACCELERATED else []:
+    results = [decode_message_set(data, "t", 0, fetch_offset),
+               decode_message_set(data, "t", 0, fetch_offset, speedups.decode(data, 0, fetch_offset, True))
+               ] if ACCELERATED else []
+    for result in results:
         assert list(result.messages) == list(reference.messages)
         assert (result.valid_bytes, result.next_offset) == (reference.valid_bytes, reference.next_offset)
         for _, key, value in result.messages:

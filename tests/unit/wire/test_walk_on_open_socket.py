@@ -9,9 +9,8 @@ interrupt failing the request without a retry. Against a scripted local TCP serv
 from __future__ import annotations
 
 import struct
-import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import pytest
 from kafka.protocol.old.fetch import FetchResponse_v0
@@ -22,7 +21,7 @@ from zkconsumer.wire.connection import BrokerConnection
 from zkconsumer.wire.fetch_walk import WalkedFetchRequest
 from zkconsumer.wire.messageset import speedups
 
-from .test_connection import ScriptedServer
+from .test_connection import ScriptedServer, raised_when_woken
 
 pytestmark = pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 
@@ -147,24 +146,10 @@ def test_a_wrong_correlation_id_on_a_kept_socket_is_refused_and_closes(serve) ->
 def test_an_interrupt_fails_a_request_on_a_kept_socket_at_once_without_a_retry(serve) -> None:
     server = serve([body(1), 5.0, body(2), body(3)])
     conn, requested = opened(server)
-    outcome: List[Optional[BaseException]] = []
-
-    def fetch() -> None:
-        try:
-            conn.fetch_walked(requested, 100, 1, 1 << 20)
-            outcome.append(None)
-        except BrokerUnavailableError as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=fetch)
-    thread.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    conn.interrupt()
-    thread.join(2.0)
-    assert not thread.is_alive() and time.monotonic() - started < 1.5
-    assert isinstance(outcome[0], BrokerUnavailableError) and "interrupted" in str(outcome[0])
-    assert not outcome[0].timed_out and server.connections == 1
+    raised, took_s = raised_when_woken(lambda: conn.fetch_walked(requested, 100, 1, 1 << 20), conn.interrupt, 0.3)
+    assert took_s < 1.5
+    assert isinstance(raised, BrokerUnavailableError) and "interrupted" in str(raised)
+    assert not raised.timed_out and server.connections == 1
     conn.close()
 
 
