@@ -213,8 +213,9 @@ def decode_message_set(buf: Buffer, topic: str, partition: int, fetch_offset: in
     if native is None:
         return decode_message_set_python(buf, topic, partition, fetch_offset)
     decode = native.decode
-    block, stop, next_offset, status, bad_offset, reason = first if first is not None else decode(buf, 0, fetch_offset,
-                                                                                                   True)
+    if first is None:
+        first = decode(buf, 0, fetch_offset, True)
+    block, stop, next_offset, status, bad_offset, reason = first
     if status <= native.TRUNCATED:  # the common case: no wrapper, nothing corrupt
         return DecodedMessageSet(block, stop, len(buf), fetch_offset if next_offset is None else next_offset)
     if status == native.WRAPPER and not block and _HAS_DECODE_INNER:

@@ -87,6 +87,32 @@ def decode_both(data: bytes, fetch_offset: int = 0) -> Sequence[Msg]:
     return list(reference.messages)
 
 
+@pytest.mark.skipif(not ACCELERATED, reason="the C extension zkconsumer.wire._speedups is not built")
+def test_a_first_decode_given_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``first``'s promise: the set is decoded on from where the given decode stopped, never from its start."""
+    head = [(0, b"k", b"plain")]
+    data = plain(head) + wrapped(GZIP, messages(5, start=1))
+    first = speedups.decode(data, 0, 0, True)
+    positions: List[int] = []  # where ``data`` itself was decoded from (not a decompressed inner set)
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(speedups, name)
+
+        def decode(self, buf: bytes, pos: int, *rest: object) -> object:
+            if buf is data:
+                positions.append(pos)
+            return speedups.decode(buf, pos, *rest)
+
+    monkeypatch.setattr(messageset, "_speedups", Spy())
+    result = decode_message_set(data, "t", 0, 0, first)
+    assert list(result.messages) == head + messages(5, start=1)
+    assert 0 not in positions  # the given decode was used, not repeated
+    positions.clear()
+    decode_message_set(data, "t", 0, 0)
+    assert positions[0] == 0  # without it, the set is decoded from byte 0 (the spy sees every decode)
+
+
 # --------------------------------------------------------------------------- each codec decodes
 
 @pytest.mark.parametrize("magic", [0, 1])
