@@ -284,21 +284,23 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
             if rest is not None and not rest[0].revoked and not rest[0].paused:
                 self._install(*rest)
 
-    def _next_batch(self, arrow: Any, max_rows: Optional[int]) -> Optional["pyarrow.RecordBatch"]:
-        """The next record batch, already handed out (offsets and counters advanced); ``None`` at shutdown."""
+    def _batches(self, arrow: Any, max_rows: Optional[int]) -> Iterator["pyarrow.RecordBatch"]:
+        """Record batches, each already handed out (offsets and counters advanced) when yielded; ends at
+        shutdown; exceptions as :meth:`_refill`'s. One generator frame for all batches rather than a call per
+        batch: a live stream's batches have a row each (issue 44). Yields outside ``_lock``.
+        """
+        lock, take_rest, hand_out, refill = self._lock, self._take_rest, self._hand_out_batch, self._refill
         while True:
-            with self._lock:
-                rest = self._take_rest()
-                if rest is not None:
-                    info, messages, pos = rest
-                    batch = self._hand_out_batch(arrow, info, messages, pos, max_rows)
-                    if batch is not None:
-                        return batch
-                    continue
-            try:
-                self._refill()
-            except StopIteration:
-                return None
+            with lock:
+                rest = take_rest()
+                batch = None if rest is None else hand_out(arrow, rest[0], rest[1], rest[2], max_rows)
+            if batch is not None:
+                yield batch
+            elif rest is None:
+                try:
+                    refill()
+                except StopIteration:
+                    return
 
     def _hand_out_batch(self, arrow: Any, info: PartitionTopicInfo, messages: Sequence[RawMessage], pos: int,
                         max_rows: Optional[int]) -> Optional["pyarrow.RecordBatch"]:
@@ -311,7 +313,7 @@ class ConsumerIterator(_CursorBase):  # type: ignore[misc]
             stop = end if max_rows is None else min(end, start + max_rows)
             if start >= stop:
                 return None
-            batch = arrow.record_batch(info.topic, info.partition, messages, start, stop)
+            batch = arrow.block_rows(info.topic, info.partition, block, start, stop)
             last = block.offset_at(stop - 1)
             size = block.payload_bytes(start, stop)
         else:
@@ -388,14 +390,7 @@ class KafkaStream:
 
         if max_rows is not None and max_rows < 1:
             raise ValueError("max_rows must be >= 1")
-        return self._batches(arrow, max_rows)
-
-    def _batches(self, arrow: Any, max_rows: Optional[int]) -> Iterator["pyarrow.RecordBatch"]:
-        while True:
-            batch = self._iterator._next_batch(arrow, max_rows)
-            if batch is None:
-                return
-            yield batch
+        return self._iterator._batches(arrow, max_rows)
 
     def ack(self, message: MessageAndMetadata) -> bool:
         """Mark ``message`` processed (``commit.processed.only=true``); any thread, any order.

@@ -64,6 +64,22 @@ def test_a_small_batch_from_c_is_the_batch_python_builds() -> None:
                     assert got.column("key").null_count == sum(k is None for _, k, _ in msgs[start:stop])
 
 
+def test_block_rows_is_record_batch_for_every_slice_of_a_block() -> None:
+    """A stream's hand-out calls ``block_rows`` (no argument checks): the same batch, small or large."""
+    from zkconsumer.consumer import arrow
+
+    rng = random.Random(4444)
+    for _ in range(20):
+        msgs = random_msgs(rng, rng.randrange(1, 2 * arrow._CONSTANT_ROWS + 3))
+        block = block_of(msgs)
+        for start in range(len(msgs)):
+            stop = rng.randrange(start + 1, len(msgs) + 1)
+            got = arrow.block_rows("tp", 7, block, start, stop)
+            got.validate(full=True)
+            assert got.schema.equals(arrow.SCHEMA)
+            assert got.equals(arrow.record_batch("tp", 7, msgs, start, stop)), (start, stop)
+
+
 def test_the_c_path_is_the_one_taken_for_small_batches_only() -> None:
     from zkconsumer.consumer import arrow
 
