@@ -96,7 +96,6 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
     return pa.RecordBatch.from_arrays([constant[0], constant[1], offsets, keys, values], schema=schema)
 
 
-
 def block_rows(topic: str, partition: int, block: Any, start: int, stop: int) -> "pa.RecordBatch":
     """Rows ``[start, stop)`` of a C :class:`~zkconsumer.wire.messageset.MessageBlock` as a batch with
     :data:`SCHEMA`, for callers that already hold ``0 <= start <= stop <= len(block)`` (a stream's
