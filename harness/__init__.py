@@ -4,5 +4,6 @@
 ZooKeeper ensembles, TCP proxies that cut connections, TLS material, a Kerberos KDC;
 ``harness.modern_client``: a modern Kafka client (kafka-python, confluent-kafka) as a group member
 in a child process; ``harness.postgres``: a throw-away PostgreSQL; ``harness.assignment``: Kafka's assignment
-algorithms restated as the oracle that zkconsumer's assignors are checked against.
+algorithms restated as the oracle that zkconsumer's assignors are checked against; ``harness.ports``: an
+address where nothing listens, held so that nothing else can take it.
 """

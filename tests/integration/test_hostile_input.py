@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 
 import pytest
 from support.common import Drainer, consumer_props, produced_values, unique, wait_until
 
+from harness.ports import refused_port
 from zkconsumer import (
     ConfigurationError,
     ConsumerTimeoutError,
@@ -23,12 +23,6 @@ from zkconsumer import (
     ZooKeeperUnavailableError,
 )
 from zkconsumer.zookeeper.group import GroupClient
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_malformed_and_foreign_member_registrations_are_skipped_by_name(cluster, caplog) -> None:
@@ -114,28 +108,29 @@ def test_a_corrupt_message_is_raised_with_topic_partition_and_offset(cluster) ->
 
 
 def test_unreachable_zookeeper_at_start_names_the_address() -> None:
-    address = f"127.0.0.1:{closed_port()}"
-    with pytest.raises(ZooKeeperUnavailableError, match=f"zookeeper.connect='{address}'"):
-        ZookeeperConsumerConnector({"zookeeper.connect": address, "group.id": "g",
-                                    "zookeeper.connection.timeout.ms": 1000})
+    with refused_port() as port:
+        address = f"127.0.0.1:{port}"
+        with pytest.raises(ZooKeeperUnavailableError, match=f"zookeeper.connect='{address}'"):
+            ZookeeperConsumerConnector({"zookeeper.connect": address, "group.id": "g",
+                                        "zookeeper.connection.timeout.ms": 1000})
 
 
 def test_unreachable_brokers_at_start_are_logged_by_address_and_nothing_is_committed(cluster, caplog) -> None:
     chroot = "/" + unique("nobrokers")
     zk = cluster.kazoo_client(chroot)
-    port = closed_port()
-    zk.create("/brokers/ids/0", json.dumps({"version": 1, "host": "127.0.0.1", "port": port}).encode(), makepath=True)
-    zk.create("/brokers/topics/t", b'{"version":1,"partitions":{"0":[0]}}', makepath=True)
-    zk.create("/brokers/topics/t/partitions/0/state",
-              b'{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}', makepath=True)
-    caplog.set_level(logging.WARNING, logger="zkconsumer")
-    props = consumer_props(cluster, "g", zookeeper_connect=cluster.zk_connect + chroot, consumer_timeout_ms=1500)
-    with ZookeeperConsumerConnector(props) as connector:
-        stream = connector.create_message_streams({"t": 1})["t"][0]
-        with pytest.raises(ConsumerTimeoutError):
-            next(iter(stream))
-        connector.commit_offsets()
-    assert any(f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records), "no warning names the broker"
+    with refused_port() as port:
+        zk.create("/brokers/ids/0", json.dumps({"version": 1, "host": "127.0.0.1", "port": port}).encode(), makepath=True)
+        zk.create("/brokers/topics/t", b'{"version":1,"partitions":{"0":[0]}}', makepath=True)
+        zk.create("/brokers/topics/t/partitions/0/state",
+                  b'{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}', makepath=True)
+        caplog.set_level(logging.WARNING, logger="zkconsumer")
+        props = consumer_props(cluster, "g", zookeeper_connect=cluster.zk_connect + chroot, consumer_timeout_ms=1500)
+        with ZookeeperConsumerConnector(props) as connector:
+            stream = connector.create_message_streams({"t": 1})["t"][0]
+            with pytest.raises(ConsumerTimeoutError):
+                next(iter(stream))
+            connector.commit_offsets()
+        assert any(f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records), "no warning names the broker"
     assert not zk.exists("/consumers/g/offsets/t/0")
 
 

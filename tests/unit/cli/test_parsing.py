@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import socket
 
 import pytest
 
+from harness.ports import refused_port
 from zkconsumer.__main__ import main
 from zkconsumer.admin import (
     OffsetEntry,
@@ -120,15 +120,10 @@ def test_messages_are_written_raw_one_per_line() -> None:
     assert out.getvalue() == b"\x00\xffbinary\nnull\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_zookeeper_is_one_line_naming_the_address(capsys) -> None:
-    address = f"127.0.0.1:{free_port()}"
-    assert main(["groups", "list", "--zookeeper", address, "--zk-timeout-ms", "500"]) == 1
+    with refused_port() as port:
+        address = f"127.0.0.1:{port}"
+        assert main(["groups", "list", "--zookeeper", address, "--zk-timeout-ms", "500"]) == 1
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1, captured.err

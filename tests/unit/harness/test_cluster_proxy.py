@@ -11,6 +11,7 @@ from typing import Callable, Iterator, List
 import pytest
 
 from harness.cluster.proxy import TcpProxy, ZooKeeperProxy, parse_connect_response
+from harness.ports import refused_port
 
 
 class EchoServer:
@@ -193,11 +194,7 @@ def test_reset_closes_current_connections_and_refuses_new_ones(proxy: TcpProxy) 
 
 
 def test_a_target_that_is_down_closes_the_client_connection() -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    server.close()  # nothing listens there now
-    with TcpProxy("127.0.0.1", port) as proxy:
+    with refused_port() as port, TcpProxy("127.0.0.1", port) as proxy:
         with connect(proxy) as sock:
             assert closed_by_peer(sock)
 
