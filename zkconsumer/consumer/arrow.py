@@ -37,10 +37,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..wire.messageset import MessageBlock, RawMessage, speedups
 
-#: The C builder of small batches (``None`` without the extension, or with a build older than it).
-_arrow_batch: Optional[Callable[..., "pa.RecordBatch"]] = getattr(speedups, "arrow_batch", None)
 #: pyarrow's importer of the Arrow C data interface (underscored, but there since pyarrow 0.17).
 _import_from_c = getattr(pa.RecordBatch, "_import_from_c", None)
+#: The C builder of small batches, or ``None`` without the extension (or a build older than it), or
+#: without pyarrow's importer, which the builder hands its batch to.
+_arrow_batch: Optional[Callable[..., "pa.RecordBatch"]] = (
+    getattr(speedups, "arrow_batch", None) if _import_from_c is not None else None)
 
 __all__ = ["SCHEMA", "NOT_NULL_SCHEMA", "block_rows", "record_batch", "value_bytes"]
 
@@ -67,25 +69,43 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
                  stop: Optional[int] = None, schema: "pa.Schema" = SCHEMA) -> "pa.RecordBatch":
     """``messages[start:stop]`` of ``topic``/``partition`` as a record batch with ``schema``.
 
-    ``schema`` is :data:`SCHEMA` or :data:`NOT_NULL_SCHEMA` (same columns and types).
+    ``start`` and ``stop`` are clamped to ``[0, len(messages)]``. ``schema`` is
+    :data:`SCHEMA` or :data:`NOT_NULL_SCHEMA` (same columns and types).
     """
     end = len(messages)
     stop = end if stop is None else max(0, min(stop, end))
     start = max(0, min(start, stop))
-    n = stop - start
     if MessageBlock is not None and type(messages) is MessageBlock:
-        if n <= _CONSTANT_ROWS and _arrow_batch is not None and _import_from_c is not None:
-            # A live stream's batches (one row each, issue 44): built in C and handed to Arrow in one
-            # call, about 3 µs against 10 for the arrays below.
-            return _arrow_batch(messages, topic, partition, start, stop, _import_from_c, schema)
-        offsets, keys, values = _block_columns(messages)
-        if start or stop != end:
-            offsets, keys, values = (a.slice(start, stop - start) for a in (offsets, keys, values))
-    else:
-        rows = messages[start:stop] if start or stop != end else messages
-        offsets = pa.array([m[0] for m in rows], pa.int64())
-        keys = pa.array([m[1] for m in rows], pa.binary())
-        values = pa.array([m[2] for m in rows], pa.binary())
+        return block_rows(topic, partition, messages, start, stop, schema)
+    rows = messages[start:stop] if start or stop != end else messages
+    offsets = pa.array([m[0] for m in rows], pa.int64())
+    keys = pa.array([m[1] for m in rows], pa.binary())
+    values = pa.array([m[2] for m in rows], pa.binary())
+    return _with_constant_columns(topic, partition, offsets, keys, values, schema)
+
+
+def block_rows(topic: str, partition: int, block: Any, start: int, stop: int,
+               schema: "pa.Schema" = SCHEMA) -> "pa.RecordBatch":
+    """Rows ``[start, stop)`` of a C :class:`~zkconsumer.wire.messageset.MessageBlock` as a batch with
+    ``schema``, for callers that already hold ``0 <= start <= stop <= len(block)`` (a stream's
+    hand-out, and :func:`record_batch` after its checks).
+
+    Up to :data:`_CONSTANT_ROWS` rows (a live stream's batches, one row each, issue 44) the C
+    builder makes the batch and hands it to Arrow in one call, about 3 µs against 10 for the
+    arrays below; larger ones wrap the block's buffers and slice them.
+    """
+    if stop - start <= _CONSTANT_ROWS and _arrow_batch is not None:
+        return _arrow_batch(block, topic, partition, start, stop, _import_from_c, schema)
+    offsets, keys, values = _block_columns(block)
+    if start or stop != len(block):
+        offsets, keys, values = (a.slice(start, stop - start) for a in (offsets, keys, values))
+    return _with_constant_columns(topic, partition, offsets, keys, values, schema)
+
+
+def _with_constant_columns(topic: str, partition: int, offsets: "pa.Array", keys: "pa.Array",
+                           values: "pa.Array", schema: "pa.Schema") -> "pa.RecordBatch":
+    """The batch of these rows, with the topic and partition columns added (cached when small)."""
+    n = len(offsets)
     constant = _constant_columns.get((topic, partition, n))
     if constant is None:
         constant = (_topic_column(topic, n), _partition_column(partition, n))
@@ -94,17 +114,6 @@ def record_batch(topic: str, partition: int, messages: Sequence[RawMessage], sta
                 _constant_columns.clear()
             _constant_columns[(topic, partition, n)] = constant
     return pa.RecordBatch.from_arrays([constant[0], constant[1], offsets, keys, values], schema=schema)
-
-
-def block_rows(topic: str, partition: int, block: Any, start: int, stop: int) -> "pa.RecordBatch":
-    """Rows ``[start, stop)`` of a C :class:`~zkconsumer.wire.messageset.MessageBlock` as a batch with
-    :data:`SCHEMA`, for callers that already hold ``0 <= start <= stop <= len(block)`` (a stream's
-    hand-out): :func:`record_batch`'s batch, without its argument checks (about 2 µs of a live
-    stream's one-row batch, issue 44). Anything else goes to :func:`record_batch`.
-    """
-    if stop - start <= _CONSTANT_ROWS and _arrow_batch is not None and _import_from_c is not None:
-        return _arrow_batch(block, topic, partition, start, stop, _import_from_c, SCHEMA)
-    return record_batch(topic, partition, block, start, stop)
 
 
 #: ``(topic, partition, rows)`` -> the topic and partition columns of a batch of that many rows, for

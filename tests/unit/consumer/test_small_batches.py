@@ -1,7 +1,7 @@
 """Small record batches built in C (``_speedups.arrow_batch``, through Arrow's C data interface).
 
-``arrow.record_batch`` hands a MessageBlock's rows to C when a batch has at most
-``arrow._CONSTANT_ROWS`` rows (a live stream's batches). What it returns must be the batch the
+``arrow.block_rows`` (which ``arrow.record_batch`` calls for a MessageBlock) hands the rows to C
+when a batch has at most ``arrow._CONSTANT_ROWS`` rows (a live stream's batches). What it returns must be the batch the
 Python path builds, row for row and null for null, for either schema and any slice; it must keep
 the block's buffers alive for as long as any of its arrays lives, whichever thread drops them last;
 and it must give every reference and byte back when it goes, or when Arrow refuses it.
@@ -64,20 +64,26 @@ def test_a_small_batch_from_c_is_the_batch_python_builds() -> None:
                     assert got.column("key").null_count == sum(k is None for _, k, _ in msgs[start:stop])
 
 
-def test_block_rows_is_record_batch_for_every_slice_of_a_block() -> None:
-    """A stream's hand-out calls ``block_rows`` (no argument checks): the same batch, small or large."""
+@pytest.mark.parametrize("c_builder", [True, False], ids=["c-builder", "arrays"])
+def test_block_rows_is_record_batch_for_every_slice_of_a_block(c_builder: bool,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream's hand-out calls ``block_rows`` (no argument checks): the same batch, small or large,
+    with the C builder or without it (an extension built before it, or a pyarrow without its importer)."""
     from zkconsumer.consumer import arrow
 
+    if not c_builder:
+        monkeypatch.setattr(arrow, "_arrow_batch", None)
     rng = random.Random(4444)
     for _ in range(20):
         msgs = random_msgs(rng, rng.randrange(1, 2 * arrow._CONSTANT_ROWS + 3))
         block = block_of(msgs)
-        for start in range(len(msgs)):
-            stop = rng.randrange(start + 1, len(msgs) + 1)
-            got = arrow.block_rows("tp", 7, block, start, stop)
-            got.validate(full=True)
-            assert got.schema.equals(arrow.SCHEMA)
-            assert got.equals(arrow.record_batch("tp", 7, msgs, start, stop)), (start, stop)
+        for schema in (arrow.SCHEMA, arrow.NOT_NULL_SCHEMA):
+            for start in range(len(msgs)):
+                stop = rng.randrange(start + 1, len(msgs) + 1)
+                got = arrow.block_rows("tp", 7, block, start, stop, schema)
+                got.validate(full=True)
+                assert got.schema.equals(schema)
+                assert got.equals(arrow.record_batch("tp", 7, msgs, start, stop, schema)), (start, stop)
 
 
 def test_the_c_path_is_the_one_taken_for_small_batches_only() -> None:
