@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from kazoo.client import KazooClient
 from support.common import offset_checker, produced_values, unique
 
 import zkconsumer
+from harness.ports import refused_port
 from zkconsumer.__main__ import main
 from zkconsumer.admin import BrokerOffsets
 from zkconsumer.wire.protocol import LATEST_TIME
@@ -222,10 +222,9 @@ def test_unknown_group_is_one_line_on_stderr(cli) -> None:
 
 
 def test_unreachable_zookeeper_names_the_address(capsys) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
-    code = main(["groups", "describe", "--group", "g", "--zookeeper", address, "--zk-timeout-ms", "1000"])
+    with refused_port() as port:
+        address = f"127.0.0.1:{port}"
+        code = main(["groups", "describe", "--group", "g", "--zookeeper", address, "--zk-timeout-ms", "1000"])
     captured = capsys.readouterr()
     assert code == 1 and captured.out == ""
     assert address in one_error_line(captured.err)

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 import pytest
 from kafka.protocol.old.metadata import MetadataResponse_v0
 
+from harness.ports import refused_port
 from zkconsumer.errors import BrokerUnavailableError
 from zkconsumer.wire import connection
 from zkconsumer.wire.connection import BrokerConnection
@@ -121,13 +122,10 @@ def test_correlation_mismatch_closes_and_raises(server_factory) -> None:
 
 
 def test_refused_connection_names_the_broker() -> None:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    conn = BrokerConnection("127.0.0.1", port, "c", 1000, 0)
-    with pytest.raises(BrokerUnavailableError, match=f"127.0.0.1:{port}") as info:
-        conn.metadata([])
+    with refused_port() as port:
+        conn = BrokerConnection("127.0.0.1", port, "c", 1000, 0)
+        with pytest.raises(BrokerUnavailableError, match=f"127.0.0.1:{port}") as info:
+            conn.metadata([])
     assert info.value.retriable
 
 
