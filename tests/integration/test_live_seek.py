@@ -236,3 +236,48 @@ def test_seek_dry_run_refusals_timeout_and_cancel(cluster, zk, make_topic, group
         assert run("--cancel")[1].startswith(f"Group {group_id} has no pending seek")
     finally:
         zk.delete(dummy)
+
+
+@pytest.mark.parametrize("interference", ["acknowledged", "removed"])
+@pytest.mark.parametrize("removal", ["finish", "cancel"])
+def test_a_request_is_removed_at_once_while_a_member_acknowledges(cluster, zk, group_id, removal: str,
+                                                                 interference: str) -> None:
+    """The command removes a finished or cancelled request with its acknowledgements in one step, even while a
+    member acknowledges. Before, kazoo's recursive delete removed them one by one: a member acknowledging in
+    between (a rebalance under load) failed the removal, and the command exited 1 after every partition had
+    applied the seek; a member claiming a partition in between found the request without its
+    acknowledgement, and moved the partition back to the target."""
+    path = f"/consumers/{group_id}/seek"
+    request = seeking.seek_nodes.SeekRequest("f00d", {("t", p): 100 for p in range(4)}, "100")
+    zk.create(path, seeking.seek_nodes.encode_request(request), makepath=True)
+    acks = [f"{path}/{seeking.seek_nodes.ack_name(request.id, ('t', p))}" for p in range(4)]
+    for ack in acks[:3]:
+        zk.create(ack, seeking.seek_nodes.encode_ack("a member", 100))
+    member = KazooClient(hosts=cluster.zk_connect)
+    member.start()
+    seen: List[int] = []
+    listing = zk.get_children
+
+    def get_children(node: str, *args, **kwargs):  # kazoo's recursive delete lists every node it removes
+        names = listing(node, *args, **kwargs)
+        if member.exists(path):  # what a member claiming a partition reads now
+            seen.append(len(member.get_children(path)))
+        if interference == "acknowledged" and not member.exists(acks[3]):
+            member.create(acks[3], seeking.seek_nodes.encode_ack("a member", 100))  # after the listing
+        if interference == "removed" and member.exists(acks[0]):
+            member.delete(acks[0])  # another command's removal got there first, for one acknowledgement
+        return names
+
+    zk.get_children = get_children
+    try:
+        if removal == "finish":
+            assert seeking.finish_seek(zk, group_id, request)
+        else:
+            assert seeking.cancel_seek(zk, group_id) == request
+    finally:
+        del zk.get_children
+        member.stop()
+        member.close()
+    assert not zk.exists(path)
+    # never the request without an acknowledgement it had (but the one the other removal took)
+    assert seen and min(seen) >= (3 if interference == "acknowledged" else 2), seen

@@ -17,15 +17,17 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError, RolledBackError, RuntimeInconsistency
+from kazoo.protocol.serialization import Transaction
 
 from ..errors import MalformedZnodeError
 from ..structs import TopicPartition
 from ..zookeeper import seek_nodes, zkformat
 from . import reads
+from .atomic import MAX_REQUEST_BYTES
 from .errors import AdminError
 from .reset import ResetPlan
 
@@ -134,7 +136,7 @@ def finish_seek(zk: KazooClient, group: str, request: seek_nodes.SeekRequest) ->
     pending = pending_seek(zk, group)
     if pending is None or pending.id != request.id:
         return False
-    zk.retry(zk.delete, _path(group), recursive=True)
+    _remove_request(zk, _path(group))
     return True
 
 
@@ -144,8 +146,55 @@ def cancel_seek(zk: KazooClient, group: str) -> Optional[seek_nodes.SeekRequest]
         pending = pending_seek(zk, group)
     except MalformedZnodeError:  # removed all the same
         pending = seek_nodes.SeekRequest("?", {}, "(malformed)")
-    try:
-        zk.retry(zk.delete, _path(group), recursive=True)
-    except NoNodeError:
-        return None
-    return pending
+    return pending if _remove_request(zk, _path(group)) else None
+
+
+#: How many times :func:`_remove_request` lists the acknowledgements again after members added one.
+REMOVE_TRIES = 20
+
+
+def _remove_request(zk: KazooClient, path: str) -> bool:
+    """Remove the request node ``path`` and its acknowledgements in one ZooKeeper multi-operation; ``False``
+    if it was gone already.
+
+    All at once, so a member reads the request with every acknowledgement or no request at all. Removed
+    one by one (kazoo's recursive delete), a member claiming a partition at a rebalance meanwhile found the
+    request without that partition's acknowledgement and moved it back to the target; and a member
+    acknowledging between the listing and the parent's delete failed the whole removal (``NotEmptyError``:
+    the command exited 1 after every partition had applied the seek). Such an acknowledgement now fails
+    the multi, nothing removed, and the children are listed again, at most :data:`REMOVE_TRIES` times
+    (:class:`AdminError` after that). A request whose multi would not fit one ZooKeeper request
+    (thousands of partitions) is removed child by child, as before, with the same retries.
+    """
+    for _ in range(REMOVE_TRIES):
+        try:
+            children = zk.retry(zk.get_children, path)
+        except NoNodeError:
+            return False
+        try:
+            results = zk.retry(_remove_listed, zk, path, [f"{path}/{child}" for child in children])
+        except NotEmptyError:  # the child-by-child removal of a large request: an acknowledgement came in
+            continue
+        # a failed multi answers the failing operation's error, RolledBackError before it, RuntimeInconsistency after
+        failures = [r for r in results
+                    if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
+        if not failures:
+            return True
+        if not all(isinstance(f, (NotEmptyError, NoNodeError)) for f in failures):
+            raise failures[0]
+        # NotEmptyError: a member acknowledged after the listing; NoNodeError: a node listed is gone (another
+        # removal, or a connection lost after the multi applied): list again
+    raise AdminError(f"{path}: members kept acknowledging the seek while it was being removed; not removed "
+                     f"after {REMOVE_TRIES} tries")
+
+
+def _remove_listed(zk: KazooClient, path: str, children: List[str]) -> List[Any]:
+    """One try of :func:`_remove_request`: the multi's results (an exception instance per failed operation)."""
+    transaction = zk.transaction()
+    for child in children:
+        transaction.delete(child)
+    transaction.delete(path)
+    if len(Transaction(transaction.operations).serialize()) > MAX_REQUEST_BYTES:
+        zk.delete(path, recursive=True)
+        return [True]
+    return list(transaction.commit())
